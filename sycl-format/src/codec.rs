@@ -1,0 +1,135 @@
+//! Little-endian primitives shared by every payload: fixed-width integers and length-prefixed
+//! byte strings. The decoder never reads past its slice and never trusts a count it cannot
+//! back with remaining bytes.
+
+use std::fmt;
+
+/// Why a payload could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The payload does not start with the expected magic.
+    Magic,
+    /// The payload was written by a version this reader does not know.
+    Version { found: u32, supported: u32 },
+    /// The payload ends before a field it announces.
+    Truncated { needed: usize, offset: usize },
+    /// Bytes remain after the last field.
+    Trailing(usize),
+    /// A field holds a value that has no meaning (an unknown code, text that is not UTF-8).
+    Invalid(String),
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Magic => write!(f, "bad magic"),
+            DecodeError::Version { found, supported } => {
+                write!(f, "unknown version {found} (this build reads version {supported})")
+            }
+            DecodeError::Truncated { needed, offset } => {
+                write!(f, "truncated: {needed} more bytes needed at offset {offset}")
+            }
+            DecodeError::Trailing(n) => write!(f, "{n} unexpected bytes after the last field"),
+            DecodeError::Invalid(what) => write!(f, "{what}"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+pub(crate) struct Encoder {
+    buf: Vec<u8>,
+}
+
+impl Encoder {
+    pub(crate) fn new(magic: &[u8; 8], version: u32) -> Encoder {
+        let mut e = Encoder { buf: magic.to_vec() };
+        e.u32(version);
+        e
+    }
+
+    pub(crate) fn u32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+
+    pub(crate) fn bytes(&mut self, v: &[u8]) {
+        self.u32(super::len_u32(v.len()));
+        self.buf.extend_from_slice(v);
+    }
+
+    pub(crate) fn str(&mut self, v: &str) {
+        self.bytes(v.as_bytes());
+    }
+
+    pub(crate) fn finish(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
+pub(crate) struct Decoder<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Decoder<'a> {
+    pub(crate) fn new(bytes: &'a [u8], magic: &[u8; 8], version: u32) -> Result<Self, DecodeError> {
+        let mut d = Decoder { bytes, pos: 0 };
+        if d.take(8).map_err(|_| DecodeError::Magic)? != magic {
+            return Err(DecodeError::Magic);
+        }
+        let found = d.u32()?;
+        if found != version {
+            return Err(DecodeError::Version { found, supported: version });
+        }
+        Ok(d)
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let remaining = self.bytes.len() - self.pos;
+        if n > remaining {
+            return Err(DecodeError::Truncated { needed: n - remaining, offset: self.pos });
+        }
+        let out = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let len = self.u32()? as usize;
+        self.take(len)
+    }
+
+    pub(crate) fn str(&mut self) -> Result<String, DecodeError> {
+        let offset = self.pos;
+        let bytes = self.bytes()?;
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| DecodeError::Invalid(format!("text at offset {offset} is not UTF-8")))
+    }
+
+    /// A count of elements that each take at least `min_size` bytes; refused when the
+    /// remaining bytes cannot hold that many, so a lying count cannot cause a huge allocation.
+    pub(crate) fn count(&mut self, min_size: usize) -> Result<usize, DecodeError> {
+        let offset = self.pos;
+        let count = self.u32()? as usize;
+        let remaining = self.bytes.len() - self.pos;
+        if count.saturating_mul(min_size) > remaining {
+            return Err(DecodeError::Invalid(format!(
+                "count {count} at offset {offset} exceeds the {remaining} bytes that follow"
+            )));
+        }
+        Ok(count)
+    }
+
+    pub(crate) fn end(&self) -> Result<(), DecodeError> {
+        match self.bytes.len() - self.pos {
+            0 => Ok(()),
+            n => Err(DecodeError::Trailing(n)),
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! The encodings that `sycl-build`, `sycl-ld` and `sycl-runtime` exchange, defined once.
+//!
+//! Two payloads exist, both little-endian, both starting with an 8-byte magic and a `u32`
+//! version:
+//!
+//! - a **device object** ([`DeviceObject`], magic [`DEVICE_OBJECT_MAGIC`]): one compiled device
+//!   source, SPIR-V plus where it came from. `sycl-build` wraps it in an ELF relocatable object
+//!   (section [`DEVICE_OBJECT_SECTION`]) inside a static archive, so it travels with the crate's
+//!   ordinary link inputs, rlibs included; `sycl-ld` finds it there.
+//! - an **image set** ([`ImageSet`], magic [`IMAGE_SET_MAGIC`]): the device images of one
+//!   executable or shared library, each with its entry points and property sets. `sycl-ld`
+//!   embeds it as the descriptor of an ELF note ([`NOTE_NAME`], [`NOTE_TYPE_IMAGES`]) in an
+//!   allocated note section ([`IMAGE_NOTE_SECTION`]), which the static linker places in a
+//!   `PT_NOTE` segment; the runtime reads it from the loaded segment in memory.
+//!
+//! Every decoder here checks each length against the bytes that remain before reading, so a
+//! malformed payload yields a [`DecodeError`] and never an out-of-bounds read, a panic, or an
+//! allocation larger than the input.
+
+mod codec;
+mod note;
+mod property;
+
+pub use codec::DecodeError;
+pub use note::{elf_note, find_notes};
+pub use property::{Property, PropertySet, PropertyValue};
+
+use codec::{Decoder, Encoder};
+
+/// Magic that starts a device-object payload.
+pub const DEVICE_OBJECT_MAGIC: &[u8; 8] = b"SYCLDOBJ";
+/// Version of the device-object payload this crate writes and reads.
+pub const DEVICE_OBJECT_VERSION: u32 = 1;
+/// Section of the ELF relocatable object that carries one device-object payload.
+pub const DEVICE_OBJECT_SECTION: &str = ".sycl.device_object";
+
+/// Magic that starts an image-set payload.
+pub const IMAGE_SET_MAGIC: &[u8; 8] = b"SYCLIMGS";
+/// Version of the image-set payload this crate writes and reads.
+pub const IMAGE_SET_VERSION: u32 = 1;
+/// Allocated note section that carries the image set in a linked binary.
+pub const IMAGE_NOTE_SECTION: &str = ".note.sycl.images";
+/// Name of the ELF note that carries the image set (without its terminating NUL).
+pub const NOTE_NAME: &str = "SYCL";
+/// Type of the ELF note that carries the image set.
+pub const NOTE_TYPE_IMAGES: u32 = 0x5359_0001;
+
+/// Property-set names, as the seeds spell them.
+pub mod sets {
+    pub const EXPORTED_SYMBOLS: &str = "SYCL/exported symbols";
+    pub const IMPORTED_SYMBOLS: &str = "SYCL/imported symbols";
+    pub const DEVICE_REQUIREMENTS: &str = "SYCL/device requirements";
+    pub const VIRTUAL_FUNCTIONS: &str = "SYCL/virtual functions";
+    pub const SPECIALIZATION_CONSTANTS: &str = "SYCL/specialization constants";
+}
+
+/// One compiled device source, as `sycl-build` produces it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceObject {
+    /// Package that compiled it (`CARGO_PKG_NAME`), for messages.
+    pub package: String,
+    /// The source path as given to the builder; also the module id that groups a source's
+    /// functions under `per_source` split.
+    pub source: String,
+    /// Relocatable SPIR-V.
+    pub spirv: Vec<u8>,
+}
+
+impl DeviceObject {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut e = Encoder::new(DEVICE_OBJECT_MAGIC, DEVICE_OBJECT_VERSION);
+        e.str(&self.package);
+        e.str(&self.source);
+        e.bytes(&self.spirv);
+        e.finish()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<DeviceObject, DecodeError> {
+        let mut d = Decoder::new(bytes, DEVICE_OBJECT_MAGIC, DEVICE_OBJECT_VERSION)?;
+        let object = DeviceObject {
+            package: d.str()?,
+            source: d.str()?,
+            spirv: d.bytes()?.to_vec(),
+        };
+        d.end()?;
+        Ok(object)
+    }
+}
+
+/// How an image's code is represented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ImageFormat {
+    /// SPIR-V, compiled by the device's driver at run time.
+    SpirV,
+    /// A device's own program binary, made ahead of time.
+    Native,
+    /// LLVM SPIR bitcode, for drivers that take SPIR but not SPIR-V.
+    SpirBitcode,
+}
+
+impl ImageFormat {
+    fn code(self) -> u32 {
+        match self {
+            ImageFormat::SpirV => 1,
+            ImageFormat::Native => 2,
+            ImageFormat::SpirBitcode => 3,
+        }
+    }
+
+    fn from_code(code: u32) -> Result<ImageFormat, DecodeError> {
+        Ok(match code {
+            1 => ImageFormat::SpirV,
+            2 => ImageFormat::Native,
+            3 => ImageFormat::SpirBitcode,
+            _ => return Err(DecodeError::Invalid(format!("unknown image format {code}"))),
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ImageFormat::SpirV => "spirv",
+            ImageFormat::Native => "native",
+            ImageFormat::SpirBitcode => "spir-bc",
+        }
+    }
+}
+
+/// One device image: code, the kernels it defines, and its property sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    pub format: ImageFormat,
+    /// Target triple or device name the image is for (`spir64` for JIT SPIR-V).
+    pub target: String,
+    /// Kernels defined by this image (its offload entries).
+    pub kernels: Vec<String>,
+    pub property_sets: Vec<PropertySet>,
+    pub data: Vec<u8>,
+}
+
+impl Image {
+    /// The property set called `name`, if the image has one.
+    pub fn property_set(&self, name: &str) -> Option<&PropertySet> {
+        self.property_sets.iter().find(|set| set.name == name)
+    }
+
+    /// Names of the properties of set `name` (for the symbol sets, the symbols).
+    pub fn property_names<'a>(&'a self, name: &str) -> impl Iterator<Item = &'a str> + 'a {
+        self.property_set(name)
+            .into_iter()
+            .flat_map(|set| set.properties.iter().map(|p| p.name.as_str()))
+    }
+
+    pub fn exported_symbols(&self) -> impl Iterator<Item = &str> + '_ {
+        self.property_names(sets::EXPORTED_SYMBOLS)
+    }
+
+    pub fn imported_symbols(&self) -> impl Iterator<Item = &str> + '_ {
+        self.property_names(sets::IMPORTED_SYMBOLS)
+    }
+}
+
+/// The images embedded in one executable or shared library.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageSet {
+    pub images: Vec<Image>,
+}
+
+impl ImageSet {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut e = Encoder::new(IMAGE_SET_MAGIC, IMAGE_SET_VERSION);
+        e.u32(len_u32(self.images.len()));
+        for image in &self.images {
+            e.u32(image.format.code());
+            e.str(&image.target);
+            e.u32(len_u32(image.kernels.len()));
+            for kernel in &image.kernels {
+                e.str(kernel);
+            }
+            e.u32(len_u32(image.property_sets.len()));
+            for set in &image.property_sets {
+                set.encode(&mut e);
+            }
+            e.bytes(&image.data);
+        }
+        e.finish()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<ImageSet, DecodeError> {
+        let mut d = Decoder::new(bytes, IMAGE_SET_MAGIC, IMAGE_SET_VERSION)?;
+        // Each image takes at least 16 bytes, so a count larger than that allows is a lie.
+        let count = d.count(16)?;
+        let mut images = Vec::with_capacity(count);
+        for _ in 0..count {
+            let format = ImageFormat::from_code(d.u32()?)?;
+            let target = d.str()?;
+            let kernel_count = d.count(4)?;
+            let kernels = (0..kernel_count).map(|_| d.str()).collect::<Result<_, _>>()?;
+            let set_count = d.count(8)?;
+            let property_sets =
+                (0..set_count).map(|_| PropertySet::decode(&mut d)).collect::<Result<_, _>>()?;
+            let data = d.bytes()?.to_vec();
+            images.push(Image { format, target, kernels, property_sets, data });
+        }
+        d.end()?;
+        Ok(ImageSet { images })
+    }
+}
+
+fn len_u32(len: usize) -> u32 {
+    u32::try_from(len).expect("device payload field larger than 4 GiB")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_set() -> ImageSet {
+        ImageSet {
+            images: vec![
+                Image {
+                    format: ImageFormat::SpirV,
+                    target: "spir64".into(),
+                    kernels: vec!["app_kernel".into()],
+                    property_sets: vec![
+                        PropertySet::symbols(sets::IMPORTED_SYMBOLS, ["LibDeviceFunc"]),
+                        PropertySet {
+                            name: sets::DEVICE_REQUIREMENTS.into(),
+                            properties: vec![
+                                Property::new("aspect", PropertyValue::Bytes(vec![1, 2, 3])),
+                                Property::new("note", PropertyValue::String("x".into())),
+                            ],
+                        },
+                    ],
+                    data: vec![0x03, 0x02, 0x23, 0x07, 9, 9],
+                },
+                Image {
+                    format: ImageFormat::Native,
+                    target: "x86_64".into(),
+                    kernels: vec![],
+                    property_sets: vec![],
+                    data: vec![],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn image_set_round_trip() {
+        let set = sample_set();
+        assert_eq!(ImageSet::decode(&set.encode()).unwrap(), set);
+    }
+
+    #[test]
+    fn device_object_round_trip() {
+        let object = DeviceObject {
+            package: "helpers".into(),
+            source: "src/helpers.cl".into(),
+            spirv: vec![1, 2, 3, 4],
+        };
+        assert_eq!(DeviceObject::decode(&object.encode()).unwrap(), object);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let bytes = sample_set().encode();
+        for len in 0..bytes.len() {
+            assert!(ImageSet::decode(&bytes[..len]).is_err(), "prefix of {len} bytes decoded");
+        }
+    }
+
+    #[test]
+    fn trailing_bytes_are_an_error() {
+        let mut bytes = sample_set().encode();
+        bytes.push(0);
+        assert!(matches!(ImageSet::decode(&bytes), Err(DecodeError::Trailing(1))));
+    }
+
+    #[test]
+    fn wrong_magic_and_future_version_are_named() {
+        let mut bytes = sample_set().encode();
+        bytes[8] = 2;
+        assert!(matches!(ImageSet::decode(&bytes), Err(DecodeError::Version { found: 2, .. })));
+        bytes[0] = b'X';
+        assert!(matches!(ImageSet::decode(&bytes), Err(DecodeError::Magic)));
+    }
+
+    #[test]
+    fn lying_count_is_refused_before_allocating() {
+        let mut e = Encoder::new(IMAGE_SET_MAGIC, IMAGE_SET_VERSION);
+        e.u32(u32::MAX);
+        assert!(ImageSet::decode(&e.finish()).is_err());
+    }
+
+    #[test]
+    fn symbol_accessors() {
+        let set = sample_set();
+        let image = &set.images[0];
+        assert_eq!(image.imported_symbols().collect::<Vec<_>>(), ["LibDeviceFunc"]);
+        assert_eq!(image.exported_symbols().count(), 0);
+    }
+}

@@ -1,0 +1,86 @@
+//! ELF note framing for the embedded image set: building the note that `sycl-ld` emits, and
+//! walking the notes of a `PT_NOTE` segment (or section) that the runtime and `inspect` read.
+
+use crate::{DecodeError, NOTE_NAME};
+
+/// One ELF note (`Elf64_Nhdr`, name, descriptor) with 4-byte padding, as the linker expects
+/// in an `SHT_NOTE` section.
+pub fn elf_note(note_type: u32, desc: &[u8]) -> Vec<u8> {
+    let name = format!("{NOTE_NAME}\0");
+    let mut out = Vec::with_capacity(12 + name.len() + desc.len() + 8);
+    out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crate::len_u32(desc.len()).to_le_bytes());
+    out.extend_from_slice(&note_type.to_le_bytes());
+    out.extend_from_slice(name.as_bytes());
+    pad4(&mut out);
+    out.extend_from_slice(desc);
+    pad4(&mut out);
+    out
+}
+
+fn pad4(out: &mut Vec<u8>) {
+    while out.len() % 4 != 0 {
+        out.push(0);
+    }
+}
+
+fn align4(n: usize) -> Option<usize> {
+    n.checked_add(3).map(|n| n & !3)
+}
+
+/// The descriptors of every note named [`NOTE_NAME`] with type `note_type` in `segment`, the
+/// contents of a note segment or section. Other notes (build id, ABI tag) are skipped; a
+/// malformed note header is an error rather than a guess.
+pub fn find_notes(segment: &[u8], note_type: u32) -> Result<Vec<&[u8]>, DecodeError> {
+    let mut found = Vec::new();
+    let mut pos = 0usize;
+    while pos < segment.len() {
+        let header = segment.get(pos..pos + 12).ok_or(DecodeError::Truncated {
+            needed: 12 - (segment.len() - pos).min(12),
+            offset: pos,
+        })?;
+        let word = |i: usize| u32::from_le_bytes(header[i..i + 4].try_into().unwrap()) as usize;
+        let (namesz, descsz, ntype) = (word(0), word(4), word(8) as u32);
+        let name_start = pos + 12;
+        let desc_start = align4(name_start + namesz)
+            .ok_or_else(|| DecodeError::Invalid("note name size overflows".into()))?;
+        let desc_end = desc_start
+            .checked_add(descsz)
+            .filter(|&end| end <= segment.len())
+            .ok_or(DecodeError::Truncated { needed: descsz, offset: desc_start })?;
+        let name = &segment[name_start..name_start + namesz];
+        if ntype == note_type && name.strip_suffix(b"\0") == Some(NOTE_NAME.as_bytes()) {
+            found.push(&segment[desc_start..desc_end]);
+        }
+        pos = align4(desc_end).unwrap_or(usize::MAX);
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn note_round_trip_among_others() {
+        let mut segment = Vec::new();
+        // A GNU build-id note first, as linkers put one in the same segment.
+        segment.extend_from_slice(&4u32.to_le_bytes());
+        segment.extend_from_slice(&3u32.to_le_bytes());
+        segment.extend_from_slice(&3u32.to_le_bytes());
+        segment.extend_from_slice(b"GNU\0\x01\x02\x03\0");
+        segment.extend(elf_note(7, b"hello"));
+        assert_eq!(find_notes(&segment, 7).unwrap(), vec![&b"hello"[..]]);
+        assert!(find_notes(&segment, 8).unwrap().is_empty());
+    }
+
+    #[test]
+    fn lying_descriptor_size_is_an_error() {
+        let mut note = elf_note(7, b"hello");
+        note[4] = 200;
+        assert!(find_notes(&note, 7).is_err());
+        for len in 1..note.len() {
+            let _ = find_notes(&note[..len], 7); // must not panic
+        }
+    }
+}

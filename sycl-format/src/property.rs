@@ -1,0 +1,94 @@
+//! Property sets: the named, typed key/value lists attached to every device image (the seeds'
+//! `_sycl_device_binary_property_set_struct`). Value types keep DPC++'s numbering.
+
+use crate::codec::{DecodeError, Decoder, Encoder};
+
+const TYPE_UINT32: u32 = 1;
+const TYPE_BYTE_ARRAY: u32 = 2;
+const TYPE_STRING: u32 = 3;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PropertyValue {
+    U32(u32),
+    Bytes(Vec<u8>),
+    String(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Property {
+    pub name: String,
+    pub value: PropertyValue,
+}
+
+impl Property {
+    pub fn new(name: impl Into<String>, value: PropertyValue) -> Property {
+        Property { name: name.into(), value }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PropertySet {
+    pub name: String,
+    pub properties: Vec<Property>,
+}
+
+impl PropertySet {
+    /// A symbol list (`SYCL/exported symbols`, `SYCL/imported symbols`): one property per
+    /// symbol, named by it, with the value 1 as DPC++ records it.
+    pub fn symbols<S: Into<String>>(name: &str, symbols: impl IntoIterator<Item = S>) -> Self {
+        PropertySet {
+            name: name.to_string(),
+            properties: symbols
+                .into_iter()
+                .map(|s| Property::new(s, PropertyValue::U32(1)))
+                .collect(),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&PropertyValue> {
+        self.properties.iter().find(|p| p.name == name).map(|p| &p.value)
+    }
+
+    pub(crate) fn encode(&self, e: &mut Encoder) {
+        e.str(&self.name);
+        e.u32(super::len_u32(self.properties.len()));
+        for p in &self.properties {
+            e.str(&p.name);
+            match &p.value {
+                PropertyValue::U32(v) => {
+                    e.u32(TYPE_UINT32);
+                    e.u32(*v);
+                }
+                PropertyValue::Bytes(v) => {
+                    e.u32(TYPE_BYTE_ARRAY);
+                    e.bytes(v);
+                }
+                PropertyValue::String(v) => {
+                    e.u32(TYPE_STRING);
+                    e.str(v);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<PropertySet, DecodeError> {
+        let name = d.str()?;
+        let count = d.count(12)?;
+        let mut properties = Vec::with_capacity(count);
+        for _ in 0..count {
+            let prop_name = d.str()?;
+            let value = match d.u32()? {
+                TYPE_UINT32 => PropertyValue::U32(d.u32()?),
+                TYPE_BYTE_ARRAY => PropertyValue::Bytes(d.bytes()?.to_vec()),
+                TYPE_STRING => PropertyValue::String(d.str()?),
+                other => {
+                    return Err(DecodeError::Invalid(format!(
+                        "property `{prop_name}` in set `{name}` has unknown type {other}"
+                    )))
+                }
+            };
+            properties.push(Property { name: prop_name, value });
+        }
+        Ok(PropertySet { name, properties })
+    }
+}
