@@ -1,0 +1,31 @@
+//! SPIR-V for device linking: loading modules (including what `rspirv`'s own loader refuses),
+//! reading their symbols, linking several relocatable modules into one, and the post-link that
+//! turns a link unit's code into device images with exported and imported symbol lists.
+//!
+//! Everything here is deterministic: the same inputs in the same order give byte-identical
+//! output, and the work grows linearly with the size of the input.
+
+mod link;
+mod load;
+mod postlink;
+mod symbols;
+
+pub use link::{link, LinkInput};
+pub use load::{assemble, load};
+pub use postlink::{post_link, PostLinkImage};
+pub use rspirv::dr;
+pub use symbols::{can_be_imported, Linkage, Symbols};
+
+/// Why a SPIR-V module could not be loaded, linked or post-linked.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("malformed SPIR-V: {0}")]
+    Malformed(String),
+    #[error("symbol `{symbol}` is defined in both {first} and {second}")]
+    MultipleDefinition { symbol: String, first: String, second: String },
+    #[error("symbol `{symbol}` is declared in {importer} with a type that differs from its definition in {exporter}")]
+    TypeMismatch { symbol: String, importer: String, exporter: String },
+    #[error("{first} and {second} use different memory models and cannot be linked")]
+    MemoryModel { first: String, second: String },
+}

@@ -1,0 +1,447 @@
+//! Linking relocatable SPIR-V modules into one, in time linear in their size.
+//!
+//! Each input's ids are shifted into a range of their own, then one substitution map folds
+//! together what must be unique: extended instruction sets by name, types and constants by
+//! structure (hash-consed, decorations included), and every import that some input exports
+//! onto the exporting definition. What no input defines stays an import; imports of the same
+//! name collapse into one declaration. `spirv-link` compares types pairwise, which is where its
+//! quadratic time comes from; a hash map keyed by structure avoids that.
+
+use std::collections::{HashMap, HashSet};
+
+use rspirv::dr::{Instruction, Module, ModuleHeader, Operand};
+use rspirv::spirv::{Op, Word};
+
+use crate::symbols::{linkage_of, Linkage};
+use crate::Error;
+
+/// One module to link, with a name for messages (its source path).
+pub struct LinkInput {
+    pub name: String,
+    pub module: Module,
+}
+
+pub fn link(inputs: Vec<LinkInput>) -> Result<Module, Error> {
+    let mut names = Vec::with_capacity(inputs.len());
+    let mut modules = Vec::with_capacity(inputs.len());
+    let mut offset: Word = 0;
+    for input in inputs {
+        let mut module = input.module;
+        let bound = module.header.as_ref().map_or(0, |h| h.bound);
+        if offset != 0 {
+            shift_ids(&mut module, offset);
+        }
+        offset = offset
+            .checked_add(bound)
+            .ok_or_else(|| Error::Malformed("combined id bound exceeds 2^32".into()))?;
+        names.push(input.name);
+        modules.push(module);
+    }
+    Linker { names, subst: HashMap::new() }.run(modules)
+}
+
+struct Linker {
+    names: Vec<String>,
+    /// Ids folded onto another id. Targets are never themselves folded, so one lookup suffices.
+    subst: HashMap<Word, Word>,
+}
+
+impl Linker {
+    fn id(&self, id: Word) -> Word {
+        self.subst.get(&id).copied().unwrap_or(id)
+    }
+
+    fn rewrite(&self, inst: &mut Instruction) {
+        if self.subst.is_empty() {
+            return;
+        }
+        for_each_id(inst, |id| *id = self.id(*id));
+    }
+
+    fn run(mut self, mut modules: Vec<Module>) -> Result<Module, Error> {
+        let mut out = Module::new();
+        let version = modules.iter().filter_map(|m| m.header.as_ref()).map(|h| h.version).max();
+        let generator = modules.iter().find_map(|m| m.header.as_ref()).map_or(0, |h| h.generator);
+
+        // Module-scope sections that only need union or first-wins.
+        let mut seen_caps = HashSet::new();
+        let mut seen_exts = HashSet::new();
+        let mut ext_sets: HashMap<String, Word> = HashMap::new();
+        for (i, m) in modules.iter_mut().enumerate() {
+            for cap in m.capabilities.drain(..) {
+                if seen_caps.insert(cap.operands.clone()) {
+                    out.capabilities.push(cap);
+                }
+            }
+            for ext in m.extensions.drain(..) {
+                if seen_exts.insert(ext.operands.clone()) {
+                    out.extensions.push(ext);
+                }
+            }
+            for set in m.ext_inst_imports.drain(..) {
+                let (Some(id), Some(Operand::LiteralString(name))) = (set.result_id, set.operands.first())
+                else {
+                    continue;
+                };
+                match ext_sets.get(name) {
+                    Some(&first) => {
+                        self.subst.insert(id, first);
+                    }
+                    None => {
+                        ext_sets.insert(name.clone(), id);
+                        out.ext_inst_imports.push(set);
+                    }
+                }
+            }
+            match (&out.memory_model, m.memory_model.take()) {
+                (None, model) => out.memory_model = model,
+                (Some(first), Some(model)) if first.operands != model.operands => {
+                    return Err(Error::MemoryModel {
+                        first: self.names[0].clone(),
+                        second: self.names[i].clone(),
+                    })
+                }
+                _ => {}
+            }
+        }
+
+        // Decorations by target, so that two types differing only in decorations stay apart.
+        let mut decorations: HashMap<Word, Vec<Vec<Operand>>> = HashMap::new();
+        for m in &modules {
+            for a in &m.annotations {
+                if let Some(Operand::IdRef(target)) = a.operands.first() {
+                    decorations.entry(*target).or_default().push(a.operands[1..].to_vec());
+                }
+            }
+        }
+
+        // Types and constants, hash-consed in definition order (operands are always defined
+        // before use, so each key is built from already-folded ids).
+        let mut interned: HashMap<(Op, Option<Word>, Vec<Operand>, Vec<Vec<Operand>>), Word> =
+            HashMap::new();
+        for m in &mut modules {
+            for mut inst in std::mem::take(&mut m.types_global_values) {
+                self.rewrite(&mut inst);
+                let (Some(id), true) = (inst.result_id, is_interned(inst.class.opcode)) else {
+                    out.types_global_values.push(inst);
+                    continue;
+                };
+                let mut decos = decorations.get(&id).cloned().unwrap_or_default();
+                for d in &mut decos {
+                    d.iter_mut().for_each(|op| map_operand_id(op, |x| *x = self.id(*x)));
+                }
+                decos.sort_by_key(|d| format!("{d:?}"));
+                let key = (inst.class.opcode, inst.result_type, inst.operands.clone(), decos);
+                match interned.get(&key) {
+                    Some(&first) => {
+                        self.subst.insert(id, first);
+                    }
+                    None => {
+                        interned.insert(key, id);
+                        out.types_global_values.push(inst);
+                    }
+                }
+            }
+        }
+
+        // Symbol resolution: each export once; each import onto its export, or onto the first
+        // import of the same name.
+        let mut exports: HashMap<String, (Word, usize)> = HashMap::new();
+        let mut imports: Vec<(Word, String, usize)> = Vec::new();
+        for (i, m) in modules.iter().enumerate() {
+            for a in &m.annotations {
+                match linkage_of(a) {
+                    Some((id, name, Linkage::Import)) => imports.push((id, name.to_string(), i)),
+                    Some((id, name, kind)) => match exports.get(name) {
+                        Some(&(_, first)) if kind == Linkage::Export => {
+                            return Err(Error::MultipleDefinition {
+                                symbol: name.to_string(),
+                                first: self.names[first].clone(),
+                                second: self.names[i].clone(),
+                            })
+                        }
+                        Some(_) => {} // link-once: the first definition stands
+                        None => {
+                            exports.insert(name.to_string(), (id, i));
+                        }
+                    },
+                    None => {}
+                }
+            }
+        }
+        let function_types = function_types(&modules);
+        let mut first_import: HashMap<String, Word> = HashMap::new();
+        let mut dropped: HashSet<Word> = HashSet::new();
+        for (id, name, i) in imports {
+            let target = match exports.get(&name) {
+                Some(&(export, exporter)) => {
+                    let (want, have) = (function_types.get(&id), function_types.get(&export));
+                    if let (Some(&want), Some(&have)) = (want, have) {
+                        if self.id(want) != self.id(have) {
+                            return Err(Error::TypeMismatch {
+                                symbol: name,
+                                importer: self.names[i].clone(),
+                                exporter: self.names[exporter].clone(),
+                            });
+                        }
+                    }
+                    export
+                }
+                None => match first_import.get(&name) {
+                    Some(&first) => first,
+                    None => {
+                        first_import.insert(name, id);
+                        continue;
+                    }
+                },
+            };
+            self.subst.insert(id, target);
+            dropped.insert(id);
+        }
+
+        // Emit everything else with ids folded, leaving out the dropped declarations.
+        let mut named = HashSet::new();
+        let mut seen_annotations = HashSet::new();
+        let mut seen_processed = HashSet::new();
+        for m in &mut modules {
+            let sections = [
+                (&mut m.entry_points, &mut out.entry_points),
+                (&mut m.execution_modes, &mut out.execution_modes),
+                (&mut m.debug_string_source, &mut out.debug_string_source),
+            ];
+            for (from, to) in sections {
+                for mut inst in from.drain(..) {
+                    self.rewrite(&mut inst);
+                    to.push(inst);
+                }
+            }
+            for mut inst in m.debug_names.drain(..) {
+                let target = target_of(&inst);
+                if target.is_some_and(|t| dropped.contains(&t)) {
+                    continue;
+                }
+                self.rewrite(&mut inst);
+                // One name per id: folded types keep the first name they were given.
+                let key = (target_of(&inst), inst.class.opcode, member_index(&inst));
+                if named.insert(key) {
+                    out.debug_names.push(inst);
+                }
+            }
+            for inst in m.debug_module_processed.drain(..) {
+                if seen_processed.insert(inst.operands.clone()) {
+                    out.debug_module_processed.push(inst);
+                }
+            }
+            for mut inst in m.annotations.drain(..) {
+                if target_of(&inst).is_some_and(|t| dropped.contains(&t)) {
+                    continue;
+                }
+                self.rewrite(&mut inst);
+                if seen_annotations.insert(inst.clone()) {
+                    out.annotations.push(inst);
+                }
+            }
+            for mut f in m.functions.drain(..) {
+                let id = f.def.as_ref().and_then(|d| d.result_id);
+                if id.is_some_and(|id| dropped.contains(&id)) {
+                    continue;
+                }
+                f.all_inst_iter_mut().for_each(|inst| self.rewrite(inst));
+                out.functions.push(f);
+            }
+        }
+
+        let bound = max_id(&out) + 1;
+        out.header = Some(ModuleHeader {
+            magic_number: rspirv::spirv::MAGIC_NUMBER,
+            version: version.unwrap_or(0x0001_0000),
+            generator,
+            bound,
+            reserved_word: 0,
+        });
+        Ok(out)
+    }
+}
+
+/// Opcodes whose results are values fixed by their operands, so equal ones can be folded.
+fn is_interned(op: Op) -> bool {
+    matches!(
+        op,
+        Op::TypeVoid
+            | Op::TypeBool
+            | Op::TypeInt
+            | Op::TypeFloat
+            | Op::TypeVector
+            | Op::TypeMatrix
+            | Op::TypeImage
+            | Op::TypeSampler
+            | Op::TypeSampledImage
+            | Op::TypeArray
+            | Op::TypeRuntimeArray
+            | Op::TypeStruct
+            | Op::TypeOpaque
+            | Op::TypePointer
+            | Op::TypeFunction
+            | Op::TypeEvent
+            | Op::TypeDeviceEvent
+            | Op::TypeReserveId
+            | Op::TypeQueue
+            | Op::TypePipe
+            | Op::TypePipeStorage
+            | Op::TypeNamedBarrier
+            | Op::ConstantTrue
+            | Op::ConstantFalse
+            | Op::Constant
+            | Op::ConstantComposite
+            | Op::ConstantSampler
+            | Op::ConstantNull
+    )
+}
+
+/// Function id → its function type id, for checking that an import matches its export.
+fn function_types(modules: &[Module]) -> HashMap<Word, Word> {
+    let mut out = HashMap::new();
+    for m in modules {
+        for f in &m.functions {
+            if let Some(def) = &f.def {
+                if let (Some(id), Some(Operand::IdRef(ty))) = (def.result_id, def.operands.get(1)) {
+                    out.insert(id, *ty);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn target_of(inst: &Instruction) -> Option<Word> {
+    match inst.operands.first() {
+        Some(Operand::IdRef(id)) => Some(*id),
+        _ => None,
+    }
+}
+
+fn member_index(inst: &Instruction) -> Option<u32> {
+    match inst.operands.get(1) {
+        Some(Operand::LiteralBit32(i)) if inst.class.opcode == Op::MemberName => Some(*i),
+        _ => None,
+    }
+}
+
+fn map_operand_id(op: &mut Operand, mut f: impl FnMut(&mut Word)) {
+    match op {
+        Operand::IdRef(id) | Operand::IdScope(id) | Operand::IdMemorySemantics(id) => f(id),
+        _ => {}
+    }
+}
+
+/// Calls `f` on every id an instruction defines or uses.
+pub(crate) fn for_each_id(inst: &mut Instruction, mut f: impl FnMut(&mut Word)) {
+    if let Some(id) = &mut inst.result_type {
+        f(id);
+    }
+    if let Some(id) = &mut inst.result_id {
+        f(id);
+    }
+    for op in &mut inst.operands {
+        map_operand_id(op, &mut f);
+    }
+}
+
+fn shift_ids(m: &mut Module, offset: Word) {
+    for inst in m.all_inst_iter_mut() {
+        for_each_id(inst, |id| *id += offset);
+    }
+}
+
+/// The largest id a module uses (its bound is one more).
+pub(crate) fn max_id(m: &Module) -> Word {
+    let mut max = 0;
+    for inst in m.all_inst_iter() {
+        max = max.max(inst.result_id.unwrap_or(0)).max(inst.result_type.unwrap_or(0));
+        for op in &inst.operands {
+            if let Operand::IdRef(id) | Operand::IdScope(id) | Operand::IdMemorySemantics(id) = op {
+                max = max.max(*id);
+            }
+        }
+    }
+    max
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{assemble, load, Symbols};
+    use rspirv::dr::Builder;
+    use rspirv::spirv::{self, Decoration, FunctionControl, LinkageType};
+
+    /// A module with `int name(int)` defined (returning its argument) or only declared.
+    fn module(name: &str, define: bool) -> Module {
+        let mut b = Builder::new();
+        b.capability(spirv::Capability::Kernel);
+        b.capability(spirv::Capability::Linkage);
+        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let int = b.type_int(32, 0);
+        let fn_ty = b.type_function(int, vec![int]);
+        let f = b.begin_function(int, None, FunctionControl::NONE, fn_ty).unwrap();
+        let p = b.function_parameter(int).unwrap();
+        if define {
+            b.begin_block(None).unwrap();
+            b.ret_value(p).unwrap();
+        }
+        b.end_function().unwrap();
+        let kind = if define { LinkageType::Export } else { LinkageType::Import };
+        b.decorate(
+            f,
+            Decoration::LinkageAttributes,
+            vec![Operand::LiteralString(name.into()), Operand::LinkageType(kind)],
+        );
+        b.module()
+    }
+
+    fn input(name: &str, module: Module) -> LinkInput {
+        LinkInput { name: name.into(), module }
+    }
+
+    #[test]
+    fn import_resolves_to_export_and_types_fold() {
+        let linked = link(vec![input("a", module("f", false)), input("b", module("f", true))])
+            .unwrap();
+        let symbols = Symbols::of(&linked);
+        assert!(symbols.imports(&linked).is_empty());
+        assert_eq!(linked.functions.len(), 1);
+        let ints = linked
+            .types_global_values
+            .iter()
+            .filter(|i| i.class.opcode == Op::TypeInt)
+            .count();
+        assert_eq!(ints, 1);
+        // The result must load again.
+        load(&assemble(&linked)).unwrap();
+    }
+
+    #[test]
+    fn unresolved_imports_stay_and_collapse() {
+        let linked = link(vec![input("a", module("g", false)), input("b", module("g", false))])
+            .unwrap();
+        assert_eq!(Symbols::of(&linked).imports(&linked), ["g"]);
+        assert_eq!(linked.functions.len(), 1);
+    }
+
+    #[test]
+    fn duplicate_definition_names_both_inputs() {
+        let err = link(vec![input("a.cl", module("f", true)), input("b.cl", module("f", true))])
+            .unwrap_err();
+        assert_eq!(err.to_string(), "symbol `f` is defined in both a.cl and b.cl");
+    }
+
+    #[test]
+    fn linking_is_deterministic() {
+        let run = || {
+            assemble(
+                &link(vec![input("a", module("f", false)), input("b", module("f", true))])
+                    .unwrap(),
+            )
+        };
+        assert_eq!(run(), run());
+    }
+}

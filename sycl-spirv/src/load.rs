@@ -1,0 +1,147 @@
+//! Loading SPIR-V into `rspirv`'s data representation, and writing it back.
+//!
+//! `rspirv::dr::Loader` refuses instructions it does not expect at module scope, such as
+//! `OpConstantFunctionPointerINTEL`, so this module sorts instructions into sections itself:
+//! by opcode for the module-scope sections, and into blocks inside functions.
+
+use rspirv::binary::{Assemble, Consumer, ParseAction};
+use rspirv::dr::{Block, Function, Instruction, Module, ModuleHeader};
+use rspirv::spirv::Op;
+
+use crate::Error;
+
+/// Parses a SPIR-V binary. Any structural problem (bad magic, truncated words, an unknown
+/// opcode, a function that never ends) is an [`Error::Malformed`].
+pub fn load(bytes: &[u8]) -> Result<Module, Error> {
+    if bytes.len() % 4 != 0 {
+        return Err(Error::Malformed(format!("length {} is not a multiple of 4", bytes.len())));
+    }
+    let mut loader = Loader::default();
+    rspirv::binary::parse_bytes(bytes, &mut loader).map_err(|e| Error::Malformed(e.to_string()))?;
+    if let Some(error) = loader.error {
+        return Err(Error::Malformed(error));
+    }
+    if loader.function.is_some() {
+        return Err(Error::Malformed("the last function has no OpFunctionEnd".into()));
+    }
+    Ok(loader.module)
+}
+
+/// Serialises a module to SPIR-V bytes (little-endian words).
+pub fn assemble(module: &Module) -> Vec<u8> {
+    module.assemble().iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+#[derive(Default)]
+struct Loader {
+    module: Module,
+    function: Option<Function>,
+    error: Option<String>,
+}
+
+impl Loader {
+    fn fail(&mut self, message: String) -> ParseAction {
+        self.error = Some(message);
+        ParseAction::Stop
+    }
+}
+
+impl Consumer for Loader {
+    fn initialize(&mut self) -> ParseAction {
+        ParseAction::Continue
+    }
+
+    fn finalize(&mut self) -> ParseAction {
+        ParseAction::Continue
+    }
+
+    fn consume_header(&mut self, header: ModuleHeader) -> ParseAction {
+        self.module.header = Some(header);
+        ParseAction::Continue
+    }
+
+    fn consume_instruction(&mut self, inst: Instruction) -> ParseAction {
+        let opcode = inst.class.opcode;
+        if let Some(function) = &mut self.function {
+            match opcode {
+                Op::FunctionParameter => function.parameters.push(inst),
+                Op::Label => function.blocks.push(Block { label: Some(inst), instructions: vec![] }),
+                Op::FunctionEnd => {
+                    let mut function = self.function.take().unwrap();
+                    function.end = Some(inst);
+                    self.module.functions.push(function);
+                }
+                Op::Function => return self.fail("OpFunction inside a function".into()),
+                _ => match function.blocks.last_mut() {
+                    Some(block) => block.instructions.push(inst),
+                    // Debug line information may precede the first label; it carries no meaning
+                    // there, so it is dropped rather than refused.
+                    None if matches!(opcode, Op::Line | Op::NoLine | Op::ExtInst) => {}
+                    None => {
+                        return self.fail(format!("{opcode:?} before the first block of a function"))
+                    }
+                },
+            }
+            return ParseAction::Continue;
+        }
+        let m = &mut self.module;
+        match opcode {
+            Op::Capability => m.capabilities.push(inst),
+            Op::Extension => m.extensions.push(inst),
+            Op::ExtInstImport => m.ext_inst_imports.push(inst),
+            Op::MemoryModel => m.memory_model = Some(inst),
+            Op::EntryPoint => m.entry_points.push(inst),
+            Op::ExecutionMode | Op::ExecutionModeId => m.execution_modes.push(inst),
+            Op::String | Op::Source | Op::SourceExtension | Op::SourceContinued => {
+                m.debug_string_source.push(inst)
+            }
+            Op::Name | Op::MemberName => m.debug_names.push(inst),
+            Op::ModuleProcessed => m.debug_module_processed.push(inst),
+            Op::Decorate
+            | Op::MemberDecorate
+            | Op::DecorationGroup
+            | Op::GroupDecorate
+            | Op::GroupMemberDecorate
+            | Op::DecorateId
+            | Op::DecorateString
+            | Op::MemberDecorateString => m.annotations.push(inst),
+            Op::Function => {
+                self.function = Some(Function { def: Some(inst), ..Function::default() })
+            }
+            Op::FunctionParameter | Op::FunctionEnd | Op::Label => {
+                return self.fail(format!("{opcode:?} outside a function"))
+            }
+            _ => m.types_global_values.push(inst),
+        }
+        ParseAction::Continue
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rspirv::dr::Builder;
+    use rspirv::spirv;
+
+    #[test]
+    fn round_trip_is_byte_identical() {
+        let mut b = Builder::new();
+        b.capability(spirv::Capability::Kernel);
+        b.capability(spirv::Capability::Addresses);
+        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let void = b.type_void();
+        let fn_ty = b.type_function(void, vec![]);
+        b.begin_function(void, None, spirv::FunctionControl::NONE, fn_ty).unwrap();
+        b.begin_block(None).unwrap();
+        b.ret().unwrap();
+        b.end_function().unwrap();
+        let bytes = assemble(&b.module());
+        assert_eq!(assemble(&load(&bytes).unwrap()), bytes);
+    }
+
+    #[test]
+    fn garbage_is_malformed() {
+        assert!(matches!(load(&[1, 2, 3]), Err(Error::Malformed(_))));
+        assert!(matches!(load(&[0; 64]), Err(Error::Malformed(_))));
+    }
+}
