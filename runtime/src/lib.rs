@@ -1,0 +1,118 @@
+//! `sycl-runtime`: runs kernels whose device code lives in this executable and in the shared
+//! libraries it loaded, linking across them at run time.
+//!
+//! At first use the runtime reads the device images that `sycl-ld` embedded in every loaded
+//! binary (from memory, in the dynamic loader's order), indexes kernels and exported symbols,
+//! and for each kernel collects the images that resolve its imports, compiles each once,
+//! links them through OpenCL and caches the program.
+//!
+//! ```no_run
+//! mod kernels { sycl_runtime::include_kernels!("app"); }
+//!
+//! let q = sycl_runtime::Queue::new()?;
+//! let out = q.buffer::<i32>(8)?;
+//! q.launch(kernels::APP_KERNEL).arg(&out).global([8]).run()?;
+//! println!("{:?}", out.read()?);
+//! # Ok::<(), sycl_runtime::Error>(())
+//! ```
+//!
+//! Environment: `SYCL_DEVICE` picks a device by a case-insensitive part of its platform or
+//! device name; `SYCL_TRACE=1` prints one line per event (`sycl: discover …`).
+
+mod cl;
+mod loaded;
+mod program;
+mod queue;
+mod registry;
+mod resolve;
+mod trace;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+pub use queue::{Buffer, KernelArg, Launch, Pod, Queue};
+
+use cl::DeviceId;
+use program::DeviceState;
+use registry::Registry;
+use trace::trace;
+
+/// Environment variable that picks the device.
+pub const DEVICE_ENV: &str = "SYCL_DEVICE";
+
+/// Includes the kernel-name constants that `sycl_build::Build::compile(NAME)` generated.
+#[macro_export]
+macro_rules! include_kernels {
+    ($name:literal) => {
+        include!(concat!(env!("OUT_DIR"), "/sycl-kernels-", $name, ".rs"));
+    };
+}
+
+/// What went wrong. The runtime stays usable after any of these.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("no OpenCL device {wanted}; available: {}", list(available))]
+    NoDevice { wanted: String, available: Vec<String> },
+    #[error("kernel `{kernel}` not found in the device images of: {}", list(searched))]
+    KernelNotFound { kernel: String, searched: Vec<String> },
+    #[error("unresolved device symbol `{symbol}` imported for kernel `{kernel}`; searched: {}", list(searched))]
+    UnresolvedSymbol { symbol: String, kernel: String, searched: Vec<String> },
+    #[error("{what} failed on {device}{}", if log.is_empty() { String::new() } else { format!(":\n{log}") })]
+    Build { device: String, what: String, log: String },
+    #[error("{call} failed with OpenCL error {code}")]
+    OpenCl { call: &'static str, code: i32 },
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "(none)".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// Process-wide state, made at first use.
+struct Runtime {
+    registry: Registry,
+    devices: Mutex<HashMap<DeviceId, Arc<DeviceState>>>,
+}
+
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| Runtime { registry: Registry::discover(), devices: Mutex::default() })
+}
+
+impl Runtime {
+    fn default_device(&self) -> Result<Arc<DeviceState>, Error> {
+        let devices = cl::devices()?;
+        let describe = |d: &cl::DeviceInfo| format!("{} / {}", d.platform, d.name);
+        let wanted = std::env::var(DEVICE_ENV).ok().filter(|v| !v.is_empty());
+        let chosen = match &wanted {
+            Some(w) => {
+                let w = w.to_lowercase();
+                devices.iter().find(|d| describe(d).to_lowercase().contains(&w))
+            }
+            None => devices.iter().find(|d| d.il_version.contains("SPIR-V")),
+        };
+        let Some(info) = chosen else {
+            return Err(Error::NoDevice {
+                wanted: match wanted {
+                    Some(w) => format!("matching {DEVICE_ENV}={w}"),
+                    None => "accepts SPIR-V".into(),
+                },
+                available: devices.iter().map(describe).collect(),
+            });
+        };
+        let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(state) = map.get(&info.id) {
+            return Ok(state.clone());
+        }
+        trace!("device", "{}", describe(info));
+        let state = Arc::new(DeviceState::new(info.id, info.name.clone())?);
+        map.insert(info.id, state.clone());
+        Ok(state)
+    }
+}

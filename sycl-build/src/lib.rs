@@ -1,0 +1,377 @@
+//! Compile device sources from `build.rs`, the way `cc::Build` compiles C.
+//!
+//! ```no_run
+//! // build.rs
+//! fn main() {
+//!     sycl_build::Build::new().file("src/kernels.cl").compile("app");
+//! }
+//! ```
+//!
+//! Each `.cl` (OpenCL C) or `.clcpp` (C++ for OpenCL) source becomes relocatable SPIR-V
+//! (clang-15, then llvm-spirv-15), wrapped as a device object in a static archive that cargo
+//! links into the crate like any native library. The archive rides along in the crate's rlib,
+//! so a crate used as a dependency brings its device code to the final link, where `sycl-ld`
+//! finds it. The builder also writes `$OUT_DIR/sycl-kernels-NAME.rs` with one constant per
+//! kernel, for `sycl_runtime::include_kernels!("NAME")`.
+//!
+//! Sources include `<sycl/device.h>` for `SYCL_EXTERNAL`.
+
+mod archive;
+mod tool;
+
+use std::env;
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use object::write::Object;
+use object::{Architecture, BinaryFormat, Endianness, SectionKind};
+use sycl_format::{DeviceObject, DEVICE_OBJECT_SECTION};
+
+pub use tool::Tool;
+
+/// The header that device sources include as `<sycl/device.h>`.
+pub const DEVICE_HEADER: &str = include_str!("../include/sycl/device.h");
+
+/// Why a build failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("{tool} not found: {hint}")]
+    ToolNotFound { tool: &'static str, hint: String },
+    #[error("{source_path}: unknown device source kind (expected .cl for OpenCL C or .clcpp for C++ for OpenCL)")]
+    UnknownSourceKind { source_path: PathBuf },
+    #[error("{source_path}: compilation failed\ncommand: {command}\n{stderr}")]
+    Compile { source_path: PathBuf, command: String, stderr: String },
+    #[error("{source_path}: {tool} produced SPIR-V that cannot be read: {error}")]
+    InvalidSpirv { source_path: PathBuf, tool: &'static str, error: sycl_spirv::Error },
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
+    #[error("environment variable {0} is not set (is this running from a build script?)")]
+    Env(&'static str),
+    #[error("kernels `{first}` and `{second}` both map to the Rust constant {constant}")]
+    KernelNameClash { first: String, second: String, constant: String },
+}
+
+/// What a successful build produced.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// The static archive that carries the device objects.
+    pub archive: PathBuf,
+    /// The generated Rust file with kernel-name constants.
+    pub kernels_rs: PathBuf,
+    /// Kernel names, in source order.
+    pub kernels: Vec<String>,
+}
+
+/// A device-code build, configured with setters and finished with [`Build::compile`].
+#[derive(Debug, Clone, Default)]
+pub struct Build {
+    files: Vec<PathBuf>,
+    includes: Vec<PathBuf>,
+    defines: Vec<(String, Option<String>)>,
+    flags: Vec<String>,
+    clang: Option<PathBuf>,
+    llvm_spirv: Option<PathBuf>,
+    out_dir: Option<PathBuf>,
+    cargo_metadata: Option<bool>,
+}
+
+impl Build {
+    pub fn new() -> Build {
+        Build::default()
+    }
+
+    /// Adds a device source (`.cl` or `.clcpp`).
+    pub fn file(&mut self, path: impl AsRef<Path>) -> &mut Build {
+        self.files.push(path.as_ref().to_path_buf());
+        self
+    }
+
+    pub fn files<P: AsRef<Path>>(&mut self, paths: impl IntoIterator<Item = P>) -> &mut Build {
+        for p in paths {
+            self.file(p);
+        }
+        self
+    }
+
+    /// Adds an include directory (`-I`).
+    pub fn include(&mut self, dir: impl AsRef<Path>) -> &mut Build {
+        self.includes.push(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Defines a macro (`-DNAME` or `-DNAME=VALUE`).
+    pub fn define<'a>(&mut self, name: &str, value: impl Into<Option<&'a str>>) -> &mut Build {
+        self.defines.push((name.to_string(), value.into().map(str::to_string)));
+        self
+    }
+
+    /// Passes a flag to clang as it is.
+    pub fn flag(&mut self, flag: &str) -> &mut Build {
+        self.flags.push(flag.to_string());
+        self
+    }
+
+    /// Uses this clang instead of `$SYCL_CLANG` or `clang-15` on PATH.
+    pub fn clang(&mut self, path: impl AsRef<Path>) -> &mut Build {
+        self.clang = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Uses this translator instead of `$SYCL_LLVM_SPIRV` or `llvm-spirv-15` on PATH.
+    pub fn llvm_spirv(&mut self, path: impl AsRef<Path>) -> &mut Build {
+        self.llvm_spirv = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Writes outputs here instead of `$OUT_DIR`.
+    pub fn out_dir(&mut self, dir: impl AsRef<Path>) -> &mut Build {
+        self.out_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Whether to print `cargo:` lines (default: when running under cargo).
+    pub fn cargo_metadata(&mut self, on: bool) -> &mut Build {
+        self.cargo_metadata = Some(on);
+        self
+    }
+
+    /// Builds, or prints the error and exits with status 1: the usual call in `build.rs`.
+    pub fn compile(&self, name: &str) -> Compiled {
+        match self.try_compile(name) {
+            Ok(compiled) => compiled,
+            Err(e) => {
+                eprintln!("\nerror: sycl-build: {e}\n");
+                std::process::exit(1);
+            }
+        }
+    }
+
+    /// Builds every source into `lib{sycl_device_NAME}.a` and the kernel-name module.
+    pub fn try_compile(&self, name: &str) -> Result<Compiled, Error> {
+        let cargo = self.cargo_metadata.unwrap_or_else(|| env::var_os("CARGO").is_some());
+        let out_dir = match &self.out_dir {
+            Some(dir) => dir.clone(),
+            None => env::var_os("OUT_DIR").map(PathBuf::from).ok_or(Error::Env("OUT_DIR"))?,
+        };
+        let package = env::var("CARGO_PKG_NAME").unwrap_or_default();
+        let clang = Tool::CLANG.find(self.clang.as_deref(), cargo)?;
+        let llvm_spirv = Tool::LLVM_SPIRV.find(self.llvm_spirv.as_deref(), cargo)?;
+
+        let work = out_dir.join("sycl-device").join(name);
+        create_dir(&work)?;
+        let include_dir = out_dir.join("sycl-include");
+        write_file(&include_dir.join("sycl").join("device.h"), DEVICE_HEADER.as_bytes())?;
+
+        let mut members = Vec::new();
+        let mut kernels = Vec::new();
+        for (index, source) in self.files.iter().enumerate() {
+            let std_flag = match source.extension().and_then(|e| e.to_str()) {
+                Some("cl") => "-cl-std=CL2.0",
+                Some("clcpp") => "-cl-std=clc++2021",
+                _ => return Err(Error::UnknownSourceKind { source_path: source.clone() }),
+            };
+            let stem = source.file_stem().unwrap_or_default().to_string_lossy();
+            let base = work.join(format!("{index}-{stem}"));
+            let (bc, spv, dep) =
+                (base.with_extension("bc"), base.with_extension("spv"), base.with_extension("d"));
+
+            let mut cmd = Command::new(&clang);
+            cmd.args(["--target=spir64", std_flag, "-emit-llvm", "-c", "-O2"]);
+            cmd.arg("-I").arg(&include_dir);
+            for dir in &self.includes {
+                cmd.arg("-I").arg(dir);
+            }
+            for (k, v) in &self.defines {
+                cmd.arg(match v {
+                    Some(v) => format!("-D{k}={v}"),
+                    None => format!("-D{k}"),
+                });
+            }
+            cmd.args(&self.flags);
+            cmd.arg("-MD").arg("-MF").arg(&dep).arg("-o").arg(&bc).arg(source);
+            run(&mut cmd, source, cargo)?;
+            if cargo {
+                println!("cargo:rerun-if-changed={}", source.display());
+                for header in read_depfile(&dep)? {
+                    if !header.starts_with("/usr/lib/llvm-") {
+                        println!("cargo:rerun-if-changed={}", header.display());
+                    }
+                }
+            }
+
+            let mut cmd = Command::new(&llvm_spirv);
+            cmd.arg(&bc).arg("-o").arg(&spv);
+            run(&mut cmd, source, cargo)?;
+            let spirv = fs::read(&spv).map_err(|error| Error::Io { path: spv.clone(), error })?;
+            let module = sycl_spirv::load(&spirv).map_err(|error| Error::InvalidSpirv {
+                source_path: source.clone(),
+                tool: "llvm-spirv",
+                error,
+            })?;
+            let symbols = sycl_spirv::Symbols::of(&module);
+            kernels.extend(symbols.kernels.into_iter().map(|(name, _)| name));
+
+            let object = DeviceObject {
+                package: package.clone(),
+                source: source.to_string_lossy().into_owned(),
+                spirv,
+            };
+            members.push((format!("sycl-device-{index}-{stem}.o"), elf_object(&object)));
+        }
+
+        let archive = work.join(format!("libsycl_device_{name}.a"));
+        write_file(&archive, &archive::gnu_archive(&members))?;
+        let kernels_rs = out_dir.join(format!("sycl-kernels-{name}.rs"));
+        write_file(&kernels_rs, kernel_module(&kernels)?.as_bytes())?;
+        if cargo {
+            println!("cargo:rustc-link-search=native={}", work.display());
+            println!("cargo:rustc-link-lib=static=sycl_device_{name}");
+        }
+        Ok(Compiled { archive, kernels_rs, kernels })
+    }
+}
+
+/// Runs a tool; its stderr becomes cargo warnings on success and the error text on failure.
+fn run(cmd: &mut Command, source: &Path, cargo: bool) -> Result<(), Error> {
+    let command = format!("{cmd:?}");
+    let output = cmd.output().map_err(|error| Error::Io { path: cmd.get_program().into(), error })?;
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if !output.status.success() {
+        return Err(Error::Compile { source_path: source.to_path_buf(), command, stderr });
+    }
+    if cargo {
+        for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+            println!("cargo:warning={line}");
+        }
+    }
+    Ok(())
+}
+
+/// The prerequisites listed in a Makefile-style depfile written by `clang -MD`.
+fn read_depfile(path: &Path) -> Result<Vec<PathBuf>, Error> {
+    let text = fs::read_to_string(path).map_err(|error| Error::Io { path: path.into(), error })?;
+    let joined = text.replace("\\\n", " ");
+    let deps = joined.split_once(": ").map_or("", |(_, deps)| deps);
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut chars = deps.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => current.extend(chars.next()),
+            c if c.is_whitespace() => {
+                if !current.is_empty() {
+                    out.push(PathBuf::from(std::mem::take(&mut current)));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        out.push(PathBuf::from(current));
+    }
+    Ok(out)
+}
+
+/// An x86-64 ELF relocatable object whose only content is the device object, in a section
+/// marked `SHF_EXCLUDE` so that a static linker that pulls the member in drops the bytes.
+fn elf_object(device_object: &DeviceObject) -> Vec<u8> {
+    let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
+    let section = obj.add_section(vec![], DEVICE_OBJECT_SECTION.as_bytes().to_vec(), SectionKind::Metadata);
+    obj.section_mut(section).flags = object::SectionFlags::Elf {
+        sh_flags: u64::from(object::elf::SHF_EXCLUDE),
+    };
+    obj.append_section_data(section, &device_object.encode(), 8);
+    obj.write().expect("writing an in-memory ELF object cannot fail")
+}
+
+/// `pub const NAME: &str = "name";` for every kernel.
+fn kernel_module(kernels: &[String]) -> Result<String, Error> {
+    let mut out = String::from("// Generated by sycl-build: one constant per kernel.\n");
+    let mut seen: Vec<(String, &str)> = Vec::new();
+    for kernel in kernels {
+        let constant: String = kernel
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+            .collect();
+        let constant = match constant.chars().next() {
+            Some(c) if c.is_ascii_digit() => format!("K_{constant}"),
+            _ => constant,
+        };
+        if let Some((_, first)) = seen.iter().find(|(c, _)| *c == constant) {
+            return Err(Error::KernelNameClash {
+                first: first.to_string(),
+                second: kernel.clone(),
+                constant,
+            });
+        }
+        let _ = writeln!(out, "pub const {constant}: &str = {kernel:?};");
+        seen.push((constant, kernel));
+    }
+    Ok(out)
+}
+
+fn create_dir(dir: &Path) -> Result<(), Error> {
+    fs::create_dir_all(dir).map_err(|error| Error::Io { path: dir.into(), error })
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    if let Some(parent) = path.parent() {
+        create_dir(parent)?;
+    }
+    fs::write(path, bytes).map_err(|error| Error::Io { path: path.into(), error })
+}
+
+fn env_path(var: &str, cargo: bool) -> Option<OsString> {
+    if cargo {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    env::var_os(var).filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depfile_with_continuations_and_escaped_spaces() {
+        let dir = tempdir();
+        let dep = dir.join("a.d");
+        fs::write(&dep, "a.bc: src/a.cl \\\n  inc/my\\ header.h /usr/x.h\n").unwrap();
+        assert_eq!(
+            read_depfile(&dep).unwrap(),
+            [PathBuf::from("src/a.cl"), "inc/my header.h".into(), "/usr/x.h".into()]
+        );
+    }
+
+    #[test]
+    fn kernel_constants_are_screaming_snake_case() {
+        let m = kernel_module(&["app_kernel".into(), "vecAdd".into()]).unwrap();
+        assert!(m.contains("pub const APP_KERNEL: &str = \"app_kernel\";"));
+        assert!(m.contains("pub const VECADD: &str = \"vecAdd\";"));
+        assert!(matches!(
+            kernel_module(&["a_b".into(), "a.b".into()]),
+            Err(Error::KernelNameClash { .. })
+        ));
+    }
+
+    #[test]
+    fn device_object_survives_the_elf_wrapper() {
+        use object::{Object as _, ObjectSection as _};
+        let device_object =
+            DeviceObject { package: "p".into(), source: "a.cl".into(), spirv: vec![7; 12] };
+        let bytes = elf_object(&device_object);
+        let file = object::File::parse(&*bytes).unwrap();
+        let section = file.section_by_name(DEVICE_OBJECT_SECTION).unwrap();
+        assert_eq!(DeviceObject::decode(section.data().unwrap()).unwrap(), device_object);
+    }
+
+    fn tempdir() -> PathBuf {
+        let dir = env::temp_dir().join(format!("sycl-build-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}

@@ -24,14 +24,16 @@ fn pad4(out: &mut Vec<u8>) {
     }
 }
 
-fn align4(n: usize) -> Option<usize> {
-    n.checked_add(3).map(|n| n & !3)
+fn align_up(n: usize, align: usize) -> Option<usize> {
+    n.checked_add(align - 1).map(|n| n & !(align - 1))
 }
 
 /// The descriptors of every note named [`NOTE_NAME`] with type `note_type` in `segment`, the
 /// contents of a note segment or section. Other notes (build id, ABI tag) are skipped; a
-/// malformed note header is an error rather than a guess.
-pub fn find_notes(segment: &[u8], note_type: u32) -> Result<Vec<&[u8]>, DecodeError> {
+/// malformed note header is an error rather than a guess. `align` is the segment's or
+/// section's alignment: 8-aligned note segments (`.note.gnu.property`) pad to 8, others to 4.
+pub fn find_notes(segment: &[u8], note_type: u32, align: u64) -> Result<Vec<&[u8]>, DecodeError> {
+    let align = if align == 8 { 8 } else { 4 };
     let mut found = Vec::new();
     let mut pos = 0usize;
     while pos < segment.len() {
@@ -42,7 +44,7 @@ pub fn find_notes(segment: &[u8], note_type: u32) -> Result<Vec<&[u8]>, DecodeEr
         let word = |i: usize| u32::from_le_bytes(header[i..i + 4].try_into().unwrap()) as usize;
         let (namesz, descsz, ntype) = (word(0), word(4), word(8) as u32);
         let name_start = pos + 12;
-        let desc_start = align4(name_start + namesz)
+        let desc_start = align_up(name_start + namesz, align)
             .ok_or_else(|| DecodeError::Invalid("note name size overflows".into()))?;
         let desc_end = desc_start
             .checked_add(descsz)
@@ -52,7 +54,7 @@ pub fn find_notes(segment: &[u8], note_type: u32) -> Result<Vec<&[u8]>, DecodeEr
         if ntype == note_type && name.strip_suffix(b"\0") == Some(NOTE_NAME.as_bytes()) {
             found.push(&segment[desc_start..desc_end]);
         }
-        pos = align4(desc_end).unwrap_or(usize::MAX);
+        pos = align_up(desc_end, align).unwrap_or(usize::MAX);
     }
     Ok(found)
 }
@@ -70,17 +72,17 @@ mod tests {
         segment.extend_from_slice(&3u32.to_le_bytes());
         segment.extend_from_slice(b"GNU\0\x01\x02\x03\0");
         segment.extend(elf_note(7, b"hello"));
-        assert_eq!(find_notes(&segment, 7).unwrap(), vec![&b"hello"[..]]);
-        assert!(find_notes(&segment, 8).unwrap().is_empty());
+        assert_eq!(find_notes(&segment, 7, 4).unwrap(), vec![&b"hello"[..]]);
+        assert!(find_notes(&segment, 8, 4).unwrap().is_empty());
     }
 
     #[test]
     fn lying_descriptor_size_is_an_error() {
         let mut note = elf_note(7, b"hello");
         note[4] = 200;
-        assert!(find_notes(&note, 7).is_err());
+        assert!(find_notes(&note, 7, 4).is_err());
         for len in 1..note.len() {
-            let _ = find_notes(&note[..len], 7); // must not panic
+            let _ = find_notes(&note[..len], 7, 4); // must not panic
         }
     }
 }

@@ -1,1 +1,77 @@
-fn main(){}
+//! `sycl-ld`: the linker cargo calls. It device-links the unit's device code, embeds the
+//! images, then runs the real linker; without device code it simply becomes the real linker.
+//!
+//! `sycl-ld inspect FILE [--json]` lists the images embedded in a binary.
+
+mod args;
+mod embed;
+mod inspect;
+mod scan;
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, Result};
+
+/// Environment variable naming the real linker (default `cc`).
+const LINKER_ENV: &str = "SYCL_LD_LINKER";
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let result = if args.first().is_some_and(|a| a == "inspect") {
+        inspect::run(&args[1..])
+    } else {
+        link(&args)
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sycl-ld: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_linker() -> OsString {
+    std::env::var_os(LINKER_ENV).filter(|v| !v.is_empty()).unwrap_or_else(|| "cc".into())
+}
+
+fn link(args: &[OsString]) -> Result<ExitCode> {
+    let line = args::parse(&args::expand_response_files(args)?);
+    let found = scan::scan(&line)?;
+    let linker = real_linker();
+    if found.objects.is_empty() {
+        // No device code in this unit: become the real linker, with the command line untouched.
+        let err = Command::new(&linker).args(args).exec();
+        return Err(err).with_context(|| format!("running the linker `{}`", linker.to_string_lossy()));
+    }
+
+    let set = embed::device_link(&found.objects)?;
+    let dir = tempfile::Builder::new().prefix("sycl-ld").tempdir().context("creating a temporary directory")?;
+    let mut full = args.to_vec();
+    if !set.images.is_empty() {
+        let note = dir.path().join("sycl-images.o");
+        std::fs::write(&note, embed::note_object(&set))
+            .with_context(|| format!("writing {}", note.display()))?;
+        full.push(note.into_os_string());
+    }
+    // A shared library whose device code this unit imports stays a dependency even when no
+    // host symbol of it is used (rustc links with --as-needed).
+    let imports = embed::imports(&set);
+    for lib in &found.libraries {
+        if lib.exports.iter().any(|e| imports.contains(e)) {
+            full.push("-Wl,--push-state,--no-as-needed".into());
+            full.push(format!("-l:{}", lib.file_name).into());
+            full.push("-Wl,--pop-state".into());
+        }
+    }
+    let status = Command::new(&linker)
+        .args(&full)
+        .status()
+        .with_context(|| format!("running the linker `{}`", linker.to_string_lossy()))?;
+    Ok(match status.code() {
+        Some(code) => ExitCode::from(code as u8),
+        None => ExitCode::FAILURE,
+    })
+}

@@ -1,0 +1,232 @@
+//! Owned OpenCL handles over `cl3`'s raw API: each wrapper releases its object on drop, and
+//! every call that can fail returns the OpenCL error with the name of the call.
+//!
+//! This is one of the two modules with `unsafe` code (the other is `loaded`): the handles
+//! are created here and never leave as raw pointers.
+
+use std::ffi::{c_void, CString};
+use std::ptr;
+
+use cl3::types::{cl_command_queue, cl_context, cl_device_id, cl_int, cl_kernel, cl_mem, cl_program, CL_BLOCKING};
+
+use crate::Error;
+
+fn cl_err(call: &'static str) -> impl Fn(cl_int) -> Error {
+    move |code| Error::OpenCl { call, code }
+}
+
+/// A device id. Device ids of root devices are not reference counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct DeviceId(pub cl_device_id);
+// SAFETY: an OpenCL device id is an opaque handle that the API allows from any thread.
+unsafe impl Send for DeviceId {}
+// SAFETY: as above.
+unsafe impl Sync for DeviceId {}
+
+pub(crate) struct DeviceInfo {
+    pub id: DeviceId,
+    pub name: String,
+    pub platform: String,
+    pub il_version: String,
+}
+
+/// Every device of every platform, in the ICD loader's order.
+pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
+    let mut out = Vec::new();
+    let platforms = cl3::platform::get_platform_ids().map_err(cl_err("clGetPlatformIDs"))?;
+    for platform in platforms {
+        let platform_name = cl3::platform::get_platform_info(platform, cl3::platform::CL_PLATFORM_NAME)
+            .map(String::from)
+            .unwrap_or_default();
+        let Ok(ids) = cl3::device::get_device_ids(platform, cl3::device::CL_DEVICE_TYPE_ALL) else {
+            continue;
+        };
+        for id in ids {
+            let text = |param| cl3::device::get_device_info(id, param).map(String::from).unwrap_or_default();
+            out.push(DeviceInfo {
+                id: DeviceId(id),
+                name: text(cl3::device::CL_DEVICE_NAME).trim_end_matches('\0').to_string(),
+                platform: platform_name.trim_end_matches('\0').to_string(),
+                il_version: text(cl3::device::CL_DEVICE_IL_VERSION).trim_end_matches('\0').to_string(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+macro_rules! handle {
+    ($name:ident, $raw:ty, $release:path) => {
+        pub(crate) struct $name(pub(crate) $raw);
+        impl Drop for $name {
+            fn drop(&mut self) {
+                // SAFETY: the handle was created by us, is owned by this value alone, and is
+                // released exactly once, here.
+                unsafe {
+                    let _ = $release(self.0);
+                }
+            }
+        }
+    };
+}
+
+handle!(Context, cl_context, cl3::context::release_context);
+handle!(Queue, cl_command_queue, cl3::command_queue::release_command_queue);
+handle!(Program, cl_program, cl3::program::release_program);
+handle!(Kernel, cl_kernel, cl3::kernel::release_kernel);
+handle!(Mem, cl_mem, cl3::memory::release_mem_object);
+
+// SAFETY: OpenCL contexts, queues, programs and memory objects are thread-safe (OpenCL 2.x,
+// appendix A.2); kernels are not Sync (setting arguments races), so they are only Send.
+unsafe impl Send for Context {}
+// SAFETY: as above.
+unsafe impl Sync for Context {}
+// SAFETY: as above.
+unsafe impl Send for Queue {}
+// SAFETY: as above.
+unsafe impl Sync for Queue {}
+// SAFETY: as above.
+unsafe impl Send for Program {}
+// SAFETY: as above.
+unsafe impl Sync for Program {}
+// SAFETY: as above.
+unsafe impl Send for Mem {}
+// SAFETY: as above.
+unsafe impl Sync for Mem {}
+// SAFETY: a kernel may move between threads; it is used by one at a time.
+unsafe impl Send for Kernel {}
+
+impl Context {
+    pub(crate) fn new(device: DeviceId) -> Result<Context, Error> {
+        cl3::context::create_context(&[device.0], ptr::null(), None, ptr::null_mut())
+            .map(Context)
+            .map_err(cl_err("clCreateContext"))
+    }
+}
+
+impl Queue {
+    pub(crate) fn new(context: &Context, device: DeviceId) -> Result<Queue, Error> {
+        // SAFETY: the device belongs to the context (both made from `device`); no properties.
+        unsafe { cl3::command_queue::create_command_queue_with_properties(context.0, device.0, ptr::null()) }
+            .map(Queue)
+            .map_err(cl_err("clCreateCommandQueueWithProperties"))
+    }
+
+    pub(crate) fn enqueue(&self, kernel: &Kernel, global: &[usize], local: Option<&[usize]>) -> Result<(), Error> {
+        let local_ptr = local.map_or(ptr::null(), <[usize]>::as_ptr);
+        // SAFETY: `global` (and `local`, when given) hold `global.len()` sizes; every argument
+        // of the kernel was set by the caller before enqueueing.
+        let event = unsafe {
+            cl3::command_queue::enqueue_nd_range_kernel(
+                self.0,
+                kernel.0,
+                global.len() as u32,
+                ptr::null(),
+                global.as_ptr(),
+                local_ptr,
+                0,
+                ptr::null(),
+            )
+        }
+        .map_err(cl_err("clEnqueueNDRangeKernel"))?;
+        // SAFETY: the event was returned to us and is released once.
+        unsafe {
+            let _ = cl3::event::release_event(event);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn read(&self, mem: &Mem, out: &mut [u8]) -> Result<(), Error> {
+        // SAFETY: blocking read of `out.len()` bytes into `out`; the buffer is at least that
+        // large (callers read whole buffers they created with that size).
+        unsafe {
+            cl3::command_queue::enqueue_read_buffer(self.0, mem.0, CL_BLOCKING, 0, out.len(), out.as_mut_ptr().cast(), 0, ptr::null())
+        }
+        .map(|event| {
+            // SAFETY: released once.
+            unsafe {
+                let _ = cl3::event::release_event(event);
+            }
+        })
+        .map_err(cl_err("clEnqueueReadBuffer"))
+    }
+
+    pub(crate) fn write(&self, mem: &Mem, data: &[u8]) -> Result<(), Error> {
+        // SAFETY: blocking write of `data.len()` bytes from `data` into a buffer at least
+        // that large.
+        unsafe {
+            cl3::command_queue::enqueue_write_buffer(self.0, mem.0, CL_BLOCKING, 0, data.len(), data.as_ptr().cast(), 0, ptr::null())
+        }
+        .map(|event| {
+            // SAFETY: released once.
+            unsafe {
+                let _ = cl3::event::release_event(event);
+            }
+        })
+        .map_err(cl_err("clEnqueueWriteBuffer"))
+    }
+
+    pub(crate) fn finish(&self) -> Result<(), Error> {
+        cl3::command_queue::finish(self.0).map_err(cl_err("clFinish"))
+    }
+}
+
+impl Mem {
+    pub(crate) fn new(context: &Context, size: usize) -> Result<Mem, Error> {
+        // SAFETY: no host pointer is used, so the flags cannot refer to foreign memory.
+        unsafe { cl3::memory::create_buffer(context.0, cl3::memory::CL_MEM_READ_WRITE, size.max(1), ptr::null_mut()) }
+            .map(Mem)
+            .map_err(cl_err("clCreateBuffer"))
+    }
+}
+
+impl Program {
+    pub(crate) fn from_il(context: &Context, il: &[u8]) -> Result<Program, Error> {
+        cl3::program::create_program_with_il(context.0, il).map(Program).map_err(cl_err("clCreateProgramWithIL"))
+    }
+
+    /// Compiles to an object; on failure, the build log.
+    pub(crate) fn compile(&self, device: DeviceId, options: &str) -> Result<(), (cl_int, String)> {
+        let options = CString::new(options).unwrap_or_default();
+        cl3::program::compile_program(self.0, &[device.0], &options, &[], &[], None, ptr::null_mut())
+            .map_err(|code| (code, self.build_log(device)))
+    }
+
+    pub(crate) fn link(context: &Context, device: DeviceId, objects: &[&Program], options: &str) -> Result<Program, cl_int> {
+        let options = CString::new(options).unwrap_or_default();
+        let raw: Vec<cl_program> = objects.iter().map(|p| p.0).collect();
+        // SAFETY: the device is the context's device and every input program was compiled
+        // in this context. (`opencl3::Program::link` passes the wrong handle; see DESIGN.md.)
+        unsafe { cl3::program::link_program(context.0, &[device.0], &options, &raw, None, ptr::null_mut()) }.map(Program)
+    }
+
+    pub(crate) fn build_log(&self, device: DeviceId) -> String {
+        cl3::program::get_program_build_info(self.0, device.0, cl3::program::CL_PROGRAM_BUILD_LOG)
+            .map(String::from)
+            .unwrap_or_default()
+            .trim_end_matches('\0')
+            .trim()
+            .to_string()
+    }
+}
+
+impl Kernel {
+    pub(crate) fn new(program: &Program, name: &str) -> Result<Kernel, Error> {
+        let name = CString::new(name).map_err(|_| Error::KernelNotFound { kernel: name.into(), searched: vec![] })?;
+        cl3::kernel::create_kernel(program.0, &name).map(Kernel).map_err(cl_err("clCreateKernel"))
+    }
+
+    pub(crate) fn set_mem(&self, index: u32, mem: &Mem) -> Result<(), Error> {
+        // SAFETY: a buffer argument is passed as a pointer to its `cl_mem` handle.
+        unsafe {
+            cl3::kernel::set_kernel_arg(self.0, index, std::mem::size_of::<cl_mem>(), (&mem.0 as *const cl_mem).cast::<c_void>())
+        }
+        .map_err(cl_err("clSetKernelArg"))
+    }
+
+    pub(crate) fn set_bytes(&self, index: u32, bytes: &[u8]) -> Result<(), Error> {
+        // SAFETY: the driver copies `bytes.len()` bytes and checks the size against the
+        // parameter's type, failing with CL_INVALID_ARG_SIZE on a mismatch.
+        unsafe { cl3::kernel::set_kernel_arg(self.0, index, bytes.len(), bytes.as_ptr().cast()) }
+            .map_err(cl_err("clSetKernelArg"))
+    }
+}

@@ -1,0 +1,197 @@
+//! Queues, buffers and kernel launches: the user-facing part of the runtime.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::cl::{self, Kernel, Mem};
+use crate::program::DeviceState;
+use crate::{runtime, Error};
+
+/// Plain data that can be copied to and from a device byte for byte.
+///
+/// # Safety
+/// Every bit pattern of the type's size must be a valid value, and it must have no padding.
+pub unsafe trait Pod: Copy + Send + Sync + 'static {}
+macro_rules! pod {
+    ($($t:ty),*) => { $(
+        // SAFETY: primitive numbers have no padding and no invalid bit patterns.
+        unsafe impl Pod for $t {}
+    )* };
+}
+pod!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
+
+fn as_bytes<T: Pod>(data: &[T]) -> &[u8] {
+    // SAFETY: `T: Pod` has no padding, so all `size_of_val(data)` bytes are initialised.
+    unsafe { std::slice::from_raw_parts(data.as_ptr().cast(), std::mem::size_of_val(data)) }
+}
+
+/// An in-order command queue on one device.
+#[derive(Clone)]
+pub struct Queue {
+    inner: Arc<QueueInner>,
+}
+
+struct QueueInner {
+    device: Arc<DeviceState>,
+    queue: cl::Queue,
+}
+
+impl Queue {
+    /// A queue on the default device: the one `SYCL_DEVICE` names, otherwise the first
+    /// OpenCL device that accepts SPIR-V.
+    pub fn new() -> Result<Queue, Error> {
+        let device = runtime().default_device()?;
+        let queue = cl::Queue::new(&device.context, device.id)?;
+        Ok(Queue { inner: Arc::new(QueueInner { device, queue }) })
+    }
+
+    /// The device's name, as the driver reports it.
+    pub fn device_name(&self) -> &str {
+        &self.inner.device.name
+    }
+
+    /// A buffer of `len` elements, uninitialised on the device.
+    pub fn buffer<T: Pod>(&self, len: usize) -> Result<Buffer<T>, Error> {
+        let mem = Mem::new(&self.inner.device.context, len * std::mem::size_of::<T>())?;
+        Ok(Buffer { mem: Arc::new(mem), len, queue: self.clone(), _t: PhantomData })
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn buffer_from<T: Pod>(&self, data: &[T]) -> Result<Buffer<T>, Error> {
+        let buffer = self.buffer(data.len())?;
+        buffer.write(data)?;
+        Ok(buffer)
+    }
+
+    /// Starts a launch of `kernel`; add arguments and a range, then [`Launch::run`].
+    pub fn launch(&self, kernel: &str) -> Launch<'_> {
+        Launch { queue: self, kernel: kernel.to_string(), args: Vec::new(), global: vec![1], local: None }
+    }
+
+    /// Waits until everything submitted has finished.
+    pub fn wait(&self) -> Result<(), Error> {
+        self.inner.queue.finish()
+    }
+}
+
+/// Device memory holding `len` values of `T`.
+pub struct Buffer<T: Pod> {
+    mem: Arc<Mem>,
+    len: usize,
+    queue: Queue,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> Buffer<T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies the buffer to the host, after everything submitted before.
+    pub fn read(&self) -> Result<Vec<T>, Error> {
+        let mut out = vec![0u8; self.len * std::mem::size_of::<T>()];
+        self.queue.inner.queue.read(&self.mem, &mut out)?;
+        // Copy element by element out of the byte vector, which has no alignment for T.
+        Ok(out
+            .chunks_exact(std::mem::size_of::<T>().max(1))
+            .take(self.len)
+            // SAFETY: each chunk has `size_of::<T>()` bytes, and any bit pattern is a valid `T`.
+            .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<T>()) })
+            .collect())
+    }
+
+    /// Overwrites the buffer with `data`, which must have exactly `len` elements.
+    pub fn write(&self, data: &[T]) -> Result<(), Error> {
+        if data.len() != self.len {
+            return Err(Error::InvalidArgument(format!(
+                "writing {} elements into a buffer of {}",
+                data.len(),
+                self.len
+            )));
+        }
+        self.queue.inner.queue.write(&self.mem, as_bytes(data))
+    }
+}
+
+/// A value a kernel can take as an argument: a buffer, or a scalar.
+pub trait KernelArg {
+    #[doc(hidden)]
+    fn to_arg(&self) -> ArgValue;
+}
+
+/// A kernel argument, ready to be set.
+pub struct ArgValue(Arg);
+
+enum Arg {
+    Mem(Arc<Mem>),
+    Bytes(Vec<u8>),
+}
+
+impl<T: Pod> KernelArg for &Buffer<T> {
+    fn to_arg(&self) -> ArgValue {
+        ArgValue(Arg::Mem(self.mem.clone()))
+    }
+}
+
+impl<T: Pod> KernelArg for T {
+    fn to_arg(&self) -> ArgValue {
+        ArgValue(Arg::Bytes(as_bytes(std::slice::from_ref(self)).to_vec()))
+    }
+}
+
+/// A kernel launch being put together.
+pub struct Launch<'q> {
+    queue: &'q Queue,
+    kernel: String,
+    args: Vec<ArgValue>,
+    global: Vec<usize>,
+    local: Option<Vec<usize>>,
+}
+
+impl Launch<'_> {
+    /// Appends the next argument.
+    #[allow(clippy::should_implement_trait)]
+    pub fn arg(mut self, arg: impl KernelArg) -> Self {
+        self.args.push(arg.to_arg());
+        self
+    }
+
+    /// The global range: a size, or one to three dimensions.
+    pub fn global<const N: usize>(mut self, dims: [usize; N]) -> Self {
+        self.global = dims.to_vec();
+        self
+    }
+
+    /// The work-group size (by default the driver chooses).
+    pub fn local<const N: usize>(mut self, dims: [usize; N]) -> Self {
+        self.local = Some(dims.to_vec());
+        self
+    }
+
+    /// Resolves, builds (or takes from the cache) and enqueues the kernel.
+    pub fn run(self) -> Result<(), Error> {
+        let Launch { queue, kernel, args, global, local } = self;
+        if global.is_empty() || global.len() > 3 || local.as_ref().is_some_and(|l| l.len() != global.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "kernel {kernel}: range of {} dimension(s) with a work-group of {:?}",
+                global.len(),
+                local
+            )));
+        }
+        let device = &queue.inner.device;
+        let program = device.program_for(&runtime().registry, &kernel)?;
+        let k = Kernel::new(&program, &kernel)?;
+        for (i, arg) in args.iter().enumerate() {
+            match &arg.0 {
+                Arg::Mem(mem) => k.set_mem(i as u32, mem),
+                Arg::Bytes(bytes) => k.set_bytes(i as u32, bytes),
+            }
+            .map_err(|e| Error::InvalidArgument(format!("kernel {kernel}, argument {i}: {e}")))?;
+        }
+        queue.inner.queue.enqueue(&k, &global, local.as_deref())
+    }
+}

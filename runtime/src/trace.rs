@@ -1,0 +1,20 @@
+//! `SYCL_TRACE=1`: one line per runtime event on stderr, `sycl: EVENT what-it-concerns`.
+//! Events also go to the `log` facade at debug level.
+
+use std::sync::OnceLock;
+
+pub(crate) fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("SYCL_TRACE").is_ok_and(|v| !v.is_empty() && v != "0"))
+}
+
+macro_rules! trace {
+    ($event:literal, $($arg:tt)*) => {{
+        let line = format!($($arg)*);
+        log::debug!(target: "sycl", "{} {}", $event, line);
+        if $crate::trace::enabled() {
+            eprintln!("sycl: {} {}", $event, line);
+        }
+    }};
+}
+pub(crate) use trace;

@@ -1,0 +1,291 @@
+//! The command line rustc gives a `cc`-style linker: response files expanded, then the inputs
+//! (files and `-l` libraries) and search paths picked out. Nothing here changes the command
+//! line; the linker is later given exactly what rustc wrote, plus what `sycl-ld` adds.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+/// An input of the link, in command-line order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// A file named on the command line (object, archive, rlib, shared library).
+    File(PathBuf),
+    /// `-lNAME` (or `-l:FILE` when `verbatim`), searched along the `-L` paths;
+    /// `static_only` after `-Bstatic` / `-static`.
+    Lib { name: String, verbatim: bool, static_only: bool },
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct LinkLine {
+    pub output: Option<PathBuf>,
+    pub inputs: Vec<Input>,
+    pub search_paths: Vec<PathBuf>,
+    pub shared: bool,
+}
+
+/// Driver options whose value is the next argument.
+const TAKES_VALUE: &[&str] =
+    &["-o", "-L", "-l", "-x", "-Xlinker", "-T", "-e", "-u", "-z", "-B", "-I", "-isystem", "-MF", "-MT"];
+
+/// Expands `@file` arguments recursively, as GCC does: a response file holds arguments
+/// separated by white space, with quotes and backslash escapes. An `@name` that is not a
+/// readable file stays as it is.
+pub fn expand_response_files(args: &[OsString]) -> Result<Vec<OsString>> {
+    let mut out = Vec::with_capacity(args.len());
+    expand_into(args, &mut out, 0)?;
+    Ok(out)
+}
+
+fn expand_into(args: &[OsString], out: &mut Vec<OsString>, depth: usize) -> Result<()> {
+    for arg in args {
+        let bytes = arg.as_bytes();
+        match bytes.strip_prefix(b"@") {
+            Some(path) if depth < 16 && Path::new(OsStr::from_bytes(path)).is_file() => {
+                let path = Path::new(OsStr::from_bytes(path));
+                let text = std::fs::read(path)
+                    .with_context(|| format!("reading response file {}", path.display()))?;
+                expand_into(&split_response_file(&text), out, depth + 1)?;
+            }
+            _ => out.push(arg.clone()),
+        }
+    }
+    Ok(())
+}
+
+/// Splits response-file text the way libiberty's `buildargv` does.
+pub fn split_response_file(text: &[u8]) -> Vec<OsString> {
+    let mut args = Vec::new();
+    let mut current = Vec::new();
+    let mut in_arg = false;
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < text.len() {
+        let c = text[i];
+        i += 1;
+        match (c, quote) {
+            (b'\\', _) if i < text.len() => {
+                current.push(text[i]);
+                i += 1;
+                in_arg = true;
+            }
+            (q, Some(open)) if q == open => quote = None,
+            (_, Some(_)) => current.push(c),
+            (b'\'' | b'"', None) => {
+                quote = Some(c);
+                in_arg = true;
+            }
+            (c, None) if c.is_ascii_whitespace() => {
+                if in_arg {
+                    args.push(OsString::from_vec(std::mem::take(&mut current)));
+                    in_arg = false;
+                }
+            }
+            (c, None) => {
+                current.push(c);
+                in_arg = true;
+            }
+        }
+    }
+    if in_arg {
+        args.push(OsString::from_vec(current));
+    }
+    args
+}
+
+/// Writes arguments back in response-file form (each on its own line, escaped).
+#[cfg(test)]
+pub fn quote_response_file(args: &[OsString]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for arg in args {
+        for &b in arg.as_bytes() {
+            if b.is_ascii_whitespace() || matches!(b, b'\\' | b'\'' | b'"') {
+                out.push(b'\\');
+            }
+            out.push(b);
+        }
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Picks the inputs, search paths and output out of an expanded command line.
+pub fn parse(args: &[OsString]) -> LinkLine {
+    let mut line = LinkLine::default();
+    let mut static_only = false;
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].to_string_lossy().into_owned();
+        i += 1;
+        let mut value = |flag: &str| -> Option<String> {
+            if arg == flag {
+                let v = args.get(i).map(|v| v.to_string_lossy().into_owned());
+                i += 1;
+                v
+            } else {
+                arg.strip_prefix(flag).map(str::to_string)
+            }
+        };
+        if let Some(v) = value("-o") {
+            line.output = Some(PathBuf::from(v));
+        } else if let Some(v) = value("-L") {
+            line.search_paths.push(PathBuf::from(v));
+        } else if let Some(v) = value("-l") {
+            line.inputs.push(lib(&v, static_only));
+        } else if let Some(v) = arg.strip_prefix("-Wl,") {
+            let parts: Vec<&str> = v.split(',').collect();
+            linker_options(&parts, &mut line, &mut static_only);
+        } else if arg == "-Xlinker" {
+            if let Some(v) = args.get(i) {
+                linker_options(&[&v.to_string_lossy()], &mut line, &mut static_only);
+            }
+            i += 1;
+        } else if arg == "-static" {
+            static_only = true;
+        } else if arg == "-shared" {
+            line.shared = true;
+        } else if TAKES_VALUE.contains(&arg.as_str()) {
+            i += 1;
+        } else if !arg.starts_with('-') || arg == "-" {
+            line.inputs.push(Input::File(PathBuf::from(&args[i - 1])));
+        }
+    }
+    line
+}
+
+fn lib(name: &str, static_only: bool) -> Input {
+    match name.strip_prefix(':') {
+        Some(file) => Input::Lib { name: file.to_string(), verbatim: true, static_only },
+        None => Input::Lib { name: name.to_string(), verbatim: false, static_only },
+    }
+}
+
+/// Options passed through to the linker itself (`-Wl,a,b` or `-Xlinker a`).
+fn linker_options(parts: &[&str], line: &mut LinkLine, static_only: &mut bool) {
+    let mut i = 0;
+    while i < parts.len() {
+        let part = parts[i];
+        i += 1;
+        match part {
+            "-Bstatic" | "-static" | "-dn" | "-non_shared" => *static_only = true,
+            "-Bdynamic" | "-dy" | "-call_shared" => *static_only = false,
+            "-shared" | "-Bshareable" => line.shared = true,
+            "-L" | "-l" | "-o" if i < parts.len() => {
+                let v = parts[i];
+                i += 1;
+                match part {
+                    "-L" => line.search_paths.push(PathBuf::from(v)),
+                    "-l" => line.inputs.push(lib(v, *static_only)),
+                    _ => line.output = Some(PathBuf::from(v)),
+                }
+            }
+            p if p.starts_with("-L") => line.search_paths.push(PathBuf::from(&p[2..])),
+            p if p.starts_with("--library-path=") => {
+                line.search_paths.push(PathBuf::from(&p["--library-path=".len()..]))
+            }
+            p if p.starts_with("-l") => line.inputs.push(lib(&p[2..], *static_only)),
+            p if p.starts_with("--library=") => line.inputs.push(lib(&p[10..], *static_only)),
+            _ => {}
+        }
+    }
+}
+
+/// Where the linker would find an `-l` library: along the search paths, `lib{name}.so` before
+/// `lib{name}.a` unless only static libraries are allowed.
+pub fn find_library(search_paths: &[PathBuf], name: &str, verbatim: bool, static_only: bool) -> Option<PathBuf> {
+    let candidates: Vec<String> = if verbatim {
+        vec![name.to_string()]
+    } else if static_only {
+        vec![format!("lib{name}.a")]
+    } else {
+        vec![format!("lib{name}.so"), format!("lib{name}.a")]
+    };
+    search_paths.iter().find_map(|dir| {
+        candidates.iter().map(|c| dir.join(c)).find(|p| p.is_file())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn parses_a_rustc_command_line() {
+        let line = parse(&os(&[
+            "-m64",
+            "/tmp/rustcX/symbols.o",
+            "main.0.rcgu.o",
+            "-Wl,--as-needed",
+            "-Wl,-Bstatic",
+            "/deps/libhelpers-123.rlib",
+            "-lsycl_device_app",
+            "-Wl,-Bdynamic",
+            "-lhelpers",
+            "-l:libexact.so",
+            "-L",
+            "/out/sycl",
+            "-L/deps",
+            "-Wl,-L,/other,-lfoo",
+            "-Xlinker",
+            "-lbar",
+            "-o",
+            "/target/debug/app",
+            "-nodefaultlibs",
+            "-x",
+            "c",
+        ]));
+        assert_eq!(line.output, Some(PathBuf::from("/target/debug/app")));
+        assert_eq!(line.search_paths, [PathBuf::from("/out/sycl"), "/deps".into(), "/other".into()]);
+        let lib = |n: &str, verbatim, static_only| Input::Lib { name: n.into(), verbatim, static_only };
+        assert_eq!(
+            line.inputs,
+            [
+                Input::File("/tmp/rustcX/symbols.o".into()),
+                Input::File("main.0.rcgu.o".into()),
+                Input::File("/deps/libhelpers-123.rlib".into()),
+                lib("sycl_device_app", false, true),
+                lib("helpers", false, false),
+                lib("libexact.so", true, false),
+                lib("foo", false, false),
+                lib("bar", false, false),
+            ]
+        );
+        assert!(!line.shared);
+    }
+
+    #[test]
+    fn response_files_split_like_gcc() {
+        let args = split_response_file(b"-o \"out dir/app\" 'a b' c\\ d\n-lx\n\n");
+        assert_eq!(args, os(&["-o", "out dir/app", "a b", "c d", "-lx"]));
+    }
+
+    #[test]
+    fn response_files_round_trip_and_nest() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = dir.path().join("inner.rsp");
+        std::fs::write(&inner, quote_response_file(&os(&["-lz", "with space.o"]))).unwrap();
+        let outer = dir.path().join("outer.rsp");
+        let inner_ref = format!("@{}", inner.display());
+        std::fs::write(&outer, quote_response_file(&os(&["a.o", &inner_ref, "x\\y"]))).unwrap();
+        let expanded = expand_response_files(&os(&["-m64", &format!("@{}", outer.display()), "@missing"])).unwrap();
+        assert_eq!(expanded, os(&["-m64", "a.o", "-lz", "with space.o", "x\\y", "@missing"]));
+    }
+
+    #[test]
+    fn library_search_prefers_shared_unless_static() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("libq.a"), b"").unwrap();
+        std::fs::write(dir.path().join("libq.so"), b"").unwrap();
+        let paths = vec![PathBuf::from("/nonexistent"), dir.path().to_path_buf()];
+        assert_eq!(find_library(&paths, "q", false, false), Some(dir.path().join("libq.so")));
+        assert_eq!(find_library(&paths, "q", false, true), Some(dir.path().join("libq.a")));
+        assert_eq!(find_library(&paths, "libq.a", true, false), Some(dir.path().join("libq.a")));
+        assert_eq!(find_library(&paths, "none", false, false), None);
+    }
+}

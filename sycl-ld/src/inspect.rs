@@ -1,0 +1,88 @@
+//! `sycl-ld inspect FILE [--json]`: the user's window into a binary's device images.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Map, Value};
+use sycl_format::{ImageSet, PropertyValue};
+
+pub fn run(args: &[OsString]) -> Result<ExitCode> {
+    let mut json_out = false;
+    let mut file = None;
+    for arg in args {
+        match arg.to_str() {
+            Some("--json") => json_out = true,
+            Some(s) if s.starts_with('-') => bail!("inspect: unknown option {s}\nusage: sycl-ld inspect FILE [--json]"),
+            _ if file.is_none() => file = Some(PathBuf::from(arg)),
+            _ => bail!("inspect: more than one file given\nusage: sycl-ld inspect FILE [--json]"),
+        }
+    }
+    let path = file.ok_or_else(|| anyhow!("usage: sycl-ld inspect FILE [--json]"))?;
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let object = object::File::parse(&*bytes).map_err(|e| anyhow!("{}: not an object file: {e}", path.display()))?;
+    let set = crate::scan::embedded_images(&object)
+        .with_context(|| format!("{}: malformed embedded device images", path.display()))?
+        .unwrap_or_default();
+    let file = path.display().to_string();
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&to_json(&file, &set))?);
+    } else {
+        print!("{}", to_text(&file, &set));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn value_json(value: &PropertyValue) -> Value {
+    match value {
+        PropertyValue::U32(v) => json!(v),
+        PropertyValue::String(s) => json!(s),
+        PropertyValue::Bytes(b) => json!(b),
+    }
+}
+
+pub fn to_json(file: &str, set: &ImageSet) -> Value {
+    let images: Vec<Value> = set
+        .images
+        .iter()
+        .map(|image| {
+            let mut properties = Map::new();
+            for ps in &image.property_sets {
+                let entries: Map<String, Value> =
+                    ps.properties.iter().map(|p| (p.name.clone(), value_json(&p.value))).collect();
+                properties.insert(ps.name.clone(), Value::Object(entries));
+            }
+            json!({
+                "format": image.format.name(),
+                "target": image.target,
+                "kernels": image.kernels,
+                "exported": image.exported_symbols().collect::<Vec<_>>(),
+                "imported": image.imported_symbols().collect::<Vec<_>>(),
+                "properties": properties,
+            })
+        })
+        .collect();
+    json!({ "file": file, "images": images })
+}
+
+pub fn to_text(file: &str, set: &ImageSet) -> String {
+    let mut out = String::new();
+    let n = set.images.len();
+    let _ = writeln!(out, "{file}: {n} device image{}", if n == 1 { "" } else { "s" });
+    for (i, image) in set.images.iter().enumerate() {
+        let _ = writeln!(out, "image {i}: {} {} ({} bytes)", image.format.name(), image.target, image.data.len());
+        let list = |items: Vec<&str>| if items.is_empty() { "-".to_string() } else { items.join(" ") };
+        let _ = writeln!(out, "  kernels:  {}", list(image.kernels.iter().map(String::as_str).collect()));
+        let _ = writeln!(out, "  exported: {}", list(image.exported_symbols().collect()));
+        let _ = writeln!(out, "  imported: {}", list(image.imported_symbols().collect()));
+        for ps in &image.property_sets {
+            let _ = writeln!(out, "  [{}]", ps.name);
+            for p in &ps.properties {
+                let _ = writeln!(out, "    {} = {}", p.name, value_json(&p.value));
+            }
+        }
+    }
+    out
+}
