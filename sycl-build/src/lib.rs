@@ -235,6 +235,23 @@ impl Build {
     }
 }
 
+/// Links the crate being built against `lib{name}.so`, the shared library that the
+/// dependency crate `name` builds (`crate-type = ["cdylib", ...]`). List that crate under
+/// `[dependencies]` too, so cargo builds it first; host code need not use it. The library's
+/// directory goes into the run path so the binary finds it when run from anywhere.
+pub fn link_device_library(name: &str) {
+    let out_dir = env::var_os("OUT_DIR").map(PathBuf::from).unwrap_or_default();
+    // OUT_DIR is target/<profile>/build/<pkg>-<hash>/out; dependencies land in target/<profile>/deps.
+    let Some(profile_dir) = out_dir.ancestors().nth(3) else {
+        eprintln!("error: sycl-build: OUT_DIR is not set (is this running from a build script?)");
+        std::process::exit(1);
+    };
+    let deps = profile_dir.join("deps");
+    println!("cargo:rustc-link-search=native={}", deps.display());
+    println!("cargo:rustc-link-lib=dylib={name}");
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", deps.display());
+}
+
 /// Runs a tool; its stderr becomes cargo warnings on success and the error text on failure.
 fn run(cmd: &mut Command, source: &Path, cargo: bool) -> Result<(), Error> {
     let command = format!("{cmd:?}");

@@ -33,6 +33,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// `SYCL_LD_VERBOSE=1` prints what was found and what was added to the link.
+fn verbose() -> bool {
+    std::env::var_os("SYCL_LD_VERBOSE").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 fn real_linker() -> OsString {
     std::env::var_os(LINKER_ENV).filter(|v| !v.is_empty()).unwrap_or_else(|| "cc".into())
 }
@@ -41,6 +46,14 @@ fn link(args: &[OsString]) -> Result<ExitCode> {
     let line = args::parse(&args::expand_response_files(args)?);
     let found = scan::scan(&line)?;
     let linker = real_linker();
+    if verbose() {
+        for o in &found.objects {
+            eprintln!("sycl-ld: device object {} ({})", o.object.source, o.origin);
+        }
+        for l in &found.libraries {
+            eprintln!("sycl-ld: device library {} exports {} symbol(s)", l.file_name, l.exports.len());
+        }
+    }
     if found.objects.is_empty() {
         // No device code in this unit: become the real linker, with the command line untouched.
         let err = Command::new(&linker).args(args).exec();

@@ -85,6 +85,14 @@ fn scan_bytes(
     if !bytes.starts_with(b"\x7fELF") {
         return Ok(()); // linker scripts (libc.so), rmeta and anything else: not device code
     }
+    // The ELF reader wants its headers aligned; archive members are only 2-aligned.
+    let copy;
+    let bytes = if bytes.as_ptr().align_offset(8) == 0 {
+        bytes
+    } else {
+        copy = aligned_copy(bytes);
+        &bytemuck_bytes(&copy)[..bytes.len()]
+    };
     let Ok(file) = object::File::parse(bytes) else { return Ok(()) };
     match file.kind() {
         ObjectKind::Relocatable => {
@@ -128,4 +136,19 @@ pub fn embedded_images(file: &object::File<'_>) -> Result<Option<ImageSet>> {
         set.images.extend(ImageSet::decode(desc)?.images);
     }
     Ok(Some(set))
+}
+
+fn aligned_copy(bytes: &[u8]) -> Vec<u64> {
+    let mut words = vec![0u64; bytes.len().div_ceil(8)];
+    for (word, chunk) in words.iter_mut().zip(bytes.chunks(8)) {
+        let mut buf = [0u8; 8];
+        buf[..chunk.len()].copy_from_slice(chunk);
+        *word = u64::from_ne_bytes(buf);
+    }
+    words
+}
+
+fn bytemuck_bytes(words: &[u64]) -> &[u8] {
+    // SAFETY: a `u64` slice is readable as bytes: same memory, no padding, `u8` has align 1.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), std::mem::size_of_val(words)) }
 }
