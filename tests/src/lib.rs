@@ -1,0 +1,67 @@
+//! Shared helpers for the end-to-end tests: building the fixture workspace with the real
+//! toolchain and `sycl-ld`, running fixture binaries, and comparing output with expected files
+//! (`SYCL_TEST_BLESS=1` rewrites them).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+pub fn sycl_ld() -> PathBuf {
+    repo_root().join("target/debug/sycl-ld")
+}
+
+/// The fixture build output directory, after building `sycl-ld` and the fixtures once per
+/// test process (both are no-ops when up to date).
+pub fn fixtures() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        run_ok(Command::new(&cargo).args(["build", "-q", "-p", "sycl-ld"]).current_dir(repo_root()));
+        run_ok(Command::new(&cargo).args(["build", "-q"]).current_dir(repo_root().join("fixtures")));
+        repo_root().join("fixtures/target/debug")
+    })
+}
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs a fixture binary with `SYCL_TRACE=1`; the device defaults to Intel's CPU runtime.
+pub fn run_fixture(name: &str) -> Output {
+    let path = fixtures().join(name);
+    Command::new(&path)
+        .env("SYCL_TRACE", "1")
+        .env_remove("SYCL_DEVICE")
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", path.display()))
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Compares `actual` with `tests/expected/NAME`, or rewrites the file under `SYCL_TEST_BLESS=1`.
+pub fn assert_expected(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("expected").join(name);
+    if std::env::var_os("SYCL_TEST_BLESS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with SYCL_TEST_BLESS=1 to create it)", path.display()));
+    assert_eq!(actual, expected, "output differs from {} (SYCL_TEST_BLESS=1 rewrites it)", path.display());
+}

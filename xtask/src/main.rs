@@ -1,1 +1,369 @@
-fn main(){}
+//! Developer tasks for this workspace, run as `cargo xtask <demo|test|setup>`.
+//!
+//! * `setup` makes the machine ready: the Debian packages (clang, llvm-spirv, SPIR-V tools,
+//!   the OpenCL ICD loader and PoCL), Intel's CPU OpenCL runtime from PyPI and its ICD
+//!   registration. It is idempotent and is run first by the other two tasks.
+//! * `demo` builds `sycl-ld`, then the fixture workspace (which links through it), then runs
+//!   the fixture app.
+//! * `test` builds the same, then runs `cargo test --workspace` with any extra arguments.
+
+use anyhow::{bail, Context, Result};
+use std::env;
+use std::ffi::OsString;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, ExitStatus, Output, Stdio};
+
+/// Debian packages the toolchain and the OpenCL platforms need.
+const APT_PACKAGES: &[&str] = &[
+    "clang-15",
+    "llvm-spirv-15",
+    "spirv-tools",
+    "ocl-icd-opencl-dev",
+    "pocl-opencl-icd",
+];
+
+/// PyPI packages providing Intel's CPU OpenCL runtime (`libintelocl.so`) and its dependencies.
+const PIP_PACKAGES: &[&str] = &["intel-opencl-rt", "intel-cmplr-lib-rt"];
+
+/// The Python interpreter whose environment holds the Intel runtime.
+const PYTHON: &str = "python3";
+
+/// The library the Intel ICD file must name.
+const INTEL_LIB: &str = "libintelocl.so";
+
+/// Where the OpenCL ICD loader looks for vendor registrations.
+const ICD_DIR: &str = "/etc/OpenCL/vendors";
+
+/// The ICD file registering the Intel CPU runtime.
+const INTEL_ICD: &str = "/etc/OpenCL/vendors/intel-cpu.icd";
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  setup          install and register everything the demo and the tests need
+  demo [ARGS]    setup, build the fixtures and run the fixture app with ARGS
+  test [ARGS]    setup, build the fixtures and run `cargo test --workspace ARGS`";
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("xtask: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Dispatches on the subcommand; a usage error exits with status 2, like most CLIs.
+fn run() -> Result<ExitCode> {
+    let args: Vec<OsString> = env::args_os().skip(1).collect();
+    let (command, rest) = match args.split_first() {
+        Some((command, rest)) => (command.to_str().unwrap_or(""), rest),
+        None => ("", &[][..]),
+    };
+    match (command, rest) {
+        ("setup", []) => {
+            setup()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ("demo", args) => demo(args),
+        ("test", args) => test(args),
+        ("help" | "-h" | "--help", []) => {
+            println!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+/// Runs setup, builds the fixtures and runs the fixture app, passing its output and status on.
+fn demo(args: &[OsString]) -> Result<ExitCode> {
+    setup()?;
+    build_fixtures()?;
+    let app = repo_root().join("fixtures/target/debug/app");
+    let status = run_inherited(Command::new(&app).args(args))?;
+    Ok(exit_code(status))
+}
+
+/// Runs setup, builds the fixtures the end-to-end tests load, then runs the workspace tests.
+fn test(args: &[OsString]) -> Result<ExitCode> {
+    setup()?;
+    build_fixtures()?;
+    let status = run_inherited(
+        cargo()
+            .args(["test", "--workspace"])
+            .args(args)
+            .current_dir(repo_root()),
+    )?;
+    Ok(exit_code(status))
+}
+
+/// Makes the machine ready for the demo and the tests; each step skips work already done.
+fn setup() -> Result<()> {
+    let root = is_root()?;
+    install_apt_packages(root)?;
+    install_intel_runtime()?;
+    let lib = find_intel_lib()?;
+    register_intel_icd(root, &lib)?;
+    list_platforms()
+}
+
+/// Installs the Debian packages that are missing; `apt-get update` only runs when needed.
+fn install_apt_packages(root: bool) -> Result<()> {
+    let mut missing = Vec::new();
+    for &package in APT_PACKAGES {
+        if !dpkg_installed(package)? {
+            missing.push(package);
+        }
+    }
+    if missing.is_empty() {
+        println!(
+            "xtask: apt packages already present: {}",
+            APT_PACKAGES.join(" ")
+        );
+        return Ok(());
+    }
+    println!("xtask: installing apt packages: {}", missing.join(" "));
+    run_captured(&mut privileged(root, &["apt-get", "update"]))?;
+    // `env` sets the variable on the far side of sudo, which would otherwise reset it.
+    let install = [
+        "env",
+        "DEBIAN_FRONTEND=noninteractive",
+        "apt-get",
+        "install",
+        "-y",
+        "--no-install-recommends",
+    ];
+    run_captured(privileged(root, &install).args(&missing))?;
+    Ok(())
+}
+
+/// Asks dpkg whether a package is installed; a package dpkg has never heard of is not.
+fn dpkg_installed(package: &str) -> Result<bool> {
+    let output = Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .context("running dpkg-query")?;
+    Ok(String::from_utf8_lossy(&output.stdout).contains("install ok installed"))
+}
+
+/// Installs Intel's CPU OpenCL runtime with pip, which is where Intel ships it for Linux.
+fn install_intel_runtime() -> Result<()> {
+    let shown = Command::new(PYTHON)
+        .args(["-m", "pip", "show", "intel-opencl-rt"])
+        .output()
+        .with_context(|| format!("running {PYTHON} -m pip show intel-opencl-rt"))?;
+    if shown.status.success() {
+        println!("xtask: pip package intel-opencl-rt already present");
+        return Ok(());
+    }
+    println!("xtask: installing pip packages: {}", PIP_PACKAGES.join(" "));
+    let mut install = Command::new(PYTHON);
+    install.args(["-m", "pip", "install"]).args(PIP_PACKAGES);
+    let first = install.output().with_context(|| describe(&install))?;
+    if first.status.success() {
+        return Ok(());
+    }
+    // A distribution's own Python refuses pip installs (PEP 668) unless told otherwise.
+    if String::from_utf8_lossy(&first.stderr).contains("externally-managed-environment") {
+        println!("xtask: retrying pip install with --break-system-packages");
+        run_captured(install.arg("--break-system-packages"))?;
+        return Ok(());
+    }
+    Err(failure(&install, &first))
+}
+
+/// Finds `libintelocl.so`: pip puts it in `<sys.prefix>/lib`, else pip's file list says where.
+fn find_intel_lib() -> Result<PathBuf> {
+    let prefix = run_captured(Command::new(PYTHON).args(["-c", "import sys; print(sys.prefix)"]))?;
+    let lib = Path::new(String::from_utf8_lossy(&prefix.stdout).trim())
+        .join("lib")
+        .join(INTEL_LIB);
+    if lib.is_file() {
+        return Ok(lib);
+    }
+    let listing =
+        run_captured(Command::new(PYTHON).args(["-m", "pip", "show", "-f", "intel-opencl-rt"]))?;
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    let location = listing
+        .lines()
+        .find_map(|line| line.strip_prefix("Location:"))
+        .map(|location| Path::new(location.trim()));
+    if let Some(location) = location {
+        for file in listing.lines().map(str::trim) {
+            if file.ends_with(INTEL_LIB) {
+                // The listed paths are relative and may climb out with `..`; canonicalize
+                // resolves them and confirms the file exists.
+                if let Ok(path) = location.join(file).canonicalize() {
+                    return Ok(path);
+                }
+            }
+        }
+    }
+    bail!(
+        "{INTEL_LIB} not found: neither {} exists nor does `{PYTHON} -m pip show -f \
+         intel-opencl-rt` list it",
+        lib.display()
+    )
+}
+
+/// Registers the Intel runtime with the OpenCL ICD loader, rewriting a stale registration.
+fn register_intel_icd(root: bool, lib: &Path) -> Result<()> {
+    let content = format!("{}\n", lib.display());
+    if fs::read_to_string(INTEL_ICD).is_ok_and(|current| current == content) {
+        println!("xtask: {INTEL_ICD} already present");
+        return Ok(());
+    }
+    println!("xtask: writing {INTEL_ICD} -> {}", lib.display());
+    if root {
+        fs::create_dir_all(ICD_DIR).with_context(|| format!("creating {ICD_DIR}"))?;
+        fs::write(INTEL_ICD, content).with_context(|| format!("writing {INTEL_ICD}"))?;
+        return Ok(());
+    }
+    run_captured(&mut privileged(root, &["mkdir", "-p", ICD_DIR]))?;
+    let mut tee = privileged(root, &["tee", INTEL_ICD]);
+    let mut child = tee
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| describe(&tee))?;
+    child
+        .stdin
+        .take()
+        .context("tee has no stdin")?
+        .write_all(content.as_bytes())
+        .with_context(|| describe(&tee))?;
+    let output = child.wait_with_output().with_context(|| describe(&tee))?;
+    if !output.status.success() {
+        return Err(failure(&tee, &output));
+    }
+    Ok(())
+}
+
+/// Shows the OpenCL platforms so a missing Intel or PoCL platform is visible at a glance.
+/// clinfo is a convenience, not a requirement.
+fn list_platforms() -> Result<()> {
+    if !on_path("clinfo") {
+        println!("xtask: clinfo not found, skipping the platform listing");
+        return Ok(());
+    }
+    let output = run_captured(Command::new("clinfo").arg("-l"))?;
+    let listing = String::from_utf8_lossy(&output.stdout);
+    println!("xtask: OpenCL platforms (clinfo -l):");
+    print!("{listing}");
+    if !listing.contains("Intel") {
+        println!("xtask: warning: no Intel OpenCL platform is visible");
+    }
+    if !listing.contains("Portable Computing Language") {
+        println!("xtask: warning: no PoCL platform is visible");
+    }
+    Ok(())
+}
+
+/// Builds `sycl-ld` first, because the fixture workspace's linker is `target/debug/sycl-ld`,
+/// then the fixtures from inside `fixtures/` so that its `.cargo/config.toml` applies.
+fn build_fixtures() -> Result<()> {
+    let root = repo_root();
+    run_checked(cargo().args(["build", "-p", "sycl-ld"]).current_dir(&root))?;
+    run_checked(cargo().arg("build").current_dir(root.join("fixtures")))
+}
+
+/// The repository root: this crate lives in `<root>/xtask`.
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in a subdirectory of the repository")
+        .to_path_buf()
+}
+
+/// The cargo that runs us (`$CARGO`), so nested builds use the same toolchain.
+fn cargo() -> Command {
+    Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// Whether we run as root; otherwise system changes go through sudo.
+fn is_root() -> Result<bool> {
+    let output = run_captured(Command::new("id").arg("-u"))?;
+    Ok(String::from_utf8_lossy(&output.stdout).trim() == "0")
+}
+
+/// A command that changes the system, prefixed with `sudo` when we are not root.
+fn privileged(root: bool, argv: &[&str]) -> Command {
+    let mut command = if root {
+        Command::new(argv[0])
+    } else {
+        let mut sudo = Command::new("sudo");
+        sudo.arg(argv[0]);
+        sudo
+    };
+    command.args(&argv[1..]);
+    command
+}
+
+/// Whether an executable of this name is in `$PATH`.
+fn on_path(name: &str) -> bool {
+    env::var_os("PATH")
+        .is_some_and(|path| env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+}
+
+/// Runs a command with its output captured, failing with its command line and stderr.
+fn run_captured(command: &mut Command) -> Result<Output> {
+    let output = command.output().with_context(|| describe(command))?;
+    if !output.status.success() {
+        return Err(failure(command, &output));
+    }
+    Ok(output)
+}
+
+/// Runs a command with the terminal as its stdio, so its progress and errors show live.
+fn run_inherited(command: &mut Command) -> Result<ExitStatus> {
+    command.status().with_context(|| describe(command))
+}
+
+/// Runs a command with the terminal as its stdio and fails if it does not succeed; its
+/// stderr has already been shown, so the error names the command and its status.
+fn run_checked(command: &mut Command) -> Result<()> {
+    let status = run_inherited(command)?;
+    if !status.success() {
+        bail!("{} failed: {status}", describe(command));
+    }
+    Ok(())
+}
+
+/// The error for a failed captured command: its command line, status and stderr.
+fn failure(command: &Command, output: &Output) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} failed: {}\n{}",
+        describe(command),
+        output.status,
+        String::from_utf8_lossy(&output.stderr).trim_end()
+    )
+}
+
+/// A command line for messages: `` `program arg ...` `` (in `dir` when it has one).
+fn describe(command: &Command) -> String {
+    let mut line = command.get_program().to_string_lossy().into_owned();
+    for arg in command.get_args() {
+        line.push(' ');
+        line.push_str(&arg.to_string_lossy());
+    }
+    match command.get_current_dir() {
+        Some(dir) => format!("`{line}` (in {})", dir.display()),
+        None => format!("`{line}`"),
+    }
+}
+
+/// The exit code to pass on from a child; one killed by a signal counts as a failure.
+fn exit_code(status: ExitStatus) -> ExitCode {
+    status
+        .code()
+        .and_then(|code| u8::try_from(code).ok())
+        .map_or(ExitCode::FAILURE, ExitCode::from)
+}

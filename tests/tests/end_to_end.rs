@@ -1,0 +1,67 @@
+//! The fixtures, built with the real toolchain and run on the Intel CPU OpenCL device.
+
+use sycl_tests::{run_fixture, stderr, stdout};
+
+fn run_ok(name: &str) -> (String, String) {
+    let out = run_fixture(name);
+    let (o, e) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{name} failed:\n{o}{e}");
+    assert!(e.contains("sycl: device Intel(R) OpenCL"), "{name} did not run on the Intel device:\n{e}");
+    (o, e)
+}
+
+fn count(haystack: &str, prefix: &str) -> usize {
+    haystack.lines().filter(|l| l.starts_with(prefix)).count()
+}
+
+#[test]
+fn seed_example_links_the_library_function_at_run_time() {
+    let (out, trace) = run_ok("app");
+    assert_eq!(out, "0 2 4 6 8 10 12 14\n");
+    assert!(trace.lines().any(|l| l.starts_with("sycl: discover ") && l.ends_with("/app: 1 image")), "{trace}");
+    assert!(trace.lines().any(|l| l.starts_with("sycl: discover ") && l.ends_with("/libhelpers.so: 1 image")), "{trace}");
+    assert!(trace.contains("sycl: resolve LibDeviceFunc -> libhelpers.so image 0 (for kernel app_kernel)"), "{trace}");
+    assert_eq!(count(&trace, "sycl: link "), 1, "{trace}");
+}
+
+#[test]
+fn imports_resolve_transitively_through_a_chain_of_libraries() {
+    let (out, trace) = run_ok("chain-app");
+    assert_eq!(out, "1 4 7 10 13 16 19 22\n");
+    assert!(trace.contains("sycl: resolve a_func -> libchain_a.so image 0"), "{trace}");
+    assert!(trace.contains("sycl: resolve b_func -> libchain_b.so image 0"), "{trace}");
+    assert!(
+        trace.contains("link chain_kernel on AMD EPYC: chain-app image 0 + libchain_a.so image 0 + libchain_b.so image 0")
+            || trace.contains(": chain-app image 0 + libchain_a.so image 0 + libchain_b.so image 0"),
+        "{trace}"
+    );
+}
+
+#[test]
+fn an_rlib_dependency_links_its_device_code_statically() {
+    let (out, trace) = run_ok("static-app");
+    assert_eq!(out, "0 2 4 6 8 10 12 14\n");
+    assert_eq!(count(&trace, "sycl: resolve "), 0, "nothing should be imported:\n{trace}");
+    assert!(!trace.contains("libhelpers.so"), "libhelpers.so must not be involved:\n{trace}");
+}
+
+#[test]
+fn cpp_for_opencl_overloads_resolve_by_mangled_name() {
+    let (out, trace) = run_ok("cpp-app");
+    assert_eq!(out, "[0, 10, 20, 30]\n[0.0, 0.5, 1.0, 1.5]\n");
+    assert!(trace.contains("-> libcpp_lib.so image 0"), "{trace}");
+}
+
+#[test]
+fn an_unresolved_import_is_a_clear_error_and_the_runtime_stays_usable() {
+    let (out, _) = run_ok("unresolved-app");
+    let mut lines = out.lines();
+    let broken = lines.next().unwrap();
+    assert!(
+        broken.starts_with(
+            "broken: error: unresolved device symbol `NobodyExportsThis` imported for kernel `broken`; searched: "
+        ) && broken.ends_with("/unresolved-app"),
+        "{out}"
+    );
+    assert_eq!(lines.next(), Some("works: [100, 101, 102, 103]"));
+}

@@ -1,0 +1,75 @@
+//! `sycl-ld inspect` on every fixture binary, compared with `tests/expected/*`.
+
+use std::process::Command;
+
+use sycl_tests::{assert_expected, fixtures, sycl_ld};
+
+fn inspect(file: &str, json: bool) -> String {
+    let path = fixtures().join(file);
+    let mut cmd = Command::new(sycl_ld());
+    cmd.arg("inspect").arg(&path);
+    if json {
+        cmd.arg("--json");
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "inspect {file}: {}", String::from_utf8_lossy(&out.stderr));
+    // The path depends on the checkout; the expected files name the binary only.
+    String::from_utf8(out.stdout).unwrap().replace(&path.display().to_string(), file.rsplit('/').next().unwrap())
+}
+
+#[test]
+fn inspect_json_of_every_fixture() {
+    for file in [
+        "app",
+        "deps/libhelpers.so",
+        "chain-app",
+        "deps/libchain_a.so",
+        "deps/libchain_b.so",
+        "static-app",
+        "cpp-app",
+        "deps/libcpp_lib.so",
+        "unresolved-app",
+    ] {
+        let name = file.rsplit('/').next().unwrap();
+        assert_expected(&format!("{name}.json"), &inspect(file, true));
+    }
+}
+
+#[test]
+fn inspect_shows_the_seed_symbols_on_both_sides() {
+    let app: serde_json::Value = serde_json::from_str(&inspect("app", true)).unwrap();
+    let lib: serde_json::Value = serde_json::from_str(&inspect("deps/libhelpers.so", true)).unwrap();
+    assert_eq!(app["images"][0]["imported"], serde_json::json!(["LibDeviceFunc"]));
+    assert_eq!(lib["images"][0]["exported"], serde_json::json!(["LibDeviceFunc"]));
+    assert_eq!(lib["images"][0]["properties"]["SYCL/exported symbols"]["LibDeviceFunc"], 1);
+}
+
+#[test]
+fn inspect_text_of_the_seed_app() {
+    // Sizes of SPIR-V differ with compiler versions; the text form keeps them, so mask them.
+    let text = inspect("app", false);
+    let masked: String = text
+        .lines()
+        .map(|l| match l.find(" bytes)") {
+            Some(end) => format!("{}N bytes)", &l[..l[..end].rfind('(').unwrap() + 1]),
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_expected("app.txt", &(masked + "\n"));
+}
+
+#[test]
+fn inspect_of_a_binary_without_device_code_lists_nothing() {
+    let out = Command::new(sycl_ld()).args(["inspect", "--json"]).arg(sycl_ld()).output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["images"], serde_json::json!([]));
+}
+
+#[test]
+fn inspect_of_a_missing_file_names_it() {
+    let out = Command::new(sycl_ld()).args(["inspect", "/nonexistent/libnothing.so"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/libnothing.so"));
+}
