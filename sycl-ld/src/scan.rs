@@ -10,8 +10,8 @@ use std::path::Path;
 use anyhow::{anyhow, Context, Result};
 use memmap2::Mmap;
 use object::read::archive::ArchiveFile;
-use object::{Object, ObjectKind, ObjectSection};
-use sycl_format::{DeviceObject, ImageSet, DEVICE_OBJECT_SECTION};
+use object::{Object, ObjectSection};
+use sycl_format::{DeviceObject, ImageSet, DEVICE_OBJECT_SECTION, IMAGE_NOTE_SECTION};
 
 use crate::args::{find_library, Input, LinkLine};
 
@@ -82,35 +82,23 @@ fn scan_bytes(
         }
         return Ok(());
     }
-    if !bytes.starts_with(b"\x7fELF") {
+    let Some(elf) = Elf64::parse(bytes) else {
         return Ok(()); // linker scripts (libc.so), rmeta and anything else: not device code
-    }
-    // The ELF reader wants its headers aligned; archive members are only 2-aligned.
-    let copy;
-    let bytes = if bytes.as_ptr().align_offset(8) == 0 {
-        bytes
-    } else {
-        copy = aligned_copy(bytes);
-        &bytemuck_bytes(&copy)[..bytes.len()]
     };
-    let Ok(file) = object::File::parse(bytes) else { return Ok(()) };
-    match file.kind() {
-        ObjectKind::Relocatable => {
-            let Some(section) = file.section_by_name(DEVICE_OBJECT_SECTION) else { return Ok(()) };
-            let payload = section
-                .data()
-                .map_err(|e| anyhow!("{origin}: unreadable {DEVICE_OBJECT_SECTION} section: {e}"))?;
+    match elf.e_type {
+        ET_REL => {
+            let Some(payload) = elf.section(DEVICE_OBJECT_SECTION) else { return Ok(()) };
+            let payload = payload.ok_or_else(|| anyhow!("{origin}: {DEVICE_OBJECT_SECTION} lies outside the file"))?;
             let object = DeviceObject::decode(payload)
                 .with_context(|| format!("{origin}: malformed device object"))?;
             if seen.insert(payload.to_vec()) {
                 found.objects.push(FoundObject { origin: origin.to_string(), object });
             }
         }
-        ObjectKind::Dynamic => {
-            let Some(set) = embedded_images(&file).with_context(|| format!("{origin}: malformed embedded device images"))?
-            else {
-                return Ok(());
-            };
+        ET_DYN => {
+            let Some(notes) = elf.section(IMAGE_NOTE_SECTION) else { return Ok(()) };
+            let notes = notes.ok_or_else(|| anyhow!("{origin}: {IMAGE_NOTE_SECTION} lies outside the file"))?;
+            let set = decode_notes(notes, 4).with_context(|| format!("{origin}: malformed embedded device images"))?;
             let exports = set
                 .images
                 .iter()
@@ -124,31 +112,104 @@ fn scan_bytes(
     Ok(())
 }
 
+const ET_REL: u16 = 1;
+const ET_DYN: u16 = 3;
+
+/// Just enough of a 64-bit little-endian ELF file to find a section by name, reading only the
+/// file header, the section headers and the section-name table, all bounds-checked. It runs
+/// on every member of every archive of every link, so it must cost next to nothing.
+struct Elf64<'a> {
+    bytes: &'a [u8],
+    e_type: u16,
+    shoff: usize,
+    shnum: usize,
+    names: &'a [u8],
+}
+
+impl<'a> Elf64<'a> {
+    fn parse(bytes: &'a [u8]) -> Option<Elf64<'a>> {
+        // ELFCLASS64, ELFDATA2LSB: the only kind sycl-build writes and x86-64 links read.
+        if !bytes.starts_with(b"\x7fELF\x02\x01") || bytes.len() < 64 {
+            return None;
+        }
+        let shoff = u64le(bytes, 40)? as usize;
+        let mut shnum = usize::from(u16le(bytes, 60)?);
+        let mut shstrndx = usize::from(u16le(bytes, 62)?);
+        if shoff == 0 {
+            return None;
+        }
+        let mut elf = Elf64 { bytes, e_type: u16le(bytes, 16)?, shoff, shnum: 1, names: &[] };
+        // Extended numbering: the real counts live in section header 0.
+        if shnum == 0 {
+            shnum = elf.header_u64(0, 32)? as usize;
+        }
+        if shstrndx == 0xffff {
+            shstrndx = elf.header_u32(0, 40)? as usize;
+        }
+        elf.shnum = shnum;
+        elf.names = elf.data(shstrndx)??;
+        Some(elf)
+    }
+
+    fn header_u32(&self, index: usize, field: usize) -> Option<u32> {
+        u32le(self.bytes, self.shoff.checked_add(index.checked_mul(64)?)?.checked_add(field)?)
+    }
+
+    fn header_u64(&self, index: usize, field: usize) -> Option<u64> {
+        u64le(self.bytes, self.shoff.checked_add(index.checked_mul(64)?)?.checked_add(field)?)
+    }
+
+    /// Section `index`'s bytes: `None` if there is no such header, `Some(None)` if its data
+    /// lies outside the file.
+    fn data(&self, index: usize) -> Option<Option<&'a [u8]>> {
+        if index >= self.shnum {
+            return None;
+        }
+        const SHT_NOBITS: u32 = 8;
+        if self.header_u32(index, 4)? == SHT_NOBITS {
+            return Some(Some(&[]));
+        }
+        let offset = self.header_u64(index, 24)? as usize;
+        let size = self.header_u64(index, 32)? as usize;
+        Some(offset.checked_add(size).and_then(|end| self.bytes.get(offset..end)))
+    }
+
+    /// The section called `name`, as [`Elf64::data`] gives it.
+    fn section(&self, name: &str) -> Option<Option<&'a [u8]>> {
+        (1..self.shnum).find_map(|i| {
+            let start = self.header_u32(i, 0)? as usize;
+            let rest = self.names.get(start..)?;
+            (rest.strip_prefix(name.as_bytes())?.first() == Some(&0)).then(|| self.data(i))?
+        })
+    }
+}
+
+fn u16le(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
+}
+
+fn u32le(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+}
+
+fn u64le(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
+}
+
+/// Every image of every note of our type in a note section's bytes.
+fn decode_notes(notes: &[u8], align: u64) -> Result<ImageSet> {
+    let mut set = ImageSet::default();
+    for desc in sycl_format::find_notes(notes, sycl_format::NOTE_TYPE_IMAGES, align)? {
+        set.images.extend(ImageSet::decode(desc)?.images);
+    }
+    Ok(set)
+}
+
 /// The image set embedded in a linked binary, if it has one.
 pub fn embedded_images(file: &object::File<'_>) -> Result<Option<ImageSet>> {
     let Some(section) = file.section_by_name(sycl_format::IMAGE_NOTE_SECTION) else {
         return Ok(None);
     };
     let data = section.data().map_err(|e| anyhow!("unreadable note section: {e}"))?;
-    let notes = sycl_format::find_notes(data, sycl_format::NOTE_TYPE_IMAGES, section.align())?;
-    let mut set = ImageSet::default();
-    for desc in notes {
-        set.images.extend(ImageSet::decode(desc)?.images);
-    }
-    Ok(Some(set))
-}
-
-fn aligned_copy(bytes: &[u8]) -> Vec<u64> {
-    let mut words = vec![0u64; bytes.len().div_ceil(8)];
-    for (word, chunk) in words.iter_mut().zip(bytes.chunks(8)) {
-        let mut buf = [0u8; 8];
-        buf[..chunk.len()].copy_from_slice(chunk);
-        *word = u64::from_ne_bytes(buf);
-    }
-    words
-}
-
-fn bytemuck_bytes(words: &[u64]) -> &[u8] {
-    // SAFETY: a `u64` slice is readable as bytes: same memory, no padding, `u8` has align 1.
-    unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), std::mem::size_of_val(words)) }
+    decode_notes(data, section.align()).map(Some)
 }
