@@ -386,6 +386,40 @@ mod tests {
         assert_eq!(DeviceObject::decode(section.data().unwrap()).unwrap(), device_object);
     }
 
+    #[test]
+    fn a_failed_compile_shows_the_compiler_message() {
+        let dir = tempdir().join("failed");
+        fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("broken.cl");
+        fs::write(&src, "__kernel void k(__global int *o) { o[0] = undeclared_thing; }\n").unwrap();
+        let err = Build::new().file(&src).out_dir(&dir).cargo_metadata(false).try_compile("t").unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, Error::Compile { .. }), "{text}");
+        assert!(text.contains("broken.cl: compilation failed") && text.contains("undeclared_thing"), "{text}");
+    }
+
+    #[test]
+    fn a_missing_tool_names_itself_and_its_package() {
+        let dir = tempdir().join("missing");
+        let err = Build::new()
+            .file("x.cl")
+            .out_dir(&dir)
+            .cargo_metadata(false)
+            .clang("/nonexistent/clang-15")
+            .try_compile("t")
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("clang-15 not found: `/nonexistent/clang-15`"), "{text}");
+        assert!(text.contains("install the Debian package `clang-15`"), "{text}");
+    }
+
+    #[test]
+    fn unknown_source_kinds_are_refused() {
+        let dir = tempdir().join("kind");
+        let err = Build::new().file("x.cpp").out_dir(&dir).cargo_metadata(false).try_compile("t").unwrap_err();
+        assert!(matches!(err, Error::UnknownSourceKind { .. }), "{err}");
+    }
+
     fn tempdir() -> PathBuf {
         let dir = env::temp_dir().join(format!("sycl-build-test-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();

@@ -167,3 +167,93 @@ fn remove_dead_string_globals(module: &mut Module) {
     module.debug_names.retain(|i| !targets_unused(i));
     module.annotations.retain(|i| !targets_unused(i));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load;
+    use rspirv::dr::Builder;
+    use rspirv::spirv::{self, Decoration, ExecutionModel, FunctionControl, LinkageType};
+
+    /// `kernel k` calls SYCL_EXTERNAL `f` (defined here), which calls `g` (declared only);
+    /// `h` is an ordinary exported function nobody calls.
+    fn unit() -> Module {
+        let mut b = Builder::new();
+        b.capability(spirv::Capability::Kernel);
+        b.capability(spirv::Capability::Linkage);
+        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let void = b.type_void();
+        let int = b.type_int(32, 0);
+        let void_fn = b.type_function(void, vec![]);
+        let int_fn = b.type_function(int, vec![int]);
+        let link = |b: &mut Builder, id, name: &str, kind| {
+            b.decorate(id, Decoration::LinkageAttributes, vec![Operand::LiteralString(name.into()), Operand::LinkageType(kind)])
+        };
+
+        let g = b.begin_function(int, None, FunctionControl::NONE, int_fn).unwrap();
+        b.function_parameter(int).unwrap();
+        b.end_function().unwrap();
+        link(&mut b, g, "g", LinkageType::Import);
+
+        let f = b.begin_function(int, None, FunctionControl::NONE, int_fn).unwrap();
+        let p = b.function_parameter(int).unwrap();
+        b.begin_block(None).unwrap();
+        let r = b.function_call(int, None, g, vec![p]).unwrap();
+        b.ret_value(r).unwrap();
+        b.end_function().unwrap();
+        link(&mut b, f, "f", LinkageType::Export);
+        b.decorate(f, Decoration::UserSemantic, vec![Operand::LiteralString("sycl-external".into())]);
+
+        let h = b.begin_function(int, None, FunctionControl::NONE, int_fn).unwrap();
+        let q = b.function_parameter(int).unwrap();
+        b.begin_block(None).unwrap();
+        b.ret_value(q).unwrap();
+        b.end_function().unwrap();
+        link(&mut b, h, "h", LinkageType::Export);
+
+        let k = b.begin_function(void, None, FunctionControl::NONE, void_fn).unwrap();
+        b.begin_block(None).unwrap();
+        let one = b.constant_bit32(int, 1);
+        b.function_call(int, None, f, vec![one]).unwrap();
+        b.ret().unwrap();
+        b.end_function().unwrap();
+        b.entry_point(ExecutionModel::Kernel, k, "k", vec![]);
+        b.module()
+    }
+
+    #[test]
+    fn kernel_images_are_self_contained_and_export_nothing() {
+        let images = post_link(unit()).unwrap();
+        assert_eq!(images.len(), 2);
+        let (kernel, exports) = (&images[0], &images[1]);
+        assert_eq!(kernel.kernels, ["k"]);
+        assert!(kernel.exported.is_empty(), "exports never come from kernel images");
+        assert_eq!(kernel.imported, ["g"]);
+        // f is copied into the kernel image, with its linkage gone.
+        let module = load(&kernel.spirv).unwrap();
+        let symbols = Symbols::of(&module);
+        assert_eq!(module.functions.len(), 3, "k, f and the declaration of g");
+        assert!(symbols.linkage.values().all(|(name, kind)| name == "g" && *kind == Linkage::Import));
+
+        assert!(exports.kernels.is_empty());
+        assert_eq!(exports.exported, ["f"]);
+        assert_eq!(exports.imported, ["g"]);
+        let module = load(&exports.spirv).unwrap();
+        let symbols = Symbols::of(&module);
+        let names: Vec<&str> = symbols.linkage.values().map(|(n, _)| n.as_str()).collect();
+        assert!(!names.contains(&"h"), "h is neither SYCL_EXTERNAL nor reachable: dropped");
+    }
+
+    #[test]
+    fn post_link_is_deterministic() {
+        assert_eq!(post_link(unit()).unwrap(), post_link(unit()).unwrap());
+    }
+
+    #[test]
+    fn a_unit_without_kernels_or_exports_gives_no_image() {
+        let mut m = unit();
+        m.entry_points.clear();
+        m.annotations.retain(|a| !matches!(a.operands.get(1), Some(Operand::Decoration(Decoration::UserSemantic))));
+        assert!(post_link(m).unwrap().is_empty());
+    }
+}
