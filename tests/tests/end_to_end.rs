@@ -54,7 +54,7 @@ fn cpp_for_opencl_overloads_resolve_by_mangled_name() {
 
 #[test]
 fn an_unresolved_import_is_a_clear_error_and_the_runtime_stays_usable() {
-    let (out, _) = run_ok("unresolved-app");
+    let (out, trace) = run_ok("unresolved-app");
     let mut lines = out.lines();
     let broken = lines.next().unwrap();
     assert!(
@@ -64,4 +64,20 @@ fn an_unresolved_import_is_a_clear_error_and_the_runtime_stays_usable() {
         "{out}"
     );
     assert_eq!(lines.next(), Some("works: [100, 101, 102, 103]"));
+    assert_eq!(lines.next(), Some("works: [200, 201, 202, 203]"), "a scalar argument reaches the kernel");
+    assert_eq!(count(&trace, "sycl: link works "), 1, "{trace}");
+    assert_eq!(count(&trace, "sycl: cache-hit works "), 1, "the second launch reuses the program:\n{trace}");
+    assert_eq!(count(&trace, "sycl: compile "), 1, "the broken kernel compiles nothing:\n{trace}");
+}
+
+#[test]
+fn an_unknown_device_name_lists_the_devices_there_are() {
+    let out = std::process::Command::new(sycl_tests::fixtures().join("app"))
+        .env("SYCL_DEVICE", "no-such-device")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("no OpenCL device matching SYCL_DEVICE=no-such-device; available: "), "{err}");
+    assert!(err.contains("Intel(R) OpenCL") && err.contains("Portable Computing Language"), "{err}");
 }
