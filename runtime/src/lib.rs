@@ -7,7 +7,10 @@
 //! links them through OpenCL and caches the program.
 //!
 //! ```no_run
-//! mod kernels { sycl_runtime::include_kernels!("app"); }
+//! mod kernels {
+//!     // What `sycl_runtime::include_kernels!("app");` brings in after `Build::compile("app")`:
+//!     pub const APP_KERNEL: &str = "app_kernel";
+//! }
 //!
 //! let q = sycl_runtime::Queue::new()?;
 //! let out = q.buffer::<i32>(8)?;
