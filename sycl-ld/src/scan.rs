@@ -51,7 +51,8 @@ pub fn scan(line: &LinkLine) -> Result<Found> {
                 }
             }
         };
-        if !seen_files.insert(path.clone()) {
+        // The Rust toolchain's own libraries never hold device code, and std's are large.
+        if !seen_files.insert(path.clone()) || is_rust_sysroot(&path) {
             continue;
         }
         let Ok(file) = File::open(&path) else { continue };
@@ -110,6 +111,19 @@ fn scan_bytes(
         _ => {}
     }
     Ok(())
+}
+
+/// Whether `path` lies in a Rust sysroot (`…/lib/rustlib/<target>/lib/…`).
+fn is_rust_sysroot(path: &Path) -> bool {
+    let mut components = path.components().map(|c| c.as_os_str());
+    let mut previous = None;
+    while let Some(c) = components.next() {
+        if c == "rustlib" && previous == Some(std::ffi::OsStr::new("lib")) {
+            return true;
+        }
+        previous = Some(c);
+    }
+    false
 }
 
 const ET_REL: u16 = 1;

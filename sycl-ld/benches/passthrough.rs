@@ -1,0 +1,138 @@
+//! Cost of `sycl-ld` on a link without device code, where it must be an exact pass-through
+//! to the real linker (build scripts and proc macros are linked through it too).
+//!
+//! Builds a hello-world binary once with a capture script as the linker and `-C save-temps`,
+//! then replays the captured link command line, interleaved to share noise:
+//! (a) `cc ARGS` against (b) `sycl-ld ARGS` with `SYCL_LD_LINKER=cc`, and
+//! (c) `sycl-ld ARGS` with `SYCL_LD_LINKER=true` (scan only) against (d) `true ARGS`
+//! (process spawn). Prints medians, minimums, the pass-through ratio b/a and the scan
+//! overhead c - d. Nothing is asserted about the timings.
+//!
+//! Run with `cargo bench -p sycl-ld --bench passthrough`. Without `--bench` (as in
+//! `cargo test --benches`) every command runs once, as a smoke test.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const SYCL_LD: &str = env!("CARGO_BIN_EXE_sycl-ld");
+const WARMUP: usize = 3;
+const RUNS: usize = 30;
+
+fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let (warmup, runs) = if bench { (WARMUP, RUNS) } else { (0, 1) };
+
+    let dir = tempfile::Builder::new().prefix("sycl-ld-bench").tempdir().unwrap();
+    let args = capture_link(dir.path());
+    let project = dir.path().join("hello");
+
+    let cc_link = |linker: &str| {
+        let mut cmd = Command::new(linker);
+        cmd.args(&args).current_dir(&project);
+        cmd
+    };
+    let via_sycl_ld = |real: &str| {
+        let mut cmd = Command::new(SYCL_LD);
+        cmd.args(&args).env("SYCL_LD_LINKER", real).current_dir(&project);
+        cmd
+    };
+
+    let [cc, ld] = interleaved(warmup, runs, [cc_link("cc"), via_sycl_ld("cc")]).map(|t| Stats::of(&t));
+    let [scan, spawn] = interleaved(warmup, runs, [via_sycl_ld("true"), cc_link("true")]).map(|t| Stats::of(&t));
+
+    let profile = if cfg!(debug_assertions) { "debug" } else { "optimized" };
+    println!("sycl-ld pass-through (hello world link, {profile} sycl-ld, {runs} runs each)");
+    println!("  cc link              {cc}");
+    println!("  sycl-ld -> cc link   {ld}");
+    println!("  pass-through link / cc link = {:.3}", ld.median / cc.median);
+    println!("  scan only            {scan}");
+    println!("  process spawn        {spawn}");
+    println!("  scan overhead = {:.1} ms per link", scan.median - spawn.median);
+}
+
+/// Builds a hello-world project in `dir` through a linker script that records its arguments
+/// and returns them, with the output redirected into `dir`.
+fn capture_link(dir: &Path) -> Vec<OsString> {
+    let project = dir.join("hello");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        "[package]\nname = \"hello\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(project.join("src/main.rs"), "fn main() {\n    println!(\"hello\");\n}\n").unwrap();
+
+    let script = dir.join("capture-cc");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > \"$(dirname \"$0\")/link-args\"\nexec cc \"$@\"\n",
+    )
+    .unwrap();
+    let status = Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    assert!(status.success(), "chmod +x {}", script.display());
+
+    // save-temps keeps the objects the captured command line names (codegen units and
+    // rustc's temporary directory with symbols.o, both under target/release/deps).
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args(["build", "--release", "--quiet"])
+        .current_dir(&project)
+        .env("RUSTFLAGS", format!("-C save-temps -C linker={}", script.display()))
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env("CARGO_TARGET_DIR", dir.join("target"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "building hello world failed:\n{}", String::from_utf8_lossy(&output.stderr));
+
+    let text = std::fs::read_to_string(dir.join("link-args")).unwrap();
+    let mut args: Vec<OsString> = text.lines().map(OsString::from).collect();
+    let o = args.iter().position(|a| a == "-o").expect("no -o in the captured link");
+    args[o + 1] = dir.join("hello-relinked").into_os_string();
+    args
+}
+
+/// Runs the commands in turn, `warmup` then `runs` rounds, and returns each one's wall times.
+fn interleaved<const N: usize>(warmup: usize, runs: usize, mut cmds: [Command; N]) -> [Vec<Duration>; N] {
+    let mut times = std::array::from_fn(|_| Vec::with_capacity(runs));
+    for round in 0..warmup + runs {
+        for (cmd, times) in cmds.iter_mut().zip(&mut times) {
+            let start = Instant::now();
+            let output = cmd.output().unwrap();
+            let elapsed = start.elapsed();
+            assert!(
+                output.status.success(),
+                "{cmd:?} failed ({}):\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            );
+            if round >= warmup {
+                times.push(elapsed);
+            }
+        }
+    }
+    times
+}
+
+/// Median and minimum in milliseconds.
+struct Stats {
+    median: f64,
+    min: f64,
+}
+
+impl Stats {
+    fn of(times: &[Duration]) -> Stats {
+        let mut ms: Vec<f64> = times.iter().map(|t| t.as_secs_f64() * 1e3).collect();
+        ms.sort_by(f64::total_cmp);
+        let n = ms.len();
+        let median = if n % 2 == 1 { ms[n / 2] } else { (ms[n / 2 - 1] + ms[n / 2]) / 2.0 };
+        Stats { median, min: ms[0] }
+    }
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "median {:5.1} ms  min {:5.1} ms", self.median, self.min)
+    }
+}
