@@ -199,6 +199,14 @@ impl Program {
         unsafe { cl3::program::link_program(context.0, &[device.0], &options, &raw, None, ptr::null_mut()) }.map(Program)
     }
 
+    /// The program's binary for its one device (`CL_PROGRAM_BINARIES`).
+    pub(crate) fn binary(&self) -> Result<Vec<u8>, Error> {
+        match cl3::program::get_program_info(self.0, cl3::program::CL_PROGRAM_BINARIES).map_err(cl_err("clGetProgramInfo"))? {
+            cl3::info_type::InfoType::VecVecUchar(mut binaries) if !binaries.is_empty() => Ok(binaries.swap_remove(0)),
+            _ => Err(Error::OpenCl { call: "clGetProgramInfo", code: cl3::error_codes::CL_INVALID_PROGRAM }),
+        }
+    }
+
     pub(crate) fn build_log(&self, device: DeviceId) -> String {
         cl3::program::get_program_build_info(self.0, device.0, cl3::program::CL_PROGRAM_BUILD_LOG)
             .map(String::from)

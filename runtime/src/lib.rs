@@ -88,27 +88,56 @@ fn runtime() -> &'static Runtime {
     RUNTIME.get_or_init(|| Runtime { registry: Registry::discover(), devices: Mutex::default() })
 }
 
+/// Compiles SPIR-V ahead of time into a compiled-object program binary for the first device
+/// whose platform or device name contains `device` (case-insensitive); used by `sycl-ld` for
+/// native targets. The binary can be linked at run time with other objects of that device.
+pub fn compile_object_for(device: &str, spirv: &[u8]) -> Result<Vec<u8>, Error> {
+    let devices = cl::devices()?;
+    let info = find_device(&devices, Some(device))?;
+    let context = cl::Context::new(info.id)?;
+    let program = cl::Program::from_il(&context, spirv)?;
+    program.compile(info.id, "").map_err(|(code, log)| Error::Build {
+        device: info.name.clone(),
+        what: format!("ahead-of-time compilation (OpenCL error {code})"),
+        log,
+    })?;
+    program.binary()
+}
+
+fn describe(d: &cl::DeviceInfo) -> String {
+    format!("{} / {}", d.platform, d.name)
+}
+
+/// The device `wanted` names (part of its platform or device name), or the first that
+/// accepts SPIR-V.
+fn find_device<'d>(devices: &'d [cl::DeviceInfo], wanted: Option<&str>) -> Result<&'d cl::DeviceInfo, Error> {
+    let chosen = match wanted {
+        Some(w) => {
+            let w = w.to_lowercase();
+            devices.iter().find(|d| describe(d).to_lowercase().contains(&w))
+        }
+        None => devices.iter().find(|d| d.il_version.contains("SPIR-V")),
+    };
+    chosen.ok_or_else(|| Error::NoDevice {
+        wanted: match wanted {
+            Some(w) => format!("matching {w:?}"),
+            None => "accepts SPIR-V".into(),
+        },
+        available: devices.iter().map(describe).collect(),
+    })
+}
+
 impl Runtime {
     fn default_device(&self) -> Result<Arc<DeviceState>, Error> {
         let devices = cl::devices()?;
-        let describe = |d: &cl::DeviceInfo| format!("{} / {}", d.platform, d.name);
         let wanted = std::env::var(DEVICE_ENV).ok().filter(|v| !v.is_empty());
-        let chosen = match &wanted {
-            Some(w) => {
-                let w = w.to_lowercase();
-                devices.iter().find(|d| describe(d).to_lowercase().contains(&w))
-            }
-            None => devices.iter().find(|d| d.il_version.contains("SPIR-V")),
-        };
-        let Some(info) = chosen else {
-            return Err(Error::NoDevice {
-                wanted: match wanted {
-                    Some(w) => format!("matching {DEVICE_ENV}={w}"),
-                    None => "accepts SPIR-V".into(),
-                },
-                available: devices.iter().map(describe).collect(),
-            });
-        };
+        let info = find_device(&devices, wanted.as_deref()).map_err(|e| match e {
+            Error::NoDevice { available, .. } if wanted.is_some() => Error::NoDevice {
+                wanted: format!("matching {DEVICE_ENV}={}", wanted.as_deref().unwrap_or_default()),
+                available,
+            },
+            e => e,
+        })?;
         let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(state) = map.get(&info.id) {
             return Ok(state.clone());

@@ -28,9 +28,20 @@ use std::process::Command;
 
 use object::write::Object;
 use object::{Architecture, BinaryFormat, Endianness, SectionKind};
-use sycl_format::{DeviceObject, DEVICE_OBJECT_SECTION};
+use sycl_format::aspects::aspect_name;
+use sycl_format::{DeviceConfig, DeviceObject, DEVICE_OBJECT_SECTION};
+use sycl_spirv::Features;
 
+pub use sycl_format::{SplitMode, DEFAULT_DEVICE_CONFIG};
 pub use tool::Tool;
+
+/// Targets images can be built for: `spir64` (SPIR-V, compiled by the driver at run time),
+/// `intel_cpu_x86_64` (the Intel CPU OpenCL runtime's program binaries, made at link time),
+/// `pocl_cpu` (SPIR bitcode, which PoCL builds).
+pub const TARGETS: &[&str] = &["spir64", "intel_cpu_x86_64", "pocl_cpu"];
+
+/// Environment variable naming a device configuration file (after the builder's setter).
+pub const DEVICE_CONFIG_ENV: &str = "SYCL_DEVICE_CONFIG";
 
 /// The header that device sources include as `<sycl/device.h>`.
 pub const DEVICE_HEADER: &str = include_str!("../include/sycl/device.h");
@@ -53,6 +64,10 @@ pub enum Error {
     Env(&'static str),
     #[error("kernels `{first}` and `{second}` both map to the Rust constant {constant}")]
     KernelNameClash { first: String, second: String, constant: String },
+    #[error("device configuration {0}")]
+    DeviceConfig(String),
+    #[error("unknown target `{target}` in {setter} (known: {known})")]
+    UnknownTarget { target: String, setter: &'static str, known: String },
 }
 
 /// What a successful build produced.
@@ -64,6 +79,8 @@ pub struct Compiled {
     pub kernels_rs: PathBuf,
     /// Kernel names, in source order.
     pub kernels: Vec<String>,
+    /// Diagnostics about optional features (also printed as cargo warnings).
+    pub diagnostics: Vec<String>,
 }
 
 /// A device-code build, configured with setters and finished with [`Build::compile`].
@@ -77,6 +94,10 @@ pub struct Build {
     llvm_spirv: Option<PathBuf>,
     out_dir: Option<PathBuf>,
     cargo_metadata: Option<bool>,
+    split: Option<SplitMode>,
+    fixed_targets: Vec<String>,
+    targets: Vec<String>,
+    device_config: Option<PathBuf>,
 }
 
 impl Build {
@@ -133,6 +154,35 @@ impl Build {
         self
     }
 
+    /// How the link groups this crate's kernels and exported functions into images (default
+    /// `auto`); `SYCL_LD_SPLIT` overrides it at link time.
+    pub fn split(&mut self, mode: SplitMode) -> &mut Build {
+        self.split = Some(mode);
+        self
+    }
+
+    /// The seed's `-fsycl-fixed-targets`: asserts that this build's device code runs only on
+    /// these targets (names from the device configuration). Code using what a target lacks
+    /// is warned about, and images are bundled by target set rather than by features.
+    pub fn fixed_targets<S: AsRef<str>>(&mut self, targets: impl IntoIterator<Item = S>) -> &mut Build {
+        self.fixed_targets = targets.into_iter().map(|t| t.as_ref().to_string()).collect();
+        self
+    }
+
+    /// Targets to build images for, from [`TARGETS`] (default: `spir64` only). Ahead-of-time
+    /// targets get only the images they can run, by the device configuration.
+    pub fn targets<S: AsRef<str>>(&mut self, targets: impl IntoIterator<Item = S>) -> &mut Build {
+        self.targets = targets.into_iter().map(|t| t.as_ref().to_string()).collect();
+        self
+    }
+
+    /// Uses this device configuration file instead of `$SYCL_DEVICE_CONFIG` or the default
+    /// ([`DEFAULT_DEVICE_CONFIG`]).
+    pub fn device_config(&mut self, path: impl AsRef<Path>) -> &mut Build {
+        self.device_config = Some(path.as_ref().to_path_buf());
+        self
+    }
+
     /// Whether to print `cargo:` lines (default: when running under cargo).
     pub fn cargo_metadata(&mut self, on: bool) -> &mut Build {
         self.cargo_metadata = Some(on);
@@ -160,6 +210,18 @@ impl Build {
         let package = env::var("CARGO_PKG_NAME").unwrap_or_default();
         let clang = Tool::CLANG.find(self.clang.as_deref(), cargo)?;
         let llvm_spirv = Tool::LLVM_SPIRV.find(self.llvm_spirv.as_deref(), cargo)?;
+        let (config, config_text) = self.load_device_config(cargo)?;
+        for target in &self.targets {
+            if !TARGETS.contains(&target.as_str()) {
+                return Err(Error::UnknownTarget { target: target.clone(), setter: "targets", known: TARGETS.join(", ") });
+            }
+        }
+        for target in &self.fixed_targets {
+            if config.target(target).is_none() {
+                let known: Vec<&str> = config.targets.keys().map(String::as_str).collect();
+                return Err(Error::UnknownTarget { target: target.clone(), setter: "fixed_targets", known: known.join(", ") });
+            }
+        }
 
         let work = out_dir.join("sycl-device").join(name);
         create_dir(&work)?;
@@ -168,6 +230,7 @@ impl Build {
 
         let mut members = Vec::new();
         let mut kernels = Vec::new();
+        let mut diagnostics = Vec::new();
         for (index, source) in self.files.iter().enumerate() {
             let std_flag = match source.extension().and_then(|e| e.to_str()) {
                 Some("cl") => "-cl-std=CL2.0",
@@ -179,19 +242,7 @@ impl Build {
             let (bc, spv, dep) =
                 (base.with_extension("bc"), base.with_extension("spv"), base.with_extension("d"));
 
-            let mut cmd = Command::new(&clang);
-            cmd.args(["--target=spir64", std_flag, "-emit-llvm", "-c", "-O2"]);
-            cmd.arg("-I").arg(&include_dir);
-            for dir in &self.includes {
-                cmd.arg("-I").arg(dir);
-            }
-            for (k, v) in &self.defines {
-                cmd.arg(match v {
-                    Some(v) => format!("-D{k}={v}"),
-                    None => format!("-D{k}"),
-                });
-            }
-            cmd.args(&self.flags);
+            let mut cmd = self.clang_command(&clang, std_flag, &include_dir, &["-O2"]);
             cmd.arg("-MD").arg("-MF").arg(&dep).arg("-o").arg(&bc).arg(source);
             run(&mut cmd, source, cargo)?;
             if cargo {
@@ -214,10 +265,34 @@ impl Build {
             })?;
             let symbols = sycl_spirv::Symbols::of(&module);
             kernels.extend(symbols.kernels.into_iter().map(|(name, _)| name));
+            if needs_feature_check(&module, &self.fixed_targets) {
+                let mut cmd = self.clang_command(&clang, std_flag, &include_dir, &["-O0", "-Xclang", "-disable-O0-optnone"]);
+                let (check_bc, check_spv) = (base.with_extension("check.bc"), base.with_extension("check.spv"));
+                cmd.arg("-w").arg("-o").arg(&check_bc).arg(source);
+                run(&mut cmd, source, false)?;
+                run(Command::new(&llvm_spirv).arg(&check_bc).arg("-o").arg(&check_spv), source, false)?;
+                let bytes = fs::read(&check_spv).map_err(|error| Error::Io { path: check_spv.clone(), error })?;
+                let unoptimized = sycl_spirv::load(&bytes).map_err(|error| Error::InvalidSpirv {
+                    source_path: source.clone(),
+                    tool: "llvm-spirv",
+                    error,
+                })?;
+                let warnings = feature_warnings(&unoptimized, &self.fixed_targets, &config);
+                if cargo {
+                    for line in warnings.iter().flat_map(|w| w.lines()) {
+                        println!("cargo:warning={line}");
+                    }
+                }
+                diagnostics.extend(warnings);
+            }
 
             let object = DeviceObject {
                 package: package.clone(),
                 source: source.to_string_lossy().into_owned(),
+                split: self.split,
+                fixed_targets: self.fixed_targets.clone(),
+                targets: self.targets.clone(),
+                device_config: config_text.clone(),
                 spirv,
             };
             members.push((format!("sycl-device-{index}-{stem}.o"), elf_object(&object)));
@@ -231,8 +306,93 @@ impl Build {
             println!("cargo:rustc-link-search=native={}", work.display());
             println!("cargo:rustc-link-lib=static=sycl_device_{name}");
         }
-        Ok(Compiled { archive, kernels_rs, kernels })
+        Ok(Compiled { archive, kernels_rs, kernels, diagnostics })
     }
+
+    /// clang for one source: target, language, the given optimisation flags, include
+    /// directories, defines, then the user's flags (which may override any of them).
+    fn clang_command(&self, clang: &Path, std_flag: &str, include_dir: &Path, opt: &[&str]) -> Command {
+        let mut cmd = Command::new(clang);
+        cmd.args(["--target=spir64", std_flag, "-emit-llvm", "-c"]).args(opt);
+        cmd.arg("-I").arg(include_dir);
+        for dir in &self.includes {
+            cmd.arg("-I").arg(dir);
+        }
+        for (k, v) in &self.defines {
+            cmd.arg(match v {
+                Some(v) => format!("-D{k}={v}"),
+                None => format!("-D{k}"),
+            });
+        }
+        cmd.args(&self.flags);
+        cmd
+    }
+
+    /// The device configuration: setter, then `$SYCL_DEVICE_CONFIG`, then the default; with
+    /// the chosen file's text, which travels to the link (`None` for the default).
+    fn load_device_config(&self, cargo: bool) -> Result<(DeviceConfig, Option<String>), Error> {
+        let path = match &self.device_config {
+            Some(p) => Some(p.clone()),
+            None => env_path(DEVICE_CONFIG_ENV, cargo).map(PathBuf::from),
+        };
+        let Some(path) = path else { return Ok((DeviceConfig::default_config(), None)) };
+        if cargo {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+        let text = fs::read_to_string(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
+        let config = DeviceConfig::parse(&text, &path.display().to_string()).map_err(Error::DeviceConfig)?;
+        Ok((config, Some(text)))
+    }
+}
+
+/// Whether a source needs the feature diagnostics: it declares aspects, or it is compiled
+/// for fixed targets. (The check compiles the source a second time, unoptimised, so that
+/// call chains and source lines are those of the source, before inlining.)
+fn needs_feature_check(module: &sycl_spirv::dr::Module, fixed_targets: &[String]) -> bool {
+    !fixed_targets.is_empty()
+        || module.annotations.iter().any(|a| {
+            a.operands
+                .iter()
+                .any(|op| matches!(op, sycl_spirv::dr::Operand::LiteralString(s) if s.starts_with(sycl_spirv::DEVICE_HAS_SEMANTIC)))
+        })
+}
+
+/// The seed's front-end diagnostics for one translation unit: uses of aspects a function did
+/// not declare, and uses of what a fixed target does not support.
+fn feature_warnings(module: &sycl_spirv::dr::Module, fixed_targets: &[String], config: &DeviceConfig) -> Vec<String> {
+    let features = Features::analyze(module);
+    let mut out = features.undeclared_use_warnings();
+    if fixed_targets.is_empty() {
+        return out;
+    }
+    let symbols = sycl_spirv::Symbols::of(module);
+    let mut entries: Vec<(String, u32)> = symbols.kernels.clone();
+    entries.extend(symbols.exports());
+    for target in fixed_targets {
+        let Some(entry) = config.target(target) else { continue };
+        for (name, function) in &entries {
+            let mut aspects = features.used(*function);
+            aspects.extend(features.declared(*function).into_iter().flatten());
+            for aspect in aspects.iter().filter(|a| !entry.has_aspect(**a)) {
+                let message = format!(
+                    "function '{name}' uses aspect '{}', which fixed target '{target}' does not support",
+                    aspect_name(*aspect)
+                );
+                out.push(match features.chain(*function, *aspect, |_, _| true) {
+                    Some((path, at)) => features.chain_warning(&message, &path, at.as_ref()),
+                    None => format!("warning: {message}"),
+                });
+            }
+            if let Some(size) = features.reqd_sub_group_size.get(function) {
+                if !entry.sub_group_sizes.contains(size) {
+                    out.push(format!(
+                        "warning: kernel '{name}' requires sub-group size '{size}', which fixed target '{target}' does not support"
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Links the crate being built against `lib{name}.so`, the shared library that the

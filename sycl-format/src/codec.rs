@@ -62,6 +62,13 @@ impl Encoder {
         self.bytes(v.as_bytes());
     }
 
+    pub(crate) fn strs(&mut self, v: &[String]) {
+        self.u32(super::len_u32(v.len()));
+        for s in v {
+            self.str(s);
+        }
+    }
+
     pub(crate) fn finish(self) -> Vec<u8> {
         self.buf
     }
@@ -110,6 +117,12 @@ impl<'a> Decoder<'a> {
         let bytes = self.bytes()?;
         String::from_utf8(bytes.to_vec())
             .map_err(|_| DecodeError::Invalid(format!("text at offset {offset} is not UTF-8")))
+    }
+
+    /// A list of strings (a count, then each string).
+    pub(crate) fn strs(&mut self) -> Result<Vec<String>, DecodeError> {
+        let count = self.count(4)?;
+        (0..count).map(|_| self.str()).collect()
     }
 
     /// A count of elements that each take at least `min_size` bytes; refused when the

@@ -17,13 +17,18 @@
 //! malformed payload yields a [`DecodeError`] and never an out-of-bounds read, a panic, or an
 //! allocation larger than the input.
 
+pub mod aspects;
 mod codec;
+mod config;
 mod note;
 mod property;
+pub mod requirements;
 
 pub use codec::DecodeError;
+pub use config::{DeviceConfig, TargetConfig, DEFAULT_DEVICE_CONFIG};
 pub use note::{elf_note, find_notes};
 pub use property::{Property, PropertySet, PropertyValue};
+pub use requirements::DeviceRequirements;
 
 use codec::{Decoder, Encoder};
 
@@ -54,7 +59,39 @@ pub mod sets {
     pub const SPECIALIZATION_CONSTANTS: &str = "SYCL/specialization constants";
 }
 
-/// One compiled device source, as `sycl-build` produces it.
+/// How a link unit's entry points are grouped into device images (DPC++'s
+/// `-fsycl-device-code-split`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SplitMode {
+    /// One image per kernel (and per exported function).
+    PerKernel,
+    /// One image per source file.
+    PerSource,
+    /// One image for all kernels (and one for all exported functions).
+    Off,
+    /// `Off` when the code has indirect calls or function pointers, otherwise `PerSource`.
+    Auto,
+}
+
+impl SplitMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            SplitMode::PerKernel => "per_kernel",
+            SplitMode::PerSource => "per_source",
+            SplitMode::Off => "off",
+            SplitMode::Auto => "auto",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<SplitMode> {
+        [SplitMode::PerKernel, SplitMode::PerSource, SplitMode::Off, SplitMode::Auto]
+            .into_iter()
+            .find(|m| m.name() == name)
+    }
+}
+
+/// One compiled device source, as `sycl-build` produces it, with the build settings that the
+/// link needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceObject {
     /// Package that compiled it (`CARGO_PKG_NAME`), for messages.
@@ -62,6 +99,14 @@ pub struct DeviceObject {
     /// The source path as given to the builder; also the module id that groups a source's
     /// functions under `per_source` split.
     pub source: String,
+    /// The split mode the crate asked for (`None`: the default, `auto`).
+    pub split: Option<SplitMode>,
+    /// The seed's `-fsycl-fixed-targets` for this source (empty: none).
+    pub fixed_targets: Vec<String>,
+    /// Targets to build images for (`spir64`, or ahead-of-time targets); empty: `spir64`.
+    pub targets: Vec<String>,
+    /// The device configuration file's text when the crate chose one (`None`: the default).
+    pub device_config: Option<String>,
     /// Relocatable SPIR-V.
     pub spirv: Vec<u8>,
 }
@@ -71,19 +116,31 @@ impl DeviceObject {
         let mut e = Encoder::new(DEVICE_OBJECT_MAGIC, DEVICE_OBJECT_VERSION);
         e.str(&self.package);
         e.str(&self.source);
+        e.str(self.split.map_or("", SplitMode::name));
+        e.strs(&self.fixed_targets);
+        e.strs(&self.targets);
+        e.str(self.device_config.as_deref().unwrap_or(""));
         e.bytes(&self.spirv);
         e.finish()
     }
 
     pub fn decode(bytes: &[u8]) -> Result<DeviceObject, DecodeError> {
         let mut d = Decoder::new(bytes, DEVICE_OBJECT_MAGIC, DEVICE_OBJECT_VERSION)?;
-        let object = DeviceObject {
-            package: d.str()?,
-            source: d.str()?,
-            spirv: d.bytes()?.to_vec(),
+        let package = d.str()?;
+        let source = d.str()?;
+        let split = match d.str()?.as_str() {
+            "" => None,
+            name => Some(
+                SplitMode::parse(name)
+                    .ok_or_else(|| DecodeError::Invalid(format!("unknown split mode `{name}`")))?,
+            ),
         };
+        let fixed_targets = d.strs()?;
+        let targets = d.strs()?;
+        let device_config = Some(d.str()?).filter(|c| !c.is_empty());
+        let spirv = d.bytes()?.to_vec();
         d.end()?;
-        Ok(object)
+        Ok(DeviceObject { package, source, split, fixed_targets, targets, device_config, spirv })
     }
 }
 
@@ -157,6 +214,14 @@ impl Image {
     pub fn imported_symbols(&self) -> impl Iterator<Item = &str> + '_ {
         self.property_names(sets::IMPORTED_SYMBOLS)
     }
+
+    /// The image's device requirements (none when it has no such set).
+    pub fn requirements(&self) -> Result<DeviceRequirements, String> {
+        match self.property_set(sets::DEVICE_REQUIREMENTS) {
+            Some(set) => DeviceRequirements::from_property_set(set),
+            None => Ok(DeviceRequirements::default()),
+        }
+    }
 }
 
 /// The images embedded in one executable or shared library.
@@ -172,10 +237,7 @@ impl ImageSet {
         for image in &self.images {
             e.u32(image.format.code());
             e.str(&image.target);
-            e.u32(len_u32(image.kernels.len()));
-            for kernel in &image.kernels {
-                e.str(kernel);
-            }
+            e.strs(&image.kernels);
             e.u32(len_u32(image.property_sets.len()));
             for set in &image.property_sets {
                 set.encode(&mut e);
@@ -193,8 +255,7 @@ impl ImageSet {
         for _ in 0..count {
             let format = ImageFormat::from_code(d.u32()?)?;
             let target = d.str()?;
-            let kernel_count = d.count(4)?;
-            let kernels = (0..kernel_count).map(|_| d.str()).collect::<Result<_, _>>()?;
+            let kernels = d.strs()?;
             let set_count = d.count(8)?;
             let property_sets =
                 (0..set_count).map(|_| PropertySet::decode(&mut d)).collect::<Result<_, _>>()?;
@@ -252,11 +313,18 @@ mod tests {
 
     #[test]
     fn device_object_round_trip() {
-        let object = DeviceObject {
+        let mut object = DeviceObject {
             package: "helpers".into(),
             source: "src/helpers.cl".into(),
+            split: Some(SplitMode::PerSource),
+            fixed_targets: vec!["pocl_cpu".into()],
+            targets: vec!["spir64".into(), "intel_cpu_x86_64".into()],
+            device_config: Some("[x]\naspects = []\n".into()),
             spirv: vec![1, 2, 3, 4],
         };
+        assert_eq!(DeviceObject::decode(&object.encode()).unwrap(), object);
+        object.split = None;
+        object.device_config = None;
         assert_eq!(DeviceObject::decode(&object.encode()).unwrap(), object);
     }
 

@@ -1,49 +1,135 @@
-//! Device link and post-link of this link unit, and the object file that carries the result
-//! into the output: one allocated, retained `SHT_NOTE` section, which the static linker puts
-//! in a `PT_NOTE` segment where the runtime finds it in memory.
+//! Device link and post-link of this link unit, ahead-of-time images for the requested
+//! targets, and the object file that carries the result into the output: one allocated,
+//! retained `SHT_NOTE` section, which the static linker puts in a `PT_NOTE` segment where the
+//! runtime finds it in memory.
 
 use std::collections::BTreeSet;
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use object::write::Object;
 use object::{Architecture, BinaryFormat, Endianness, SectionKind};
-use sycl_format::{sets, Image, ImageFormat, ImageSet, PropertySet, IMAGE_NOTE_SECTION, NOTE_TYPE_IMAGES};
-use sycl_spirv::LinkInput;
+use sycl_format::{
+    sets, DeviceConfig, DeviceRequirements, Image, ImageFormat, ImageSet, PropertySet, SplitMode, IMAGE_NOTE_SECTION,
+    NOTE_TYPE_IMAGES,
+};
+use sycl_spirv::{LinkInput, PostLink, PostLinkImage, PostLinkOptions, Source};
 
+use crate::aot;
 use crate::scan::FoundObject;
 
-/// Links the unit's device objects and post-links them into images.
-pub fn device_link(objects: &[FoundObject]) -> Result<ImageSet> {
+/// Environment variable that overrides the split mode at link time.
+pub const SPLIT_ENV: &str = "SYCL_LD_SPLIT";
+
+/// The settings of a link unit: those of the crate being linked, which is the first device
+/// object on the command line (rustc passes a crate's own libraries before its
+/// dependencies'), with `SYCL_LD_SPLIT` over the split mode.
+pub struct Settings {
+    pub split: SplitMode,
+    pub targets: Vec<String>,
+    pub config: DeviceConfig,
+}
+
+impl Settings {
+    pub fn of(objects: &[FoundObject]) -> Result<Settings> {
+        let first = &objects[0].object;
+        let split = match std::env::var(SPLIT_ENV).ok().filter(|v| !v.is_empty()) {
+            Some(v) => SplitMode::parse(&v)
+                .ok_or_else(|| anyhow!("{SPLIT_ENV}={v}: unknown split mode (per_kernel, per_source, off, auto)"))?,
+            None => first.split.unwrap_or(SplitMode::Auto),
+        };
+        let config = match &first.device_config {
+            Some(text) => DeviceConfig::parse(text, &format!("the device configuration of {}", first.package))
+                .map_err(|e| anyhow!(e))?,
+            None => DeviceConfig::default_config(),
+        };
+        let targets = if first.targets.is_empty() { vec!["spir64".to_string()] } else { first.targets.clone() };
+        Ok(Settings { split, targets, config })
+    }
+}
+
+/// Links the unit's device objects, post-links them, and makes the images of every target.
+/// Returns the images and the post-link's warnings.
+pub fn device_link(objects: &[FoundObject], settings: &Settings) -> Result<(ImageSet, Vec<String>)> {
     let mut inputs = Vec::with_capacity(objects.len());
+    let mut sources = Vec::with_capacity(objects.len());
     for found in objects {
         let name = format!("{} ({})", found.object.source, found.object.package);
         let module = sycl_spirv::load(&found.object.spirv)
             .with_context(|| format!("device object {} from {}", name, found.origin))?;
+        sources.push(Source { name: name.clone(), fixed_targets: found.object.fixed_targets.clone() });
         inputs.push(LinkInput { name, module });
     }
     let linked = sycl_spirv::link(inputs).context("device link failed")?;
-    let images = sycl_spirv::post_link(linked).context("device post-link failed")?;
-    Ok(ImageSet {
-        images: images
-            .into_iter()
-            .map(|image| {
-                let mut property_sets = Vec::new();
-                if !image.exported.is_empty() {
-                    property_sets.push(PropertySet::symbols(sets::EXPORTED_SYMBOLS, image.exported));
-                }
-                if !image.imported.is_empty() {
-                    property_sets.push(PropertySet::symbols(sets::IMPORTED_SYMBOLS, image.imported));
-                }
-                Image {
-                    format: ImageFormat::SpirV,
-                    target: "spir64".into(),
-                    kernels: image.kernels,
-                    property_sets,
-                    data: image.spirv,
-                }
-            })
-            .collect(),
-    })
+    let options = PostLinkOptions { split: settings.split, sources: &sources, config: &settings.config };
+    let PostLink { images, warnings, .. } = sycl_spirv::post_link(linked, &options).context("device post-link failed")?;
+    Ok((images_for_targets(&images, settings)?, warnings))
+}
+
+/// The post-linked images in the form of every target: SPIR-V for `spir64`, and for each
+/// ahead-of-time target the images its configuration entry accepts, compiled for it.
+pub fn images_for_targets(images: &[PostLinkImage], settings: &Settings) -> Result<ImageSet> {
+    let mut set = ImageSet::default();
+    for target in &settings.targets {
+        let (format, entry) = match target.as_str() {
+            "spir64" => (ImageFormat::SpirV, None),
+            t => {
+                let entry = settings
+                    .config
+                    .target(t)
+                    .ok_or_else(|| anyhow!("target `{t}` has no entry in the device configuration"))?;
+                (aot::format_of(t)?, Some(entry))
+            }
+        };
+        for image in images {
+            let requirements = requirements_of(image);
+            if entry.is_some_and(|e| !requirements.accepted_by(e)) {
+                continue; // the seed's aspect filter: this target cannot run it
+            }
+            let data = match format {
+                ImageFormat::SpirV => image.spirv.clone(),
+                _ => aot::compile(target, &image.spirv)
+                    .with_context(|| format!("building image of {} for {target}", describe(image)))?,
+            };
+            set.images.push(Image {
+                format,
+                target: target.clone(),
+                kernels: image.kernels.clone(),
+                property_sets: property_sets(image, &requirements),
+                data,
+            });
+        }
+    }
+    if set.images.is_empty() && !images.is_empty() {
+        bail!("no target among {} can run any of this unit's device images", settings.targets.join(", "));
+    }
+    Ok(set)
+}
+
+fn describe(image: &PostLinkImage) -> String {
+    let names: Vec<&str> = image.kernels.iter().chain(&image.exported).map(String::as_str).collect();
+    names.join(", ")
+}
+
+pub fn requirements_of(image: &PostLinkImage) -> DeviceRequirements {
+    let r = &image.requirements;
+    DeviceRequirements {
+        aspects: r.aspects.clone(),
+        reqd_sub_group_sizes: r.reqd_sub_group_size.into_iter().collect(),
+        reqd_work_group_sizes: r.reqd_work_group_size.into_iter().map(|s| s.to_vec()).collect(),
+        fixed_target: r.fixed_target.clone(),
+    }
+}
+
+pub fn property_sets(image: &PostLinkImage, requirements: &DeviceRequirements) -> Vec<PropertySet> {
+    let mut sets_out = Vec::new();
+    if !image.exported.is_empty() {
+        sets_out.push(PropertySet::symbols(sets::EXPORTED_SYMBOLS, image.exported.iter().cloned()));
+    }
+    if !image.imported.is_empty() {
+        sets_out.push(PropertySet::symbols(sets::IMPORTED_SYMBOLS, image.imported.iter().cloned()));
+    }
+    sets_out.extend(requirements.to_property_set());
+    sets_out
 }
 
 /// Symbols the unit's images import.

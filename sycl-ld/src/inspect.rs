@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Map, Value};
+use sycl_format::aspects::aspect_name;
 use sycl_format::{ImageSet, PropertyValue};
 
 pub fn run(args: &[OsString]) -> Result<ExitCode> {
@@ -35,10 +36,30 @@ pub fn run(args: &[OsString]) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn value_json(value: &PropertyValue) -> Value {
+/// A property's value for people: device requirements decoded (aspect names, sizes), other
+/// byte arrays as numbers.
+fn value_json(set: &str, name: &str, value: &PropertyValue) -> Value {
+    use sycl_format::requirements::{ASPECT, FIXED_TARGET, REQD_WORK_GROUP_SIZE};
     match value {
         PropertyValue::U32(v) => json!(v),
         PropertyValue::String(s) => json!(s),
+        PropertyValue::Bytes(b) if set == sycl_format::sets::DEVICE_REQUIREMENTS => {
+            let Some(values) = sycl_format::aspects::decode_u32s(b) else { return json!(b) };
+            match name {
+                ASPECT | FIXED_TARGET => json!(values.iter().map(|a| aspect_name(*a)).collect::<Vec<_>>()),
+                REQD_WORK_GROUP_SIZE => {
+                    let set = sycl_format::PropertySet {
+                        name: set.to_string(),
+                        properties: vec![sycl_format::Property::new(name, value.clone())],
+                    };
+                    match sycl_format::DeviceRequirements::from_property_set(&set) {
+                        Ok(r) => json!(r.reqd_work_group_sizes),
+                        Err(_) => json!(values),
+                    }
+                }
+                _ => json!(values),
+            }
+        }
         PropertyValue::Bytes(b) => json!(b),
     }
 }
@@ -51,7 +72,7 @@ pub fn to_json(file: &str, set: &ImageSet) -> Value {
             let mut properties = Map::new();
             for ps in &image.property_sets {
                 let entries: Map<String, Value> =
-                    ps.properties.iter().map(|p| (p.name.clone(), value_json(&p.value))).collect();
+                    ps.properties.iter().map(|p| (p.name.clone(), value_json(&ps.name, &p.name, &p.value))).collect();
                 properties.insert(ps.name.clone(), Value::Object(entries));
             }
             json!({
@@ -80,7 +101,7 @@ pub fn to_text(file: &str, set: &ImageSet) -> String {
         for ps in &image.property_sets {
             let _ = writeln!(out, "  [{}]", ps.name);
             for p in &ps.properties {
-                let _ = writeln!(out, "    {} = {}", p.name, value_json(&p.value));
+                let _ = writeln!(out, "    {} = {}", p.name, value_json(&ps.name, &p.name, &p.value));
             }
         }
     }

@@ -3,6 +3,7 @@
 //!
 //! `sycl-ld inspect FILE [--json]` lists the images embedded in a binary.
 
+mod aot;
 mod args;
 mod embed;
 mod inspect;
@@ -60,7 +61,13 @@ fn link(args: &[OsString]) -> Result<ExitCode> {
         return Err(err).with_context(|| format!("running the linker `{}`", linker.to_string_lossy()));
     }
 
-    let set = embed::device_link(&found.objects)?;
+    let settings = embed::Settings::of(&found.objects)?;
+    let (set, warnings) = embed::device_link(&found.objects, &settings)?;
+    for warning in &warnings {
+        for line in warning.lines() {
+            eprintln!("sycl-ld: {line}");
+        }
+    }
     let dir = tempfile::Builder::new().prefix("sycl-ld").tempdir().context("creating a temporary directory")?;
     let mut full = args.to_vec();
     if !set.images.is_empty() {

@@ -5,14 +5,16 @@
 //! Everything here is deterministic: the same inputs in the same order give byte-identical
 //! output, and the work grows linearly with the size of the input.
 
+mod features;
 mod link;
 mod load;
 mod postlink;
 mod symbols;
 
-pub use link::{link, LinkInput};
+pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
+pub use link::{link, LinkInput, Linked};
 pub use load::{assemble, load};
-pub use postlink::{post_link, PostLinkImage};
+pub use postlink::{post_link, PostLink, PostLinkImage, PostLinkOptions, Requirements, Source};
 pub use rspirv::dr;
 pub use symbols::{can_be_imported, Linkage, Symbols};
 

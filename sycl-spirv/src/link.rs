@@ -21,8 +21,16 @@ pub struct LinkInput {
     pub module: Module,
 }
 
-pub fn link(inputs: Vec<LinkInput>) -> Result<Module, Error> {
+/// The linked module, and which input each function definition came from (by index).
+#[derive(Debug)]
+pub struct Linked {
+    pub module: Module,
+    pub origins: HashMap<Word, usize>,
+}
+
+pub fn link(inputs: Vec<LinkInput>) -> Result<Linked, Error> {
     let mut names = Vec::with_capacity(inputs.len());
+    let mut origins = HashMap::new();
     let mut modules = Vec::with_capacity(inputs.len());
     let mut offset: Word = 0;
     for input in inputs {
@@ -34,10 +42,16 @@ pub fn link(inputs: Vec<LinkInput>) -> Result<Module, Error> {
         offset = offset
             .checked_add(bound)
             .ok_or_else(|| Error::Malformed("combined id bound exceeds 2^32".into()))?;
+        for f in &module.functions {
+            if let (Some(id), false) = (f.def_id(), f.blocks.is_empty()) {
+                origins.insert(id, names.len());
+            }
+        }
         names.push(input.name);
         modules.push(module);
     }
-    Linker { names, subst: HashMap::new() }.run(modules)
+    let module = Linker { names, subst: HashMap::new() }.run(modules)?;
+    Ok(Linked { module, origins })
 }
 
 struct Linker {
@@ -405,7 +419,8 @@ mod tests {
     #[test]
     fn import_resolves_to_export_and_types_fold() {
         let linked = link(vec![input("a", module("f", false)), input("b", module("f", true))])
-            .unwrap();
+            .unwrap()
+            .module;
         let symbols = Symbols::of(&linked);
         assert!(symbols.imports(&linked).is_empty());
         assert_eq!(linked.functions.len(), 1);
@@ -422,7 +437,8 @@ mod tests {
     #[test]
     fn unresolved_imports_stay_and_collapse() {
         let linked = link(vec![input("a", module("g", false)), input("b", module("g", false))])
-            .unwrap();
+            .unwrap()
+            .module;
         assert_eq!(Symbols::of(&linked).imports(&linked), ["g"]);
         assert_eq!(linked.functions.len(), 1);
     }
@@ -439,7 +455,8 @@ mod tests {
         let run = || {
             assemble(
                 &link(vec![input("a", module("f", false)), input("b", module("f", true))])
-                    .unwrap(),
+                    .unwrap()
+                    .module,
             )
         };
         assert_eq!(run(), run());

@@ -1,18 +1,51 @@
-//! Post-link: from one link unit's linked module to device images with their symbol lists.
+//! Post-link: from one link unit's linked module to device images.
 //!
-//! The seed's rules: entry points are kernels and SYCL_EXTERNAL functions; SYCL_EXTERNAL
-//! definitions are exported, from images without kernels only; every other function is
-//! internalized (kernels too: only host code calls them); declarations that pass
-//! canBeImportedFunction are recorded as imports, per image.
+//! The seeds' rules. Entry points are kernels and SYCL_EXTERNAL functions, and they are
+//! grouped by the split mode (per kernel, per source, or all together), never kernels with
+//! exported functions: SYCL_EXTERNAL functions are exported only from images without kernels
+//! (seed 001). Each group is split again so that an image holds only entry points with the
+//! same used aspects, required work-group size and required sub-group size, or, for sources
+//! compiled with fixed targets, the same fixed targets (seed 003). Kernel images are
+//! self-contained: every function they reach is copied in, SYCL_EXTERNAL ones internalized.
+//! An exported function that calls a SYCL_EXTERNAL function of another image does not copy
+//! it: the call stays an import. Every other definition is internalized, and declarations
+//! that pass canBeImportedFunction are recorded as imports, per image.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
-use rspirv::dr::{Module, Operand};
-use rspirv::spirv::{Op, StorageClass, Word};
+use rspirv::dr::{Instruction, Module, Operand};
+use rspirv::spirv::{Decoration, LinkageType, Op, StorageClass, Word};
+use sycl_format::aspects::{aspect_name, target_aspect};
+use sycl_format::{DeviceConfig, SplitMode};
 
-use crate::link::max_id;
+use crate::features::Features;
+use crate::link::{max_id, Linked};
 use crate::symbols::{linkage_of, Linkage, Symbols};
 use crate::{assemble, Error};
+
+/// A link input as the post-link sees it: its name and the fixed targets it was compiled for.
+#[derive(Debug, Clone, Default)]
+pub struct Source {
+    pub name: String,
+    pub fixed_targets: Vec<String>,
+}
+
+pub struct PostLinkOptions<'a> {
+    pub split: SplitMode,
+    /// The link inputs, in the order given to [`crate::link`].
+    pub sources: &'a [Source],
+    pub config: &'a DeviceConfig,
+}
+
+/// The `SYCL/device requirements` of an image.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requirements {
+    pub aspects: Vec<u32>,
+    pub reqd_work_group_size: Option<[u32; 3]>,
+    pub reqd_sub_group_size: Option<u32>,
+    /// Aspects of the fixed targets; `Some(empty)` when the intersection came out empty.
+    pub fixed_target: Option<Vec<u32>>,
+}
 
 /// One device image that the post-link produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,41 +53,196 @@ pub struct PostLinkImage {
     pub kernels: Vec<String>,
     pub exported: Vec<String>,
     pub imported: Vec<String>,
+    pub requirements: Requirements,
     pub spirv: Vec<u8>,
 }
 
-/// Turns a link unit's linked module into device images: one per kernel, holding the kernel
-/// and every function it reaches (SYCL_EXTERNAL ones copied in and internalized, so kernel
-/// images are self-contained), and one holding the SYCL_EXTERNAL functions, which alone
-/// exports them. A unit with neither kernels nor exports gives none.
-pub fn post_link(mut module: Module) -> Result<Vec<PostLinkImage>, Error> {
-    remove_dead_string_globals(&mut module);
-    let symbols = Symbols::of(&module);
-    let exported = symbols.exports();
-    let graph = CallGraph::of(&module);
-
-    let mut images = Vec::new();
-    for (name, entry) in &symbols.kernels {
-        let functions = graph.reachable([*entry]);
-        let image = extract(&module, &functions, &HashSet::new());
-        images.push(finish(image, vec![name.clone()], vec![]));
-    }
-    if !exported.is_empty() {
-        let exports: HashSet<Word> = exported.iter().map(|(_, id)| *id).collect();
-        let functions = graph.reachable(exports.iter().copied());
-        let image = extract(&module, &functions, &exports);
-        images.push(finish(image, vec![], exported.into_iter().map(|(name, _)| name).collect()));
-    }
-    Ok(images)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostLink {
+    pub images: Vec<PostLinkImage>,
+    /// The split mode applied (`auto` resolved).
+    pub split: SplitMode,
+    /// Diagnostics in the seed's words, one per entry (lines separated by newlines).
+    pub warnings: Vec<String>,
 }
 
-fn finish(mut module: Module, kernels: Vec<String>, exported: Vec<String>) -> PostLinkImage {
+/// What images are grouped by, beyond the split mode.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Fixed(Vec<String>),
+    Features { aspects: BTreeSet<u32>, wg: Option<[u32; 3]>, sg: Option<u32> },
+}
+
+struct Entry {
+    name: String,
+    function: Word,
+    kernel: bool,
+    origin: usize,
+    /// Functions whose `SYCL_DEVICE_HAS` counts for this entry (a kernel's entry wrapper and
+    /// the kernel function it calls).
+    declaring: Vec<Word>,
+    key: Key,
+}
+
+pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLink, Error> {
+    let Linked { mut module, origins } = linked;
+    remove_dead_string_globals(&mut module);
+    let symbols = Symbols::of(&module);
+    let features = Features::analyze(&module);
+    let graph = CallGraph::of(&module);
+    let split = match options.split {
+        SplitMode::Auto if features.has_function_pointers => SplitMode::Off,
+        SplitMode::Auto => SplitMode::PerSource,
+        mode => mode,
+    };
+    let origin = |f: Word| origins.get(&f).copied().unwrap_or(0);
+    let fixed = |o: usize| {
+        let mut t = options.sources.get(o).map(|s| s.fixed_targets.clone()).unwrap_or_default();
+        t.sort();
+        t.dedup();
+        t
+    };
+
+    let mut entries = Vec::new();
+    for (name, entry) in &symbols.kernels {
+        let mut declaring = vec![*entry];
+        declaring.extend(features.callees(*entry).filter(|c| features.name(*c) == *name));
+        entries.push((name.clone(), *entry, true, declaring));
+    }
+    for (name, id) in symbols.exports() {
+        entries.push((name, id, false, vec![id]));
+    }
+    let entries: Vec<Entry> = entries
+        .into_iter()
+        .map(|(name, function, kernel, declaring)| {
+            let o = origin(function);
+            let targets = fixed(o);
+            let key = if targets.is_empty() {
+                let mut aspects = features.used(function);
+                for d in &declaring {
+                    aspects.extend(features.declared(*d).into_iter().flatten());
+                }
+                Key::Features {
+                    aspects,
+                    wg: features.reqd_work_group_size.get(&function).copied(),
+                    sg: features.reqd_sub_group_size.get(&function).copied(),
+                }
+            } else {
+                Key::Fixed(targets)
+            };
+            Entry { name, function, kernel, origin: o, declaring, key }
+        })
+        .collect();
+
+    // Groups in order of their first entry: kernels in module order, then exports by name.
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut index: HashMap<(bool, usize, Key), usize> = HashMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        let part = match split {
+            SplitMode::PerKernel => i,
+            SplitMode::PerSource => e.origin,
+            SplitMode::Off | SplitMode::Auto => 0,
+        };
+        let slot = *index.entry((e.kernel, part, e.key.clone())).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[slot].push(i);
+    }
+
+    let same_origin_used = features.propagate(|a, b| origin(a) == origin(b));
+    let externals: HashSet<Word> = symbols.sycl_external.iter().copied().filter(|f| symbols.defined_functions.contains(f)).collect();
+    let mut warnings = Vec::new();
+    let mut images = Vec::with_capacity(groups.len());
+    for group in groups {
+        let members: Vec<&Entry> = group.iter().map(|&i| &entries[i]).collect();
+        let kernel = members[0].kernel;
+        let roots: Vec<Word> = members.iter().map(|e| e.function).collect();
+        let (keep, as_imports, exports) = if kernel {
+            (graph.reachable(roots.iter().copied(), &HashSet::new()), HashSet::new(), HashSet::new())
+        } else {
+            let own: HashSet<Word> = roots.iter().copied().collect();
+            let others: HashSet<Word> = externals.difference(&own).copied().collect();
+            let keep = graph.reachable(roots.iter().copied(), &others);
+            let as_imports: HashSet<Word> = keep.intersection(&others).copied().collect();
+            let keep: HashSet<Word> = keep.difference(&as_imports).copied().collect();
+            (keep, as_imports, own)
+        };
+
+        let requirements = match &members[0].key {
+            Key::Features { aspects, wg, sg } => {
+                let mut aspects = aspects.clone();
+                for e in members.iter().filter(|e| e.kernel) {
+                    let mut expected = same_origin_used.get(&e.function).cloned().unwrap_or_default();
+                    for d in &e.declaring {
+                        expected.extend(features.declared(*d).into_iter().flatten());
+                    }
+                    for a in features.used(e.function).difference(&expected) {
+                        let Some((path, _)) = features.chain(e.function, *a, |_, _| true) else { continue };
+                        if let Some((f, _)) = path.iter().find(|(f, _)| origin(*f) != e.origin) {
+                            warnings.push(format!(
+                                "warning: function '{}' uses aspect '{}' not expected by its calling kernel.\nMissing SYCL_DEVICE_HAS on SYCL_EXTERNAL function?",
+                                features.name(*f),
+                                aspect_name(*a)
+                            ));
+                        }
+                    }
+                    aspects.extend(features.used(e.function));
+                }
+                Requirements {
+                    aspects: aspects.into_iter().collect(),
+                    reqd_work_group_size: *wg,
+                    reqd_sub_group_size: *sg,
+                    fixed_target: None,
+                }
+            }
+            Key::Fixed(targets) => {
+                let mut final_targets: Vec<String> = targets.clone();
+                let mut checked: Vec<Word> = keep.iter().copied().filter(|f| externals.contains(f)).collect();
+                checked.sort_unstable();
+                for f in checked {
+                    let theirs = fixed(origin(f));
+                    if !theirs.is_empty() && theirs.iter().any(|t| !targets.contains(t)) {
+                        warnings.push(format!(
+                            "warning: function '{}' compiled with different fixed targets than its calling kernel.",
+                            features.name(f)
+                        ));
+                        final_targets.retain(|t| theirs.contains(t));
+                    }
+                }
+                let mut fixed_aspects = Vec::new();
+                for t in &final_targets {
+                    match options.config.target(t).and_then(|c| c.target_aspect).or_else(|| target_aspect(t)) {
+                        Some(a) => fixed_aspects.push(a),
+                        None => warnings.push(format!(
+                            "warning: fixed target '{t}' is not in the device configuration; no device will match it"
+                        )),
+                    }
+                }
+                Requirements { fixed_target: Some(fixed_aspects), ..Requirements::default() }
+            }
+        };
+
+        let image = extract(&module, &keep, &as_imports, &exports);
+        let mut exported: Vec<String> = members.iter().filter(|e| !e.kernel).map(|e| e.name.clone()).collect();
+        exported.sort();
+        images.push(finish(
+            image,
+            members.iter().filter(|e| e.kernel).map(|e| e.name.clone()).collect(),
+            exported,
+            requirements,
+        ));
+    }
+    Ok(PostLink { images, split, warnings })
+}
+
+fn finish(mut module: Module, kernels: Vec<String>, exported: Vec<String>, requirements: Requirements) -> PostLinkImage {
     let bound = max_id(&module) + 1;
     if let Some(header) = &mut module.header {
         header.bound = bound;
     }
     let imported = Symbols::of(&module).imports(&module);
-    PostLinkImage { kernels, exported, imported, spirv: assemble(&module) }
+    PostLinkImage { kernels, exported, imported, requirements, spirv: assemble(&module) }
 }
 
 /// Which functions each function refers to (calls, or takes the address of), plus the
@@ -89,11 +277,12 @@ impl CallGraph {
         CallGraph { edges, from_globals }
     }
 
-    fn reachable(&self, roots: impl IntoIterator<Item = Word>) -> HashSet<Word> {
+    /// Functions reachable from `roots`; those in `stop` are reached but not entered.
+    fn reachable(&self, roots: impl IntoIterator<Item = Word>, stop: &HashSet<Word>) -> HashSet<Word> {
         let mut seen = HashSet::new();
         let mut stack: Vec<Word> = roots.into_iter().chain(self.from_globals.iter().copied()).collect();
         while let Some(f) = stack.pop() {
-            if seen.insert(f) {
+            if seen.insert(f) && !stop.contains(&f) {
                 stack.extend(self.edges.get(&f).into_iter().flatten().copied());
             }
         }
@@ -101,31 +290,46 @@ impl CallGraph {
     }
 }
 
-/// A copy of `module` with only `functions`, the entry points among them, and export
-/// linkage only on `exports` (everything else defined is internalized).
-fn extract(module: &Module, functions: &HashSet<Word>, exports: &HashSet<Word>) -> Module {
+/// A copy of `module` with the definitions in `keep`, the functions in `as_imports` turned
+/// into imported declarations, the entry points among them, and export linkage only on
+/// `exports` (every other definition is internalized).
+fn extract(module: &Module, keep: &HashSet<Word>, as_imports: &HashSet<Word>, exports: &HashSet<Word>) -> Module {
     let mut out = module.clone();
     let mut gone: HashSet<Word> = HashSet::new();
-    out.functions.retain(|f| {
-        let keep = f.def_id().is_some_and(|id| functions.contains(&id));
-        if !keep {
+    out.functions.retain_mut(|f| {
+        let id = f.def_id();
+        if id.is_some_and(|id| as_imports.contains(&id)) {
+            for block in f.blocks.drain(..) {
+                gone.extend(block.label.iter().chain(&block.instructions).filter_map(|i| i.result_id));
+            }
+            return true;
+        }
+        let kept = id.is_some_and(|id| keep.contains(&id));
+        if !kept {
             gone.extend(f.all_inst_iter().filter_map(|i| i.result_id));
         }
-        keep
+        kept
     });
-    let targets_gone = |i: &rspirv::dr::Instruction| match i.operands.first() {
-        Some(Operand::IdRef(id)) => gone.contains(id),
-        _ => false,
-    };
+    let targets_gone = |i: &Instruction| matches!(i.operands.first(), Some(Operand::IdRef(id)) if gone.contains(id));
     out.entry_points.retain(|e| !matches!(e.operands.get(1), Some(Operand::IdRef(id)) if gone.contains(id)));
     out.execution_modes.retain(|i| !targets_gone(i));
     out.debug_names.retain(|i| !targets_gone(i));
-    out.annotations.retain(|a| {
-        !targets_gone(a)
-            && match linkage_of(a) {
-                Some((id, _, Linkage::Export | Linkage::LinkOnceOdr)) => exports.contains(&id),
-                _ => true,
+    out.annotations.retain_mut(|a| {
+        if targets_gone(a) {
+            return false;
+        }
+        match linkage_of(a) {
+            Some((id, _, _)) if as_imports.contains(&id) => {
+                a.operands[3] = Operand::LinkageType(LinkageType::Import);
+                true
             }
+            Some((id, _, Linkage::Export | Linkage::LinkOnceOdr)) => exports.contains(&id),
+            _ => true,
+        }
+    });
+    // Definitions turned into imports keep no SYCL_DEVICE_HAS or other function markers.
+    out.annotations.retain(|a| {
+        !matches!(a.operands.as_slice(), [Operand::IdRef(id), Operand::Decoration(Decoration::UserSemantic), ..] if as_imports.contains(id))
     });
     out
 }
@@ -221,9 +425,15 @@ mod tests {
         b.module()
     }
 
+    fn run(module: Module, split: SplitMode) -> PostLink {
+        let sources = [Source::default()];
+        let options = PostLinkOptions { split, sources: &sources, config: &DeviceConfig::default_config() };
+        post_link(Linked { module, origins: HashMap::new() }, &options).unwrap()
+    }
+
     #[test]
     fn kernel_images_are_self_contained_and_export_nothing() {
-        let images = post_link(unit()).unwrap();
+        let images = run(unit(), SplitMode::PerKernel).images;
         assert_eq!(images.len(), 2);
         let (kernel, exports) = (&images[0], &images[1]);
         assert_eq!(kernel.kernels, ["k"]);
@@ -246,7 +456,9 @@ mod tests {
 
     #[test]
     fn post_link_is_deterministic() {
-        assert_eq!(post_link(unit()).unwrap(), post_link(unit()).unwrap());
+        for split in [SplitMode::PerKernel, SplitMode::PerSource, SplitMode::Off, SplitMode::Auto] {
+            assert_eq!(run(unit(), split), run(unit(), split));
+        }
     }
 
     #[test]
@@ -254,6 +466,6 @@ mod tests {
         let mut m = unit();
         m.entry_points.clear();
         m.annotations.retain(|a| !matches!(a.operands.get(1), Some(Operand::Decoration(Decoration::UserSemantic))));
-        assert!(post_link(m).unwrap().is_empty());
+        assert!(run(m, SplitMode::Auto).images.is_empty());
     }
 }

@@ -9,4 +9,15 @@
 
 #define SYCL_EXTERNAL __attribute__((annotate("sycl-external")))
 
+/* SYCL_DEVICE_HAS(fp16, fp64) on a kernel or device function: the seed's
+ * [[sycl::device_has()]]. The function may only run on devices with these aspects, and
+ * sycl-build warns when it uses an aspect it does not list. Aspect names: see
+ * sycl-format/src/aspects.rs (fp16, fp64, atomic64, image, ...). */
+#define SYCL_DEVICE_HAS(...) __attribute__((annotate("sycl-device-has:" #__VA_ARGS__)))
+
+/* Required work-group and sub-group sizes of a kernel ([[sycl::reqd_work_group_size]],
+ * [[sycl::reqd_sub_group_size]]). */
+#define SYCL_REQD_WORK_GROUP_SIZE(x, y, z) __attribute__((reqd_work_group_size(x, y, z)))
+#define SYCL_REQD_SUB_GROUP_SIZE(n) __attribute__((intel_reqd_sub_group_size(n)))
+
 #endif /* SYCL_DEVICE_H */

@@ -1,0 +1,121 @@
+//! The device configuration file (seed 003): one entry per target with the aspects it has
+//! and the sub-group sizes it supports. TOML here instead of the seed's YAML; aspects may be
+//! given by name or by number, as the seed allows. The default file ships with `sycl-build`
+//! (`sycl-build/device-config.toml`); a user file replaces it.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::aspects::{aspect_number, target_aspect};
+
+/// The default configuration, filled from what the devices we run on report.
+pub const DEFAULT_DEVICE_CONFIG: &str = include_str!("../../sycl-build/device-config.toml");
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceConfig {
+    pub targets: BTreeMap<String, TargetConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetConfig {
+    /// Aspect numbers, including the target's own `target_*` aspect.
+    pub aspects: Vec<u32>,
+    pub sub_group_sizes: Vec<u32>,
+    /// The aspect that stands for this target in `fixed_target` properties.
+    pub target_aspect: Option<u32>,
+}
+
+impl TargetConfig {
+    pub fn has_aspect(&self, aspect: u32) -> bool {
+        self.aspects.contains(&aspect)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AspectRef {
+    Number(u32),
+    Name(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTarget {
+    #[serde(default)]
+    description: Option<String>,
+    aspects: Vec<AspectRef>,
+    #[serde(rename = "sub-group-sizes", default)]
+    sub_group_sizes: Vec<u32>,
+    #[serde(rename = "target-aspect", default)]
+    target_aspect: Option<u32>,
+}
+
+impl DeviceConfig {
+    /// Parses a configuration file's text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<DeviceConfig, String> {
+        let raw: BTreeMap<String, RawTarget> =
+            toml::from_str(text).map_err(|e| format!("{origin}: {e}"))?;
+        let mut targets = BTreeMap::new();
+        for (name, raw) in raw {
+            let _ = raw.description;
+            let mut aspects = Vec::new();
+            for a in raw.aspects {
+                aspects.push(match a {
+                    AspectRef::Number(n) => n,
+                    AspectRef::Name(s) => aspect_number(&s)
+                        .ok_or_else(|| format!("{origin}: target `{name}`: unknown aspect `{s}`"))?,
+                });
+            }
+            let target_aspect = raw.target_aspect.or_else(|| target_aspect(&name));
+            if let Some(t) = target_aspect {
+                if !aspects.contains(&t) {
+                    aspects.push(t);
+                }
+            }
+            aspects.sort_unstable();
+            aspects.dedup();
+            let mut sub_group_sizes = raw.sub_group_sizes;
+            sub_group_sizes.sort_unstable();
+            targets.insert(name, TargetConfig { aspects, sub_group_sizes, target_aspect });
+        }
+        Ok(DeviceConfig { targets })
+    }
+
+    pub fn default_config() -> DeviceConfig {
+        DeviceConfig::parse(DEFAULT_DEVICE_CONFIG, "the default device configuration")
+            .expect("the default device configuration parses")
+    }
+
+    pub fn target(&self, name: &str) -> Option<&TargetConfig> {
+        self.targets.get(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_has_our_devices() {
+        let config = DeviceConfig::default_config();
+        let intel = config.target("intel_cpu_x86_64").unwrap();
+        assert!(intel.has_aspect(aspect_number("fp16").unwrap()));
+        assert_eq!(intel.sub_group_sizes, [4, 8, 16, 32, 64]);
+        let pocl = config.target("pocl_cpu").unwrap();
+        assert!(!pocl.has_aspect(aspect_number("fp16").unwrap()));
+        assert!(pocl.has_aspect(1002), "an entry has its own target aspect");
+        assert!(pocl.sub_group_sizes.is_empty());
+        assert!(config.target("nvidia_gpu_sm_90").is_some());
+    }
+
+    #[test]
+    fn numbers_and_names_mix_and_errors_name_the_file() {
+        let c = DeviceConfig::parse("[x]\naspects = [6, \"fp16\"]\nsub-group-sizes = [16, 8]\n", "f.toml").unwrap();
+        assert_eq!(c.target("x").unwrap().aspects, [5, 6]);
+        assert_eq!(c.target("x").unwrap().sub_group_sizes, [8, 16]);
+        let err = DeviceConfig::parse("[x]\naspects = [\"warp_drive\"]\n", "f.toml").unwrap_err();
+        assert_eq!(err, "f.toml: target `x`: unknown aspect `warp_drive`");
+        assert!(DeviceConfig::parse("[x]\nfrobnicate = 1\n", "f.toml").unwrap_err().starts_with("f.toml: "));
+    }
+}
