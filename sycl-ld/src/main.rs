@@ -1,13 +1,18 @@
 //! `sycl-ld`: the linker cargo calls. It device-links the unit's device code, embeds the
 //! images, then runs the real linker; without device code it simply becomes the real linker.
 //!
-//! `sycl-ld inspect FILE [--json]` lists the images embedded in a binary.
+//! Subcommands (a linker is never given these words first):
+//! - `sycl-ld inspect FILE [--json]` lists the images embedded in a binary;
+//! - `sycl-ld post-link [--split MODE] -o DIR INPUT...` writes a unit's images as a file table;
+//! - `sycl-ld aspect-filter --target T [--device-config FILE] [-o OUT] TABLE` keeps the rows
+//!   a target can run (seed 003's `sycl-aspect-filter`).
 
 mod aot;
 mod args;
 mod embed;
 mod inspect;
 mod scan;
+mod table;
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -20,10 +25,11 @@ const LINKER_ENV: &str = "SYCL_LD_LINKER";
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let result = if args.first().is_some_and(|a| a == "inspect") {
-        inspect::run(&args[1..])
-    } else {
-        link(&args)
+    let result = match args.first().and_then(|a| a.to_str()) {
+        Some("inspect") => inspect::run(&args[1..]),
+        Some("post-link") => table::post_link(&args[1..]),
+        Some("aspect-filter") => table::aspect_filter(&args[1..]),
+        _ => link(&args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,219 @@
+//! File tables, as DPC++'s tools pass them around: `sycl-ld post-link` writes one row per
+//! device image (code, properties, symbols), and `sycl-ld aspect-filter` drops the rows a
+//! target cannot run (seed 003's `sycl-aspect-filter`).
+//!
+//! A table is text: a header `[Code|Properties|Symbols]`, then one row of `|`-separated
+//! paths per image (relative paths are relative to the table's directory). A properties file
+//! lists each set as `[SET NAME]` followed by `name=TYPE|VALUE` lines, with DPC++'s type
+//! numbers: 1 for a decimal uint32, 2 for a byte array in hex, 3 for a string.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context, Result};
+use sycl_format::{sets, DeviceConfig, DeviceRequirements, Property, PropertySet, PropertyValue, SplitMode};
+
+use crate::args::{parse, Input};
+use crate::embed::{self, Settings};
+use crate::scan;
+
+const HEADER: &str = "[Code|Properties|Symbols]";
+
+/// `sycl-ld post-link [--split MODE] -o DIR INPUT...`
+pub fn post_link(args: &[OsString]) -> Result<ExitCode> {
+    const USAGE: &str = "usage: sycl-ld post-link [--split MODE] -o DIR INPUT...";
+    let mut split = None;
+    let mut out_dir = None;
+    let mut inputs = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.to_str() {
+            Some("--split") => {
+                let v = it.next().and_then(|v| v.to_str()).ok_or_else(|| anyhow!(USAGE))?;
+                split = Some(SplitMode::parse(v).ok_or_else(|| anyhow!("unknown split mode `{v}`"))?);
+            }
+            Some("-o") => out_dir = Some(PathBuf::from(it.next().ok_or_else(|| anyhow!(USAGE))?)),
+            Some(s) if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
+            _ => inputs.push(Input::File(PathBuf::from(arg))),
+        }
+    }
+    let out_dir = out_dir.ok_or_else(|| anyhow!(USAGE))?;
+    let mut line = parse(&[]);
+    line.inputs = inputs;
+    let found = scan::scan(&line)?;
+    if found.objects.is_empty() {
+        bail!("no device objects in the inputs");
+    }
+    let mut settings = Settings::of(&found.objects)?;
+    if let Some(split) = split {
+        settings.split = split;
+    }
+    settings.targets = vec!["spir64".into()];
+    let (set, warnings) = embed::device_link(&found.objects, &settings)?;
+    for line in warnings.iter().flat_map(|w| w.lines()) {
+        eprintln!("sycl-ld: {line}");
+    }
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let mut table = format!("{HEADER}\n");
+    for (i, image) in set.images.iter().enumerate() {
+        let names = [format!("image_{i}.spv"), format!("image_{i}.props"), format!("image_{i}.sym")];
+        let symbols: Vec<&str> = image.kernels.iter().map(String::as_str).chain(image.exported_symbols()).collect();
+        let contents = [image.data.clone(), write_properties(&image.property_sets).into_bytes(), (symbols.join("\n") + "\n").into_bytes()];
+        for (name, bytes) in names.iter().zip(contents) {
+            let path = out_dir.join(name);
+            std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+        }
+        let _ = writeln!(table, "{}", names.join("|"));
+    }
+    let path = out_dir.join("table.txt");
+    std::fs::write(&path, table).with_context(|| format!("writing {}", path.display()))?;
+    println!("{}", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sycl-ld aspect-filter --target T [--device-config FILE] [-o OUT] TABLE`
+pub fn aspect_filter(args: &[OsString]) -> Result<ExitCode> {
+    const USAGE: &str = "usage: sycl-ld aspect-filter --target T [--device-config FILE] [-o OUT] TABLE";
+    let (mut target, mut config_path, mut output, mut table) = (None, None, None, None);
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().cloned().ok_or_else(|| anyhow!(USAGE));
+        match arg.to_str() {
+            Some("--target") => target = Some(value()?.to_string_lossy().into_owned()),
+            Some("--device-config") => config_path = Some(PathBuf::from(value()?)),
+            Some("-o") => output = Some(PathBuf::from(value()?)),
+            Some(s) if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
+            _ if table.is_none() => table = Some(PathBuf::from(arg)),
+            _ => bail!("{USAGE}"),
+        }
+    }
+    let (target, table) = (target.ok_or_else(|| anyhow!(USAGE))?, table.ok_or_else(|| anyhow!(USAGE))?);
+    let text = std::fs::read_to_string(&table).with_context(|| format!("reading {}", table.display()))?;
+    let filtered = filter_table(&text, table.parent().unwrap_or(Path::new(".")), &target, config_path.as_deref())?;
+    match output {
+        Some(path) => std::fs::write(&path, filtered).with_context(|| format!("writing {}", path.display()))?,
+        None => print!("{filtered}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The seed's steps: a table without a Properties column passes whole; the target must have
+/// an entry; a row stays when its image has no device requirements or the entry accepts them.
+pub fn filter_table(text: &str, base: &Path, target: &str, config_path: Option<&Path>) -> Result<String> {
+    let mut lines = text.lines();
+    let header = lines.next().ok_or_else(|| anyhow!("empty file table"))?;
+    let columns: Vec<&str> = header.trim().trim_start_matches('[').trim_end_matches(']').split('|').collect();
+    let Some(props_column) = columns.iter().position(|c| *c == "Properties") else {
+        return Ok(text.to_string());
+    };
+    let config = match config_path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            DeviceConfig::parse(&text, &path.display().to_string()).map_err(|e| anyhow!(e))?
+        }
+        None => DeviceConfig::default_config(),
+    };
+    let entry = config.target(target).ok_or_else(|| {
+        let known: Vec<&str> = config.targets.keys().map(String::as_str).collect();
+        anyhow!("no entry for target `{target}` in the device configuration (entries: {})", known.join(", "))
+    })?;
+    let mut out = format!("{header}\n");
+    for row in lines.filter(|l| !l.trim().is_empty()) {
+        let cell = row.split('|').nth(props_column).ok_or_else(|| anyhow!("row `{row}` has no Properties cell"))?;
+        let path = base.join(cell);
+        let props = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let sets = read_properties(&props).with_context(|| format!("{}", path.display()))?;
+        let keep = match sets.iter().find(|s| s.name == sets::DEVICE_REQUIREMENTS) {
+            None => true,
+            Some(set) => DeviceRequirements::from_property_set(set)
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?
+                .accepted_by(entry),
+        };
+        if keep {
+            let _ = writeln!(out, "{row}");
+        }
+    }
+    Ok(out)
+}
+
+pub fn write_properties(sets_in: &[PropertySet]) -> String {
+    let mut out = String::new();
+    for set in sets_in {
+        let _ = writeln!(out, "[{}]", set.name);
+        for p in &set.properties {
+            let _ = match &p.value {
+                PropertyValue::U32(v) => writeln!(out, "{}=1|{v}", p.name),
+                PropertyValue::Bytes(b) => {
+                    writeln!(out, "{}=2|{}", p.name, b.iter().map(|x| format!("{x:02x}")).collect::<String>())
+                }
+                PropertyValue::String(s) => writeln!(out, "{}=3|{s}", p.name),
+            };
+        }
+    }
+    out
+}
+
+pub fn read_properties(text: &str) -> Result<Vec<PropertySet>> {
+    let mut sets_out: Vec<PropertySet> = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            sets_out.push(PropertySet { name: name.to_string(), properties: vec![] });
+            continue;
+        }
+        let bad = || anyhow!("line {}: expected `name=TYPE|VALUE` or `[set]`", n + 1);
+        let set = sets_out.last_mut().ok_or_else(bad)?;
+        let (name, rest) = line.split_once('=').ok_or_else(bad)?;
+        let (ty, value) = rest.split_once('|').ok_or_else(bad)?;
+        let value = match ty {
+            "1" => PropertyValue::U32(value.parse().map_err(|_| bad())?),
+            "2" if value.len() % 2 == 0 => PropertyValue::Bytes(
+                (0..value.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&value[i..i + 2], 16))
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| bad())?,
+            ),
+            "3" => PropertyValue::String(value.to_string()),
+            _ => return Err(bad()),
+        };
+        set.properties.push(Property::new(name, value));
+    }
+    Ok(sets_out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_round_trip() {
+        let sets_in = vec![
+            PropertySet::symbols(sets::EXPORTED_SYMBOLS, ["f", "_ZN2ns1gEi"]),
+            DeviceRequirements { aspects: vec![5], reqd_sub_group_sizes: vec![16], ..Default::default() }
+                .to_property_set()
+                .unwrap(),
+            PropertySet { name: "x".into(), properties: vec![Property::new("s", PropertyValue::String("a|b=c".into()))] },
+        ];
+        assert_eq!(read_properties(&write_properties(&sets_in)).unwrap(), sets_in);
+        assert!(read_properties("k=1|2\n").is_err(), "a property before any set");
+        assert!(read_properties("[s]\nk=2|abc\n").is_err(), "odd hex");
+    }
+
+    #[test]
+    fn filter_keeps_what_the_target_can_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp16 = DeviceRequirements { aspects: vec![5], ..Default::default() }.to_property_set().unwrap();
+        std::fs::write(dir.path().join("a.props"), write_properties(&[])).unwrap();
+        std::fs::write(dir.path().join("b.props"), write_properties(&[fp16])).unwrap();
+        let table = format!("{HEADER}\na.spv|a.props|a.sym\nb.spv|b.props|b.sym\n");
+        let pocl = filter_table(&table, dir.path(), "pocl_cpu", None).unwrap();
+        assert_eq!(pocl, format!("{HEADER}\na.spv|a.props|a.sym\n"));
+        let intel = filter_table(&table, dir.path(), "intel_cpu_x86_64", None).unwrap();
+        assert_eq!(intel, table);
+        assert!(filter_table(&table, dir.path(), "no_such_target", None).unwrap_err().to_string().contains("no entry for target `no_such_target`"));
+        let no_props = "[Code|Symbols]\na.spv|a.sym\n";
+        assert_eq!(filter_table(no_props, dir.path(), "no_such_target", None).unwrap(), no_props);
+    }
+}

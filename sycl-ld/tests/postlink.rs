@@ -1,0 +1,378 @@
+//! The post-link of seeds 000, 001 and 003, through `sycl-ld post-link` and real links of
+//! device sources compiled by `sycl-build`: split modes, exports and imports, optional
+//! features, required sizes, fixed targets, the diagnostics' texts, ahead-of-time filtering
+//! and determinism.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sycl_build::SplitMode;
+use sycl_format::{sets, DeviceRequirements, ImageSet};
+
+const HEADER: &str = "#include <sycl/device.h>\n";
+
+struct Unit {
+    dir: tempfile::TempDir,
+    archives: Vec<PathBuf>,
+}
+
+impl Unit {
+    fn new() -> Unit {
+        Unit { dir: tempfile::tempdir().unwrap(), archives: vec![] }
+    }
+
+    /// Compiles sources (name, text) as one crate would, with `configure` applied.
+    fn build(&mut self, name: &str, sources: &[(&str, &str)], configure: impl FnOnce(&mut sycl_build::Build)) -> sycl_build::Compiled {
+        let mut build = sycl_build::Build::new();
+        build.cargo_metadata(false).out_dir(self.dir.path().join(format!("out-{name}")));
+        for (file, text) in sources {
+            let path = self.dir.path().join(file);
+            std::fs::write(&path, format!("{HEADER}{text}")).unwrap();
+            build.file(path);
+        }
+        configure(&mut build);
+        let compiled = build.try_compile(name).unwrap();
+        self.archives.push(compiled.archive.clone());
+        compiled
+    }
+
+    /// `sycl-ld post-link`: the images as (symbols, property sets), plus sycl-ld's stderr.
+    fn post_link(&self, split: SplitMode) -> (Vec<Row>, String) {
+        let out = self.dir.path().join(format!("table-{}", split.name()));
+        let output = Command::new(env!("CARGO_BIN_EXE_sycl-ld"))
+            .arg("post-link")
+            .args(["--split", split.name(), "-o"])
+            .arg(&out)
+            .args(&self.archives)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{stderr}");
+        let table = std::fs::read_to_string(out.join("table.txt")).unwrap();
+        let rows = table
+            .lines()
+            .skip(1)
+            .map(|row| {
+                let cells: Vec<&str> = row.split('|').collect();
+                let read = |c: &str| std::fs::read_to_string(out.join(c)).unwrap();
+                Row {
+                    spirv: std::fs::read(out.join(cells[0])).unwrap(),
+                    symbols: read(cells[2]).lines().map(str::to_string).collect(),
+                    properties: props(&read(cells[1])),
+                }
+            })
+            .collect();
+        (rows, stderr)
+    }
+
+    /// A real shared library linked through sycl-ld, and its images.
+    fn link_shared(&self) -> ImageSet {
+        let lib = self.dir.path().join("libunit.so");
+        let output = Command::new(env!("CARGO_BIN_EXE_sycl-ld"))
+            .args(&self.archives)
+            .args(["-shared", "-nostdlib", "-o"])
+            .arg(&lib)
+            .env_remove("SYCL_LD_LINKER")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        images_of(&lib)
+    }
+}
+
+struct Row {
+    spirv: Vec<u8>,
+    symbols: Vec<String>,
+    properties: Vec<sycl_format::PropertySet>,
+}
+
+impl Row {
+    fn set(&self, name: &str) -> Vec<String> {
+        let set = self.properties.iter().find(|s| s.name == name);
+        set.map(|s| s.properties.iter().map(|p| p.name.clone()).collect()).unwrap_or_default()
+    }
+
+    fn requirements(&self) -> DeviceRequirements {
+        match self.properties.iter().find(|s| s.name == sets::DEVICE_REQUIREMENTS) {
+            Some(s) => DeviceRequirements::from_property_set(s).unwrap(),
+            None => DeviceRequirements::default(),
+        }
+    }
+}
+
+/// Properties files as `sycl-ld` writes them (parsed the way a reader of the table would).
+fn props(text: &str) -> Vec<sycl_format::PropertySet> {
+    let mut out: Vec<sycl_format::PropertySet> = vec![];
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            out.push(sycl_format::PropertySet { name: name.into(), properties: vec![] });
+        } else if let Some((name, rest)) = line.split_once('=') {
+            let (ty, value) = rest.split_once('|').unwrap();
+            let value = match ty {
+                "1" => sycl_format::PropertyValue::U32(value.parse().unwrap()),
+                "2" => sycl_format::PropertyValue::Bytes(
+                    (0..value.len()).step_by(2).map(|i| u8::from_str_radix(&value[i..i + 2], 16).unwrap()).collect(),
+                ),
+                _ => sycl_format::PropertyValue::String(value.into()),
+            };
+            out.last_mut().unwrap().properties.push(sycl_format::Property::new(name, value));
+        }
+    }
+    out
+}
+
+fn images_of(file: &Path) -> ImageSet {
+    use object::{Object, ObjectSection};
+    let bytes = std::fs::read(file).unwrap();
+    let obj = object::File::parse(&*bytes).unwrap();
+    let section = obj.section_by_name(sycl_format::IMAGE_NOTE_SECTION).unwrap();
+    let notes = sycl_format::find_notes(section.data().unwrap(), sycl_format::NOTE_TYPE_IMAGES, 4).unwrap();
+    ImageSet::decode(notes[0]).unwrap()
+}
+
+const ALL_MODES: [SplitMode; 4] = [SplitMode::PerKernel, SplitMode::PerSource, SplitMode::Off, SplitMode::Auto];
+
+const K1_K2: &str = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n\
+__kernel void K1(__global float *o) { o[get_global_id(0)] = 1.0f; }\n\
+__kernel void K2(__global half *o) { size_t i = get_global_id(0); o[i] = o[i] * (half)2.0; }\n";
+
+#[test]
+fn k1_and_k2_never_share_an_image() {
+    let mut unit = Unit::new();
+    unit.build("k", &[("k.cl", K1_K2)], |_| {});
+    for split in ALL_MODES {
+        let (rows, _) = unit.post_link(split);
+        let k1 = rows.iter().find(|r| r.symbols.contains(&"K1".to_string())).unwrap();
+        let k2 = rows.iter().find(|r| r.symbols.contains(&"K2".to_string())).unwrap();
+        assert_eq!(k1.symbols, ["K1"], "{split:?}");
+        assert_eq!(k2.symbols, ["K2"], "{split:?}");
+        assert!(k1.requirements().aspects.is_empty(), "{split:?}");
+        assert_eq!(k2.requirements().aspects, [5], "K2 requires fp16 under {split:?}");
+    }
+}
+
+#[test]
+fn kernels_of_one_source_share_an_image_unless_split_per_kernel() {
+    let mut unit = Unit::new();
+    let two = "__kernel void a(__global int *o) { o[0] = 1; }\n__kernel void b(__global int *o) { o[0] = 2; }\n";
+    unit.build("two", &[("two.cl", two), ("three.cl", "__kernel void c(__global int *o) { o[0] = 3; }\n")], |_| {});
+    let symbols = |split| unit.post_link(split).0.into_iter().map(|r| r.symbols).collect::<Vec<_>>();
+    assert_eq!(symbols(SplitMode::PerKernel), [vec!["a"], vec!["b"], vec!["c"]]);
+    assert_eq!(symbols(SplitMode::PerSource), [vec!["a", "b"], vec!["c"]]);
+    assert_eq!(symbols(SplitMode::Off), [vec!["a", "b", "c"]]);
+    assert_eq!(symbols(SplitMode::Auto), symbols(SplitMode::PerSource));
+}
+
+#[test]
+fn seed_000_per_source_duplicates_lib_device_func_but_exports_it_once() {
+    let mut unit = Unit::new();
+    unit.build(
+        "lib",
+        &[
+            ("A.cl", "SYCL_EXTERNAL int LibDeviceFunc(int i) { return i * 2; }\n"),
+            ("B.cl", "SYCL_EXTERNAL int LibDeviceFunc(int i);\n__kernel void k(__global int *o) { size_t i = get_global_id(0); o[i] = LibDeviceFunc((int)i); }\n"),
+        ],
+        |b| {
+            b.split(SplitMode::PerSource);
+        },
+    );
+    let (rows, _) = unit.post_link(SplitMode::PerSource);
+    assert_eq!(rows.len(), 2);
+    let kernel = &rows[0];
+    assert_eq!(kernel.symbols, ["k"]);
+    assert!(kernel.set(sets::EXPORTED_SYMBOLS).is_empty(), "never exported from the kernel image");
+    assert!(kernel.set(sets::IMPORTED_SYMBOLS).is_empty(), "the kernel image is self-contained");
+    let module = sycl_spirv::load(&kernel.spirv).unwrap();
+    let symbols = sycl_spirv::Symbols::of(&module);
+    assert_eq!(symbols.defined_functions.len(), 3, "entry wrapper, k, and the copy of LibDeviceFunc");
+    assert!(
+        symbols.linkage.values().all(|(name, _)| name.starts_with("__spirv_BuiltIn")),
+        "the copy is internal: {:?}",
+        symbols.linkage
+    );
+    let exports = &rows[1];
+    assert_eq!(exports.set(sets::EXPORTED_SYMBOLS), ["LibDeviceFunc"]);
+    assert!(!exports.symbols.contains(&"k".to_string()));
+}
+
+#[test]
+fn a_sycl_external_calling_one_from_another_source_imports_it() {
+    let mut unit = Unit::new();
+    unit.build(
+        "chain",
+        &[
+            ("f.cl", "SYCL_EXTERNAL int g(int i);\nstatic int helper(int i) { return i + 1; }\nSYCL_EXTERNAL int f(int i) { return helper(g(i)); }\n"),
+            ("g.cl", "SYCL_EXTERNAL int g(int i) { return i * 3; }\n"),
+        ],
+        |_| {},
+    );
+    let (rows, _) = unit.post_link(SplitMode::PerSource);
+    assert_eq!(rows.len(), 2);
+    let (f, g) = (&rows[0], &rows[1]);
+    assert_eq!(f.set(sets::EXPORTED_SYMBOLS), ["f"]);
+    assert_eq!(f.set(sets::IMPORTED_SYMBOLS), ["g"], "g is not copied: the dependency is an import");
+    assert_eq!(g.set(sets::EXPORTED_SYMBOLS), ["g"]);
+    assert!(g.set(sets::IMPORTED_SYMBOLS).is_empty());
+    // Under `off` both functions share one exports image, so nothing is imported.
+    let (rows, _) = unit.post_link(SplitMode::Off);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].set(sets::EXPORTED_SYMBOLS), ["f", "g"]);
+    assert!(rows[0].set(sets::IMPORTED_SYMBOLS).is_empty());
+}
+
+#[test]
+fn required_sizes_split_images_and_are_recorded() {
+    let mut unit = Unit::new();
+    let src = "__kernel void plain(__global int *o) { o[0] = 0; }\n\
+__kernel SYCL_REQD_WORK_GROUP_SIZE(8, 1, 1) void wg(__global int *o) { o[0] = 1; }\n\
+__kernel SYCL_REQD_SUB_GROUP_SIZE(16) void sg(__global int *o) { o[0] = 2; }\n";
+    unit.build("sizes", &[("sizes.cl", src)], |_| {});
+    let (rows, _) = unit.post_link(SplitMode::Off);
+    let by = |k: &str| rows.iter().find(|r| r.symbols == [k]).unwrap().requirements();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(by("plain"), DeviceRequirements::default());
+    assert_eq!(by("wg").reqd_work_group_sizes, [vec![8, 1, 1]]);
+    assert_eq!(by("sg").reqd_sub_group_sizes, [16]);
+}
+
+#[test]
+fn fixed_targets_bundle_kernels_whatever_their_features() {
+    let mut unit = Unit::new();
+    unit.build("fixed", &[("k.cl", K1_K2)], |b| {
+        b.fixed_targets(["intel_cpu_x86_64"]);
+    });
+    let (rows, _) = unit.post_link(SplitMode::Off);
+    assert_eq!(rows.len(), 1, "fixed targets: split exactly as requested");
+    assert_eq!(rows[0].symbols, ["K1", "K2"]);
+    let r = rows[0].requirements();
+    assert_eq!(r.fixed_target, Some(vec![sycl_format::aspects::target_aspect("intel_cpu_x86_64").unwrap()]));
+    assert!(r.aspects.is_empty());
+}
+
+#[test]
+fn a_function_compiled_for_other_fixed_targets_is_warned_about() {
+    let mut unit = Unit::new();
+    unit.build("kern", &[("k.cl", "SYCL_EXTERNAL int f(int);\n__kernel void k(__global int *o) { o[0] = f(1); }\n")], |b| {
+        b.fixed_targets(["intel_cpu_x86_64"]);
+    });
+    unit.build("func", &[("f.cl", "SYCL_EXTERNAL int f(int i) { return i; }\n")], |b| {
+        b.fixed_targets(["pocl_cpu"]);
+    });
+    let (rows, stderr) = unit.post_link(SplitMode::PerKernel);
+    assert!(stderr.contains("warning: function 'f' compiled with different fixed targets than its calling kernel."), "{stderr}");
+    let kernel = rows.iter().find(|r| r.symbols == ["k"]).unwrap();
+    assert_eq!(kernel.requirements().fixed_target, Some(vec![]), "the intersection is empty");
+}
+
+#[test]
+fn undeclared_aspect_warning_shows_the_call_chain() {
+    let src = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n\
+static float boo(float x) { half h = (half)x; return (float)(h * h); }\n\
+static float bar(float x) { return boo(x) + 1.0f; }\n\
+__kernel SYCL_DEVICE_HAS(fp64) void foo(__global float *o) { o[0] = bar(o[1]); }\n";
+    let mut unit = Unit::new();
+    let compiled = unit.build("warn", &[("hw.cl", src)], |_| {});
+    assert_eq!(
+        compiled.diagnostics,
+        ["warning: function 'foo' uses aspect 'fp16' not listed in 'SYCL_DEVICE_HAS'\n\
+use is from this call chain:\n  foo()\n  bar()\n  boo()\ncompile with '-g' to get source location"]
+    );
+    let compiled = unit.build("warn_g", &[("hw.cl", src)], |b| {
+        b.flag("-g");
+    });
+    let hw = unit.dir.path().join("hw.cl").display().to_string();
+    assert_eq!(
+        compiled.diagnostics,
+        [format!(
+            "{hw}:3:38: warning: function 'foo' uses aspect 'fp16' not listed in 'SYCL_DEVICE_HAS'\n\
+use is from this call chain:\n  foo()\n  bar() {hw}:5:69\n  boo() {hw}:4:36"
+        )]
+    );
+}
+
+#[test]
+fn a_fixed_target_that_lacks_an_aspect_is_warned_about() {
+    let mut unit = Unit::new();
+    let compiled = unit.build("pocl", &[("k.cl", K1_K2)], |b| {
+        b.fixed_targets(["pocl_cpu"]);
+    });
+    assert_eq!(compiled.diagnostics.len(), 1, "{:?}", compiled.diagnostics);
+    assert!(
+        compiled.diagnostics[0].starts_with("warning: function 'K2' uses aspect 'fp16', which fixed target 'pocl_cpu' does not support"),
+        "{:?}",
+        compiled.diagnostics
+    );
+}
+
+#[test]
+fn an_aspect_from_another_source_is_warned_about_at_link_time() {
+    let mut unit = Unit::new();
+    unit.build(
+        "cross",
+        &[
+            ("k.cl", "SYCL_EXTERNAL double twice(double);\n__kernel void k(__global double *o) { o[0] = twice(o[1]); }\n"),
+            ("f.cl", "SYCL_EXTERNAL double twice(double x) { return 2.0 * x; }\n"),
+        ],
+        |_| {},
+    );
+    // The kernel's own source already uses double: no warning.
+    let (_, stderr) = unit.post_link(SplitMode::PerSource);
+    assert!(!stderr.contains("not expected"), "{stderr}");
+
+    let mut unit = Unit::new();
+    unit.build(
+        "cross2",
+        &[
+            ("k.cl", "SYCL_EXTERNAL int scaled(int);\n__kernel void k(__global int *o) { o[0] = scaled(o[1]); }\n"),
+            ("f.cl", "SYCL_EXTERNAL int scaled(int x) { return (int)(x * 0.5); }\n"),
+        ],
+        |_| {},
+    );
+    let (rows, stderr) = unit.post_link(SplitMode::PerSource);
+    assert!(
+        stderr.contains("warning: function 'scaled' uses aspect 'fp64' not expected by its calling kernel.\nsycl-ld: Missing SYCL_DEVICE_HAS on SYCL_EXTERNAL function?"),
+        "{stderr}"
+    );
+    assert_eq!(rows[0].requirements().aspects, [6], "the kernel image requires fp64 all the same");
+}
+
+#[test]
+fn an_aot_target_that_cannot_run_fp16_does_not_get_it() {
+    let mut unit = Unit::new();
+    unit.build("aot", &[("k.cl", K1_K2)], |b| {
+        b.targets(["spir64", "pocl_cpu", "intel_cpu_x86_64"]);
+    });
+    let set = unit.link_shared();
+    let kernels = |target: &str| -> Vec<String> {
+        set.images.iter().filter(|i| i.target == target).flat_map(|i| i.kernels.clone()).collect()
+    };
+    assert_eq!(kernels("spir64"), ["K1", "K2"]);
+    assert_eq!(kernels("pocl_cpu"), ["K1"], "PoCL has no fp16");
+    assert_eq!(kernels("intel_cpu_x86_64"), ["K1", "K2"]);
+    for image in &set.images {
+        let magic: &[u8] = match image.format {
+            sycl_format::ImageFormat::SpirV => &[0x03, 0x02, 0x23, 0x07],
+            sycl_format::ImageFormat::SpirBitcode => b"BC\xc0\xde",
+            sycl_format::ImageFormat::Native => b"\x7fELF",
+        };
+        assert!(image.data.starts_with(magic), "{} image for {} starts {:x?}", image.format.name(), image.target, &image.data[..4]);
+    }
+}
+
+#[test]
+fn post_link_output_is_deterministic() {
+    let mut unit = Unit::new();
+    unit.build(
+        "det",
+        &[
+            ("k.cl", K1_K2),
+            ("A.cl", "SYCL_EXTERNAL int LibDeviceFunc(int i) { return i * 2; }\n"),
+        ],
+        |_| {},
+    );
+    for split in ALL_MODES {
+        let first: Vec<Vec<u8>> = unit.post_link(split).0.into_iter().map(|r| r.spirv).collect();
+        let second: Vec<Vec<u8>> = unit.post_link(split).0.into_iter().map(|r| r.spirv).collect();
+        assert_eq!(first, second, "{split:?}");
+    }
+}
