@@ -67,16 +67,17 @@ impl Unit {
 
     /// A real shared library linked through sycl-ld, and its images.
     fn link_shared(&self) -> ImageSet {
-        let lib = self.dir.path().join("libunit.so");
-        let output = Command::new(env!("CARGO_BIN_EXE_sycl-ld"))
-            .args(&self.archives)
-            .args(["-shared", "-nostdlib", "-o"])
-            .arg(&lib)
-            .env_remove("SYCL_LD_LINKER")
-            .output()
-            .unwrap();
+        let output = self.link_shared_with(&[]);
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        images_of(&lib)
+        images_of(&self.dir.path().join("libunit.so"))
+    }
+
+    fn link_shared_with(&self, env: &[(&str, &str)]) -> std::process::Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sycl-ld"));
+        cmd.args(&self.archives).args(["-shared", "-nostdlib", "-o"]).arg(self.dir.path().join("libunit.so"));
+        cmd.env_remove("SYCL_LD_LINKER").env_remove("SYCL_LD_SPLIT");
+        cmd.envs(env.iter().copied());
+        cmd.output().unwrap()
     }
 }
 
@@ -375,4 +376,34 @@ fn post_link_output_is_deterministic() {
         let second: Vec<Vec<u8>> = unit.post_link(split).0.into_iter().map(|r| r.spirv).collect();
         assert_eq!(first, second, "{split:?}");
     }
+}
+
+#[test]
+fn the_split_mode_chosen_in_build_rs_can_be_overridden_at_link_time() {
+    let mut unit = Unit::new();
+    let src = "__kernel void a(__global int *o) { o[0] = 1; }\n__kernel void b(__global int *o) { o[0] = 2; }\n";
+    unit.build("split", &[("ab.cl", src)], |b| {
+        b.split(SplitMode::Off);
+    });
+    assert_eq!(unit.link_shared().images.len(), 1, "off, as build.rs asked");
+    let out = unit.link_shared_with(&[("SYCL_LD_SPLIT", "per_kernel")]);
+    assert!(out.status.success());
+    assert_eq!(images_of(&unit.dir.path().join("libunit.so")).images.len(), 2);
+    let out = unit.link_shared_with(&[("SYCL_LD_SPLIT", "by_mood")]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SYCL_LD_SPLIT=by_mood: unknown split mode"));
+}
+
+#[test]
+fn a_user_device_configuration_replaces_the_default() {
+    let mut unit = Unit::new();
+    let config = unit.dir.path().join("devices.toml");
+    std::fs::write(&config, "[pocl_cpu]\naspects = [\"cpu\", \"fp16\"]\nsub-group-sizes = []\n").unwrap();
+    unit.build("cfg", &[("k.cl", K1_K2)], |b| {
+        b.targets(["pocl_cpu"]).device_config(&config);
+    });
+    let set = unit.link_shared();
+    let kernels: Vec<String> = set.images.iter().flat_map(|i| i.kernels.clone()).collect();
+    assert_eq!(kernels, ["K1", "K2"], "this configuration says PoCL has fp16");
+    assert!(set.images.iter().all(|i| i.target == "pocl_cpu"));
 }
