@@ -485,7 +485,7 @@ fn kernel_module(kernels: &[String]) -> Result<String, Error> {
                 constant,
             });
         }
-        let _ = writeln!(out, "pub const {constant}: &str = {kernel:?};");
+        let _ = writeln!(out, "#[allow(dead_code)]\npub const {constant}: &str = {kernel:?};");
         seen.push((constant, kernel));
     }
     Ok(out)
@@ -527,7 +527,7 @@ mod tests {
     #[test]
     fn kernel_constants_are_screaming_snake_case() {
         let m = kernel_module(&["app_kernel".into(), "vecAdd".into()]).unwrap();
-        assert!(m.contains("pub const APP_KERNEL: &str = \"app_kernel\";"));
+        assert!(m.contains("#[allow(dead_code)]\npub const APP_KERNEL: &str = \"app_kernel\";"));
         assert!(m.contains("pub const VECADD: &str = \"vecAdd\";"));
         assert!(matches!(
             kernel_module(&["a_b".into(), "a.b".into()]),

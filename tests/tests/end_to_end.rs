@@ -81,3 +81,10 @@ fn an_unknown_device_name_lists_the_devices_there_are() {
     assert!(err.contains("no OpenCL device matching SYCL_DEVICE=no-such-device; available: "), "{err}");
     assert!(err.contains("Intel(R) OpenCL") && err.contains("Portable Computing Language"), "{err}");
 }
+
+#[test]
+fn kernels_without_optional_features_run_beside_ones_with_them() {
+    let (out, trace) = run_ok("features-app");
+    assert_eq!(out, "K1: [0, 3, 6, 9, 12, 15, 18, 21]\nfixed_group: [4, 4, 4, 4, 4, 4, 4, 4]\n");
+    assert_eq!(count(&trace, "sycl: compile "), 2, "only the two images launched are compiled:\n{trace}");
+}

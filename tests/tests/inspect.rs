@@ -29,6 +29,7 @@ fn inspect_json_of_every_fixture() {
         "cpp-app",
         "deps/libcpp_lib.so",
         "unresolved-app",
+        "features-app",
     ] {
         let name = file.rsplit('/').next().unwrap();
         assert_expected(&format!("{name}.json"), &inspect(file, true));
