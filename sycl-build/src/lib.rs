@@ -538,8 +538,15 @@ mod tests {
     #[test]
     fn device_object_survives_the_elf_wrapper() {
         use object::{Object as _, ObjectSection as _};
-        let device_object =
-            DeviceObject { package: "p".into(), source: "a.cl".into(), spirv: vec![7; 12] };
+        let device_object = DeviceObject {
+            package: "p".into(),
+            source: "a.cl".into(),
+            split: None,
+            fixed_targets: vec![],
+            targets: vec![],
+            device_config: None,
+            spirv: vec![7; 12],
+        };
         let bytes = elf_object(&device_object);
         let file = object::File::parse(&*bytes).unwrap();
         let section = file.section_by_name(DEVICE_OBJECT_SECTION).unwrap();
