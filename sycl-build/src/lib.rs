@@ -2,9 +2,7 @@
 //!
 //! ```no_run
 //! // build.rs
-//! fn main() {
-//!     sycl_build::Build::new().file("src/kernels.cl").compile("app");
-//! }
+//! sycl_build::Build::new().file("src/kernels.cl").compile("app");
 //! ```
 //!
 //! Each `.cl` (OpenCL C) or `.clcpp` (C++ for OpenCL) source becomes relocatable SPIR-V

@@ -51,7 +51,7 @@ pub fn encode_u32s(values: &[u32]) -> Vec<u8> {
 
 /// The inverse of [`encode_u32s`]; `None` when the length is not a multiple of 4.
 pub fn decode_u32s(bytes: &[u8]) -> Option<Vec<u32>> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     Some(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())

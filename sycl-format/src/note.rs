@@ -19,7 +19,7 @@ pub fn elf_note(note_type: u32, desc: &[u8]) -> Vec<u8> {
 }
 
 fn pad4(out: &mut Vec<u8>) {
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push(0);
     }
 }

@@ -115,9 +115,8 @@ fn scan_bytes(
 
 /// Whether `path` lies in a Rust sysroot (`…/lib/rustlib/<target>/lib/…`).
 fn is_rust_sysroot(path: &Path) -> bool {
-    let mut components = path.components().map(|c| c.as_os_str());
     let mut previous = None;
-    while let Some(c) = components.next() {
+    for c in path.components().map(|c| c.as_os_str()) {
         if c == "rustlib" && previous == Some(std::ffi::OsStr::new("lib")) {
             return true;
         }

@@ -36,6 +36,9 @@ impl fmt::Display for Location {
     }
 }
 
+/// A call chain: each function with where its caller calls it (none for the first).
+pub type CallChain = Vec<(Word, Option<Location>)>;
+
 /// What a module's functions use and declare.
 #[derive(Debug, Default)]
 pub struct Features {
@@ -227,7 +230,7 @@ impl Features {
         from: Word,
         aspect: u32,
         follow: impl Fn(Word, Word) -> bool,
-    ) -> Option<(Vec<(Word, Option<Location>)>, Option<Location>)> {
+    ) -> Option<(CallChain, Option<Location>)> {
         let mut parent: HashMap<Word, (Word, Option<Location>)> = HashMap::new();
         let mut queue = VecDeque::from([from]);
         let mut seen = std::collections::HashSet::from([from]);

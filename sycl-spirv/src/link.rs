@@ -131,8 +131,7 @@ impl Linker {
 
         // Types and constants, hash-consed in definition order (operands are always defined
         // before use, so each key is built from already-folded ids).
-        let mut interned: HashMap<(Op, Option<Word>, Vec<Operand>, Vec<Vec<Operand>>), Word> =
-            HashMap::new();
+        let mut interned: HashMap<TypeKey, Word> = HashMap::new();
         for m in &mut modules {
             for mut inst in std::mem::take(&mut m.types_global_values) {
                 self.rewrite(&mut inst);
@@ -276,6 +275,9 @@ impl Linker {
         Ok(out)
     }
 }
+
+/// A type or constant by structure: opcode, result type, operands, decorations.
+type TypeKey = (Op, Option<Word>, Vec<Operand>, Vec<Vec<Operand>>);
 
 /// Opcodes whose results are values fixed by their operands, so equal ones can be folded.
 fn is_interned(op: Op) -> bool {

@@ -13,7 +13,7 @@ use crate::Error;
 /// Parses a SPIR-V binary. Any structural problem (bad magic, truncated words, an unknown
 /// opcode, a function that never ends) is an [`Error::Malformed`].
 pub fn load(bytes: &[u8]) -> Result<Module, Error> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(Error::Malformed(format!("length {} is not a multiple of 4", bytes.len())));
     }
     let mut loader = Loader::default();
