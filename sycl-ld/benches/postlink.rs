@@ -62,15 +62,15 @@ fn main() {
     let profile = if cfg!(debug_assertions) { "debug" } else { "optimized" };
     println!("device link + post-link vs spirv-link ({SOURCES} sources, {profile} build)");
     println!("  functions   ours (link+post-link)   spirv-link       ours/spirv-link");
+    let runs_of = |n: usize| format!("{n} run{}", if n == 1 { "" } else { "s" });
     for r in &rows {
         println!(
-            "  {:>9}   {:>10.3} s ({} runs)   {:>8.2} s ({} run{})   {:.4}",
+            "  {:>9}   {:>10.3} s ({})   {:>8.3} s ({})   {:.4}",
             r.functions,
             r.ours.total,
-            runs.ours,
+            runs_of(runs.ours),
             r.spirv_link,
-            r.spirv_link_runs,
-            if r.spirv_link_runs == 1 { "" } else { "s" },
+            runs_of(r.spirv_link_runs),
             r.ours.total / r.spirv_link
         );
     }
@@ -122,7 +122,11 @@ fn median_of(runs: usize, mut run: impl FnMut() -> Timing) -> Timing {
 fn median(mut secs: Vec<f64>) -> f64 {
     secs.sort_by(f64::total_cmp);
     let n = secs.len();
-    if n % 2 == 1 { secs[n / 2] } else { (secs[n / 2 - 1] + secs[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        secs[n / 2]
+    } else {
+        (secs[n / 2 - 1] + secs[n / 2]) / 2.0
+    }
 }
 
 /// A compiled source: its path (the source name the post-link groups by) and SPIR-V.
@@ -160,7 +164,7 @@ fn link_and_post_link(inputs: &[Input], split: SplitMode, config: &DeviceConfig)
 
 /// Median seconds of `runs` runs of `spirv-link --create-library` on the inputs' files.
 fn spirv_link(dir: &Path, inputs: &[Input], runs: usize) -> f64 {
-    let files = same_version(dir, inputs);
+    let files = spirv_link_inputs(dir, inputs);
     let out = dir.join("spirv-link-out.spv");
     let times = (0..runs)
         .map(|_| {
@@ -181,26 +185,48 @@ fn spirv_link(dir: &Path, inputs: &[Input], runs: usize) -> f64 {
     median(times)
 }
 
-/// The inputs' files, as spirv-link will take them. spirv-link refuses to link modules whose
-/// SPIR-V versions differ (llvm-spirv writes the lowest version a module needs, so they can),
-/// while our link takes the highest; where they differ, the files given to spirv-link are
-/// copies with the version word (word 1 of the header) raised to the highest across inputs.
-fn same_version(dir: &Path, inputs: &[Input]) -> Vec<PathBuf> {
-    let version = |bytes: &[u8]| u32::from_le_bytes(bytes[4..8].try_into().unwrap());
-    let max = inputs.iter().map(|i| version(&i.bytes)).max().unwrap();
-    if inputs.iter().all(|i| version(&i.bytes) == max) {
-        return inputs.iter().map(|i| i.spv.clone()).collect();
-    }
-    let copies = dir.join("same-version");
+/// The inputs as spirv-link will take them: copies, changed in two ways that do not touch
+/// what is linked, so that spirv-link accepts the inputs ours takes as they are.
+/// - clang emits `annotate` only on definitions, so an exported `SYCL_EXTERNAL` function
+///   carries `UserSemantic "sycl-external"` while its imports in other sources do not, and
+///   spirv-link refuses the link ("Decorations mismatch on symbol"). The copies lose their
+///   `UserSemantic` decorations (one per exported function).
+/// - spirv-link refuses to link modules whose SPIR-V versions differ (llvm-spirv writes the
+///   lowest version a module needs, so they can), while our link takes the highest. Where they
+///   differ, the copies' version word (word 1 of the header) is raised to the highest.
+fn spirv_link_inputs(dir: &Path, inputs: &[Input]) -> Vec<PathBuf> {
+    const OP_DECORATE: u32 = 71;
+    const OP_DECORATE_STRING: u32 = 5632;
+    const USER_SEMANTIC: u32 = 5635;
+    let words = |bytes: &[u8]| -> Vec<u32> {
+        bytes.chunks_exact(4).map(|w| u32::from_le_bytes(w.try_into().unwrap())).collect()
+    };
+    let max_version = inputs.iter().map(|i| words(&i.bytes)[1]).max().unwrap();
+    let copies = dir.join(format!("spirv-link-inputs-{}", inputs.len()));
     std::fs::create_dir_all(&copies).unwrap();
     inputs
         .iter()
         .enumerate()
         .map(|(n, input)| {
-            let mut bytes = input.bytes.clone();
-            bytes[4..8].copy_from_slice(&max.to_le_bytes());
+            let source = words(&input.bytes);
+            assert_eq!(source[0], 0x0723_0203, "{}: not little-endian SPIR-V", input.spv.display());
+            let mut out = source[..5].to_vec();
+            out[1] = max_version;
+            let mut at = 5;
+            while at < source.len() {
+                let count = (source[at] >> 16) as usize;
+                assert!(count > 0 && at + count <= source.len(), "{}: malformed SPIR-V", input.spv.display());
+                let inst = &source[at..at + count];
+                let opcode = inst[0] & 0xffff;
+                let user_semantic =
+                    (opcode == OP_DECORATE || opcode == OP_DECORATE_STRING) && inst.get(2) == Some(&USER_SEMANTIC);
+                if !user_semantic {
+                    out.extend_from_slice(inst);
+                }
+                at += count;
+            }
             let path = copies.join(format!("{n}.spv"));
-            std::fs::write(&path, bytes).unwrap();
+            std::fs::write(&path, out.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
             path
         })
         .collect()
