@@ -9,12 +9,14 @@
 //! self-contained: every function they reach is copied in, SYCL_EXTERNAL ones internalized.
 //! An exported function that calls a SYCL_EXTERNAL function of another image does not copy
 //! it: the call stays an import. Every other definition is internalized, and declarations
-//! that pass canBeImportedFunction are recorded as imports, per image.
+//! that pass canBeImportedFunction are recorded as imports, per image. An image holds only the
+//! module-scope values its functions use (which also drops the stray string variables that
+//! clang leaves behind for `__attribute__((annotate))`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use rspirv::dr::{Instruction, Module, Operand};
-use rspirv::spirv::{Decoration, LinkageType, Op, StorageClass, Word};
+use rspirv::dr::{Function, Instruction, Module, Operand};
+use rspirv::spirv::{Decoration, LinkageType, Op, Word};
 use sycl_format::aspects::{aspect_name, target_aspect};
 use sycl_format::{DeviceConfig, SplitMode};
 
@@ -85,8 +87,7 @@ struct Entry {
 }
 
 pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLink, Error> {
-    let Linked { mut module, origins } = linked;
-    remove_dead_string_globals(&mut module);
+    let Linked { module, origins } = linked;
     let symbols = Symbols::of(&module);
     let features = Features::analyze(&module);
     let graph = CallGraph::of(&module);
@@ -151,6 +152,7 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
     }
 
     let same_origin_used = features.propagate(|a, b| origin(a) == origin(b));
+    let index = ModuleIndex::of(&module);
     let externals: HashSet<Word> = symbols.sycl_external.iter().copied().filter(|f| symbols.defined_functions.contains(f)).collect();
     let mut warnings = Vec::new();
     let mut images = Vec::with_capacity(groups.len());
@@ -223,7 +225,7 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
             }
         };
 
-        let image = extract(&module, &keep, &as_imports, &exports);
+        let image = extract(&module, &index, &keep, &as_imports, &exports);
         let mut exported: Vec<String> = members.iter().filter(|e| !e.kernel).map(|e| e.name.clone()).collect();
         exported.sort();
         images.push(finish(
@@ -290,86 +292,150 @@ impl CallGraph {
     }
 }
 
-/// A copy of `module` with the definitions in `keep`, the functions in `as_imports` turned
-/// into imported declarations, the entry points among them, and export linkage only on
-/// `exports` (every other definition is internalized).
-fn extract(module: &Module, keep: &HashSet<Word>, as_imports: &HashSet<Word>, exports: &HashSet<Word>) -> Module {
-    let mut out = module.clone();
-    let mut gone: HashSet<Word> = HashSet::new();
-    out.functions.retain_mut(|f| {
-        let id = f.def_id();
-        if id.is_some_and(|id| as_imports.contains(&id)) {
-            for block in f.blocks.drain(..) {
-                gone.extend(block.label.iter().chain(&block.instructions).filter_map(|i| i.result_id));
-            }
-            return true;
-        }
-        let kept = id.is_some_and(|id| keep.contains(&id));
-        if !kept {
-            gone.extend(f.all_inst_iter().filter_map(|i| i.result_id));
-        }
-        kept
-    });
-    let targets_gone = |i: &Instruction| matches!(i.operands.first(), Some(Operand::IdRef(id)) if gone.contains(id));
-    out.entry_points.retain(|e| !matches!(e.operands.get(1), Some(Operand::IdRef(id)) if gone.contains(id)));
-    out.execution_modes.retain(|i| !targets_gone(i));
-    out.debug_names.retain(|i| !targets_gone(i));
-    out.annotations.retain_mut(|a| {
-        if targets_gone(a) {
-            return false;
-        }
-        match linkage_of(a) {
-            Some((id, _, _)) if as_imports.contains(&id) => {
-                a.operands[3] = Operand::LinkageType(LinkageType::Import);
-                true
-            }
-            Some((id, _, Linkage::Export | Linkage::LinkOnceOdr)) => exports.contains(&id),
-            _ => true,
-        }
-    });
-    // Definitions turned into imports keep no SYCL_DEVICE_HAS or other function markers.
-    out.annotations.retain(|a| {
-        !matches!(a.operands.as_slice(), [Operand::IdRef(id), Operand::Decoration(Decoration::UserSemantic), ..] if as_imports.contains(id))
-    });
-    out
+/// Where things are in the linked module, computed once so that each image is built in time
+/// proportional to its own size rather than the module's.
+struct ModuleIndex {
+    /// Function id → position in `module.functions`.
+    functions: HashMap<Word, usize>,
+    /// Module-scope value id → position in `types_global_values`.
+    globals: HashMap<Word, usize>,
+    /// Target id → positions in `annotations` / `debug_names`.
+    annotations: HashMap<Word, Vec<usize>>,
+    names: HashMap<Word, Vec<usize>>,
+    /// Annotations that target no id (decoration groups and the like): kept everywhere.
+    other_annotations: Vec<usize>,
 }
 
-/// clang leaves the strings of `__attribute__((annotate))` behind as unused module-scope
-/// variables in the Function storage class, which SPIR-V does not allow there; the runtimes
-/// tolerate them, validators do not, and nothing refers to them.
-fn remove_dead_string_globals(module: &mut Module) {
-    let dead: HashSet<Word> = module
-        .types_global_values
-        .iter()
-        .filter(|i| {
-            i.class.opcode == Op::Variable
-                && matches!(i.operands.first(), Some(Operand::StorageClass(StorageClass::Function)))
-        })
-        .filter_map(|i| i.result_id)
-        .collect();
-    if dead.is_empty() {
-        return;
-    }
-    let mut used = HashSet::new();
-    for inst in module.all_inst_iter() {
-        if matches!(inst.class.opcode, Op::Name | Op::Decorate | Op::DecorateString) {
-            continue;
-        }
-        for op in &inst.operands {
-            if let Operand::IdRef(id) = op {
-                if dead.contains(id) {
-                    used.insert(*id);
+impl ModuleIndex {
+    fn of(module: &Module) -> ModuleIndex {
+        let functions = module.functions.iter().enumerate().filter_map(|(i, f)| Some((f.def_id()?, i))).collect();
+        let globals = module.types_global_values.iter().enumerate().filter_map(|(i, g)| Some((g.result_id?, i))).collect();
+        let mut annotations: HashMap<Word, Vec<usize>> = HashMap::new();
+        let mut other_annotations = Vec::new();
+        for (i, a) in module.annotations.iter().enumerate() {
+            match (a.class.opcode, a.operands.first()) {
+                (Op::Decorate | Op::MemberDecorate | Op::DecorateId | Op::DecorateString | Op::MemberDecorateString, Some(Operand::IdRef(t))) => {
+                    annotations.entry(*t).or_default().push(i)
                 }
+                _ => other_annotations.push(i),
+            }
+        }
+        let mut names: HashMap<Word, Vec<usize>> = HashMap::new();
+        for (i, n) in module.debug_names.iter().enumerate() {
+            if let Some(Operand::IdRef(t)) = n.operands.first() {
+                names.entry(*t).or_default().push(i);
+            }
+        }
+        ModuleIndex { functions, globals, annotations, names, other_annotations }
+    }
+}
+
+/// An image of `module` with the definitions in `keep`, the functions in `as_imports` turned
+/// into imported declarations, the entry points among them, the module-scope values they
+/// use, and export linkage only on `exports` (every other definition is internalized).
+fn extract(
+    module: &Module,
+    index: &ModuleIndex,
+    keep: &HashSet<Word>,
+    as_imports: &HashSet<Word>,
+    exports: &HashSet<Word>,
+) -> Module {
+    let mut positions: Vec<usize> = keep.iter().chain(as_imports).filter_map(|f| index.functions.get(f).copied()).collect();
+    positions.sort_unstable();
+    positions.dedup();
+    let functions: Vec<Function> = positions
+        .iter()
+        .map(|&i| {
+            let f = &module.functions[i];
+            if f.def_id().is_some_and(|id| as_imports.contains(&id)) {
+                Function { def: f.def.clone(), end: f.end.clone(), parameters: f.parameters.clone(), blocks: vec![] }
+            } else {
+                f.clone()
+            }
+        })
+        .collect();
+
+    // Ids present in the image: those the functions define, and the module-scope values they
+    // use, closed over what those values use in turn.
+    let mut present: HashSet<Word> = HashSet::new();
+    let mut pending: Vec<Word> = Vec::new();
+    let uses = |inst: &Instruction, pending: &mut Vec<Word>| {
+        pending.extend(inst.result_type);
+        for op in &inst.operands {
+            if let Operand::IdRef(id) | Operand::IdScope(id) | Operand::IdMemorySemantics(id) = op {
+                pending.push(*id);
+            }
+        }
+    };
+    for f in &functions {
+        for inst in f.all_inst_iter() {
+            present.extend(inst.result_id);
+            uses(inst, &mut pending);
+        }
+    }
+    let entry_points: Vec<Instruction> = module
+        .entry_points
+        .iter()
+        .filter(|e| matches!(e.operands.get(1), Some(Operand::IdRef(id)) if keep.contains(id)))
+        .cloned()
+        .collect();
+    for e in &entry_points {
+        uses(e, &mut pending);
+    }
+    let mut globals: Vec<usize> = Vec::new();
+    while let Some(id) = pending.pop() {
+        if let Some(&g) = index.globals.get(&id) {
+            if present.insert(id) {
+                globals.push(g);
+                uses(&module.types_global_values[g], &mut pending);
             }
         }
     }
-    let unused = |id: &Word| dead.contains(id) && !used.contains(id);
-    module.types_global_values.retain(|i| !i.result_id.is_some_and(|id| unused(&id)));
-    let targets_unused = |i: &rspirv::dr::Instruction| {
-        matches!(i.operands.first(), Some(Operand::IdRef(id)) if unused(id))
+    globals.sort_unstable();
+
+    let targeted = |map: &HashMap<Word, Vec<usize>>| -> Vec<usize> {
+        let mut out: Vec<usize> = present.iter().filter_map(|id| map.get(id)).flatten().copied().collect();
+        out.sort_unstable();
+        out
     };
-    module.debug_names.retain(|i| !targets_unused(i));
-    module.annotations.retain(|i| !targets_unused(i));
+    let mut annotation_positions = targeted(&index.annotations);
+    annotation_positions.extend(&index.other_annotations);
+    annotation_positions.sort_unstable();
+    let mut annotations = Vec::with_capacity(annotation_positions.len());
+    for i in annotation_positions {
+        let mut a = module.annotations[i].clone();
+        match linkage_of(&a) {
+            Some((id, _, _)) if as_imports.contains(&id) => a.operands[3] = Operand::LinkageType(LinkageType::Import),
+            Some((id, _, Linkage::Export | Linkage::LinkOnceOdr)) if !exports.contains(&id) => continue,
+            _ => {}
+        }
+        // Definitions turned into imports keep no SYCL_DEVICE_HAS or other function markers.
+        if matches!(a.operands.as_slice(), [Operand::IdRef(id), Operand::Decoration(Decoration::UserSemantic), ..] if as_imports.contains(id)) {
+            continue;
+        }
+        annotations.push(a);
+    }
+
+    Module {
+        header: module.header.clone(),
+        capabilities: module.capabilities.clone(),
+        extensions: module.extensions.clone(),
+        ext_inst_imports: module.ext_inst_imports.clone(),
+        memory_model: module.memory_model.clone(),
+        execution_modes: module
+            .execution_modes
+            .iter()
+            .filter(|m| matches!(m.operands.first(), Some(Operand::IdRef(id)) if keep.contains(id)))
+            .cloned()
+            .collect(),
+        entry_points,
+        debug_string_source: module.debug_string_source.clone(),
+        debug_names: targeted(&index.names).into_iter().map(|i| module.debug_names[i].clone()).collect(),
+        debug_module_processed: module.debug_module_processed.clone(),
+        annotations,
+        types_global_values: globals.into_iter().map(|g| module.types_global_values[g].clone()).collect(),
+        functions,
+    }
 }
 
 #[cfg(test)]
