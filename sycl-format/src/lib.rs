@@ -35,7 +35,7 @@ use codec::{Decoder, Encoder};
 /// Magic that starts a device-object payload.
 pub const DEVICE_OBJECT_MAGIC: &[u8; 8] = b"SYCLDOBJ";
 /// Version of the device-object payload this crate writes and reads.
-pub const DEVICE_OBJECT_VERSION: u32 = 1;
+pub const DEVICE_OBJECT_VERSION: u32 = 2;
 /// Section of the ELF relocatable object that carries one device-object payload.
 pub const DEVICE_OBJECT_SECTION: &str = ".sycl.device_object";
 

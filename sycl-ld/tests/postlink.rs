@@ -407,3 +407,25 @@ fn a_user_device_configuration_replaces_the_default() {
     assert_eq!(kernels, ["K1", "K2"], "this configuration says PoCL has fp16");
     assert!(set.images.iter().all(|i| i.target == "pocl_cpu"));
 }
+
+#[test]
+fn every_image_passes_spirv_val() {
+    let mut unit = Unit::new();
+    unit.build(
+        "val",
+        &[
+            ("k.cl", K1_K2),
+            ("A.cl", "SYCL_EXTERNAL int LibDeviceFunc(int i) { return i * 2; }\n"),
+            ("B.cl", "SYCL_EXTERNAL int LibDeviceFunc(int i);\nSYCL_EXTERNAL int g(int i) { return LibDeviceFunc(i) + 1; }\n__kernel void k(__global int *o) { o[0] = g(2); }\n"),
+        ],
+        |_| {},
+    );
+    for split in ALL_MODES {
+        for (i, row) in unit.post_link(split).0.iter().enumerate() {
+            let path = unit.dir.path().join(format!("val-{}-{i}.spv", split.name()));
+            std::fs::write(&path, &row.spirv).unwrap();
+            let out = Command::new("spirv-val").arg(&path).output().expect("spirv-val (Debian spirv-tools) runs");
+            assert!(out.status.success(), "{split:?} image {i} ({:?}): {}", row.symbols, String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
