@@ -429,3 +429,20 @@ fn every_image_passes_spirv_val() {
         }
     }
 }
+
+#[test]
+fn aspects_come_from_the_values_a_kernel_touches() {
+    let mut unit = Unit::new();
+    let src = "__kernel void a64(__global long *l) { atom_add(l, 1L); }\n\
+__kernel void img(read_only image2d_t im, sampler_t s, __global float4 *o) { o[0] = read_imagef(im, s, (int2)(0, 0)); }\n\
+__kernel void dbl(__global double *d) { d[0] = d[1] * 2.0; }\n\
+__kernel void storage_only(__global float *o, __global half *h) { o[0] = vload_half(0, h); }\n";
+    unit.build("aspects", &[("a.cl", src)], |_| {});
+    let (rows, _) = unit.post_link(SplitMode::Off);
+    let aspects = |k: &str| rows.iter().find(|r| r.symbols == [k]).unwrap().requirements().aspects;
+    let n = |name: &str| sycl_format::aspects::aspect_number(name).unwrap();
+    assert_eq!(aspects("a64"), [n("atomic64")]);
+    assert_eq!(aspects("img"), [n("image")]);
+    assert_eq!(aspects("dbl"), [n("fp64")]);
+    assert!(aspects("storage_only").is_empty(), "half pointers for vload_half need no fp16");
+}
