@@ -28,6 +28,26 @@ pub(crate) struct DeviceInfo {
     pub name: String,
     pub platform: String,
     pub il_version: String,
+    pub driver_version: String,
+    pub device_type: u64,
+    pub extensions: String,
+    pub image_support: bool,
+    pub compiler_available: bool,
+    pub linker_available: bool,
+    pub max_work_group_size: usize,
+    /// `CL_DEVICE_SUB_GROUP_SIZES_INTEL`; empty when the device has no sub-groups to offer.
+    pub sub_group_sizes: Vec<usize>,
+}
+
+/// `CL_DEVICE_SUB_GROUP_SIZES_INTEL` (cl_intel_required_subgroup_size).
+const CL_DEVICE_SUB_GROUP_SIZES_INTEL: u32 = 0x4108;
+
+fn device_words(id: cl_device_id, param: u32) -> Vec<u64> {
+    let bytes = cl3::device::get_device_data(id, param).unwrap_or_default();
+    match bytes.len() {
+        4 => vec![u64::from(u32::from_le_bytes(bytes[..4].try_into().unwrap()))],
+        _ => bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect(),
+    }
 }
 
 /// Every device of every platform, in the ICD loader's order.
@@ -42,12 +62,23 @@ pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
             continue;
         };
         for id in ids {
-            let text = |param| cl3::device::get_device_info(id, param).map(String::from).unwrap_or_default();
+            let text = |param| {
+                cl3::device::get_device_info(id, param).map(String::from).unwrap_or_default().trim_end_matches('\0').to_string()
+            };
+            let word = |param| device_words(id, param).first().copied().unwrap_or(0);
             out.push(DeviceInfo {
                 id: DeviceId(id),
-                name: text(cl3::device::CL_DEVICE_NAME).trim_end_matches('\0').to_string(),
+                name: text(cl3::device::CL_DEVICE_NAME),
                 platform: platform_name.trim_end_matches('\0').to_string(),
-                il_version: text(cl3::device::CL_DEVICE_IL_VERSION).trim_end_matches('\0').to_string(),
+                il_version: text(cl3::device::CL_DEVICE_IL_VERSION),
+                driver_version: text(cl3::device::CL_DRIVER_VERSION),
+                device_type: word(cl3::device::CL_DEVICE_TYPE),
+                extensions: text(cl3::device::CL_DEVICE_EXTENSIONS),
+                image_support: word(cl3::device::CL_DEVICE_IMAGE_SUPPORT) != 0,
+                compiler_available: word(cl3::device::CL_DEVICE_COMPILER_AVAILABLE) != 0,
+                linker_available: word(cl3::device::CL_DEVICE_LINKER_AVAILABLE) != 0,
+                max_work_group_size: word(cl3::device::CL_DEVICE_MAX_WORK_GROUP_SIZE) as usize,
+                sub_group_sizes: device_words(id, CL_DEVICE_SUB_GROUP_SIZES_INTEL).into_iter().map(|v| v as usize).collect(),
             });
         }
     }
@@ -180,6 +211,20 @@ impl Mem {
 }
 
 impl Program {
+    pub(crate) fn from_binary(context: &Context, device: DeviceId, binary: &[u8]) -> Result<Program, Error> {
+        // SAFETY: one binary for the one device of the context; the driver validates it.
+        unsafe { cl3::program::create_program_with_binary(context.0, &[device.0], &[binary]) }
+            .map(Program)
+            .map_err(cl_err("clCreateProgramWithBinary"))
+    }
+
+    /// Builds an executable from source, IL or binary; on failure, the build log.
+    pub(crate) fn build(&self, device: DeviceId, options: &str) -> Result<(), (cl_int, String)> {
+        let options = CString::new(options).unwrap_or_default();
+        cl3::program::build_program(self.0, &[device.0], &options, None, ptr::null_mut())
+            .map_err(|code| (code, self.build_log(device)))
+    }
+
     pub(crate) fn from_il(context: &Context, il: &[u8]) -> Result<Program, Error> {
         cl3::program::create_program_with_il(context.0, il).map(Program).map_err(cl_err("clCreateProgramWithIL"))
     }

@@ -22,7 +22,9 @@
 //! Environment: `SYCL_DEVICE` picks a device by a case-insensitive part of its platform or
 //! device name; `SYCL_TRACE=1` prints one line per event (`sycl: discover …`).
 
+mod cache;
 mod cl;
+mod device;
 mod loaded;
 mod program;
 mod queue;
@@ -31,10 +33,13 @@ mod resolve;
 mod trace;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
+pub use cache::{DIR_ENV as CACHE_DIR_ENV, DISABLE_ENV as CACHE_DISABLE_ENV, MAX_BYTES_ENV as CACHE_MAX_BYTES_ENV};
 pub use queue::{Buffer, KernelArg, Launch, Pod, Queue};
+pub use resolve::STRICT_ENV;
 
+use cache::DiskCache;
 use cl::DeviceId;
 use program::DeviceState;
 use registry::Registry;
@@ -63,6 +68,12 @@ pub enum Error {
     UnresolvedSymbol { symbol: String, kernel: String, searched: Vec<String> },
     #[error("{what} failed on {device}{}", if log.is_empty() { String::new() } else { format!(":\n{log}") })]
     Build { device: String, what: String, log: String },
+    #[error("kernel_not_supported: {reason} (kernel `{kernel}` on {device})")]
+    KernelNotSupported { kernel: String, device: String, reason: String },
+    #[error("device symbol `{symbol}` is exported by more than one binary: {} (strict mode)", providers.join(", "))]
+    DuplicateSymbol { symbol: String, providers: Vec<String> },
+    #[error("preparing device code for a device without SPIR-V: {0}")]
+    Translate(String),
     #[error("{call} failed with OpenCL error {code}")]
     OpenCl { call: &'static str, code: i32 },
     #[error("invalid argument: {0}")]
@@ -79,13 +90,19 @@ fn list(items: &[String]) -> String {
 
 /// Process-wide state, made at first use.
 struct Runtime {
-    registry: Registry,
+    /// Made at the first launch, after the OpenCL drivers have loaded their own libraries.
+    registry: RwLock<Option<Arc<Registry>>>,
     devices: Mutex<HashMap<DeviceId, Arc<DeviceState>>>,
+    disk: Option<DiskCache>,
 }
 
 fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| Runtime { registry: Registry::discover(), devices: Mutex::default() })
+    RUNTIME.get_or_init(|| Runtime {
+        registry: RwLock::new(None),
+        devices: Mutex::default(),
+        disk: DiskCache::open(),
+    })
 }
 
 /// Compiles SPIR-V ahead of time into a compiled-object program binary for the first device
@@ -108,13 +125,20 @@ fn describe(d: &cl::DeviceInfo) -> String {
     format!("{} / {}", d.platform, d.name)
 }
 
+/// What a device name pattern is matched against: platform, device, and the configured
+/// target it is (`pocl_cpu`, `intel_cpu_x86_64`), so that `pocl` and `intel` both work.
+fn match_text(d: &cl::DeviceInfo) -> String {
+    let target = device::Capabilities::of(d).target.unwrap_or_default();
+    format!("{} / {} / {target}", d.platform, d.name).to_lowercase()
+}
+
 /// The device `wanted` names (part of its platform or device name), or the first that
 /// accepts SPIR-V.
 fn find_device<'d>(devices: &'d [cl::DeviceInfo], wanted: Option<&str>) -> Result<&'d cl::DeviceInfo, Error> {
     let chosen = match wanted {
         Some(w) => {
             let w = w.to_lowercase();
-            devices.iter().find(|d| describe(d).to_lowercase().contains(&w))
+            devices.iter().find(|d| match_text(d).contains(&w))
         }
         None => devices.iter().find(|d| d.il_version.contains("SPIR-V")),
     };
@@ -128,11 +152,39 @@ fn find_device<'d>(devices: &'d [cl::DeviceInfo], wanted: Option<&str>) -> Resul
 }
 
 impl Runtime {
-    fn default_device(&self) -> Result<Arc<DeviceState>, Error> {
+    /// The current registry: rediscovered when libraries were opened or closed since the
+    /// last look, dropping every program built from a binary that is gone.
+    fn registry(&self) -> Arc<Registry> {
+        if let Some(current) = self.registry.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            if !current.is_stale() {
+                return current.clone();
+            }
+        }
+        let mut slot = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        match slot.as_ref() {
+            Some(current) if !current.is_stale() => current.clone(),
+            previous => {
+                if previous.is_some() {
+                    trace!("rediscover", "libraries were opened or closed");
+                }
+                let fresh = Arc::new(Registry::discover());
+                for device in self.devices.lock().unwrap_or_else(|e| e.into_inner()).values() {
+                    device.forget_unloaded(&fresh);
+                }
+                *slot = Some(fresh.clone());
+                fresh
+            }
+        }
+    }
+
+    /// The device `wanted` names (part of its platform or device name), or `SYCL_DEVICE`'s,
+    /// or the first that accepts SPIR-V.
+    fn device(&self, wanted: Option<&str>) -> Result<Arc<DeviceState>, Error> {
         let devices = cl::devices()?;
-        let wanted = std::env::var(DEVICE_ENV).ok().filter(|v| !v.is_empty());
+        let from_env = std::env::var(DEVICE_ENV).ok().filter(|v| !v.is_empty());
+        let wanted = wanted.map(str::to_string).or(from_env.clone());
         let info = find_device(&devices, wanted.as_deref()).map_err(|e| match e {
-            Error::NoDevice { available, .. } if wanted.is_some() => Error::NoDevice {
+            Error::NoDevice { available, .. } if from_env.is_some() && wanted == from_env => Error::NoDevice {
                 wanted: format!("matching {DEVICE_ENV}={}", wanted.as_deref().unwrap_or_default()),
                 available,
             },
@@ -143,7 +195,7 @@ impl Runtime {
             return Ok(state.clone());
         }
         trace!("device", "{}", describe(info));
-        let state = Arc::new(DeviceState::new(info.id, info.name.clone())?);
+        let state = Arc::new(DeviceState::new(info)?);
         map.insert(info.id, state.clone());
         Ok(state)
     }

@@ -12,7 +12,33 @@ use sycl_format::{find_notes, DecodeError, NOTE_TYPE_IMAGES};
 /// they stay valid whatever happens to the mapping later).
 pub(crate) struct LoadedObject {
     pub name: String,
+    /// Load address: with the name, tells two loads of one file apart.
+    pub base: usize,
     pub payloads: Result<Vec<Vec<u8>>, DecodeError>,
+}
+
+/// The loader's counts of objects ever loaded and unloaded (`dlpi_adds`, `dlpi_subs`): when
+/// they change, a library was opened or closed since the last look.
+pub(crate) fn loader_counters() -> (u64, u64) {
+    let mut counters = (0u64, 0u64);
+    // SAFETY: the callback reads the counters from the first object's info, which the loader
+    // provides for the duration of the call (`size` says the fields are there), and stops.
+    unsafe {
+        libc::dl_iterate_phdr(Some(counters_callback), (&mut counters as *mut (u64, u64)).cast());
+    }
+    counters
+}
+
+unsafe extern "C" fn counters_callback(info: *mut libc::dl_phdr_info, size: libc::size_t, data: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `data` is the `&mut (u64, u64)` of `loader_counters`; `info` is valid for the
+    // call, and `size` covers `dlpi_subs` before it is read.
+    unsafe {
+        let end = std::mem::offset_of!(libc::dl_phdr_info, dlpi_subs) + std::mem::size_of::<u64>();
+        if size >= end {
+            *data.cast::<(u64, u64)>() = ((*info).dlpi_adds, (*info).dlpi_subs);
+        }
+    }
+    1 // stop after the first object
 }
 
 pub(crate) fn loaded_objects() -> Vec<LoadedObject> {
@@ -62,6 +88,6 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t
     } else {
         name
     };
-    out.push(LoadedObject { name, payloads });
+    out.push(LoadedObject { name, base: info.dlpi_addr as usize, payloads });
     0
 }

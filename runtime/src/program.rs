@@ -1,87 +1,302 @@
-//! Building programs for a device: each image compiled once (`clCompileProgram`) and reused
-//! by every link that needs it, the collected images linked (`clLinkProgram`), and the linked
-//! program cached in memory under the kernel's name and under its set of images, so another
-//! kernel of the same set links nothing.
+//! Building programs for a device, and the caches that make each build happen once.
+//!
+//! A kernel's images are collected (see `resolve`), checked against the device's
+//! capabilities (seed 003, before any device code is touched), then built one of three ways:
+//! - a device that takes SPIR-V and links: each image compiled once (`clCompileProgram`, or a
+//!   native compiled object made ahead of time) and reused by every link that needs it, then
+//!   `clLinkProgram`;
+//! - a device that does not (PoCL): the images linked here with our own SPIR-V linker and
+//!   translated to SPIR bitcode with `llvm-spirv`, then built;
+//! - a self-contained ahead-of-time image for the device: built as it is.
+//!
+//! Linked programs are cached in memory under the seed's nested key (kernel name → binary,
+//! options → program) and by image set, with one build per key however many threads ask at
+//! once, and on disk (see `cache`).
 
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use crate::cl::{Context, DeviceId, Program};
-use crate::registry::{ImageId, Registry};
+use sycl_format::ImageFormat;
+
+use crate::cache::{DiskCache, KeyBuilder};
+use crate::cl::{Context, DeviceId, DeviceInfo, Program};
+use crate::device::Capabilities;
+use crate::registry::{BinaryId, ImageId, Registry};
+use crate::resolve::{self, Collected};
 use crate::trace::trace;
-use crate::{resolve, Error};
+use crate::Error;
+
+/// Build options (raw OpenCL flags); part of every cache key.
+pub(crate) type Options = String;
 
 /// Per-device state: the context and the caches built in it.
 pub(crate) struct DeviceState {
     pub id: DeviceId,
     pub name: String,
+    /// Platform, device and driver: what the persistent cache key needs of the device.
+    identity: String,
+    pub caps: Capabilities,
     pub context: Context,
     caches: Mutex<Caches>,
 }
 
+/// A program being built or built: threads that want the same one wait on the slot.
+type Slot = Arc<Mutex<Option<Arc<Program>>>>;
+
 #[derive(Default)]
 struct Caches {
-    compiled: HashMap<ImageId, Arc<Program>>,
-    linked: HashMap<Vec<ImageId>, Arc<Program>>,
-    by_kernel: HashMap<String, Arc<Program>>,
+    compiled: HashMap<(ImageId, Options), Arc<Program>>,
+    linked: HashMap<(Vec<ImageId>, Options), Slot>,
+    /// The seed's nested key: kernel name → (binary, options) → program.
+    by_kernel: HashMap<String, HashMap<(BinaryId, Options), Arc<Program>>>,
 }
 
 impl DeviceState {
-    pub(crate) fn new(id: DeviceId, name: String) -> Result<DeviceState, Error> {
-        Ok(DeviceState { id, name, context: Context::new(id)?, caches: Mutex::default() })
+    pub(crate) fn new(info: &DeviceInfo) -> Result<DeviceState, Error> {
+        Ok(DeviceState {
+            id: info.id,
+            name: info.name.clone(),
+            identity: format!("{}\n{}\n{}", info.platform, info.name, info.driver_version),
+            caps: Capabilities::of(info),
+            context: Context::new(info.id)?,
+            caches: Mutex::default(),
+        })
     }
 
-    /// The linked program that contains `kernel`. Builds are serialised per device, so many
-    /// threads asking for the same kernel build it once.
-    pub(crate) fn program_for(&self, registry: &Registry, kernel: &str) -> Result<Arc<Program>, Error> {
-        let mut caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(program) = caches.by_kernel.get(kernel) {
-            trace!("cache-hit", "{kernel} on {}", self.name);
-            return Ok(program.clone());
+    fn caches(&self) -> std::sync::MutexGuard<'_, Caches> {
+        self.caches.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drops everything built from binaries that are no longer loaded.
+    pub(crate) fn forget_unloaded(&self, registry: &Registry) {
+        let mut caches = self.caches();
+        caches.compiled.retain(|(id, _), _| registry.contains(id.binary));
+        caches.linked.retain(|(ids, _), _| ids.iter().all(|id| registry.contains(id.binary)));
+        for programs in caches.by_kernel.values_mut() {
+            programs.retain(|(binary, _), _| registry.contains(*binary));
         }
-        let images = resolve::collect(registry, kernel)?;
-        let mut key = images.clone();
-        key.sort();
-        let program = match caches.linked.get(&key) {
-            Some(program) => {
-                trace!("cache-hit", "{kernel} on {}: program of {} image(s) already linked", self.name, key.len());
-                program.clone()
+    }
+
+    /// The linked program that contains `kernel`.
+    pub(crate) fn program_for(
+        &self,
+        registry: &Registry,
+        disk: Option<&DiskCache>,
+        kernel: &str,
+        options: &str,
+    ) -> Result<Arc<Program>, Error> {
+        let variants = self.caps.variants();
+        let root = variants.iter().find_map(|v| registry.kernel_images(v, kernel).first());
+        if let Some(root) = root {
+            let hit = self.caches().by_kernel.get(kernel).and_then(|m| m.get(&(root.binary, options.to_string())).cloned());
+            if let Some(program) = hit {
+                trace!("cache-hit", "{kernel} on {}", self.name);
+                return Ok(program);
             }
-            None => {
-                let program = Arc::new(self.build(registry, &mut caches, kernel, &images)?);
-                caches.linked.insert(key, program.clone());
-                program
+        }
+
+        let collected = resolve::collect(registry, kernel, &variants)?;
+        for &id in &collected.images {
+            let requirements = registry.image(id).requirements().map_err(|e| Error::KernelNotSupported {
+                kernel: kernel.to_string(),
+                device: self.name.clone(),
+                reason: format!("{}: malformed device requirements: {e}", registry.describe(id)),
+            })?;
+            self.caps.check(&requirements).map_err(|reason| Error::KernelNotSupported {
+                kernel: kernel.to_string(),
+                device: self.name.clone(),
+                reason,
+            })?;
+        }
+
+        let mut key = collected.images.clone();
+        key.sort();
+        let slot = self.caches().linked.entry((key, options.to_string())).or_default().clone();
+        let program = {
+            let mut built = slot.lock().unwrap_or_else(|e| e.into_inner());
+            match built.as_ref() {
+                Some(program) => {
+                    trace!("cache-hit", "{kernel} on {}: its images are already linked", self.name);
+                    program.clone()
+                }
+                None => {
+                    let program = Arc::new(self.build(registry, disk, kernel, &collected, options)?);
+                    *built = Some(program.clone());
+                    program
+                }
             }
         };
-        caches.by_kernel.insert(kernel.to_string(), program.clone());
+
+        // Every kernel of every image in the program now finds it, from every binary involved.
+        let mut caches = self.caches();
+        for &id in &collected.images {
+            for k in &registry.image(id).kernels {
+                let per_kernel = caches.by_kernel.entry(k.clone()).or_default();
+                for other in &collected.images {
+                    per_kernel.entry((other.binary, options.to_string())).or_insert_with(|| program.clone());
+                }
+            }
+        }
         Ok(program)
     }
 
-    fn build(&self, registry: &Registry, caches: &mut Caches, kernel: &str, images: &[ImageId]) -> Result<Program, Error> {
-        let mut objects = Vec::with_capacity(images.len());
-        for &id in images {
-            if let Some(object) = caches.compiled.get(&id) {
-                objects.push(object.clone());
+    fn build(
+        &self,
+        registry: &Registry,
+        disk: Option<&DiskCache>,
+        kernel: &str,
+        collected: &Collected,
+        options: &str,
+    ) -> Result<Program, Error> {
+        let names: Vec<String> = collected.images.iter().map(|&id| registry.describe(id)).collect();
+        let disk_key = disk.map(|_| self.disk_key(registry, collected, options));
+        if let (Some(disk), Some(key)) = (disk, &disk_key) {
+            if let Some(binary) = disk.get(key) {
+                match self.from_cached_binary(&binary, options) {
+                    Ok(program) => {
+                        trace!("persist-hit", "{kernel} on {}: {}", self.name, names.join(" + "));
+                        return Ok(program);
+                    }
+                    Err(e) => trace!("cache-corrupt", "{key}: {e}; rebuilding"),
+                }
+            }
+        }
+
+        let program = match (&collected.variant.format, self.caps.links_spirv) {
+            (ImageFormat::SpirBitcode, _) => {
+                trace!("build", "{kernel} on {}: {}", self.name, names.join(" + "));
+                let image = registry.image(collected.images[0]);
+                self.build_binary(&image.data, options, &names)?
+            }
+            (_, true) => self.compile_and_link(registry, kernel, collected, options, &names)?,
+            (_, false) => {
+                trace!("link", "{kernel} on {} (linked by the runtime, translated to SPIR): {}", self.name, names.join(" + "));
+                let bitcode = link_to_spir(registry, &collected.images)?;
+                self.build_binary(&bitcode, options, &names)?
+            }
+        };
+
+        if let (Some(disk), Some(key)) = (disk, &disk_key) {
+            match program.binary() {
+                Ok(binary) => disk.put(key, &binary),
+                Err(e) => log::warn!("persistent cache: reading the program binary: {e}"),
+            }
+        }
+        Ok(program)
+    }
+
+    fn compile_and_link(
+        &self,
+        registry: &Registry,
+        kernel: &str,
+        collected: &Collected,
+        options: &str,
+        names: &[String],
+    ) -> Result<Program, Error> {
+        let mut objects = Vec::with_capacity(collected.images.len());
+        for &id in &collected.images {
+            let cached = self.caches().compiled.get(&(id, options.to_string())).cloned();
+            if let Some(object) = cached {
+                objects.push(object);
                 continue;
             }
-            trace!("compile", "{} on {}", registry.describe(id), self.name);
-            let program = Program::from_il(&self.context, &registry.image(id).data)?;
-            program.compile(self.id, "").map_err(|(code, log)| Error::Build {
-                device: self.name.clone(),
-                what: format!("compiling {} (OpenCL error {code})", registry.describe(id)),
-                log,
-            })?;
+            let image = registry.image(id);
+            let program = match image.format {
+                ImageFormat::Native => {
+                    trace!("compile", "{} on {} (ahead-of-time object)", registry.describe(id), self.name);
+                    Program::from_binary(&self.context, self.id, &image.data)?
+                }
+                _ => {
+                    trace!("compile", "{} on {}", registry.describe(id), self.name);
+                    let program = Program::from_il(&self.context, &image.data)?;
+                    program.compile(self.id, options).map_err(|(code, log)| Error::Build {
+                        device: self.name.clone(),
+                        what: format!("compiling {} (OpenCL error {code})", registry.describe(id)),
+                        log,
+                    })?;
+                    program
+                }
+            };
             let program = Arc::new(program);
-            caches.compiled.insert(id, program.clone());
+            self.caches().compiled.insert((id, options.to_string()), program.clone());
             objects.push(program);
         }
-        let names: Vec<String> = images.iter().map(|&id| registry.describe(id)).collect();
         trace!("link", "{kernel} on {}: {}", self.name, names.join(" + "));
         let refs: Vec<&Program> = objects.iter().map(|p| p.as_ref()).collect();
-        Program::link(&self.context, self.id, &refs, "").map_err(|code| Error::Build {
+        Program::link(&self.context, self.id, &refs, options).map_err(|code| Error::Build {
             device: self.name.clone(),
             what: format!("linking {} (OpenCL error {code})", names.join(" + ")),
             log: String::new(),
         })
     }
+
+    fn build_binary(&self, binary: &[u8], options: &str, names: &[String]) -> Result<Program, Error> {
+        let program = Program::from_binary(&self.context, self.id, binary)?;
+        program.build(self.id, options).map_err(|(code, log)| Error::Build {
+            device: self.name.clone(),
+            what: format!("building {} (OpenCL error {code})", names.join(" + ")),
+            log,
+        })?;
+        Ok(program)
+    }
+
+    fn from_cached_binary(&self, binary: &[u8], options: &str) -> Result<Program, Error> {
+        self.build_binary(binary, options, &["a cached program".to_string()])
+    }
+
+    /// SHA-256 over the sorted bytes of the program's images, the image form, the device and
+    /// driver, the options and this runtime's version.
+    fn disk_key(&self, registry: &Registry, collected: &Collected, options: &str) -> String {
+        let mut images: Vec<&[u8]> = collected.images.iter().map(|&id| registry.image(id).data.as_slice()).collect();
+        images.sort();
+        let mut key = KeyBuilder::default();
+        key.part(env!("CARGO_PKG_VERSION").as_bytes())
+            .part(self.identity.as_bytes())
+            .part(options.as_bytes())
+            .part(format!("{:?}/{}", collected.variant.format, collected.variant.target).as_bytes());
+        for image in images {
+            key.part(image);
+        }
+        key.finish()
+    }
+}
+
+/// Links SPIR-V images with our own linker and translates the result to SPIR bitcode, for
+/// devices that take neither SPIR-V nor a link step.
+fn link_to_spir(registry: &Registry, images: &[ImageId]) -> Result<Vec<u8>, Error> {
+    let mut inputs = Vec::with_capacity(images.len());
+    for &id in images {
+        let module = sycl_spirv::load(&registry.image(id).data)
+            .map_err(|e| Error::Translate(format!("{}: {e}", registry.describe(id))))?;
+        inputs.push(sycl_spirv::LinkInput { name: registry.describe(id), module });
+    }
+    let linked = sycl_spirv::link(inputs).map_err(|e| Error::Translate(e.to_string()))?;
+    let spirv = sycl_spirv::assemble(&linked.module);
+    let tool = llvm_spirv()?;
+    let dir = tempfile::tempdir().map_err(|e| Error::Translate(format!("temporary directory: {e}")))?;
+    let (input, output) = (dir.path().join("program.spv"), dir.path().join("program.bc"));
+    std::fs::write(&input, spirv).map_err(|e| Error::Translate(format!("{}: {e}", input.display())))?;
+    let mut cmd = Command::new(&tool);
+    cmd.arg("-r").arg(&input).arg("-o").arg(&output);
+    let out = cmd.output().map_err(|e| Error::Translate(format!("running {}: {e}", tool.display())))?;
+    if !out.status.success() {
+        return Err(Error::Translate(format!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr))));
+    }
+    std::fs::read(&output).map_err(|e| Error::Translate(format!("{}: {e}", output.display())))
+}
+
+/// `$SYCL_LLVM_SPIRV`, or `llvm-spirv-15` on PATH.
+fn llvm_spirv() -> Result<PathBuf, Error> {
+    if let Some(path) = std::env::var_os("SYCL_LLVM_SPIRV").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(path));
+    }
+    which::which("llvm-spirv-15").map_err(|_| {
+        Error::Translate(
+            "llvm-spirv-15 not found on PATH (Debian package llvm-spirv-15, or set SYCL_LLVM_SPIRV); \
+             it translates SPIR-V for devices without SPIR-V support"
+                .into(),
+        )
+    })
 }

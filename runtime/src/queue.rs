@@ -40,7 +40,17 @@ impl Queue {
     /// A queue on the default device: the one `SYCL_DEVICE` names, otherwise the first
     /// OpenCL device that accepts SPIR-V.
     pub fn new() -> Result<Queue, Error> {
-        let device = runtime().default_device()?;
+        Queue::create(None)
+    }
+
+    /// A queue on the device whose platform or device name contains `name`
+    /// (case-insensitive), e.g. `"intel"` or `"pocl"`.
+    pub fn with_device(name: &str) -> Result<Queue, Error> {
+        Queue::create(Some(name))
+    }
+
+    fn create(wanted: Option<&str>) -> Result<Queue, Error> {
+        let device = runtime().device(wanted)?;
         let queue = cl::Queue::new(&device.context, device.id)?;
         Ok(Queue { inner: Arc::new(QueueInner { device, queue }) })
     }
@@ -183,7 +193,8 @@ impl Launch<'_> {
             )));
         }
         let device = &queue.inner.device;
-        let program = device.program_for(&runtime().registry, &kernel)?;
+        let rt = runtime();
+        let program = device.program_for(&rt.registry(), rt.disk.as_ref(), &kernel, "")?;
         let k = Kernel::new(&program, &kernel)?;
         for (i, arg) in args.iter().enumerate() {
             match &arg.0 {

@@ -1,100 +1,143 @@
-//! The device images of every loaded binary, indexed once at first use: kernels and exported
-//! symbols map to the images that define them, in the dynamic loader's order, so the first
-//! provider found is the one the loader would pick for a host symbol.
+//! The device images of every loaded binary, indexed at first use and again whenever the
+//! loader's counts show a library was opened or closed: kernels and exported symbols map to
+//! the images that define them, per image form, in the dynamic loader's order (executable,
+//! LD_PRELOAD'ed libraries, needed libraries in load order, dlopen'ed ones in the order they
+//! were opened), so the first provider is the one the loader would pick for a host symbol.
 //!
-//! A binary whose embedded payload is malformed is recorded with its error and contributes
-//! no images; every other binary works as usual.
+//! A binary keeps the same id across rediscoveries while it stays loaded (same file, address
+//! and images), so programs built from it stay cached; a closed one's id disappears, and with
+//! it every program built from it. A binary whose payload is malformed is recorded with its
+//! error and contributes no images; every other binary works as usual.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
 
-use sycl_format::{Image, ImageFormat, ImageSet};
+use sycl_format::{Image, ImageSet};
 
-use crate::loaded::loaded_objects;
+use crate::device::Variant;
+use crate::loaded::{loaded_objects, loader_counters};
 use crate::trace::trace;
+
+/// A loaded binary, stable while it stays loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct BinaryId(u64);
+
+/// An image: which binary and which image in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct ImageId {
+    pub binary: BinaryId,
+    pub image: u32,
+}
 
 /// A loaded executable or shared library that carries device images.
 pub(crate) struct Binary {
+    pub id: BinaryId,
     pub name: String,
-    pub images: Vec<Image>,
+    pub images: Vec<Arc<Image>>,
     pub error: Option<String>,
-}
-
-/// An image: which binary (index in loader order) and which image in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct ImageId {
-    pub binary: usize,
-    pub image: usize,
 }
 
 #[derive(Default)]
 pub(crate) struct Registry {
     pub binaries: Vec<Binary>,
-    kernels: HashMap<String, Vec<ImageId>>,
-    exports: HashMap<String, Vec<ImageId>>,
+    position: HashMap<BinaryId, usize>,
+    kernels: HashMap<(Variant, String), Vec<ImageId>>,
+    exports: HashMap<(Variant, String), Vec<ImageId>>,
+    /// `(dlpi_adds, dlpi_subs)` when this registry was made.
+    pub counters: (u64, u64),
+}
+
+/// Ids handed out so far: (name, load address, hash of payloads) → id.
+fn binary_id(name: &str, base: usize, payloads: &[Vec<u8>]) -> BinaryId {
+    static IDS: Mutex<Option<HashMap<(String, usize, u64), u64>>> = Mutex::new(None);
+    let mut hasher = DefaultHasher::new();
+    payloads.hash(&mut hasher);
+    let key = (name.to_string(), base, hasher.finish());
+    let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
+    let ids = ids.get_or_insert_with(HashMap::new);
+    let next = ids.len() as u64;
+    BinaryId(*ids.entry(key).or_insert(next))
 }
 
 impl Registry {
     pub(crate) fn discover() -> Registry {
-        let mut registry = Registry::default();
+        let counters = loader_counters();
+        let mut registry = Registry { counters, ..Registry::default() };
         for object in loaded_objects() {
-            let decoded = object.payloads.map_err(|e| e.to_string()).and_then(|payloads| {
+            let payloads = object.payloads.as_deref().unwrap_or(&[]);
+            let decoded = object.payloads.as_ref().map_err(|e| e.to_string()).and_then(|payloads| {
                 let mut images = Vec::new();
                 for payload in payloads {
-                    images.extend(ImageSet::decode(&payload).map_err(|e| e.to_string())?.images);
+                    images.extend(ImageSet::decode(payload).map_err(|e| e.to_string())?.images);
                 }
                 Ok(images)
             });
+            let id = binary_id(&object.name, object.base, payloads);
             match decoded {
                 Ok(images) if images.is_empty() => {}
                 Ok(images) => {
                     trace!("discover", "{}: {} image{}", object.name, images.len(), if images.len() == 1 { "" } else { "s" });
-                    registry.add(Binary { name: object.name, images, error: None });
+                    registry.add(Binary { id, name: object.name, images: images.into_iter().map(Arc::new).collect(), error: None });
                 }
                 Err(error) => {
-                    trace!("discover", "{}: malformed device images: {error}", object.name);
+                    trace!("discover", "{}: malformed device images ignored: {error}", object.name);
                     log::warn!("{}: malformed device images ignored: {error}", object.name);
-                    registry.binaries.push(Binary { name: object.name, images: vec![], error: Some(error) });
+                    registry.position.insert(id, registry.binaries.len());
+                    registry.binaries.push(Binary { id, name: object.name, images: vec![], error: Some(error) });
                 }
             }
         }
         registry
     }
 
+    /// Whether libraries were opened or closed since this registry was made.
+    pub(crate) fn is_stale(&self) -> bool {
+        loader_counters() != self.counters
+    }
+
     fn add(&mut self, binary: Binary) {
-        let b = self.binaries.len();
         for (i, image) in binary.images.iter().enumerate() {
-            let id = ImageId { binary: b, image: i };
+            let id = ImageId { binary: binary.id, image: i as u32 };
+            let variant = Variant { format: image.format, target: image.target.clone() };
             for kernel in &image.kernels {
-                self.kernels.entry(kernel.clone()).or_default().push(id);
+                self.kernels.entry((variant.clone(), kernel.clone())).or_default().push(id);
             }
             for symbol in image.exported_symbols() {
-                self.exports.entry(symbol.to_string()).or_default().push(id);
+                self.exports.entry((variant.clone(), symbol.to_string())).or_default().push(id);
             }
         }
+        self.position.insert(binary.id, self.binaries.len());
         self.binaries.push(binary);
     }
 
-    pub(crate) fn image(&self, id: ImageId) -> &Image {
-        &self.binaries[id.binary].images[id.image]
+    pub(crate) fn contains(&self, binary: BinaryId) -> bool {
+        self.position.contains_key(&binary)
+    }
+
+    pub(crate) fn binary(&self, id: BinaryId) -> &Binary {
+        &self.binaries[self.position[&id]]
+    }
+
+    pub(crate) fn image(&self, id: ImageId) -> &Arc<Image> {
+        &self.binary(id.binary).images[id.image as usize]
     }
 
     /// `libhelpers.so image 0`, for traces and messages.
     pub(crate) fn describe(&self, id: ImageId) -> String {
-        format!("{} image {}", short_name(&self.binaries[id.binary].name), id.image)
+        let name = &self.binary(id.binary).name;
+        format!("{} image {}", name.rsplit('/').next().unwrap_or(name), id.image)
     }
 
-    /// The first SPIR-V image, in loader order, that defines `kernel`.
-    pub(crate) fn kernel(&self, kernel: &str) -> Option<ImageId> {
-        self.first_spirv(self.kernels.get(kernel)?)
+    /// Images of this form that define `kernel`, in loader order.
+    pub(crate) fn kernel_images(&self, variant: &Variant, kernel: &str) -> &[ImageId] {
+        self.kernels.get(&(variant.clone(), kernel.to_string())).map_or(&[], Vec::as_slice)
     }
 
-    /// The first SPIR-V image, in loader order, that exports `symbol`.
-    pub(crate) fn provider(&self, symbol: &str) -> Option<ImageId> {
-        self.first_spirv(self.exports.get(symbol)?)
-    }
-
-    fn first_spirv(&self, ids: &[ImageId]) -> Option<ImageId> {
-        ids.iter().copied().find(|&id| self.image(id).format == ImageFormat::SpirV)
+    /// Images of this form that export `symbol`, in loader order.
+    pub(crate) fn providers(&self, variant: &Variant, symbol: &str) -> &[ImageId] {
+        self.exports.get(&(variant.clone(), symbol.to_string())).map_or(&[], Vec::as_slice)
     }
 
     /// The binaries searched for symbols, for error messages (unreadable ones say so).
@@ -107,8 +150,4 @@ impl Registry {
             })
             .collect()
     }
-}
-
-fn short_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }

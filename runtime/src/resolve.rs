@@ -1,19 +1,52 @@
-//! Device-image collection for a kernel: its image, then for every import the first image
-//! in loader order that exports it, transitively. An import nobody exports is an error that
-//! names the symbol, the kernel and the binaries searched; nothing is compiled before the
-//! whole set resolves.
+//! Device-image collection for a kernel on a device: for the first image form the device can
+//! use that has the kernel (its own ahead-of-time form, then SPIR-V), the kernel's image, then
+//! for every import the first image of the same form in loader order that exports it,
+//! transitively. An import nobody exports is an error that names the symbol, the kernel and
+//! the binaries searched; nothing is compiled before the whole set resolves.
+//!
+//! Two binaries exporting one symbol: the first in loader order wins, always; the trace names
+//! both, and strict mode (`SYCL_STRICT_EXPORTS=1`) makes it an error.
 
 use std::collections::{HashSet, VecDeque};
 
+use sycl_format::ImageFormat;
+
+use crate::device::Variant;
 use crate::registry::{ImageId, Registry};
 use crate::trace::trace;
 use crate::Error;
 
-/// The images to link for `kernel`, the kernel's own image first.
-pub(crate) fn collect(registry: &Registry, kernel: &str) -> Result<Vec<ImageId>, Error> {
-    let root = registry
-        .kernel(kernel)
-        .ok_or_else(|| Error::KernelNotFound { kernel: kernel.to_string(), searched: registry.searched() })?;
+/// Environment variable that turns duplicate exports into errors.
+pub const STRICT_ENV: &str = "SYCL_STRICT_EXPORTS";
+
+/// The images to link for a kernel, the kernel's own image first, all of one form.
+#[derive(Debug, Clone)]
+pub(crate) struct Collected {
+    pub variant: Variant,
+    pub images: Vec<ImageId>,
+}
+
+fn strict() -> bool {
+    std::env::var(STRICT_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+pub(crate) fn collect(registry: &Registry, kernel: &str, variants: &[Variant]) -> Result<Collected, Error> {
+    let mut failure = None;
+    for variant in variants {
+        let Some(&root) = registry.kernel_images(variant, kernel).first() else { continue };
+        // SPIR bitcode cannot be linked by the device: only a self-contained image will do.
+        if variant.format == ImageFormat::SpirBitcode && registry.image(root).imported_symbols().next().is_some() {
+            continue;
+        }
+        match collect_in(registry, kernel, variant, root) {
+            Ok(images) => return Ok(Collected { variant: variant.clone(), images }),
+            Err(e) => failure = failure.or(Some(e)),
+        }
+    }
+    Err(failure.unwrap_or_else(|| Error::KernelNotFound { kernel: kernel.to_string(), searched: registry.searched() }))
+}
+
+fn collect_in(registry: &Registry, kernel: &str, variant: &Variant, root: ImageId) -> Result<Vec<ImageId>, Error> {
     let mut images = vec![root];
     let mut provided: HashSet<&str> = registry.image(root).exported_symbols().collect();
     let mut queue = VecDeque::from([root]);
@@ -22,11 +55,21 @@ pub(crate) fn collect(registry: &Registry, kernel: &str) -> Result<Vec<ImageId>,
             if provided.contains(symbol) {
                 continue;
             }
-            let provider = registry.provider(symbol).ok_or_else(|| Error::UnresolvedSymbol {
-                symbol: symbol.to_string(),
-                kernel: kernel.to_string(),
-                searched: registry.searched(),
-            })?;
+            let providers = registry.providers(variant, symbol);
+            let Some(&provider) = providers.first() else {
+                return Err(Error::UnresolvedSymbol {
+                    symbol: symbol.to_string(),
+                    kernel: kernel.to_string(),
+                    searched: registry.searched(),
+                });
+            };
+            if providers.iter().any(|p| p.binary != provider.binary) {
+                let names: Vec<String> = providers.iter().map(|&p| registry.describe(p)).collect();
+                trace!("duplicate", "{symbol}: exported by {}; the first in loader order wins", names.join(", "));
+                if strict() {
+                    return Err(Error::DuplicateSymbol { symbol: symbol.to_string(), providers: names });
+                }
+            }
             trace!("resolve", "{symbol} -> {} (for kernel {kernel})", registry.describe(provider));
             provided.extend(registry.image(provider).exported_symbols());
             if !images.contains(&provider) {

@@ -36,12 +36,21 @@ fn run_ok(cmd: &mut Command) {
     );
 }
 
-/// Runs a fixture binary with `SYCL_TRACE=1`; the device defaults to Intel's CPU runtime.
+/// Runs a fixture binary with `SYCL_TRACE=1` and no persistent cache (so that traces show
+/// every compile); the device defaults to Intel's CPU runtime.
 pub fn run_fixture(name: &str) -> Output {
+    run_fixture_with(name, &[])
+}
+
+/// [`run_fixture`] with extra environment variables.
+pub fn run_fixture_with(name: &str, env: &[(&str, &str)]) -> Output {
     let path = fixtures().join(name);
     Command::new(&path)
         .env("SYCL_TRACE", "1")
+        .env("SYCL_CACHE_DISABLE", "1")
         .env_remove("SYCL_DEVICE")
+        .env_remove("SYCL_STRICT_EXPORTS")
+        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", path.display()))
 }

@@ -1,0 +1,325 @@
+//! The persistent program cache: built programs on disk, keyed by SHA-256 over everything
+//! that determines them (the bytes of every image in the program, sorted; the device and its
+//! driver; options; specialization constants; this runtime's version).
+//!
+//! A cache failure never fails a launch: every error here is logged and counts as a miss.
+//! Entries are written to a temporary file and renamed, carry their key and a checksum of
+//! their content, and are never opened through a symlink; a corrupt, truncated or foreign
+//! entry is removed and rebuilt. The directory must be private (created 0700); one owned by
+//! another user or writable by others is refused with a warning, and the cache is off.
+//! Least-recently-used entries (by modification time, refreshed on every hit) are evicted
+//! past the size cap.
+//!
+//! Environment: `SYCL_CACHE_DISABLE=1`, `SYCL_CACHE_DIR=path` (default
+//! `$XDG_CACHE_HOME/sycl-rs` or `~/.cache/sycl-rs`), `SYCL_CACHE_MAX_BYTES=n` (default 1 GiB).
+
+use std::fs::{self, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use sha2::{Digest, Sha256};
+
+use crate::trace::trace;
+
+pub const DISABLE_ENV: &str = "SYCL_CACHE_DISABLE";
+pub const DIR_ENV: &str = "SYCL_CACHE_DIR";
+pub const MAX_BYTES_ENV: &str = "SYCL_CACHE_MAX_BYTES";
+
+const MAGIC: &[u8; 8] = b"SYCLCACH";
+const VERSION: u32 = 1;
+const HEADER_LEN: usize = 8 + 4 + 64 + 8 + 32;
+const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+
+pub(crate) struct DiskCache {
+    dir: PathBuf,
+    max_bytes: u64,
+}
+
+/// Builds a key from length-prefixed parts.
+#[derive(Default)]
+pub(crate) struct KeyBuilder(Sha256);
+
+impl KeyBuilder {
+    pub(crate) fn part(&mut self, bytes: &[u8]) -> &mut Self {
+        self.0.update((bytes.len() as u64).to_le_bytes());
+        self.0.update(bytes);
+        self
+    }
+
+    pub(crate) fn finish(self) -> String {
+        hex(&self.0.finalize())
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl DiskCache {
+    /// The cache the environment asks for, or `None` when it is off or unusable.
+    pub(crate) fn open() -> Option<DiskCache> {
+        if std::env::var(DISABLE_ENV).is_ok_and(|v| !v.is_empty() && v != "0") {
+            return None;
+        }
+        let dir = match std::env::var_os(DIR_ENV).filter(|v| !v.is_empty()) {
+            Some(d) => PathBuf::from(d),
+            None => match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+                Some(x) => PathBuf::from(x).join("sycl-rs"),
+                None => PathBuf::from(std::env::var_os("HOME")?).join(".cache").join("sycl-rs"),
+            },
+        };
+        let max_bytes = std::env::var(MAX_BYTES_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_MAX_BYTES);
+        match prepare_dir(&dir) {
+            Ok(()) => Some(DiskCache { dir, max_bytes }),
+            Err(reason) => {
+                eprintln!("sycl: warning: persistent cache off: {}: {reason}", dir.display());
+                None
+            }
+        }
+    }
+
+    fn entry_path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{key}.bin"))
+    }
+
+    /// The entry for `key`, if one is there and intact; anything else is removed.
+    pub(crate) fn get(&self, key: &str) -> Option<Vec<u8>> {
+        let path = self.entry_path(key);
+        let mut file = match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                log::warn!("{}: {e}", path.display());
+                return None;
+            }
+        };
+        let mut bytes = Vec::new();
+        if let Err(e) = file.read_to_end(&mut bytes) {
+            log::warn!("{}: {e}", path.display());
+            return None;
+        }
+        match decode_entry(&bytes, key) {
+            Ok(payload) => {
+                // Refresh the modification time: the eviction order is least recently used.
+                let _ = file.set_modified(SystemTime::now());
+                Some(payload.to_vec())
+            }
+            Err(reason) => {
+                trace!("cache-corrupt", "{}: {reason}; rebuilding", path.display());
+                let _ = fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    /// Stores `payload` under `key`: written in full to a temporary file, then renamed.
+    pub(crate) fn put(&self, key: &str, payload: &[u8]) {
+        if let Err(e) = self.try_put(key, payload) {
+            log::warn!("persistent cache: storing {key}: {e}");
+            trace!("cache-error", "storing {key}: {e}");
+            return;
+        }
+        trace!("persist-store", "{key} ({} bytes)", payload.len());
+        self.evict();
+    }
+
+    fn try_put(&self, key: &str, payload: &[u8]) -> std::io::Result<()> {
+        let tmp = self.dir.join(format!(".{key}.{}.{}.tmp", std::process::id(), unique()));
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        let result = file.write_all(&encode_entry(key, payload)).and_then(|_| file.sync_data());
+        drop(file);
+        match result.and_then(|_| fs::rename(&tmp, self.entry_path(key))) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes least-recently-used entries until the total is under the cap.
+    fn evict(&self) {
+        let Ok(dir) = fs::read_dir(&self.dir) else { return };
+        let mut entries: Vec<(SystemTime, u64, PathBuf)> = dir
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".bin"))
+            .filter_map(|e| {
+                let meta = e.metadata().ok()?;
+                Some((meta.modified().ok()?, meta.len(), e.path()))
+            })
+            .collect();
+        let mut total: u64 = entries.iter().map(|e| e.1).sum();
+        if total <= self.max_bytes {
+            return;
+        }
+        entries.sort();
+        for (_, len, path) in entries {
+            if total <= self.max_bytes {
+                break;
+            }
+            if fs::remove_file(&path).is_ok() {
+                trace!("evict", "{} ({len} bytes)", path.display());
+                total -= len;
+            }
+        }
+    }
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Creates the directory private, or checks that an existing one is: a directory (not a
+/// symlink), owned by this user, not writable by group or others.
+fn prepare_dir(dir: &Path) -> Result<(), String> {
+    if !dir.exists() {
+        fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(|e| e.to_string())?;
+    }
+    let meta = fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
+    if !meta.is_dir() {
+        return Err("not a directory".into());
+    }
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    if meta.uid() != uid {
+        return Err(format!("owned by uid {}, not by this user (uid {uid})", meta.uid()));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!("writable by others (mode {:o})", meta.mode() & 0o777));
+    }
+    Ok(())
+}
+
+fn encode_entry(key: &str, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&Sha256::digest(payload));
+    out.extend_from_slice(payload);
+    out
+}
+
+/// The payload of an entry, checked: magic, version, that it is the entry of `key`, length
+/// and checksum.
+fn decode_entry<'a>(bytes: &'a [u8], key: &str) -> Result<&'a [u8], String> {
+    if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
+        return Err("not a cache entry".into());
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    if version != VERSION {
+        return Err(format!("entry version {version}"));
+    }
+    if &bytes[12..76] != key.as_bytes() {
+        return Err("entry of another key".into());
+    }
+    let len = u64::from_le_bytes(bytes[76..84].try_into().unwrap());
+    let payload = &bytes[HEADER_LEN..];
+    if payload.len() as u64 != len {
+        return Err(format!("truncated: {} of {len} bytes", payload.len()));
+    }
+    if Sha256::digest(payload).as_slice() != &bytes[84..116] {
+        return Err("checksum mismatch".into());
+    }
+    Ok(payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::File;
+
+    fn cache(dir: &Path, max_bytes: u64) -> DiskCache {
+        prepare_dir(dir).unwrap();
+        DiskCache { dir: dir.to_path_buf(), max_bytes }
+    }
+
+    fn key(n: u8) -> String {
+        let mut k = KeyBuilder::default();
+        k.part(&[n]);
+        k.finish()
+    }
+
+    #[test]
+    fn store_and_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(&dir.path().join("c"), 1 << 20);
+        assert_eq!(c.get(&key(1)), None);
+        c.put(&key(1), b"program");
+        assert_eq!(c.get(&key(1)).as_deref(), Some(&b"program"[..]));
+        let mode = fs::metadata(dir.path().join("c")).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+
+    #[test]
+    fn damaged_entries_are_misses_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 1 << 20);
+        let path = c.entry_path(&key(1));
+        for damage in [
+            |b: &mut Vec<u8>| b.truncate(b.len() - 1),
+            |b: &mut Vec<u8>| *b.last_mut().unwrap() ^= 1,
+            |b: &mut Vec<u8>| b[0] = b'X',
+            |b: &mut Vec<u8>| b.truncate(10),
+        ] {
+            c.put(&key(1), b"program bytes");
+            let mut bytes = fs::read(&path).unwrap();
+            damage(&mut bytes);
+            fs::write(&path, bytes).unwrap();
+            assert_eq!(c.get(&key(1)), None);
+            assert!(!path.exists(), "a damaged entry is removed");
+        }
+        // An intact entry of another key, swapped in, is foreign.
+        c.put(&key(2), b"other");
+        fs::rename(c.entry_path(&key(2)), &path).unwrap();
+        assert_eq!(c.get(&key(1)), None);
+    }
+
+    #[test]
+    fn entries_are_not_read_through_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(&dir.path().join("c"), 1 << 20);
+        let elsewhere = dir.path().join("elsewhere");
+        fs::write(&elsewhere, encode_entry(&key(1), b"planted")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, c.entry_path(&key(1))).unwrap();
+        assert_eq!(c.get(&key(1)), None);
+    }
+
+    #[test]
+    fn directories_others_can_write_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("open");
+        fs::create_dir(&d).unwrap();
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(prepare_dir(&d).unwrap_err().starts_with("writable by others"));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(dir.path(), &link).unwrap();
+        assert_eq!(prepare_dir(&link).unwrap_err(), "not a directory");
+    }
+
+    #[test]
+    fn least_recently_used_entries_go_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 2 * (HEADER_LEN as u64 + 100));
+        let old = SystemTime::now() - std::time::Duration::from_secs(100);
+        c.put(&key(1), &[1; 100]);
+        File::options().write(true).open(c.entry_path(&key(1))).unwrap().set_modified(old).unwrap();
+        c.put(&key(2), &[2; 100]);
+        File::options().write(true).open(c.entry_path(&key(2))).unwrap().set_modified(old).unwrap();
+        assert!(c.get(&key(1)).is_some(), "a hit makes entry 1 the most recent");
+        c.put(&key(3), &[3; 100]);
+        assert!(c.get(&key(2)).is_none(), "entry 2 was least recently used");
+        assert!(c.get(&key(1)).is_some() && c.get(&key(3)).is_some());
+    }
+}
