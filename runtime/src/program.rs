@@ -154,7 +154,7 @@ impl DeviceState {
         let disk_key = disk.map(|_| self.disk_key(registry, collected, options));
         if let (Some(disk), Some(key)) = (disk, &disk_key) {
             if let Some(binary) = disk.get(key) {
-                match self.from_cached_binary(&binary, options) {
+                match self.build_binary(&binary, options, &["a cached program".to_string()]) {
                     Ok(program) => {
                         trace!("persist-hit", "{kernel} on {}: {}", self.name, names.join(" + "));
                         return Ok(program);
@@ -240,10 +240,6 @@ impl DeviceState {
             log,
         })?;
         Ok(program)
-    }
-
-    fn from_cached_binary(&self, binary: &[u8], options: &str) -> Result<Program, Error> {
-        self.build_binary(binary, options, &["a cached program".to_string()])
     }
 
     /// SHA-256 over the sorted bytes of the program's images, the image form, the device and

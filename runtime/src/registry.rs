@@ -49,9 +49,12 @@ pub(crate) struct Registry {
     pub counters: (u64, u64),
 }
 
-/// Ids handed out so far: (name, load address, hash of payloads) → id.
+/// A loaded object's identity: name, load address, hash of its payloads.
+type LoadKey = (String, usize, u64);
+
+/// Ids handed out so far, by identity.
 fn binary_id(name: &str, base: usize, payloads: &[Vec<u8>]) -> BinaryId {
-    static IDS: Mutex<Option<HashMap<(String, usize, u64), u64>>> = Mutex::new(None);
+    static IDS: Mutex<Option<HashMap<LoadKey, u64>>> = Mutex::new(None);
     let mut hasher = DefaultHasher::new();
     payloads.hash(&mut hasher);
     let key = (name.to_string(), base, hasher.finish());
