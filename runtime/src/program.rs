@@ -49,8 +49,9 @@ type Slot = Arc<Mutex<Option<Arc<Program>>>>;
 struct Caches {
     compiled: HashMap<(ImageId, Options), Arc<Program>>,
     linked: HashMap<(Vec<ImageId>, Options), Slot>,
-    /// The seed's nested key: kernel name → (binary, options) → program.
-    by_kernel: HashMap<String, HashMap<(BinaryId, Options), Arc<Program>>>,
+    /// The seed's nested key: kernel name → (binary, options) → program, with every binary
+    /// the program was built from (so that closing any of them drops it).
+    by_kernel: HashMap<String, HashMap<(BinaryId, Options), (Arc<Program>, Vec<BinaryId>)>>,
 }
 
 impl DeviceState {
@@ -75,7 +76,7 @@ impl DeviceState {
         caches.compiled.retain(|(id, _), _| registry.contains(id.binary));
         caches.linked.retain(|(ids, _), _| ids.iter().all(|id| registry.contains(id.binary)));
         for programs in caches.by_kernel.values_mut() {
-            programs.retain(|(binary, _), _| registry.contains(*binary));
+            programs.retain(|_, (_, from)| from.iter().all(|b| registry.contains(*b)));
         }
     }
 
@@ -90,7 +91,11 @@ impl DeviceState {
         let variants = self.caps.variants();
         let root = variants.iter().find_map(|v| registry.kernel_images(v, kernel).first());
         if let Some(root) = root {
-            let hit = self.caches().by_kernel.get(kernel).and_then(|m| m.get(&(root.binary, options.to_string())).cloned());
+            let hit = self
+                .caches()
+                .by_kernel
+                .get(kernel)
+                .and_then(|m| m.get(&(root.binary, options.to_string())).map(|(p, _)| p.clone()));
             if let Some(program) = hit {
                 trace!("cache-hit", "{kernel} on {}", self.name);
                 return Ok(program);
@@ -130,12 +135,17 @@ impl DeviceState {
         };
 
         // Every kernel of every image in the program now finds it, from every binary involved.
+        let mut from: Vec<BinaryId> = collected.images.iter().map(|id| id.binary).collect();
+        from.sort();
+        from.dedup();
         let mut caches = self.caches();
         for &id in &collected.images {
             for k in &registry.image(id).kernels {
                 let per_kernel = caches.by_kernel.entry(k.clone()).or_default();
-                for other in &collected.images {
-                    per_kernel.entry((other.binary, options.to_string())).or_insert_with(|| program.clone());
+                for &binary in &from {
+                    per_kernel
+                        .entry((binary, options.to_string()))
+                        .or_insert_with(|| (program.clone(), from.clone()));
                 }
             }
         }

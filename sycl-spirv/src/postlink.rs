@@ -409,8 +409,10 @@ fn extract(
             Some((id, _, Linkage::Export | Linkage::LinkOnceOdr)) if !exports.contains(&id) => continue,
             _ => {}
         }
-        // Definitions turned into imports keep no SYCL_DEVICE_HAS or other function markers.
-        if matches!(a.operands.as_slice(), [Operand::IdRef(id), Operand::Decoration(Decoration::UserSemantic), ..] if as_imports.contains(id)) {
+        // Our own markers (`sycl-external`, `sycl-device-has:…`) have served once the post-link
+        // has read them; left in, they come back from SPIR-V as `llvm.global.annotations`
+        // referring to the kernel, which PoCL's kernel compiler aborts on.
+        if matches!(a.operands.as_slice(), [_, Operand::Decoration(Decoration::UserSemantic), Operand::LiteralString(s)] if s.starts_with("sycl-")) {
             continue;
         }
         annotations.push(a);

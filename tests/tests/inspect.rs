@@ -41,8 +41,11 @@ fn inspect_shows_the_seed_symbols_on_both_sides() {
     let app: serde_json::Value = serde_json::from_str(&inspect("app", true)).unwrap();
     let lib: serde_json::Value = serde_json::from_str(&inspect("deps/libhelpers.so", true)).unwrap();
     assert_eq!(app["images"][0]["imported"], serde_json::json!(["LibDeviceFunc"]));
-    assert_eq!(lib["images"][0]["exported"], serde_json::json!(["LibDeviceFunc"]));
-    assert_eq!(lib["images"][0]["properties"]["SYCL/exported symbols"]["LibDeviceFunc"], 1);
+    // Image 0 is the library's kernel (which exports nothing); image 1 exports LibDeviceFunc.
+    assert_eq!(lib["images"][0]["kernels"], serde_json::json!(["lib_kernel"]));
+    assert_eq!(lib["images"][0]["exported"], serde_json::json!([]));
+    assert_eq!(lib["images"][1]["exported"], serde_json::json!(["LibDeviceFunc"]));
+    assert_eq!(lib["images"][1]["properties"]["SYCL/exported symbols"]["LibDeviceFunc"], 1);
 }
 
 #[test]
