@@ -45,6 +45,35 @@ use program::DeviceState;
 use registry::Registry;
 use trace::trace;
 
+/// Entry points for the benchmarks, which measure internals no user calls directly.
+#[doc(hidden)]
+pub mod bench_support {
+    use sycl_format::ImageSet;
+
+    use crate::device::Variant;
+    use crate::registry::Registry;
+
+    /// Finds and indexes the images of every loaded binary, as the first launch does;
+    /// returns how many images there are.
+    pub fn discover() -> usize {
+        Registry::discover().binaries.iter().map(|b| b.images.len()).sum()
+    }
+
+    /// A registry of synthetic binaries, to time image collection against its size.
+    pub struct SyntheticRegistry(Registry);
+
+    impl SyntheticRegistry {
+        pub fn new(binaries: Vec<(String, ImageSet)>) -> SyntheticRegistry {
+            SyntheticRegistry(Registry::from_binaries(binaries))
+        }
+
+        /// Collects `kernel`'s SPIR-V images; returns how many.
+        pub fn collect(&self, kernel: &str) -> Result<usize, crate::Error> {
+            crate::resolve::collect(&self.0, kernel, &[Variant::spirv()]).map(|c| c.images.len())
+        }
+    }
+}
+
 /// Environment variable that picks the device.
 pub const DEVICE_ENV: &str = "SYCL_DEVICE";
 

@@ -95,6 +95,16 @@ impl Registry {
         registry
     }
 
+    /// A registry of the given binaries, in this order, as if they were loaded (benchmarks).
+    pub(crate) fn from_binaries(binaries: Vec<(String, ImageSet)>) -> Registry {
+        let mut registry = Registry::default();
+        for (i, (name, set)) in binaries.into_iter().enumerate() {
+            let id = binary_id(&name, i, &[]);
+            registry.add(Binary { id, name, images: set.images.into_iter().map(Arc::new).collect(), error: None });
+        }
+        registry
+    }
+
     /// Whether libraries were opened or closed since this registry was made.
     pub(crate) fn is_stale(&self) -> bool {
         loader_counters() != self.counters
