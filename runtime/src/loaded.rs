@@ -15,6 +15,34 @@ pub(crate) struct LoadedObject {
     /// Load address: with the name, tells two loads of one file apart.
     pub base: usize,
     pub payloads: Result<Vec<Vec<u8>>, DecodeError>,
+    /// `DT_NEEDED` entries: the libraries it depends on.
+    pub needed: Vec<String>,
+    /// Address ranges of its loaded segments.
+    ranges: Vec<(usize, usize)>,
+}
+
+impl LoadedObject {
+    /// Whether `symbol`, looked up in the global scope, is this object's: false for a
+    /// library opened `RTLD_LOCAL`, whose symbols only it and the libraries it loaded see.
+    ///
+    /// The lookup goes through the main program's handle, whose search list is the global
+    /// scope. (`dlsym(RTLD_DEFAULT)` would search the same list but also record a dependency
+    /// of the caller on the library, which then never unloads on `dlclose`.)
+    pub(crate) fn defines_globally(&self, symbol: &str) -> bool {
+        let Ok(name) = std::ffi::CString::new(symbol) else { return false };
+        // SAFETY: dlopen(NULL) returns the main program's handle and loads nothing; dlsym on
+        // it with a NUL-terminated name only looks the name up; the handle is closed once.
+        let address = unsafe {
+            let main = libc::dlopen(std::ptr::null(), libc::RTLD_LAZY);
+            if main.is_null() {
+                return true;
+            }
+            let address = libc::dlsym(main, name.as_ptr()) as usize;
+            libc::dlclose(main);
+            address
+        };
+        address != 0 && self.ranges.iter().any(|&(start, end)| (start..end).contains(&address))
+    }
 }
 
 /// The loader's counts of objects ever loaded and unloaded (`dlpi_adds`, `dlpi_subs`): when
@@ -68,6 +96,17 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t
         unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
     };
     let mut payloads = Ok(Vec::new());
+    let mut needed = Vec::new();
+    let mut ranges = Vec::new();
+    for ph in phdrs {
+        let start = info.dlpi_addr.wrapping_add(ph.p_vaddr) as usize;
+        match ph.p_type {
+            libc::PT_LOAD => ranges.push((start, start + ph.p_memsz as usize)),
+            // SAFETY: PT_DYNAMIC is mapped at its run-time address while the object is loaded.
+            libc::PT_DYNAMIC => needed = unsafe { needed_libraries(start, ph.p_memsz as usize, info.dlpi_addr as usize) },
+            _ => {}
+        }
+    }
     for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_NOTE) {
         let start = info.dlpi_addr.wrapping_add(ph.p_vaddr) as *const u8;
         // SAFETY: a PT_NOTE segment lies inside a loaded PT_LOAD segment of this object (the
@@ -88,6 +127,41 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t
     } else {
         name
     };
-    out.push(LoadedObject { name, base: info.dlpi_addr as usize, payloads });
+    out.push(LoadedObject { name, base: info.dlpi_addr as usize, payloads, needed, ranges });
     0
+}
+
+/// The `DT_NEEDED` names of a loaded object's dynamic section.
+///
+/// # Safety
+/// `start..start + len` must be the object's mapped `PT_DYNAMIC` segment.
+unsafe fn needed_libraries(start: usize, len: usize, base: usize) -> Vec<String> {
+    const DT_NULL: i64 = 0;
+    const DT_NEEDED: i64 = 1;
+    const DT_STRTAB: i64 = 5;
+    /// `Elf64_Dyn`: a tag and a value or address.
+    #[repr(C)]
+    struct Dyn {
+        tag: i64,
+        value: u64,
+    }
+    let count = len / std::mem::size_of::<Dyn>();
+    // SAFETY: the caller guarantees the segment is mapped; Elf64_Dyn entries are its content.
+    let entries = unsafe { std::slice::from_raw_parts(start as *const Dyn, count) };
+    let entries = entries.iter().take_while(|d| d.tag != DT_NULL);
+    let Some(strtab) = entries.clone().find(|d| d.tag == DT_STRTAB).map(|d| d.value as usize) else {
+        return Vec::new();
+    };
+    // glibc relocates these addresses in place on x86-64; a small value is still an offset.
+    let strtab = if strtab < base { base + strtab } else { strtab };
+    entries
+        .filter(|d| d.tag == DT_NEEDED)
+        .map(|d| {
+            // SAFETY: DT_NEEDED values are offsets of NUL-terminated names in the mapped
+            // string table.
+            unsafe { CStr::from_ptr((strtab + d.value as usize) as *const libc::c_char) }
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
 }

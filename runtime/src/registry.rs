@@ -37,6 +37,9 @@ pub(crate) struct Binary {
     pub name: String,
     pub images: Vec<Arc<Image>>,
     pub error: Option<String>,
+    /// For a library opened `RTLD_LOCAL`: itself and the libraries it depends on, the only
+    /// binaries whose exports its images may use and that may use its exports.
+    pub local_group: Option<Vec<BinaryId>>,
 }
 
 #[derive(Default)]
@@ -47,6 +50,41 @@ pub(crate) struct Registry {
     exports: HashMap<(Variant, String), Vec<ImageId>>,
     /// `(dlpi_adds, dlpi_subs)` when this registry was made.
     pub counters: (u64, u64),
+}
+
+/// For each loaded object: `None` when its symbols are in the global scope, or for one
+/// opened `RTLD_LOCAL` its group: itself and what it needs, transitively. An object is local
+/// when the marker symbol of its images (see `sycl_format::scope_marker_symbol`) is not
+/// visible in the global scope. The executable and objects without images are global.
+fn local_groups(objects: &[crate::loaded::LoadedObject], ids: &[BinaryId]) -> Vec<Option<Vec<BinaryId>>> {
+    let by_file: HashMap<&str, usize> =
+        objects.iter().enumerate().map(|(i, o)| (o.name.rsplit('/').next().unwrap_or(&o.name), i)).collect();
+    objects
+        .iter()
+        .enumerate()
+        .map(|(i, object)| {
+            let payloads = object.payloads.as_deref().unwrap_or(&[]);
+            let global = i == 0
+                || payloads.is_empty()
+                || payloads.iter().any(|p| object.defines_globally(&sycl_format::scope_marker_symbol(p)));
+            if global {
+                return None;
+            }
+            let mut group = vec![i];
+            let mut next = 0;
+            while next < group.len() {
+                for needed in &objects[group[next]].needed {
+                    if let Some(&j) = by_file.get(needed.as_str()) {
+                        if !group.contains(&j) {
+                            group.push(j);
+                        }
+                    }
+                }
+                next += 1;
+            }
+            Some(group.into_iter().map(|j| ids[j]).collect())
+        })
+        .collect()
 }
 
 /// A loaded object's identity: name, load address, hash of its payloads.
@@ -68,8 +106,11 @@ impl Registry {
     pub(crate) fn discover() -> Registry {
         let counters = loader_counters();
         let mut registry = Registry { counters, ..Registry::default() };
-        for object in loaded_objects() {
-            let payloads = object.payloads.as_deref().unwrap_or(&[]);
+        let objects = loaded_objects();
+        let ids: Vec<BinaryId> =
+            objects.iter().map(|o| binary_id(&o.name, o.base, o.payloads.as_deref().unwrap_or(&[]))).collect();
+        let groups = local_groups(&objects, &ids);
+        for (index, object) in objects.into_iter().enumerate() {
             let decoded = object.payloads.as_ref().map_err(|e| e.to_string()).and_then(|payloads| {
                 let mut images = Vec::new();
                 for payload in payloads {
@@ -77,18 +118,28 @@ impl Registry {
                 }
                 Ok(images)
             });
-            let id = binary_id(&object.name, object.base, payloads);
+            let id = ids[index];
+            let local_group = groups[index].clone();
             match decoded {
                 Ok(images) if images.is_empty() => {}
                 Ok(images) => {
-                    trace!("discover", "{}: {} image{}", object.name, images.len(), if images.len() == 1 { "" } else { "s" });
-                    registry.add(Binary { id, name: object.name, images: images.into_iter().map(Arc::new).collect(), error: None });
+                    trace!(
+                        "discover",
+                        "{}: {} image{}{}",
+                        object.name,
+                        images.len(),
+                        if images.len() == 1 { "" } else { "s" },
+                        if local_group.is_some() { " (RTLD_LOCAL)" } else { "" }
+                    );
+                    let images = images.into_iter().map(Arc::new).collect();
+                    registry.add(Binary { id, name: object.name, images, error: None, local_group });
                 }
                 Err(error) => {
                     trace!("discover", "{}: malformed device images ignored: {error}", object.name);
                     log::warn!("{}: malformed device images ignored: {error}", object.name);
                     registry.position.insert(id, registry.binaries.len());
-                    registry.binaries.push(Binary { id, name: object.name, images: vec![], error: Some(error) });
+                    let binary = Binary { id, name: object.name, images: vec![], error: Some(error), local_group };
+                    registry.binaries.push(binary);
                 }
             }
         }
@@ -100,7 +151,8 @@ impl Registry {
         let mut registry = Registry::default();
         for (i, (name, set)) in binaries.into_iter().enumerate() {
             let id = binary_id(&name, i, &[]);
-            registry.add(Binary { id, name, images: set.images.into_iter().map(Arc::new).collect(), error: None });
+            let images = set.images.into_iter().map(Arc::new).collect();
+            registry.add(Binary { id, name, images, error: None, local_group: None });
         }
         registry
     }
@@ -123,6 +175,15 @@ impl Registry {
         }
         self.position.insert(binary.id, self.binaries.len());
         self.binaries.push(binary);
+    }
+
+    /// Whether images of `requester` may use exports of `provider`: a library opened
+    /// `RTLD_LOCAL` sees everything global plus its own group, and is seen by its group only.
+    pub(crate) fn visible(&self, requester: BinaryId, provider: BinaryId) -> bool {
+        match &self.binary(provider).local_group {
+            None => true,
+            Some(_) => self.binary(requester).local_group.as_ref().is_some_and(|group| group.contains(&provider)),
+        }
     }
 
     pub(crate) fn contains(&self, binary: BinaryId) -> bool {

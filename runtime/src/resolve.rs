@@ -5,7 +5,8 @@
 //! the binaries searched; nothing is compiled before the whole set resolves.
 //!
 //! Two binaries exporting one symbol: the first in loader order wins, always; the trace names
-//! both, and strict mode (`SYCL_STRICT_EXPORTS=1`) makes it an error.
+//! both, and strict mode (`SYCL_STRICT_EXPORTS=1`) makes it an error. Exports of a library
+//! opened `RTLD_LOCAL` serve only that library and its dependencies.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -55,7 +56,8 @@ fn collect_in(registry: &Registry, kernel: &str, variant: &Variant, root: ImageI
             if provided.contains(symbol) {
                 continue;
             }
-            let providers = registry.providers(variant, symbol);
+            let providers: Vec<ImageId> =
+                registry.providers(variant, symbol).iter().copied().filter(|p| registry.visible(id.binary, p.binary)).collect();
             let Some(&provider) = providers.first() else {
                 return Err(Error::UnresolvedSymbol {
                     symbol: symbol.to_string(),

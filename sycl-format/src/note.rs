@@ -3,6 +3,16 @@
 
 use crate::{DecodeError, NOTE_NAME};
 
+/// The dynamic symbol `sycl-ld` defines in a shared library that carries `payload` (the
+/// note's descriptor). The runtime looks it up in the global scope (`dlsym(RTLD_DEFAULT)`) to
+/// tell a library opened with `RTLD_LOCAL` from one whose symbols everyone sees. The name
+/// depends only on the payload, so reader and writer agree without another table.
+pub fn scope_marker_symbol(payload: &[u8]) -> String {
+    // FNV-1a, 64 bits: stable across builds and platforms, unlike std's hasher.
+    let hash = payload.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    format!("__sycl_images_{hash:016x}")
+}
+
 /// One ELF note (`Elf64_Nhdr`, name, descriptor) with 4-byte padding, as the linker expects
 /// in an `SHT_NOTE` section.
 pub fn elf_note(note_type: u32, desc: &[u8]) -> Vec<u8> {

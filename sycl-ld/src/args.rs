@@ -96,7 +96,6 @@ pub fn split_response_file(text: &[u8]) -> Vec<OsString> {
 }
 
 /// Writes arguments back in response-file form (each on its own line, escaped).
-#[cfg(test)]
 pub fn quote_response_file(args: &[OsString]) -> Vec<u8> {
     let mut out = Vec::new();
     for arg in args {

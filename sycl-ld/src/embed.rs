@@ -137,8 +137,13 @@ pub fn imports(set: &ImageSet) -> BTreeSet<String> {
     set.images.iter().flat_map(|i| i.imported_symbols().map(str::to_string)).collect()
 }
 
-/// An x86-64 relocatable object holding `set` as an ELF note in [`IMAGE_NOTE_SECTION`].
-pub fn note_object(set: &ImageSet) -> Vec<u8> {
+/// An x86-64 relocatable object holding `set` as an ELF note in [`IMAGE_NOTE_SECTION`], and
+/// defining the set's scope marker symbol (see [`sycl_format::scope_marker_symbol`]) at it.
+/// Returns the object and the symbol's name.
+pub fn note_object(set: &ImageSet) -> (Vec<u8>, String) {
+    use object::write::{Symbol, SymbolSection};
+    let payload = set.encode();
+    let marker = sycl_format::scope_marker_symbol(&payload);
     let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
     let section = obj.add_section(vec![], IMAGE_NOTE_SECTION.as_bytes().to_vec(), SectionKind::Note);
     // Allocated, so it is mapped at run time; retained, so --gc-sections keeps it although
@@ -146,6 +151,49 @@ pub fn note_object(set: &ImageSet) -> Vec<u8> {
     obj.section_mut(section).flags = object::SectionFlags::Elf {
         sh_flags: u64::from(object::elf::SHF_ALLOC | object::elf::SHF_GNU_RETAIN),
     };
-    obj.append_section_data(section, &sycl_format::elf_note(NOTE_TYPE_IMAGES, &set.encode()), 4);
-    obj.write().expect("writing an in-memory ELF object cannot fail")
+    let note = sycl_format::elf_note(NOTE_TYPE_IMAGES, &payload);
+    let offset = obj.append_section_data(section, &note, 4);
+    obj.add_symbol(Symbol {
+        name: marker.clone().into_bytes(),
+        value: offset,
+        size: note.len() as u64,
+        kind: object::SymbolKind::Data,
+        scope: object::SymbolScope::Dynamic,
+        weak: false,
+        section: SymbolSection::Section(section),
+        flags: object::SymbolFlags::None,
+    });
+    (obj.write().expect("writing an in-memory ELF object cannot fail"), marker)
+}
+
+/// A copy of a linker version script that also exports `symbol` (rustc's scripts for
+/// `cdylib`s make every symbol but the crate's exports local).
+pub fn export_in_version_script(script: &str, symbol: &str) -> String {
+    match script.find("global:") {
+        Some(at) => {
+            let end = at + "global:".len();
+            format!("{}\n    {symbol};{}", &script[..end], &script[end..])
+        }
+        None => match script.find('{') {
+            Some(at) => format!("{}\n  global:\n    {symbol};{}", &script[..=at], &script[at + 1..]),
+            None => script.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_scripts_gain_the_marker() {
+        assert_eq!(
+            export_in_version_script("{\n\n  local:\n    *;\n};\n", "m"),
+            "{\n  global:\n    m;\n\n  local:\n    *;\n};\n"
+        );
+        assert_eq!(
+            export_in_version_script("{\n  global:\n    f;\n  local:\n    *;\n};\n", "m"),
+            "{\n  global:\n    m;\n    f;\n  local:\n    *;\n};\n"
+        );
+    }
 }

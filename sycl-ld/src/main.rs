@@ -50,7 +50,8 @@ fn real_linker() -> OsString {
 }
 
 fn link(args: &[OsString]) -> Result<ExitCode> {
-    let line = args::parse(&args::expand_response_files(args)?);
+    let expanded = args::expand_response_files(args)?;
+    let line = args::parse(&expanded);
     let found = scan::scan(&line)?;
     let linker = real_linker();
     if verbose() {
@@ -77,10 +78,18 @@ fn link(args: &[OsString]) -> Result<ExitCode> {
     let dir = tempfile::Builder::new().prefix("sycl-ld").tempdir().context("creating a temporary directory")?;
     let mut full = args.to_vec();
     if !set.images.is_empty() {
+        let (object, marker) = embed::note_object(&set);
         let note = dir.path().join("sycl-images.o");
-        std::fs::write(&note, embed::note_object(&set))
-            .with_context(|| format!("writing {}", note.display()))?;
+        std::fs::write(&note, object).with_context(|| format!("writing {}", note.display()))?;
         full.push(note.into_os_string());
+        // A shared library exports the marker, so that the runtime can tell whether it was
+        // opened RTLD_LOCAL. rustc's version script hides everything it does not list: add it.
+        if line.shared {
+            if let Some(rewritten) = export_marker(&expanded, &marker, dir.path())? {
+                full = rewritten;
+                full.push(dir.path().join("sycl-images.o").into_os_string());
+            }
+        }
     }
     // A shared library whose device code this unit imports stays a dependency even when no
     // host symbol of it is used (rustc links with --as-needed).
@@ -100,4 +109,24 @@ fn link(args: &[OsString]) -> Result<ExitCode> {
         Some(code) => ExitCode::from(code as u8),
         None => ExitCode::FAILURE,
     })
+}
+
+/// The command line with its `--version-script` replaced by a copy that exports `marker`
+/// (passed through a response file of our own, since the original may be long); `None` when
+/// the link has no version script, so every global symbol is exported anyway.
+fn export_marker(expanded: &[OsString], marker: &str, dir: &std::path::Path) -> Result<Option<Vec<OsString>>> {
+    const FLAG: &str = "-Wl,--version-script=";
+    let Some(index) = expanded.iter().position(|a| a.to_str().is_some_and(|a| a.starts_with(FLAG))) else {
+        return Ok(None);
+    };
+    let path = &expanded[index].to_str().unwrap()[FLAG.len()..];
+    let script = std::fs::read_to_string(path).with_context(|| format!("reading the version script {path}"))?;
+    let copy = dir.join("version-script");
+    std::fs::write(&copy, embed::export_in_version_script(&script, marker))
+        .with_context(|| format!("writing {}", copy.display()))?;
+    let mut args = expanded.to_vec();
+    args[index] = format!("{FLAG}{}", copy.display()).into();
+    let rsp = dir.join("link.rsp");
+    std::fs::write(&rsp, args::quote_response_file(&args)).with_context(|| format!("writing {}", rsp.display()))?;
+    Ok(Some(vec![format!("@{}", rsp.display()).into()]))
 }

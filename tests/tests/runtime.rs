@@ -187,3 +187,17 @@ fn a_library_with_malformed_images_is_skipped_and_the_rest_works() {
     assert_eq!(out, "0 2 4 6 8 10 12 14\n", "libhelpers.so's LibDeviceFunc, since libbroken.so is unreadable");
     assert!(trace.contains("libbroken.so: malformed device images ignored: unknown version 99"), "{trace}");
 }
+
+#[test]
+fn libraries_opened_rtld_local_resolve_only_among_themselves() {
+    let out = Command::new(fixtures().join("scoped-app")).arg("local").env("SYCL_CACHE_DISABLE", "1").env("SYCL_TRACE", "1").output().unwrap();
+    let (out, trace) = ok(&out);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "kernel_a: [1, 2, 3, 4]", "libscoped_a.so uses its own dependency's scoped_func");
+    assert_eq!(lines[1], "kernel_b: [2, 3, 4, 5]", "libscoped_b.so too, though libscoped_dep_a.so comes first in loader order");
+    assert!(lines[2].starts_with("app_uses_scoped: error: unresolved device symbol `scoped_func`"), "{out}");
+    assert!(trace.contains("libscoped_a.so: 1 image (RTLD_LOCAL)"), "{trace}");
+
+    let out = Command::new(fixtures().join("scoped-app")).arg("global").env("SYCL_CACHE_DISABLE", "1").output().unwrap();
+    assert_eq!(ok(&out).0, "kernel_a: [1, 2, 3, 4]\napp_uses_scoped: [1, 2, 3, 4]\n", "RTLD_GLOBAL exports serve everyone");
+}
