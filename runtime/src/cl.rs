@@ -229,6 +229,13 @@ impl Program {
         cl3::program::create_program_with_il(context.0, il).map(Program).map_err(cl_err("clCreateProgramWithIL"))
     }
 
+    pub(crate) fn set_spec_constant(&self, id: u32, value: &[u8]) -> Result<(), Error> {
+        // SAFETY: the driver copies `value.len()` bytes and checks the size against the
+        // constant's type.
+        unsafe { cl3::program::set_program_specialization_constant(self.0, id, value.len(), value.as_ptr().cast()) }
+            .map_err(cl_err("clSetProgramSpecializationConstant"))
+    }
+
     /// Compiles to an object; on failure, the build log.
     pub(crate) fn compile(&self, device: DeviceId, options: &str) -> Result<(), (cl_int, String)> {
         let options = CString::new(options).unwrap_or_default();

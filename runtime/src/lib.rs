@@ -22,6 +22,7 @@
 //! Environment: `SYCL_DEVICE` picks a device by a case-insensitive part of its platform or
 //! device name; `SYCL_TRACE=1` prints one line per event (`sycl: discover …`).
 
+mod bundle;
 mod cache;
 mod cl;
 mod device;
@@ -36,6 +37,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 pub use cache::{DIR_ENV as CACHE_DIR_ENV, DISABLE_ENV as CACHE_DISABLE_ENV, MAX_BYTES_ENV as CACHE_MAX_BYTES_ENV};
+pub use bundle::{
+    build, compile, get_kernel_bundle, get_kernel_bundle_for, has_kernel_bundle, join, link, BuildProperty,
+    BundleState, DeviceImage, Executable, Input, KernelBundle, Object, SpecConstant,
+};
 pub use queue::{Buffer, KernelArg, Launch, Pod, Queue};
 pub use resolve::STRICT_ENV;
 
@@ -107,6 +112,8 @@ pub enum Error {
     OpenCl { call: &'static str, code: i32 },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    #[error("invalid object: {0}")]
+    InvalidObject(String),
 }
 
 fn list(items: &[String]) -> String {

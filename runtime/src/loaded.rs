@@ -18,7 +18,7 @@ pub(crate) struct LoadedObject {
     /// `DT_NEEDED` entries: the libraries it depends on.
     pub needed: Vec<String>,
     /// Address ranges of its loaded segments.
-    ranges: Vec<(usize, usize)>,
+    pub ranges: Vec<(usize, usize)>,
 }
 
 impl LoadedObject {

@@ -13,7 +13,7 @@
 //! options → program) and by image set, with one build per key however many threads ask at
 //! once, and on disk (see `cache`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -22,14 +22,36 @@ use sycl_format::ImageFormat;
 
 use crate::cache::{DiskCache, KeyBuilder};
 use crate::cl::{Context, DeviceId, DeviceInfo, Program};
-use crate::device::Capabilities;
+use crate::device::{Capabilities, Variant};
 use crate::registry::{BinaryId, ImageId, Registry};
 use crate::resolve::{self, Collected};
 use crate::trace::trace;
 use crate::Error;
 
-/// Build options (raw OpenCL flags); part of every cache key.
-pub(crate) type Options = String;
+/// Build options (raw OpenCL flags) and specialization-constant values: part of every key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Options {
+    pub flags: String,
+    pub spec: SpecValues,
+}
+
+/// Values of named specialization constants, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct SpecValues(pub BTreeMap<String, Vec<u8>>);
+
+impl SpecValues {
+    /// `(SpecId, bytes)` for the constants `image` has.
+    fn for_image(&self, image: &sycl_format::Image) -> Vec<(u32, &[u8])> {
+        let Some(ids) = image.property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS) else { return vec![] };
+        self.0
+            .iter()
+            .filter_map(|(name, bytes)| match ids.get(name) {
+                Some(sycl_format::PropertyValue::U32(id)) => Some((*id, bytes.as_slice())),
+                _ => None,
+            })
+            .collect()
+    }
+}
 
 /// Per-device state: the context and the caches built in it.
 pub(crate) struct DeviceState {
@@ -86,16 +108,16 @@ impl DeviceState {
         registry: &Registry,
         disk: Option<&DiskCache>,
         kernel: &str,
-        options: &str,
+        options: &Options,
     ) -> Result<Arc<Program>, Error> {
-        let variants = self.caps.variants();
+        let variants = self.variants(options);
         let root = variants.iter().find_map(|v| registry.kernel_images(v, kernel).first());
         if let Some(root) = root {
             let hit = self
                 .caches()
                 .by_kernel
                 .get(kernel)
-                .and_then(|m| m.get(&(root.binary, options.to_string())).map(|(p, _)| p.clone()));
+                .and_then(|m| m.get(&(root.binary, options.clone())).map(|(p, _)| p.clone()));
             if let Some(program) = hit {
                 trace!("cache-hit", "{kernel} on {}", self.name);
                 return Ok(program);
@@ -103,22 +125,11 @@ impl DeviceState {
         }
 
         let collected = resolve::collect(registry, kernel, &variants)?;
-        for &id in &collected.images {
-            let requirements = registry.image(id).requirements().map_err(|e| Error::KernelNotSupported {
-                kernel: kernel.to_string(),
-                device: self.name.clone(),
-                reason: format!("{}: malformed device requirements: {e}", registry.describe(id)),
-            })?;
-            self.caps.check(&requirements).map_err(|reason| Error::KernelNotSupported {
-                kernel: kernel.to_string(),
-                device: self.name.clone(),
-                reason,
-            })?;
-        }
+        self.check(registry, kernel, &collected.images)?;
 
         let mut key = collected.images.clone();
         key.sort();
-        let slot = self.caches().linked.entry((key, options.to_string())).or_default().clone();
+        let slot = self.caches().linked.entry((key, options.clone())).or_default().clone();
         let program = {
             let mut built = slot.lock().unwrap_or_else(|e| e.into_inner());
             match built.as_ref() {
@@ -143,28 +154,53 @@ impl DeviceState {
             for k in &registry.image(id).kernels {
                 let per_kernel = caches.by_kernel.entry(k.clone()).or_default();
                 for &binary in &from {
-                    per_kernel
-                        .entry((binary, options.to_string()))
-                        .or_insert_with(|| (program.clone(), from.clone()));
+                    per_kernel.entry((binary, options.clone())).or_insert_with(|| (program.clone(), from.clone()));
                 }
             }
         }
         Ok(program)
     }
 
-    fn build(
+    /// Image forms to try: with specialization constants set, only SPIR-V (ahead-of-time
+    /// images cannot be specialized).
+    pub(crate) fn variants(&self, options: &Options) -> Vec<Variant> {
+        if options.spec.0.is_empty() {
+            self.caps.variants()
+        } else {
+            vec![Variant::spirv()]
+        }
+    }
+
+    /// Seed 003's check of every image against the device, before any device code is used.
+    pub(crate) fn check(&self, registry: &Registry, kernel: &str, images: &[ImageId]) -> Result<(), Error> {
+        for &id in images {
+            let requirements = registry.image(id).requirements().map_err(|e| Error::KernelNotSupported {
+                kernel: kernel.to_string(),
+                device: self.name.clone(),
+                reason: format!("{}: malformed device requirements: {e}", registry.describe(id)),
+            })?;
+            self.caps.check(&requirements).map_err(|reason| Error::KernelNotSupported {
+                kernel: kernel.to_string(),
+                device: self.name.clone(),
+                reason,
+            })?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn build(
         &self,
         registry: &Registry,
         disk: Option<&DiskCache>,
         kernel: &str,
         collected: &Collected,
-        options: &str,
+        options: &Options,
     ) -> Result<Program, Error> {
         let names: Vec<String> = collected.images.iter().map(|&id| registry.describe(id)).collect();
         let disk_key = disk.map(|_| self.disk_key(registry, collected, options));
         if let (Some(disk), Some(key)) = (disk, &disk_key) {
             if let Some(binary) = disk.get(key) {
-                match self.build_binary(&binary, options, &["a cached program".to_string()]) {
+                match self.build_binary(&binary, &options.flags, &["a cached program".to_string()]) {
                     Ok(program) => {
                         trace!("persist-hit", "{kernel} on {}: {}", self.name, names.join(" + "));
                         return Ok(program);
@@ -178,13 +214,17 @@ impl DeviceState {
             (ImageFormat::SpirBitcode, _) => {
                 trace!("build", "{kernel} on {}: {}", self.name, names.join(" + "));
                 let image = registry.image(collected.images[0]);
-                self.build_binary(&image.data, options, &names)?
+                self.build_binary(&image.data, &options.flags, &names)?
             }
-            (_, true) => self.compile_and_link(registry, kernel, collected, options, &names)?,
+            (_, true) => {
+                let objects = self.compile_images(registry, &collected.images, options)?;
+                trace!("link", "{kernel} on {}: {}", self.name, names.join(" + "));
+                self.link_objects(&objects, &options.flags, &names)?
+            }
             (_, false) => {
                 trace!("link", "{kernel} on {} (linked by the runtime, translated to SPIR): {}", self.name, names.join(" + "));
-                let bitcode = link_to_spir(registry, &collected.images)?;
-                self.build_binary(&bitcode, options, &names)?
+                let bitcode = link_to_spir(registry, &collected.images, &options.spec)?;
+                self.build_binary(&bitcode, &options.flags, &names)?
             }
         };
 
@@ -197,17 +237,17 @@ impl DeviceState {
         Ok(program)
     }
 
-    fn compile_and_link(
+    /// Each image compiled once per options and specialization values (or, for an
+    /// ahead-of-time object, loaded), from the cache when it is there.
+    pub(crate) fn compile_images(
         &self,
         registry: &Registry,
-        kernel: &str,
-        collected: &Collected,
-        options: &str,
-        names: &[String],
-    ) -> Result<Program, Error> {
-        let mut objects = Vec::with_capacity(collected.images.len());
-        for &id in &collected.images {
-            let cached = self.caches().compiled.get(&(id, options.to_string())).cloned();
+        images: &[ImageId],
+        options: &Options,
+    ) -> Result<Vec<Arc<Program>>, Error> {
+        let mut objects = Vec::with_capacity(images.len());
+        for &id in images {
+            let cached = self.caches().compiled.get(&(id, options.clone())).cloned();
             if let Some(object) = cached {
                 objects.push(object);
                 continue;
@@ -221,7 +261,10 @@ impl DeviceState {
                 _ => {
                     trace!("compile", "{} on {}", registry.describe(id), self.name);
                     let program = Program::from_il(&self.context, &image.data)?;
-                    program.compile(self.id, options).map_err(|(code, log)| Error::Build {
+                    for (spec_id, bytes) in options.spec.for_image(image) {
+                        program.set_spec_constant(spec_id, bytes)?;
+                    }
+                    program.compile(self.id, &options.flags).map_err(|(code, log)| Error::Build {
                         device: self.name.clone(),
                         what: format!("compiling {} (OpenCL error {code})", registry.describe(id)),
                         log,
@@ -230,19 +273,22 @@ impl DeviceState {
                 }
             };
             let program = Arc::new(program);
-            self.caches().compiled.insert((id, options.to_string()), program.clone());
+            self.caches().compiled.insert((id, options.clone()), program.clone());
             objects.push(program);
         }
-        trace!("link", "{kernel} on {}: {}", self.name, names.join(" + "));
+        Ok(objects)
+    }
+
+    pub(crate) fn link_objects(&self, objects: &[Arc<Program>], flags: &str, names: &[String]) -> Result<Program, Error> {
         let refs: Vec<&Program> = objects.iter().map(|p| p.as_ref()).collect();
-        Program::link(&self.context, self.id, &refs, options).map_err(|code| Error::Build {
+        Program::link(&self.context, self.id, &refs, flags).map_err(|code| Error::Build {
             device: self.name.clone(),
             what: format!("linking {} (OpenCL error {code})", names.join(" + ")),
             log: String::new(),
         })
     }
 
-    fn build_binary(&self, binary: &[u8], options: &str, names: &[String]) -> Result<Program, Error> {
+    pub(crate) fn build_binary(&self, binary: &[u8], options: &str, names: &[String]) -> Result<Program, Error> {
         let program = Program::from_binary(&self.context, self.id, binary)?;
         program.build(self.id, options).map_err(|(code, log)| Error::Build {
             device: self.name.clone(),
@@ -254,14 +300,17 @@ impl DeviceState {
 
     /// SHA-256 over the sorted bytes of the program's images, the image form, the device and
     /// driver, the options and this runtime's version.
-    fn disk_key(&self, registry: &Registry, collected: &Collected, options: &str) -> String {
+    fn disk_key(&self, registry: &Registry, collected: &Collected, options: &Options) -> String {
         let mut images: Vec<&[u8]> = collected.images.iter().map(|&id| registry.image(id).data.as_slice()).collect();
         images.sort();
         let mut key = KeyBuilder::default();
         key.part(env!("CARGO_PKG_VERSION").as_bytes())
             .part(self.identity.as_bytes())
-            .part(options.as_bytes())
+            .part(options.flags.as_bytes())
             .part(format!("{:?}/{}", collected.variant.format, collected.variant.target).as_bytes());
+        for (name, value) in &options.spec.0 {
+            key.part(name.as_bytes()).part(value);
+        }
         for image in images {
             key.part(image);
         }
@@ -270,8 +319,8 @@ impl DeviceState {
 }
 
 /// Links SPIR-V images with our own linker and translates the result to SPIR bitcode, for
-/// devices that take neither SPIR-V nor a link step.
-fn link_to_spir(registry: &Registry, images: &[ImageId]) -> Result<Vec<u8>, Error> {
+/// devices that take neither SPIR-V nor a link step; specialization values are baked in.
+pub(crate) fn link_to_spir(registry: &Registry, images: &[ImageId], spec: &SpecValues) -> Result<Vec<u8>, Error> {
     let mut inputs = Vec::with_capacity(images.len());
     for &id in images {
         let module = sycl_spirv::load(&registry.image(id).data)
@@ -279,6 +328,18 @@ fn link_to_spir(registry: &Registry, images: &[ImageId]) -> Result<Vec<u8>, Erro
         inputs.push(sycl_spirv::LinkInput { name: registry.describe(id), module });
     }
     let linked = sycl_spirv::link(inputs).map_err(|e| Error::Translate(e.to_string()))?;
+    let mut baked = Vec::new();
+    for &id in images {
+        for (spec_id, bytes) in spec.for_image(registry.image(id)) {
+            let Some(ty) = sycl_spirv::spec::llvm_type_of(&linked.module, spec_id) else { continue };
+            let text = spec_value_text(&ty, bytes)
+                .ok_or_else(|| Error::InvalidArgument(format!("specialization constant {spec_id}: {} bytes for {ty}", bytes.len())))?;
+            let arg = format!("{spec_id}:{ty}:{text}");
+            if !baked.contains(&arg) {
+                baked.push(arg);
+            }
+        }
+    }
     let spirv = sycl_spirv::assemble(&linked.module);
     let tool = llvm_spirv()?;
     let dir = tempfile::tempdir().map_err(|e| Error::Translate(format!("temporary directory: {e}")))?;
@@ -286,11 +347,37 @@ fn link_to_spir(registry: &Registry, images: &[ImageId]) -> Result<Vec<u8>, Erro
     std::fs::write(&input, spirv).map_err(|e| Error::Translate(format!("{}: {e}", input.display())))?;
     let mut cmd = Command::new(&tool);
     cmd.arg("-r").arg(&input).arg("-o").arg(&output);
+    if !baked.is_empty() {
+        cmd.arg(format!("--spec-const={}", baked.join(" ")));
+    }
     let out = cmd.output().map_err(|e| Error::Translate(format!("running {}: {e}", tool.display())))?;
     if !out.status.success() {
         return Err(Error::Translate(format!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr))));
     }
     std::fs::read(&output).map_err(|e| Error::Translate(format!("{}: {e}", output.display())))
+}
+
+/// A specialization value as `llvm-spirv --spec-const` reads it.
+fn spec_value_text(ty: &str, bytes: &[u8]) -> Option<String> {
+    let arr = |n: usize| -> Option<[u8; 8]> {
+        let mut a = [0u8; 8];
+        a.get_mut(..n)?.copy_from_slice(bytes.get(..n)?);
+        (bytes.len() == n).then_some(a)
+    };
+    Some(match ty {
+        "i1" | "i8" => i8::from_le_bytes([arr(1)?[0]]).to_string(),
+        "i16" => i16::from_le_bytes(arr(2)?[..2].try_into().ok()?).to_string(),
+        "i32" => i32::from_le_bytes(arr(4)?[..4].try_into().ok()?).to_string(),
+        "i64" => i64::from_le_bytes(arr(8)?).to_string(),
+        "f32" => format!("{:?}", f32::from_le_bytes(arr(4)?[..4].try_into().ok()?)),
+        "f64" => format!("{:?}", f64::from_le_bytes(arr(8)?)),
+        _ => return None,
+    })
+}
+
+/// Whether the translator for devices without SPIR-V is available.
+pub(crate) fn can_translate() -> bool {
+    llvm_spirv().is_ok()
 }
 
 /// `$SYCL_LLVM_SPIRV`, or `llvm-spirv-15` on PATH.

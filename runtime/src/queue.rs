@@ -3,8 +3,9 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use crate::bundle::{DeviceImage, Executable, KernelBundle, SpecConstant};
 use crate::cl::{self, Kernel, Mem};
-use crate::program::DeviceState;
+use crate::program::{DeviceState, Options, SpecValues};
 use crate::{runtime, Error};
 
 /// Plain data that can be copied to and from a device byte for byte.
@@ -20,7 +21,7 @@ macro_rules! pod {
 }
 pod!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
 
-fn as_bytes<T: Pod>(data: &[T]) -> &[u8] {
+pub(crate) fn as_bytes<T: Pod>(data: &[T]) -> &[u8] {
     // SAFETY: `T: Pod` has no padding, so all `size_of_val(data)` bytes are initialised.
     unsafe { std::slice::from_raw_parts(data.as_ptr().cast(), std::mem::size_of_val(data)) }
 }
@@ -55,6 +56,10 @@ impl Queue {
         Ok(Queue { inner: Arc::new(QueueInner { device, queue }) })
     }
 
+    pub(crate) fn device(&self) -> Arc<DeviceState> {
+        self.inner.device.clone()
+    }
+
     /// The device's name, as the driver reports it.
     pub fn device_name(&self) -> &str {
         &self.inner.device.name
@@ -75,7 +80,15 @@ impl Queue {
 
     /// Starts a launch of `kernel`; add arguments and a range, then [`Launch::run`].
     pub fn launch(&self, kernel: &str) -> Launch<'_> {
-        Launch { queue: self, kernel: kernel.to_string(), args: Vec::new(), global: vec![1], local: None }
+        Launch {
+            queue: self,
+            kernel: kernel.to_string(),
+            args: Vec::new(),
+            global: vec![1],
+            local: None,
+            spec: SpecValues::default(),
+            bundle: None,
+        }
     }
 
     /// Waits until everything submitted has finished.
@@ -153,6 +166,10 @@ impl<T: Pod> KernelArg for T {
     }
 }
 
+/// An image selector: given the images of a bundle that define the kernel, the index of the
+/// one to use.
+type Selector = Box<dyn Fn(&[DeviceImage]) -> usize>;
+
 /// A kernel launch being put together.
 pub struct Launch<'q> {
     queue: &'q Queue,
@@ -160,6 +177,8 @@ pub struct Launch<'q> {
     args: Vec<ArgValue>,
     global: Vec<usize>,
     local: Option<Vec<usize>>,
+    spec: SpecValues,
+    bundle: Option<(KernelBundle<Executable>, Option<Selector>)>,
 }
 
 impl Launch<'_> {
@@ -182,9 +201,33 @@ impl Launch<'_> {
         self
     }
 
+    /// Sets a specialization constant for this launch (part of the program's cache key).
+    pub fn spec_constant<T: Pod>(mut self, constant: SpecConstant<T>, value: T) -> Self {
+        self.spec.0.insert(constant.name().to_string(), as_bytes(std::slice::from_ref(&value)).to_vec());
+        self
+    }
+
+    /// Takes the kernel from this executable bundle only (`kernel_not_found` if it is not
+    /// there), as the seed's `use_module`.
+    pub fn use_kernel_bundle(mut self, bundle: &KernelBundle<Executable>) -> Self {
+        self.bundle = Some((bundle.clone(), None));
+        self
+    }
+
+    /// [`Launch::use_kernel_bundle`] with a device image selector: among the bundle's images
+    /// that define the kernel, `select` returns the index of the one to use.
+    pub fn use_kernel_bundle_with(
+        mut self,
+        bundle: &KernelBundle<Executable>,
+        select: impl Fn(&[DeviceImage]) -> usize + 'static,
+    ) -> Self {
+        self.bundle = Some((bundle.clone(), Some(Box::new(select))));
+        self
+    }
+
     /// Resolves, builds (or takes from the cache) and enqueues the kernel.
     pub fn run(self) -> Result<(), Error> {
-        let Launch { queue, kernel, args, global, local } = self;
+        let Launch { queue, kernel, args, global, local, spec, bundle } = self;
         if global.is_empty() || global.len() > 3 || local.as_ref().is_some_and(|l| l.len() != global.len()) {
             return Err(Error::InvalidArgument(format!(
                 "kernel {kernel}: range of {} dimension(s) with a work-group of {:?}",
@@ -192,9 +235,24 @@ impl Launch<'_> {
                 local
             )));
         }
-        let device = &queue.inner.device;
-        let rt = runtime();
-        let program = device.program_for(&rt.registry(), rt.disk.as_ref(), &kernel, "")?;
+        let program = match bundle {
+            Some((bundle, select)) => {
+                if !bundle.device_is(queue) {
+                    return Err(Error::InvalidArgument(format!("kernel {kernel}: the bundle is for another device")));
+                }
+                if !spec.0.is_empty() {
+                    return Err(Error::InvalidArgument(format!(
+                        "kernel {kernel}: set specialization constants on the bundle's input, not on a launch that uses a bundle"
+                    )));
+                }
+                bundle.program_for(&kernel, select.as_deref())?
+            }
+            None => {
+                let rt = runtime();
+                let options = Options { flags: String::new(), spec };
+                queue.inner.device.program_for(&rt.registry(), rt.disk.as_ref(), &kernel, &options)?
+            }
+        };
         let k = Kernel::new(&program, &kernel)?;
         for (i, arg) in args.iter().enumerate() {
             match &arg.0 {

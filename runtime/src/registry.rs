@@ -40,6 +40,8 @@ pub(crate) struct Binary {
     /// For a library opened `RTLD_LOCAL`: itself and the libraries it depends on, the only
     /// binaries whose exports its images may use and that may use its exports.
     pub local_group: Option<Vec<BinaryId>>,
+    /// Address ranges of its loaded segments.
+    pub ranges: Vec<(usize, usize)>,
 }
 
 #[derive(Default)]
@@ -132,13 +134,15 @@ impl Registry {
                         if local_group.is_some() { " (RTLD_LOCAL)" } else { "" }
                     );
                     let images = images.into_iter().map(Arc::new).collect();
-                    registry.add(Binary { id, name: object.name, images, error: None, local_group });
+                    let ranges = object.ranges.clone();
+                    registry.add(Binary { id, name: object.name, images, error: None, local_group, ranges });
                 }
                 Err(error) => {
                     trace!("discover", "{}: malformed device images ignored: {error}", object.name);
                     log::warn!("{}: malformed device images ignored: {error}", object.name);
                     registry.position.insert(id, registry.binaries.len());
-                    let binary = Binary { id, name: object.name, images: vec![], error: Some(error), local_group };
+                    let ranges = object.ranges.clone();
+                    let binary = Binary { id, name: object.name, images: vec![], error: Some(error), local_group, ranges };
                     registry.binaries.push(binary);
                 }
             }
@@ -152,7 +156,7 @@ impl Registry {
         for (i, (name, set)) in binaries.into_iter().enumerate() {
             let id = binary_id(&name, i, &[]);
             let images = set.images.into_iter().map(Arc::new).collect();
-            registry.add(Binary { id, name, images, error: None, local_group: None });
+            registry.add(Binary { id, name, images, error: None, local_group: None, ranges: vec![] });
         }
         registry
     }
@@ -184,6 +188,11 @@ impl Registry {
             None => true,
             Some(_) => self.binary(requester).local_group.as_ref().is_some_and(|group| group.contains(&provider)),
         }
+    }
+
+    /// The binary whose loaded segments contain `address`.
+    pub(crate) fn binary_containing(&self, address: usize) -> Option<&Binary> {
+        self.binaries.iter().find(|b| b.ranges.iter().any(|&(start, end)| (start..end).contains(&address)))
     }
 
     pub(crate) fn contains(&self, binary: BinaryId) -> bool {

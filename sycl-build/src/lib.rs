@@ -229,6 +229,7 @@ impl Build {
         let mut members = Vec::new();
         let mut kernels = Vec::new();
         let mut diagnostics = Vec::new();
+        let mut spec_constants: Vec<(String, String)> = Vec::new();
         for (index, source) in self.files.iter().enumerate() {
             let std_flag = match source.extension().and_then(|e| e.to_str()) {
                 Some("cl") => "-cl-std=CL2.0",
@@ -263,6 +264,11 @@ impl Build {
             })?;
             let symbols = sycl_spirv::Symbols::of(&module);
             kernels.extend(symbols.kernels.into_iter().map(|(name, _)| name));
+            for constant in sycl_spirv::spec::declared(&module) {
+                if !spec_constants.iter().any(|(n, _): &(String, String)| *n == constant.name) {
+                    spec_constants.push((constant.name, constant.c_type));
+                }
+            }
             if needs_feature_check(&module, &self.fixed_targets) {
                 let mut cmd = self.clang_command(&clang, std_flag, &include_dir, &["-O0", "-Xclang", "-disable-O0-optnone"]);
                 let (check_bc, check_spv) = (base.with_extension("check.bc"), base.with_extension("check.spv"));
@@ -299,7 +305,14 @@ impl Build {
         let archive = work.join(format!("libsycl_device_{name}.a"));
         write_file(&archive, &archive::gnu_archive(&members))?;
         let kernels_rs = out_dir.join(format!("sycl-kernels-{name}.rs"));
-        write_file(&kernels_rs, kernel_module(&kernels)?.as_bytes())?;
+        let mut module = kernel_module(&kernels)?;
+        module.push_str(&spec_module(&spec_constants, &mut diagnostics));
+        if cargo {
+            for line in diagnostics.iter().filter(|d| d.starts_with("warning: specialization constant")) {
+                println!("cargo:warning={line}");
+            }
+        }
+        write_file(&kernels_rs, module.as_bytes())?;
         if cargo {
             println!("cargo:rustc-link-search=native={}", work.display());
             println!("cargo:rustc-link-lib=static=sycl_device_{name}");
@@ -487,6 +500,42 @@ fn kernel_module(kernels: &[String]) -> Result<String, Error> {
         seen.push((constant, kernel));
     }
     Ok(out)
+}
+
+/// `pub mod spec { pub const NAME: sycl_runtime::SpecConstant<T> = …; }` for the named
+/// specialization constants whose C type has a Rust counterpart.
+fn spec_module(constants: &[(String, String)], diagnostics: &mut Vec<String>) -> String {
+    if constants.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("/// Typed handles of the specialization constants.\n#[allow(dead_code)]\npub mod spec {\n");
+    for (name, c_type) in constants {
+        let rust = match c_type.trim() {
+            "char" | "signed char" => "i8",
+            "uchar" | "unsigned char" => "u8",
+            "short" => "i16",
+            "ushort" | "unsigned short" => "u16",
+            "int" => "i32",
+            "uint" | "unsigned int" | "unsigned" => "u32",
+            "long" => "i64",
+            "ulong" | "unsigned long" => "u64",
+            "float" => "f32",
+            "double" => "f64",
+            other => {
+                diagnostics.push(format!(
+                    "warning: specialization constant `{name}` has type `{other}`, which has no Rust handle"
+                ));
+                continue;
+            }
+        };
+        let constant: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+        let _ = writeln!(
+            out,
+            "    pub const {constant}: sycl_runtime::SpecConstant<{rust}> = sycl_runtime::SpecConstant::new({name:?});"
+        );
+    }
+    out.push_str("}\n");
+    out
 }
 
 fn create_dir(dir: &Path) -> Result<(), Error> {

@@ -57,6 +57,7 @@ pub mod sets {
     pub const DEVICE_REQUIREMENTS: &str = "SYCL/device requirements";
     pub const VIRTUAL_FUNCTIONS: &str = "SYCL/virtual functions";
     pub const SPECIALIZATION_CONSTANTS: &str = "SYCL/specialization constants";
+    pub const SPECIALIZATION_CONSTANTS_DEFAULTS: &str = "SYCL/specialization constants default values";
 }
 
 /// How a link unit's entry points are grouped into device images (DPC++'s

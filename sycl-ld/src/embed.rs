@@ -9,8 +9,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use object::write::Object;
 use object::{Architecture, BinaryFormat, Endianness, SectionKind};
 use sycl_format::{
-    sets, DeviceConfig, DeviceRequirements, Image, ImageFormat, ImageSet, PropertySet, SplitMode, IMAGE_NOTE_SECTION,
-    NOTE_TYPE_IMAGES,
+    sets, DeviceConfig, DeviceRequirements, Image, ImageFormat, ImageSet, Property, PropertySet, PropertyValue,
+    SplitMode, IMAGE_NOTE_SECTION, NOTE_TYPE_IMAGES,
 };
 use sycl_spirv::{LinkInput, PostLink, PostLinkImage, PostLinkOptions, Source};
 
@@ -50,17 +50,20 @@ impl Settings {
 /// Links the unit's device objects, post-links them, and makes the images of every target.
 /// Returns the images and the post-link's warnings.
 pub fn device_link(objects: &[FoundObject], settings: &Settings) -> Result<(ImageSet, Vec<String>)> {
-    let mut inputs = Vec::with_capacity(objects.len());
+    let mut modules = Vec::with_capacity(objects.len());
     let mut sources = Vec::with_capacity(objects.len());
     for found in objects {
         let name = format!("{} ({})", found.object.source, found.object.package);
         let module = sycl_spirv::load(&found.object.spirv)
             .with_context(|| format!("device object {} from {}", name, found.origin))?;
-        sources.push(Source { name: name.clone(), fixed_targets: found.object.fixed_targets.clone() });
-        inputs.push(LinkInput { name, module });
+        sources.push(Source { name, fixed_targets: found.object.fixed_targets.clone() });
+        modules.push(module);
     }
+    let spec_constants = sycl_spirv::spec::assign_ids(&mut modules);
+    let inputs = modules.into_iter().zip(&sources).map(|(module, s)| LinkInput { name: s.name.clone(), module }).collect();
     let linked = sycl_spirv::link(inputs).context("device link failed")?;
-    let options = PostLinkOptions { split: settings.split, sources: &sources, config: &settings.config };
+    let options =
+        PostLinkOptions { split: settings.split, sources: &sources, config: &settings.config, spec_constants: &spec_constants };
     let PostLink { images, warnings, .. } = sycl_spirv::post_link(linked, &options).context("device post-link failed")?;
     Ok((images_for_targets(&images, settings)?, warnings))
 }
@@ -129,6 +132,13 @@ pub fn property_sets(image: &PostLinkImage, requirements: &DeviceRequirements) -
         sets_out.push(PropertySet::symbols(sets::IMPORTED_SYMBOLS, image.imported.iter().cloned()));
     }
     sets_out.extend(requirements.to_property_set());
+    if !image.spec_constants.is_empty() {
+        let ids = image.spec_constants.iter().map(|c| Property::new(c.name.clone(), PropertyValue::U32(c.id)));
+        sets_out.push(PropertySet { name: sets::SPECIALIZATION_CONSTANTS.into(), properties: ids.collect() });
+        let defaults =
+            image.spec_constants.iter().map(|c| Property::new(c.name.clone(), PropertyValue::Bytes(c.default.clone())));
+        sets_out.push(PropertySet { name: sets::SPECIALIZATION_CONSTANTS_DEFAULTS.into(), properties: defaults.collect() });
+    }
     sets_out
 }
 

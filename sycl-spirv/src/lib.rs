@@ -9,6 +9,7 @@ mod features;
 mod link;
 mod load;
 mod postlink;
+pub mod spec;
 mod symbols;
 
 pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};

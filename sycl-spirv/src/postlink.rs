@@ -13,7 +13,7 @@
 //! module-scope values its functions use (which also drops the stray string variables that
 //! clang leaves behind for `__attribute__((annotate))`).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use rspirv::dr::{Function, Instruction, Module, Operand};
 use rspirv::spirv::{Decoration, LinkageType, Op, Word};
@@ -22,6 +22,7 @@ use sycl_format::{DeviceConfig, SplitMode};
 
 use crate::features::Features;
 use crate::link::{max_id, Linked};
+use crate::spec::{constants_of, SpecConstant};
 use crate::symbols::{linkage_of, Linkage, Symbols};
 use crate::{assemble, Error};
 
@@ -37,6 +38,8 @@ pub struct PostLinkOptions<'a> {
     /// The link inputs, in the order given to [`crate::link`].
     pub sources: &'a [Source],
     pub config: &'a DeviceConfig,
+    /// The unit's named specialization constants ([`crate::spec::assign_ids`]).
+    pub spec_constants: &'a BTreeMap<String, SpecConstant>,
 }
 
 /// The `SYCL/device requirements` of an image.
@@ -56,6 +59,8 @@ pub struct PostLinkImage {
     pub exported: Vec<String>,
     pub imported: Vec<String>,
     pub requirements: Requirements,
+    /// The named specialization constants the image uses.
+    pub spec_constants: Vec<SpecConstant>,
     pub spirv: Vec<u8>,
 }
 
@@ -228,23 +233,31 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
         let image = extract(&module, &index, &keep, &as_imports, &exports);
         let mut exported: Vec<String> = members.iter().filter(|e| !e.kernel).map(|e| e.name.clone()).collect();
         exported.sort();
+        let spec_constants = constants_of(&image, options.spec_constants);
         images.push(finish(
             image,
             members.iter().filter(|e| e.kernel).map(|e| e.name.clone()).collect(),
             exported,
             requirements,
+            spec_constants,
         ));
     }
     Ok(PostLink { images, split, warnings })
 }
 
-fn finish(mut module: Module, kernels: Vec<String>, exported: Vec<String>, requirements: Requirements) -> PostLinkImage {
+fn finish(
+    mut module: Module,
+    kernels: Vec<String>,
+    exported: Vec<String>,
+    requirements: Requirements,
+    spec_constants: Vec<SpecConstant>,
+) -> PostLinkImage {
     let bound = max_id(&module) + 1;
     if let Some(header) = &mut module.header {
         header.bound = bound;
     }
     let imported = Symbols::of(&module).imports(&module);
-    PostLinkImage { kernels, exported, imported, requirements, spirv: assemble(&module) }
+    PostLinkImage { kernels, exported, imported, requirements, spec_constants, spirv: assemble(&module) }
 }
 
 /// Which functions each function refers to (calls, or takes the address of), plus the
@@ -495,7 +508,13 @@ mod tests {
 
     fn run(module: Module, split: SplitMode) -> PostLink {
         let sources = [Source::default()];
-        let options = PostLinkOptions { split, sources: &sources, config: &DeviceConfig::default_config() };
+        let spec = BTreeMap::new();
+        let options = PostLinkOptions {
+            split,
+            sources: &sources,
+            config: &DeviceConfig::default_config(),
+            spec_constants: &spec,
+        };
         post_link(Linked { module, origins: HashMap::new() }, &options).unwrap()
     }
 

@@ -30,6 +30,7 @@ fn inspect_json_of_every_fixture() {
         "deps/libcpp_lib.so",
         "unresolved-app",
         "features-app",
+        "bundle-app",
     ] {
         let name = file.rsplit('/').next().unwrap();
         assert_expected(&format!("{name}.json"), &inspect(file, true));

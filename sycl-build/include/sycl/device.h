@@ -20,4 +20,16 @@
 #define SYCL_REQD_WORK_GROUP_SIZE(x, y, z) __attribute__((reqd_work_group_size(x, y, z)))
 #define SYCL_REQD_SUB_GROUP_SIZE(n) __attribute__((intel_reqd_sub_group_size(n)))
 
+/* SYCL_SPEC_CONSTANT(int, scale, 2) declares a specialization constant named `scale`, of type
+ * int, 2 unless the host sets it; SYCL_SPEC(scale) reads it in device code. sycl-ld gives each
+ * name of a link unit one SPIR-V SpecId; sycl-build generates a typed Rust handle for it
+ * (`kernels::spec::SCALE`). Declare it once per source that reads it. */
+#define SYCL_SPEC_CONSTANT(TYPE, NAME, DEFAULT)                                              \
+    __attribute__((overloadable)) TYPE __spirv_SpecConstant(int, TYPE);                       \
+    __attribute__((annotate("sycl-spec-constant:" #NAME ":" #TYPE))) static TYPE              \
+        __sycl_spec_##NAME(void) {                                                             \
+        return __spirv_SpecConstant(0x5C0000 + __COUNTER__, (TYPE)(DEFAULT));                  \
+    }
+#define SYCL_SPEC(NAME) __sycl_spec_##NAME()
+
 #endif /* SYCL_DEVICE_H */

@@ -1,0 +1,107 @@
+//! Launch costs, measured on the demo in fresh processes, against the same work done by hand:
+//! - the first launch through the runtime (discovery, collection, compile, link, kernel,
+//!   enqueue, finish) against the same driver calls written by hand with `cl3` on the same
+//!   SPIR-V images (bound: ratio <= 1.02). Each side runs in its own new process, alternating,
+//!   because the Intel runtime's first build in a process costs far more than later ones;
+//!   the persistent cache is off;
+//! - a cached launch (program in the in-memory cache) against a raw `clEnqueueNDRangeKernel`
+//!   + `clFinish` of an already created kernel, in one process, in alternating blocks
+//!   (bound: ratio <= 1.05);
+//! - a new process's first launch with a warm persistent cache against a cold one (empty
+//!   cache directory) (bound: cold / warm >= 10).
+//!
+//! The measured program is `program/app.rs` (see `common`); times are taken inside it, around
+//! the launch, after the queue and the buffer exist. Prints medians and `RATIO` lines.
+//!
+//! Run with `cargo bench -p sycl-runtime --bench launch`. Without `--bench` (as in
+//! `cargo test --benches`) every measurement runs once, as a smoke test.
+
+mod common;
+
+use std::path::Path;
+
+use common::{median, ms, ratio, us, Demo};
+
+/// Processes per side for the first-launch comparisons, and the cached-launch loop.
+struct Runs {
+    processes: usize,
+    rounds: usize,
+    block: usize,
+}
+
+fn main() {
+    let runs = if common::bench_mode() {
+        Runs { processes: 15, rounds: 40, block: 50 }
+    } else {
+        Runs { processes: 1, rounds: 1, block: 2 }
+    };
+    let demo = Demo::build();
+    let dir = tempfile::Builder::new().prefix("sycl-bench-launch").tempdir().unwrap();
+    let images = demo.kernel_images(dir.path());
+    let image_args: Vec<&str> = images.iter().map(|p| p.to_str().unwrap()).collect();
+    let no_cache: &[(&str, &Path)] = &[("SYCL_CACHE_DISABLE", Path::new("1"))];
+    let first = |values: Vec<(String, f64)>| value(&values, "first_us") * 1e-6;
+
+    // First launch, runtime against hand-written, one new process each, alternating.
+    let mut hand_args = vec!["hand-first"];
+    hand_args.extend(&image_args);
+    let (mut through_runtime, mut by_hand) = (Vec::new(), Vec::new());
+    for _ in 0..runs.processes {
+        through_runtime.push(first(demo.run(&["runtime-first"], no_cache)));
+        by_hand.push(first(demo.run(&hand_args, no_cache)));
+    }
+    let (rt, hand) = (median(through_runtime), median(by_hand));
+
+    // Cached launches against raw enqueues, in one process.
+    let (rounds, block) = (runs.rounds.to_string(), runs.block.to_string());
+    let mut cached_args = vec!["cached", rounds.as_str(), block.as_str()];
+    cached_args.extend(&image_args);
+    let values = demo.run(&cached_args, no_cache);
+    let (cached, raw) = (value(&values, "runtime_launch_ns") * 1e-9, value(&values, "raw_launch_ns") * 1e-9);
+    let (cached_min, raw_min) = (value(&values, "runtime_launch_min_ns") * 1e-9, value(&values, "raw_launch_min_ns") * 1e-9);
+
+    // Persistent cache: a cold process (empty directory) and a warm one (the entry of the
+    // first cold run), alternating.
+    let warm_dir = dir.path().join("warm");
+    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+    for n in 0..runs.processes {
+        let cold_dir = dir.path().join(format!("cold-{n}"));
+        cold.push(first(demo.run(&["runtime-first"], &[("SYCL_CACHE_DIR", &cold_dir)])));
+        if n == 0 {
+            std::fs::rename(&cold_dir, &warm_dir).unwrap();
+        }
+        warm.push(first(demo.run(&["runtime-first"], &[("SYCL_CACHE_DIR", &warm_dir)])));
+    }
+    let (cold, warm) = (median(cold), median(warm));
+
+    let p = runs.processes;
+    println!("launch of the demo kernel ({} images linked; medians; release build)", images.len());
+    println!("  first launch, runtime          {}   ({p} processes, persistent cache off)", ms(rt));
+    println!("  first launch, by hand (cl3)    {}   ({p} processes)", ms(hand));
+    println!("  cached launch, runtime         {}   (min {}, {} launches)", us(cached), us(cached_min), runs.rounds * runs.block);
+    println!("  raw enqueue + finish           {}   (min {})", us(raw), us(raw_min));
+    println!("  first launch, cold cache       {}   ({p} processes)", ms(cold));
+    println!("  first launch, warm cache       {}   ({p} processes)", ms(warm));
+    ratio(
+        "first launch: runtime / hand-written cl3",
+        rt / hand,
+        "<= 1.02",
+        &format!("{} vs {}", ms(rt), ms(hand)),
+    );
+    ratio(
+        "cached launch / raw clEnqueueNDRangeKernel",
+        cached / raw,
+        "<= 1.05",
+        &format!("{} vs {} per launch+finish", us(cached), us(raw)),
+    );
+    ratio(
+        "new process first launch: cold / warm persistent cache",
+        cold / warm,
+        ">= 10",
+        &format!("{} vs {}", ms(cold), ms(warm)),
+    );
+}
+
+fn value(values: &[(String, f64)], key: &str) -> f64 {
+    values.iter().find(|(k, _)| k == key).unwrap_or_else(|| panic!("the program printed no {key}: {values:?}")).1
+}

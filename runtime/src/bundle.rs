@@ -1,0 +1,519 @@
+//! Kernel bundles (seed 004's SYCL modules, SYCL 2020's `kernel_bundle`) and specialization
+//! constants.
+//!
+//! A bundle is a cheap handle to shared state: a device (its context), a set of device images
+//! and, by state, what has been done with them. The state is a type parameter, so an
+//! operation that needs an executable bundle does not compile with another:
+//! [`Input`] (images as they were embedded; specialization constants can be set),
+//! [`Object`] (compiled; imports may be unresolved), [`Executable`] (linked: every import
+//! resolved, kernels ready to launch). [`compile`], [`link`], [`build`] and [`join`] move
+//! between them, as the seed's free functions do. Two bundles are equal when they are for the
+//! same device, in the same state, with the same images.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use sycl_format::{Image, ImageFormat};
+
+use crate::cl::Program;
+use crate::device::Variant;
+use crate::program::{link_to_spir, DeviceState, Options, SpecValues};
+use crate::queue::{as_bytes, Pod, Queue};
+use crate::registry::{ImageId, Registry};
+use crate::trace::trace;
+use crate::{runtime, Error};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A bundle state.
+pub trait BundleState: sealed::Sealed + Send + Sync + 'static {
+    const NAME: &'static str;
+}
+
+/// Images as embedded: may have unresolved imports; specialization constants can be set.
+pub struct Input;
+/// Compiled images: may have unresolved imports.
+pub struct Object;
+/// Linked images: every import resolved, kernels ready to launch.
+pub struct Executable;
+
+impl sealed::Sealed for Input {}
+impl sealed::Sealed for Object {}
+impl sealed::Sealed for Executable {}
+impl BundleState for Input {
+    const NAME: &'static str = "input";
+}
+impl BundleState for Object {
+    const NAME: &'static str = "object";
+}
+impl BundleState for Executable {
+    const NAME: &'static str = "executable";
+}
+
+/// A named specialization constant of type `T`; sycl-build generates one per
+/// `SYCL_SPEC_CONSTANT` (`kernels::spec::NAME`).
+pub struct SpecConstant<T: Pod> {
+    name: &'static str,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Pod> SpecConstant<T> {
+    pub const fn new(name: &'static str) -> SpecConstant<T> {
+        SpecConstant { name, _t: PhantomData }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl<T: Pod> Clone for SpecConstant<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: Pod> Copy for SpecConstant<T> {}
+
+/// A build property: typed, not a flag string; [`BuildProperty::OpenClFlags`] is the
+/// explicit, backend-specific escape.
+#[derive(Clone)]
+pub enum BuildProperty {
+    /// Build with debug information.
+    Debug,
+    /// Every build log goes to this sink.
+    Log(Arc<dyn Fn(&str) + Send + Sync>),
+    /// Raw OpenCL compiler and linker flags (backend-specific).
+    OpenClFlags(String),
+}
+
+impl BuildProperty {
+    /// A log sink from a closure.
+    pub fn log(sink: impl Fn(&str) + Send + Sync + 'static) -> BuildProperty {
+        BuildProperty::Log(Arc::new(sink))
+    }
+}
+
+fn flags_of(properties: &[BuildProperty]) -> String {
+    let mut flags = Vec::new();
+    for p in properties {
+        match p {
+            BuildProperty::Debug => flags.push("-g".to_string()),
+            BuildProperty::OpenClFlags(f) => flags.push(f.clone()),
+            BuildProperty::Log(_) => {}
+        }
+    }
+    flags.join(" ")
+}
+
+/// Passes a build failure's log to every log sink, then returns it.
+fn logged(properties: &[BuildProperty], e: Error) -> Error {
+    if let Error::Build { log, .. } = &e {
+        for p in properties {
+            if let BuildProperty::Log(sink) = p {
+                sink(log);
+            }
+        }
+    }
+    e
+}
+
+/// A device image of a bundle, as [`KernelBundle::images`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceImage {
+    /// The binary that embeds it.
+    pub binary: String,
+    pub index: u32,
+    pub format: ImageFormat,
+    pub target: String,
+    pub kernels: Vec<String>,
+    pub exported: Vec<String>,
+    pub imported: Vec<String>,
+    /// Specialization values the image is (or will be) built with, by name.
+    pub specialization: BTreeMap<String, Vec<u8>>,
+}
+
+/// A linked program of an executable bundle, with the images and specialization values it
+/// was built from.
+#[derive(Clone)]
+struct Linked {
+    images: Vec<ImageId>,
+    spec: SpecValues,
+    program: Arc<Program>,
+}
+
+struct Inner {
+    queue: Queue,
+    registry: Arc<Registry>,
+    /// Sorted, without duplicates.
+    images: Vec<ImageId>,
+    spec: SpecValues,
+    flags: String,
+    /// Object state: the compiled image objects (devices that link); empty otherwise.
+    objects: Vec<(ImageId, Arc<Program>)>,
+    /// Executable state: the linked programs.
+    programs: Vec<Linked>,
+}
+
+/// A set of device images for one device, in state `S`.
+pub struct KernelBundle<S: BundleState> {
+    inner: Arc<Inner>,
+    _s: PhantomData<S>,
+}
+
+impl<S: BundleState> Clone for KernelBundle<S> {
+    fn clone(&self) -> Self {
+        KernelBundle { inner: self.inner.clone(), _s: PhantomData }
+    }
+}
+
+impl<S: BundleState> PartialEq for KernelBundle<S> {
+    /// The seed's equality: same device, same state (the type), same images.
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner.queue.device(), &other.inner.queue.device()) && self.inner.images == other.inner.images
+    }
+}
+
+impl<S: BundleState> std::fmt::Debug for KernelBundle<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelBundle")
+            .field("state", &S::NAME)
+            .field("device", &self.inner.queue.device_name())
+            .field("kernels", &self.kernel_names())
+            .finish()
+    }
+}
+
+fn bundle<S: BundleState>(inner: Inner) -> KernelBundle<S> {
+    KernelBundle { inner: Arc::new(inner), _s: PhantomData }
+}
+
+impl<S: BundleState> KernelBundle<S> {
+    fn device(&self) -> Arc<DeviceState> {
+        self.inner.queue.device()
+    }
+
+    fn image(&self, id: ImageId) -> &Image {
+        self.inner.registry.image(id)
+    }
+
+    /// Whether a kernel of this name is in the bundle.
+    pub fn has_kernel(&self, name: &str) -> bool {
+        self.inner.images.iter().any(|&id| self.image(id).kernels.iter().any(|k| k == name))
+    }
+
+    /// The kernels of the bundle, sorted.
+    pub fn kernel_names(&self) -> Vec<String> {
+        let names: BTreeSet<&String> = self.inner.images.iter().flat_map(|&id| &self.image(id).kernels).collect();
+        names.into_iter().cloned().collect()
+    }
+
+    /// The bundle's device images. An executable bundle lists each image once per program
+    /// built from it (joined executables may hold one image specialized two ways).
+    pub fn images(&self) -> Vec<DeviceImage> {
+        self.image_entries().into_iter().map(|(_, image)| image).collect()
+    }
+
+    /// Images with the program each belongs to (executable bundles).
+    fn image_entries(&self) -> Vec<(Option<usize>, DeviceImage)> {
+        let describe = |id: ImageId, spec: &SpecValues| {
+            let registry = &self.inner.registry;
+            let image = registry.image(id);
+            DeviceImage {
+                binary: registry.binary(id.binary).name.clone(),
+                index: id.image,
+                format: image.format,
+                target: image.target.clone(),
+                kernels: image.kernels.clone(),
+                exported: image.exported_symbols().map(str::to_string).collect(),
+                imported: image.imported_symbols().map(str::to_string).collect(),
+                specialization: spec.0.clone(),
+            }
+        };
+        if self.inner.programs.is_empty() {
+            self.inner.images.iter().map(|&id| (None, describe(id, &self.inner.spec))).collect()
+        } else {
+            self.inner
+                .programs
+                .iter()
+                .enumerate()
+                .flat_map(|(p, linked)| linked.images.iter().map(move |&id| (Some(p), describe(id, &linked.spec))))
+                .collect()
+        }
+    }
+
+    /// Whether any image of the bundle has specialization constants.
+    pub fn has_spec_constants(&self) -> bool {
+        self.inner
+            .images
+            .iter()
+            .any(|&id| self.image(id).property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS).is_some())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.images.is_empty()
+    }
+}
+
+impl KernelBundle<Input> {
+    /// Every image of the binary that contains `address` (see [`crate::this_module!`]).
+    #[doc(hidden)]
+    pub fn of_binary_containing(queue: &Queue, address: usize) -> Result<KernelBundle<Input>, Error> {
+        let registry = runtime().registry();
+        let images = match registry.binary_containing(address) {
+            Some(binary) => (0..binary.images.len() as u32).map(|image| ImageId { binary: binary.id, image }).collect(),
+            None => vec![],
+        };
+        Ok(input(queue, registry, images))
+    }
+
+    /// Sets a specialization constant's value for everything built from this bundle (a new
+    /// handle; the old one keeps its values). The value is part of every cache key.
+    pub fn with_spec_constant<T: Pod>(&self, constant: SpecConstant<T>, value: T) -> KernelBundle<Input> {
+        let mut spec = self.inner.spec.clone();
+        spec.0.insert(constant.name.to_string(), as_bytes(std::slice::from_ref(&value)).to_vec());
+        bundle(Inner { spec, ..self.inner.shallow() })
+    }
+}
+
+impl Inner {
+    fn shallow(&self) -> Inner {
+        Inner {
+            queue: self.queue.clone(),
+            registry: self.registry.clone(),
+            images: self.images.clone(),
+            spec: self.spec.clone(),
+            flags: self.flags.clone(),
+            objects: self.objects.clone(),
+            programs: self.programs.clone(),
+        }
+    }
+}
+
+impl KernelBundle<Executable> {
+    /// Whether `kernel` is in the bundle; `kernel_not_found` otherwise.
+    pub fn get_kernel(&self, kernel: &str) -> Result<String, Error> {
+        if self.has_kernel(kernel) {
+            Ok(kernel.to_string())
+        } else {
+            Err(Error::KernelNotFound { kernel: kernel.to_string(), searched: vec![format!("{self:?}")] })
+        }
+    }
+
+    /// The program for `kernel`: among the images that define it, the one `select` picks
+    /// (by default the first).
+    pub(crate) fn program_for(
+        &self,
+        kernel: &str,
+        select: Option<&dyn Fn(&[DeviceImage]) -> usize>,
+    ) -> Result<Arc<Program>, Error> {
+        let candidates: Vec<(Option<usize>, DeviceImage)> =
+            self.image_entries().into_iter().filter(|(_, i)| i.kernels.iter().any(|k| k == kernel)).collect();
+        if candidates.is_empty() {
+            return Err(Error::KernelNotFound { kernel: kernel.to_string(), searched: vec![format!("{self:?}")] });
+        }
+        let choice = match select {
+            Some(select) => {
+                let images: Vec<DeviceImage> = candidates.iter().map(|(_, i)| i.clone()).collect();
+                let pick = select(&images);
+                candidates.get(pick).ok_or_else(|| {
+                    Error::InvalidArgument(format!("the image selector chose {pick} of {} images", images.len()))
+                })?
+            }
+            None => &candidates[0],
+        };
+        choice
+            .0
+            .map(|p| self.inner.programs[p].program.clone())
+            .ok_or_else(|| Error::KernelNotFound { kernel: kernel.to_string(), searched: vec![format!("{self:?}")] })
+    }
+
+    pub(crate) fn device_is(&self, queue: &Queue) -> bool {
+        Arc::ptr_eq(&self.device(), &queue.device())
+    }
+}
+
+fn input(queue: &Queue, registry: Arc<Registry>, mut images: Vec<ImageId>) -> KernelBundle<Input> {
+    // Only the SPIR-V forms: bundles are compiled and linked for their device at run time.
+    images.retain(|&id| Variant { format: registry.image(id).format, target: registry.image(id).target.clone() } == Variant::spirv());
+    images.sort();
+    images.dedup();
+    bundle(Inner {
+        queue: queue.clone(),
+        registry,
+        images,
+        spec: SpecValues::default(),
+        flags: String::new(),
+        objects: vec![],
+        programs: vec![],
+    })
+}
+
+/// An input bundle of every image of every loaded binary.
+pub fn get_kernel_bundle(queue: &Queue) -> KernelBundle<Input> {
+    let registry = runtime().registry();
+    let images = registry
+        .binaries
+        .iter()
+        .flat_map(|b| (0..b.images.len() as u32).map(move |image| ImageId { binary: b.id, image }))
+        .collect();
+    input(queue, registry, images)
+}
+
+/// An input bundle of the images that define `kernels` (not the images they import from:
+/// [`link`] finds those). A kernel no image defines is `kernel_not_found`.
+pub fn get_kernel_bundle_for(queue: &Queue, kernels: &[&str]) -> Result<KernelBundle<Input>, Error> {
+    let registry = runtime().registry();
+    let mut images = Vec::new();
+    for kernel in kernels {
+        let found = registry.kernel_images(&Variant::spirv(), kernel);
+        if found.is_empty() {
+            return Err(Error::KernelNotFound { kernel: kernel.to_string(), searched: registry.searched() });
+        }
+        images.extend_from_slice(found);
+    }
+    Ok(input(queue, registry, images))
+}
+
+/// Whether a bundle in state `S` can be had for this queue's device from the loaded binaries:
+/// input needs images; object and executable also a device that can compile and link them.
+pub fn has_kernel_bundle<S: BundleState>(queue: &Queue) -> bool {
+    let has_images = !get_kernel_bundle(queue).is_empty();
+    let device = queue.device();
+    match S::NAME {
+        "input" => has_images,
+        _ => has_images && (device.caps.links_spirv || crate::program::can_translate()),
+    }
+}
+
+/// Compiles an input bundle (with its specialization values) into an object bundle. Imports
+/// may stay unresolved.
+pub fn compile(input: &KernelBundle<Input>, properties: &[BuildProperty]) -> Result<KernelBundle<Object>, Error> {
+    let device = input.device();
+    let flags = flags_of(properties);
+    let options = Options { flags: flags.clone(), spec: input.inner.spec.clone() };
+    let objects = if device.caps.links_spirv {
+        let compiled =
+            device.compile_images(&input.inner.registry, &input.inner.images, &options).map_err(|e| logged(properties, e))?;
+        input.inner.images.iter().copied().zip(compiled).collect()
+    } else {
+        vec![] // linked by the runtime and translated at link time
+    };
+    Ok(bundle(Inner { flags, objects, ..input.inner.shallow() }))
+}
+
+/// Links object bundles into an executable bundle: imports are resolved across the given
+/// objects, then against the exports of the loaded libraries; an import nobody exports is an
+/// error. Linking nothing, or bundles of different devices, is an error.
+pub fn link(objects: &[&KernelBundle<Object>], properties: &[BuildProperty]) -> Result<KernelBundle<Executable>, Error> {
+    let first = objects.first().ok_or_else(|| Error::InvalidObject("link of no bundles".into()))?;
+    let device = first.device();
+    if objects.iter().any(|o| !Arc::ptr_eq(&o.device(), &device)) {
+        return Err(Error::InvalidObject("link of bundles for different devices".into()));
+    }
+    let spec = first.inner.spec.clone();
+    if objects.iter().any(|o| o.inner.spec != spec) {
+        return Err(Error::InvalidObject("link of bundles with different specialization values".into()));
+    }
+    let registry = first.inner.registry.clone();
+    let mut images: Vec<ImageId> = objects.iter().flat_map(|o| o.inner.images.iter().copied()).collect();
+    images.sort();
+    images.dedup();
+    if images.is_empty() {
+        return Err(Error::InvalidObject("link of empty bundles".into()));
+    }
+
+    // Resolve every import: within the bundle first, then the loaded libraries' exports.
+    let mut provided: BTreeSet<String> =
+        images.iter().flat_map(|&id| registry.image(id).exported_symbols().map(str::to_string)).collect();
+    let mut pending: Vec<ImageId> = images.clone();
+    while let Some(id) = pending.pop() {
+        let imports: Vec<String> = registry.image(id).imported_symbols().map(str::to_string).collect();
+        for symbol in imports {
+            if provided.contains(&symbol) {
+                continue;
+            }
+            let provider = registry
+                .providers(&Variant::spirv(), &symbol)
+                .iter()
+                .copied()
+                .find(|p| registry.visible(id.binary, p.binary))
+                .ok_or_else(|| Error::UnresolvedSymbol {
+                    symbol: symbol.clone(),
+                    kernel: format!("(bundle of {})", registry.describe(id)),
+                    searched: registry.searched(),
+                })?;
+            trace!("resolve", "{symbol} -> {} (for a kernel bundle)", registry.describe(provider));
+            provided.extend(registry.image(provider).exported_symbols().map(str::to_string));
+            if !images.contains(&provider) {
+                images.push(provider);
+                pending.push(provider);
+            }
+        }
+    }
+    device.check(&registry, "(bundle)", &images)?;
+
+    let flags = [first.inner.flags.clone(), flags_of(properties)].join(" ").trim().to_string();
+    let options = Options { flags: flags.clone(), spec: spec.clone() };
+    let names: Vec<String> = images.iter().map(|&id| registry.describe(id)).collect();
+    trace!("link", "kernel bundle on {}: {}", device.name, names.join(" + "));
+    let program = if device.caps.links_spirv {
+        let mut compiled: BTreeMap<ImageId, Arc<Program>> =
+            objects.iter().flat_map(|o| o.inner.objects.iter().cloned()).collect();
+        let missing: Vec<ImageId> = images.iter().copied().filter(|id| !compiled.contains_key(id)).collect();
+        let extra = device.compile_images(&registry, &missing, &options).map_err(|e| logged(properties, e))?;
+        compiled.extend(missing.into_iter().zip(extra));
+        let ordered: Vec<Arc<Program>> = images.iter().map(|id| compiled[id].clone()).collect();
+        // Build properties are compiler options; clLinkProgram takes almost none of them.
+        device.link_objects(&ordered, "", &names).map_err(|e| logged(properties, e))?
+    } else {
+        let bitcode = link_to_spir(&registry, &images, &spec)?;
+        device.build_binary(&bitcode, &flags, &names).map_err(|e| logged(properties, e))?
+    };
+    images.sort();
+    let programs = vec![Linked { images: images.clone(), spec: spec.clone(), program: Arc::new(program) }];
+    Ok(bundle(Inner { images, flags, objects: vec![], programs, ..first.inner.shallow() }))
+}
+
+/// Compiles and links an input bundle.
+pub fn build(input: &KernelBundle<Input>, properties: &[BuildProperty]) -> Result<KernelBundle<Executable>, Error> {
+    let object = compile(input, properties)?;
+    link(&[&object], properties)
+}
+
+/// One bundle with the images of all. Joining nothing or bundles of different devices is an
+/// error, and so is joining input or object bundles with different specialization values
+/// (executables keep each program's own: joining is how one kernel comes specialized two
+/// ways, for an image selector to choose from).
+pub fn join<S: BundleState>(bundles: &[&KernelBundle<S>]) -> Result<KernelBundle<S>, Error> {
+    let first = bundles.first().ok_or_else(|| Error::InvalidObject("join of no bundles".into()))?;
+    for b in bundles {
+        if !Arc::ptr_eq(&b.device(), &first.device()) {
+            return Err(Error::InvalidObject("join of bundles for different devices".into()));
+        }
+        if S::NAME != Executable::NAME && b.inner.spec != first.inner.spec {
+            return Err(Error::InvalidObject("join of bundles with different specialization values".into()));
+        }
+    }
+    let mut inner = first.inner.shallow();
+    for b in &bundles[1..] {
+        inner.images.extend(b.inner.images.iter().copied());
+        inner.objects.extend(b.inner.objects.iter().cloned());
+        inner.programs.extend(b.inner.programs.iter().cloned());
+    }
+    inner.images.sort();
+    inner.images.dedup();
+    Ok(bundle(inner))
+}
+
+/// The input bundle of the binary (executable or shared library) this expands in, as the
+/// seed's `this_module` gives the current translation unit's.
+#[macro_export]
+macro_rules! this_module {
+    ($queue:expr) => {{
+        static ANCHOR: u8 = 0;
+        $crate::KernelBundle::<$crate::Input>::of_binary_containing($queue, &ANCHOR as *const u8 as usize)
+    }};
+}

@@ -1,0 +1,110 @@
+//! Kernel bundles (seed 004) and specialization constants, on the real devices.
+
+use std::process::Command;
+
+use sycl_tests::{fixtures, stderr, stdout};
+
+fn scenario(name: &str, device: &str) -> String {
+    let out = Command::new(fixtures().join("bundle-app"))
+        .arg(name)
+        .env("SYCL_DEVICE", device)
+        .env("SYCL_CACHE_DISABLE", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{name} on {device}:\n{}{}", stdout(&out), stderr(&out));
+    stdout(&out)
+}
+
+#[test]
+fn every_state_transition_on_both_devices() {
+    for device in ["intel", "pocl"] {
+        let out = scenario("states", device);
+        let expected = [
+            r#"input kernels: ["needs_missing", "scaled", "uses_lib"]"#,
+            "has scaled: true, has nothing: false",
+            "images: 2, spec constants: true",
+            "has bundles: input true, object true, executable true",
+            "this_module twice is equal: true",
+            r#"object kernels: ["scaled", "uses_lib"]"#,
+            r#"executable kernels: ["scaled", "uses_lib"]"#,
+            r#"executable imports resolved from: ["bundle-app", "libhelpers.so"]"#,
+            "scaled: [0, 2, 4, 6]",
+            "uses_lib: [0, 2, 4, 6]",
+            "build then launch: [0, 2, 4, 6]",
+        ];
+        assert_eq!(out.lines().collect::<Vec<_>>(), expected, "on {device}");
+    }
+}
+
+#[test]
+fn unresolved_imports_are_allowed_in_objects_and_refused_in_executables() {
+    let out = scenario("unresolved", "intel");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], r#"object: ["needs_missing"]"#);
+    assert!(
+        lines[1].starts_with("executable: unresolved device symbol `MissingFunc` imported for kernel `(bundle of bundle-app image 1)`; searched: "),
+        "{out}"
+    );
+}
+
+#[test]
+fn join_rejects_nothing_and_mixed_devices() {
+    let out = scenario("join", "intel");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "empty join: invalid object: join of no bundles",
+            r#"joined: ["scaled", "uses_lib"]"#,
+            "join across devices: invalid object: join of bundles for different devices",
+        ]
+    );
+}
+
+#[test]
+fn a_kernel_not_in_the_used_bundle_is_kernel_not_found() {
+    let out = scenario("not_found", "intel");
+    assert!(out.starts_with("needs_missing: kernel `needs_missing` not found in the device images of: KernelBundle { state: \"executable\""), "{out}");
+}
+
+#[test]
+fn specialization_constants_change_results_on_both_devices() {
+    for device in ["intel", "pocl"] {
+        let out = scenario("spec", device);
+        assert_eq!(
+            out.lines().collect::<Vec<_>>(),
+            [
+                "default: [0, 2, 4, 6]",
+                "launch with 3: [0, 3, 6, 9]",
+                "bundle with 5: [0, 5, 10, 15]",
+                "selector chose 7: [0, 7, 14, 21]",
+                "selector chose 5: [0, 5, 10, 15]",
+            ],
+            "on {device}"
+        );
+    }
+}
+
+#[test]
+fn the_persistent_cache_keeps_an_entry_per_specialization_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = || {
+        let out = Command::new(fixtures().join("bundle-app"))
+            .arg("spec")
+            .env("SYCL_CACHE_DIR", dir.path())
+            .env("SYCL_TRACE", "1")
+            .env_remove("SYCL_CACHE_DISABLE")
+            .env_remove("SYCL_DEVICE")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        (stdout(&out), stderr(&out))
+    };
+    let (first, trace) = run();
+    assert!(first.starts_with("default: [0, 2, 4, 6]\nlaunch with 3: [0, 3, 6, 9]\n"), "{first}");
+    assert_eq!(trace.lines().filter(|l| l.starts_with("sycl: persist-store ")).count(), 2, "{trace}");
+    let entries = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(entries, 2, "one entry per value of `scale`");
+    let (second, trace) = run();
+    assert_eq!(first, second);
+    assert_eq!(trace.lines().filter(|l| l.starts_with("sycl: persist-hit ")).count(), 2, "{trace}");
+}
