@@ -135,6 +135,9 @@ pub struct DeviceImage {
     pub specialization: BTreeMap<String, Vec<u8>>,
 }
 
+/// A device image selector: among the images that define a kernel, the index of the one to use.
+pub(crate) type ImageSelector = dyn Fn(&[DeviceImage]) -> usize;
+
 /// A linked program of an executable bundle, with the images and specialization values it
 /// was built from.
 #[derive(Clone)]
@@ -307,7 +310,7 @@ impl KernelBundle<Executable> {
     pub(crate) fn program_for(
         &self,
         kernel: &str,
-        select: Option<&dyn Fn(&[DeviceImage]) -> usize>,
+        select: Option<&ImageSelector>,
     ) -> Result<Arc<Program>, Error> {
         let candidates: Vec<(Option<usize>, DeviceImage)> =
             self.image_entries().into_iter().filter(|(_, i)| i.kernels.iter().any(|k| k == kernel)).collect();

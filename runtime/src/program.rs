@@ -64,6 +64,9 @@ pub(crate) struct DeviceState {
     caches: Mutex<Caches>,
 }
 
+/// A program and every binary it was built from.
+type BuiltFrom = (Arc<Program>, Vec<BinaryId>);
+
 /// A program being built or built: threads that want the same one wait on the slot.
 type Slot = Arc<Mutex<Option<Arc<Program>>>>;
 
@@ -73,7 +76,7 @@ struct Caches {
     linked: HashMap<(Vec<ImageId>, Options), Slot>,
     /// The seed's nested key: kernel name → (binary, options) → program, with every binary
     /// the program was built from (so that closing any of them drops it).
-    by_kernel: HashMap<String, HashMap<(BinaryId, Options), (Arc<Program>, Vec<BinaryId>)>>,
+    by_kernel: HashMap<String, HashMap<(BinaryId, Options), BuiltFrom>>,
 }
 
 impl DeviceState {

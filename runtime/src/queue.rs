@@ -3,7 +3,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::bundle::{DeviceImage, Executable, KernelBundle, SpecConstant};
+use crate::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
 use crate::cl::{self, Kernel, Mem};
 use crate::program::{DeviceState, Options, SpecValues};
 use crate::{runtime, Error};
@@ -166,9 +166,7 @@ impl<T: Pod> KernelArg for T {
     }
 }
 
-/// An image selector: given the images of a bundle that define the kernel, the index of the
-/// one to use.
-type Selector = Box<dyn Fn(&[DeviceImage]) -> usize>;
+type Selector = Box<ImageSelector>;
 
 /// A kernel launch being put together.
 pub struct Launch<'q> {

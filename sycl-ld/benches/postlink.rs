@@ -142,14 +142,17 @@ fn link_and_post_link(inputs: &[Input], split: SplitMode, config: &DeviceConfig)
     let mut modules = Vec::with_capacity(inputs.len());
     let mut sources = Vec::with_capacity(inputs.len());
     for input in inputs {
-        let module = sycl_spirv::load(&input.bytes).unwrap_or_else(|e| panic!("{}: {e}", input.spv.display()));
-        modules.push(LinkInput { name: input.source.clone(), module });
+        modules.push(sycl_spirv::load(&input.bytes).unwrap_or_else(|e| panic!("{}: {e}", input.spv.display())));
         sources.push(Source { name: input.source.clone(), fixed_targets: vec![] });
     }
     let loaded = Instant::now();
+    // As sycl-ld does: named specialization constants get their ids, then the link.
+    let spec_constants = sycl_spirv::spec::assign_ids(&mut modules);
+    let modules = modules.into_iter().zip(inputs).map(|(module, i)| LinkInput { name: i.source.clone(), module }).collect();
     let linked = sycl_spirv::link(modules).unwrap();
     let link_done = Instant::now();
-    let post = sycl_spirv::post_link(linked, &PostLinkOptions { split, sources: &sources, config }).unwrap();
+    let options = PostLinkOptions { split, sources: &sources, config, spec_constants: &spec_constants };
+    let post = sycl_spirv::post_link(linked, &options).unwrap();
     let end = Instant::now();
     assert!(!post.images.is_empty(), "the post-link made no images");
     let secs = |d: Duration| d.as_secs_f64();
