@@ -84,6 +84,11 @@ impl Capabilities {
         if let Some(a) = target.and_then(target_aspect) {
             aspects.insert(a);
         }
+        // Measured: the Intel CPU runtime links and runs SPV_INTEL_function_pointers across
+        // modules; PoCL 3.1 builds such programs but its kernels miss the pointed-to functions.
+        if target == Some("intel_cpu_x86_64") {
+            aspects.insert(aspect_number("function_pointers").expect("known aspect"));
+        }
         Capabilities {
             aspects,
             sub_group_sizes: info.sub_group_sizes.iter().map(|s| *s as u32).collect(),

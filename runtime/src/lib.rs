@@ -74,7 +74,7 @@ pub mod bench_support {
 
         /// Collects `kernel`'s SPIR-V images; returns how many.
         pub fn collect(&self, kernel: &str) -> Result<usize, crate::Error> {
-            crate::resolve::collect(&self.0, kernel, &[Variant::spirv()]).map(|c| c.images.len())
+            crate::resolve::collect(&self.0, kernel, &[Variant::spirv()], &|_| true).map(|c| c.images.len())
         }
     }
 }
@@ -104,6 +104,8 @@ pub enum Error {
     Build { device: String, what: String, log: String },
     #[error("kernel_not_supported: {reason} (kernel `{kernel}` on {device})")]
     KernelNotSupported { kernel: String, device: String, reason: String },
+    #[error("no image provides virtual-function set `{set}`, which kernel `{kernel}` uses; searched: {}", list(searched))]
+    MissingVirtualFunctions { set: String, kernel: String, searched: Vec<String> },
     #[error("device symbol `{symbol}` is exported by more than one binary: {} (strict mode)", providers.join(", "))]
     DuplicateSymbol { symbol: String, providers: Vec<String> },
     #[error("preparing device code for a device without SPIR-V: {0}")]

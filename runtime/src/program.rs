@@ -127,7 +127,8 @@ impl DeviceState {
             }
         }
 
-        let collected = resolve::collect(registry, kernel, &variants)?;
+        let compatible = |image: &sycl_format::Image| image.requirements().is_ok_and(|r| self.caps.check(&r).is_ok());
+        let collected = resolve::collect(registry, kernel, &variants, &compatible)?;
         self.check(registry, kernel, &collected.images)?;
 
         let mut key = collected.images.clone();

@@ -50,6 +50,10 @@ pub(crate) struct Registry {
     position: HashMap<BinaryId, usize>,
     kernels: HashMap<(Variant, String), Vec<ImageId>>,
     exports: HashMap<(Variant, String), Vec<ImageId>>,
+    /// Virtual-function set → the images that provide it (real and dummy).
+    sets: HashMap<(Variant, String), Vec<ImageId>>,
+    /// Virtual-function set → the images whose kernels use it.
+    set_users: HashMap<(Variant, String), Vec<ImageId>>,
     /// `(dlpi_adds, dlpi_subs)` when this registry was made.
     pub counters: (u64, u64),
 }
@@ -176,6 +180,12 @@ impl Registry {
             for symbol in image.exported_symbols() {
                 self.exports.entry((variant.clone(), symbol.to_string())).or_default().push(id);
             }
+            if let Some((set, _)) = image.virtual_functions_set() {
+                self.sets.entry((variant.clone(), set.to_string())).or_default().push(id);
+            }
+            for set in image.uses_virtual_functions_sets() {
+                self.set_users.entry((variant.clone(), set.to_string())).or_default().push(id);
+            }
         }
         self.position.insert(binary.id, self.binaries.len());
         self.binaries.push(binary);
@@ -221,6 +231,16 @@ impl Registry {
     /// Images of this form that export `symbol`, in loader order.
     pub(crate) fn providers(&self, variant: &Variant, symbol: &str) -> &[ImageId] {
         self.exports.get(&(variant.clone(), symbol.to_string())).map_or(&[], Vec::as_slice)
+    }
+
+    /// Images of this form that provide virtual-function set `set` (real and dummy).
+    pub(crate) fn set_images(&self, variant: &Variant, set: &str) -> &[ImageId] {
+        self.sets.get(&(variant.clone(), set.to_string())).map_or(&[], Vec::as_slice)
+    }
+
+    /// Images of this form whose kernels use virtual-function set `set`.
+    pub(crate) fn set_users(&self, variant: &Variant, set: &str) -> &[ImageId] {
+        self.set_users.get(&(variant.clone(), set.to_string())).map_or(&[], Vec::as_slice)
     }
 
     /// The binaries searched for symbols, for error messages (unreadable ones say so).

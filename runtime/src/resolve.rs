@@ -31,7 +31,14 @@ fn strict() -> bool {
     std::env::var(STRICT_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
-pub(crate) fn collect(registry: &Registry, kernel: &str, variants: &[Variant]) -> Result<Collected, Error> {
+/// `compatible` says whether the device can run an image (seed 003's check); it decides
+/// between a virtual-function set's image and its dummy.
+pub(crate) fn collect(
+    registry: &Registry,
+    kernel: &str,
+    variants: &[Variant],
+    compatible: &dyn Fn(&sycl_format::Image) -> bool,
+) -> Result<Collected, Error> {
     let mut failure = None;
     for variant in variants {
         let Some(&root) = registry.kernel_images(variant, kernel).first() else { continue };
@@ -39,7 +46,7 @@ pub(crate) fn collect(registry: &Registry, kernel: &str, variants: &[Variant]) -
         if variant.format == ImageFormat::SpirBitcode && registry.image(root).imported_symbols().next().is_some() {
             continue;
         }
-        match collect_in(registry, kernel, variant, root) {
+        match collect_in(registry, kernel, variant, root, compatible) {
             Ok(images) => return Ok(Collected { variant: variant.clone(), images }),
             Err(e) => failure = failure.or(Some(e)),
         }
@@ -47,11 +54,25 @@ pub(crate) fn collect(registry: &Registry, kernel: &str, variants: &[Variant]) -
     Err(failure.unwrap_or_else(|| Error::KernelNotFound { kernel: kernel.to_string(), searched: registry.searched() }))
 }
 
-fn collect_in(registry: &Registry, kernel: &str, variant: &Variant, root: ImageId) -> Result<Vec<ImageId>, Error> {
+fn collect_in(
+    registry: &Registry,
+    kernel: &str,
+    variant: &Variant,
+    root: ImageId,
+    compatible: &dyn Fn(&sycl_format::Image) -> bool,
+) -> Result<Vec<ImageId>, Error> {
     let mut images = vec![root];
     let mut provided: HashSet<&str> = registry.image(root).exported_symbols().collect();
     let mut queue = VecDeque::from([root]);
+    let mut sets_done: HashSet<String> = HashSet::new();
+    let add = |id: ImageId, images: &mut Vec<ImageId>, queue: &mut VecDeque<ImageId>| {
+        if !images.contains(&id) {
+            images.push(id);
+            queue.push_back(id);
+        }
+    };
     while let Some(id) = queue.pop_front() {
+        let mut sets: Vec<String> = registry.image(id).uses_virtual_functions_sets().into_iter().map(str::to_string).collect();
         for symbol in registry.image(id).imported_symbols() {
             if provided.contains(symbol) {
                 continue;
@@ -65,6 +86,11 @@ fn collect_in(registry: &Registry, kernel: &str, variant: &Variant, root: ImageI
                     searched: registry.searched(),
                 });
             };
+            // A virtual function: its set is linked in whole (or its dummy), not by name.
+            if let Some((set, _)) = registry.image(provider).virtual_functions_set() {
+                sets.push(set.to_string());
+                continue;
+            }
             if providers.iter().any(|p| p.binary != provider.binary) {
                 let names: Vec<String> = providers.iter().map(|&p| registry.describe(p)).collect();
                 trace!("duplicate", "{symbol}: exported by {}; the first in loader order wins", names.join(", "));
@@ -74,9 +100,48 @@ fn collect_in(registry: &Registry, kernel: &str, variant: &Variant, root: ImageI
             }
             trace!("resolve", "{symbol} -> {} (for kernel {kernel})", registry.describe(provider));
             provided.extend(registry.image(provider).exported_symbols());
-            if !images.contains(&provider) {
-                images.push(provider);
-                queue.push_back(provider);
+            add(provider, &mut images, &mut queue);
+        }
+        for set in sets {
+            if !sets_done.insert(set.clone()) {
+                continue;
+            }
+            let providers: Vec<ImageId> = registry
+                .set_images(variant, &set)
+                .iter()
+                .copied()
+                .filter(|p| registry.visible(id.binary, p.binary))
+                .collect();
+            let real: Vec<ImageId> =
+                providers.iter().copied().filter(|p| registry.image(*p).virtual_functions_set().is_some_and(|(_, d)| !d)).collect();
+            if real.is_empty() {
+                return Err(Error::MissingVirtualFunctions { set, kernel: kernel.to_string(), searched: registry.searched() });
+            }
+            for r in real {
+                let chosen = if compatible(registry.image(r)) {
+                    r
+                } else {
+                    // The device lacks what the set needs: its dummy, from the same binary.
+                    providers
+                        .iter()
+                        .copied()
+                        .find(|d| d.binary == r.binary && registry.image(*d).virtual_functions_set().is_some_and(|(_, dummy)| dummy))
+                        .unwrap_or(r)
+                };
+                trace!(
+                    "resolve",
+                    "virtual functions {set} -> {}{} (for kernel {kernel})",
+                    registry.describe(chosen),
+                    if chosen == r { "" } else { " (dummy)" }
+                );
+                provided.extend(registry.image(chosen).exported_symbols());
+                add(chosen, &mut images, &mut queue);
+            }
+            // Kernels that use the same set share the program, so objects stay valid.
+            for &user in registry.set_users(variant, &set) {
+                if registry.visible(id.binary, user.binary) && compatible(registry.image(user)) {
+                    add(user, &mut images, &mut queue);
+                }
             }
         }
     }

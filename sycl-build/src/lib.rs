@@ -38,6 +38,9 @@ pub use tool::Tool;
 /// `pocl_cpu` (SPIR bitcode, which PoCL builds).
 pub const TARGETS: &[&str] = &["spir64", "intel_cpu_x86_64", "pocl_cpu"];
 
+/// SPIR-V extensions the translator may use: function pointers, for virtual functions.
+const SPIRV_EXTENSIONS: &str = "--spirv-ext=+SPV_INTEL_function_pointers";
+
 /// Environment variable naming a device configuration file (after the builder's setter).
 pub const DEVICE_CONFIG_ENV: &str = "SYCL_DEVICE_CONFIG";
 
@@ -254,7 +257,7 @@ impl Build {
             }
 
             let mut cmd = Command::new(&llvm_spirv);
-            cmd.arg(&bc).arg("-o").arg(&spv);
+            cmd.arg(SPIRV_EXTENSIONS).arg(&bc).arg("-o").arg(&spv);
             run(&mut cmd, source, cargo)?;
             let spirv = fs::read(&spv).map_err(|error| Error::Io { path: spv.clone(), error })?;
             let module = sycl_spirv::load(&spirv).map_err(|error| Error::InvalidSpirv {
@@ -274,7 +277,7 @@ impl Build {
                 let (check_bc, check_spv) = (base.with_extension("check.bc"), base.with_extension("check.spv"));
                 cmd.arg("-w").arg("-o").arg(&check_bc).arg(source);
                 run(&mut cmd, source, false)?;
-                run(Command::new(&llvm_spirv).arg(&check_bc).arg("-o").arg(&check_spv), source, false)?;
+                run(Command::new(&llvm_spirv).arg(SPIRV_EXTENSIONS).arg(&check_bc).arg("-o").arg(&check_spv), source, false)?;
                 let bytes = fs::read(&check_spv).map_err(|error| Error::Io { path: check_spv.clone(), error })?;
                 let unoptimized = sycl_spirv::load(&bytes).map_err(|error| Error::InvalidSpirv {
                     source_path: source.clone(),

@@ -216,6 +216,22 @@ impl Image {
         self.property_names(sets::IMPORTED_SYMBOLS)
     }
 
+    /// For an outlined virtual-function set image: the set's name and whether it is the
+    /// dummy (empty bodies) version.
+    pub fn virtual_functions_set(&self) -> Option<(&str, bool)> {
+        let set = self.property_set(sets::VIRTUAL_FUNCTIONS)?;
+        let Some(PropertyValue::String(name)) = set.get("virtual-functions-set") else { return None };
+        Some((name.as_str(), matches!(set.get("dummy-image"), Some(PropertyValue::U32(1)))))
+    }
+
+    /// The virtual-function sets the image's kernels use.
+    pub fn uses_virtual_functions_sets(&self) -> Vec<&str> {
+        match self.property_set(sets::VIRTUAL_FUNCTIONS).and_then(|s| s.get("uses-virtual-functions-set")) {
+            Some(PropertyValue::String(list)) => list.split(',').filter(|s| !s.is_empty()).collect(),
+            _ => vec![],
+        }
+    }
+
     /// The image's device requirements (none when it has no such set).
     pub fn requirements(&self) -> Result<DeviceRequirements, String> {
         match self.property_set(sets::DEVICE_REQUIREMENTS) {

@@ -132,6 +132,20 @@ pub fn property_sets(image: &PostLinkImage, requirements: &DeviceRequirements) -
         sets_out.push(PropertySet::symbols(sets::IMPORTED_SYMBOLS, image.imported.iter().cloned()));
     }
     sets_out.extend(requirements.to_property_set());
+    let vf = &image.virtual_functions;
+    if vf.set.is_some() || !vf.uses.is_empty() {
+        let mut properties = Vec::new();
+        if let Some(set) = &vf.set {
+            properties.push(Property::new("virtual-functions-set", PropertyValue::String(set.clone())));
+        }
+        if vf.dummy {
+            properties.push(Property::new("dummy-image", PropertyValue::U32(1)));
+        }
+        if !vf.uses.is_empty() {
+            properties.push(Property::new("uses-virtual-functions-set", PropertyValue::String(vf.uses.join(","))));
+        }
+        sets_out.push(PropertySet { name: sets::VIRTUAL_FUNCTIONS.into(), properties });
+    }
     if !image.spec_constants.is_empty() {
         let ids = image.spec_constants.iter().map(|c| Property::new(c.name.clone(), PropertyValue::U32(c.id)));
         sets_out.push(PropertySet { name: sets::SPECIALIZATION_CONSTANTS.into(), properties: ids.collect() });

@@ -10,6 +10,7 @@ mod link;
 mod load;
 mod postlink;
 pub mod spec;
+pub mod vfunc;
 mod symbols;
 
 pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};

@@ -212,6 +212,14 @@ impl Linker {
             dropped.insert(id);
         }
 
+        // Module-scope values were rewritten before imports were resolved: imported variables
+        // that now fold onto a definition go, and a function-pointer constant may refer to an
+        // import that now folds onto its definition.
+        out.types_global_values.retain(|i| !i.result_id.is_some_and(|id| dropped.contains(&id)));
+        for inst in &mut out.types_global_values {
+            self.rewrite(inst);
+        }
+
         // Emit everything else with ids folded, leaving out the dropped declarations.
         let mut named = HashSet::new();
         let mut seen_annotations = HashSet::new();

@@ -23,6 +23,7 @@ use sycl_format::{DeviceConfig, SplitMode};
 use crate::features::Features;
 use crate::link::{max_id, Linked};
 use crate::spec::{constants_of, SpecConstant};
+use crate::vfunc::{self, VirtualSets};
 use crate::symbols::{linkage_of, Linkage, Symbols};
 use crate::{assemble, Error};
 
@@ -61,7 +62,21 @@ pub struct PostLinkImage {
     pub requirements: Requirements,
     /// The named specialization constants the image uses.
     pub spec_constants: Vec<SpecConstant>,
+    /// The image's part in virtual-function sets (seed 002).
+    pub virtual_functions: VirtualFunctions,
     pub spirv: Vec<u8>,
+}
+
+/// The `SYCL/virtual functions` properties of an image.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VirtualFunctions {
+    /// The set an outlined set image provides.
+    pub set: Option<String>,
+    /// Whether it is the set's dummy image (empty bodies).
+    pub dummy: bool,
+    /// Sets the image's kernels use: declared with `SYCL_CALLS_INDIRECTLY`, or referenced
+    /// through function-pointer tables.
+    pub uses: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +92,9 @@ pub struct PostLink {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
     Fixed(Vec<String>),
-    Features { aspects: BTreeSet<u32>, wg: Option<[u32; 3]>, sg: Option<u32> },
+    /// Used aspects, required sizes, and the virtual-function sets the entry declares it
+    /// calls (so a kernel calling into a missing set cannot fail its neighbours).
+    Features { aspects: BTreeSet<u32>, wg: Option<[u32; 3]>, sg: Option<u32>, sets: BTreeSet<String> },
 }
 
 struct Entry {
@@ -95,7 +112,19 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
     let Linked { module, origins } = linked;
     let symbols = Symbols::of(&module);
     let features = Features::analyze(&module);
+    let vsets = VirtualSets::of(&module);
+    let ic: HashSet<Word> = vsets.set_of.keys().copied().collect();
+    let ic_names: HashSet<String> =
+        ic.iter().filter_map(|f| symbols.linkage.get(f).map(|(n, _)| n.clone())).collect();
     let graph = CallGraph::of(&module);
+    let set_aspects: BTreeMap<&str, BTreeSet<u32>> = vsets
+        .members
+        .iter()
+        .map(|(set, members)| (set.as_str(), members.iter().flat_map(|f| features.used(*f)).collect()))
+        .collect();
+    let declared_sets = |declaring: &[Word]| -> BTreeSet<String> {
+        declaring.iter().flat_map(|d| vsets.calls.get(d).into_iter().flatten().cloned()).collect()
+    };
     let split = match options.split {
         SplitMode::Auto if features.has_function_pointers => SplitMode::Off,
         SplitMode::Auto => SplitMode::PerSource,
@@ -116,7 +145,9 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
         entries.push((name.clone(), *entry, true, declaring));
     }
     for (name, id) in symbols.exports() {
-        entries.push((name, id, false, vec![id]));
+        if !ic.contains(&id) {
+            entries.push((name, id, false, vec![id]));
+        }
     }
     let entries: Vec<Entry> = entries
         .into_iter()
@@ -128,10 +159,16 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
                 for d in &declaring {
                     aspects.extend(features.declared(*d).into_iter().flatten());
                 }
+                // A kernel that calls into a set needs what the set's functions need (one that
+                // only builds objects referring to the set does not).
+                for set in declared_sets(&declaring) {
+                    aspects.extend(set_aspects.get(set.as_str()).into_iter().flatten());
+                }
                 Key::Features {
                     aspects,
                     wg: features.reqd_work_group_size.get(&function).copied(),
                     sg: features.reqd_sub_group_size.get(&function).copied(),
+                    sets: declared_sets(&declaring),
                 }
             } else {
                 Key::Fixed(targets)
@@ -166,10 +203,14 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
         let kernel = members[0].kernel;
         let roots: Vec<Word> = members.iter().map(|e| e.function).collect();
         let (keep, as_imports, exports) = if kernel {
-            (graph.reachable(roots.iter().copied(), &HashSet::new()), HashSet::new(), HashSet::new())
+            // Self-contained, but for virtual functions: those stay declarations.
+            let keep = graph.reachable(roots.iter().copied(), &ic);
+            let as_imports: HashSet<Word> = keep.intersection(&ic).copied().collect();
+            let keep: HashSet<Word> = keep.difference(&as_imports).copied().collect();
+            (keep, as_imports, HashSet::new())
         } else {
             let own: HashSet<Word> = roots.iter().copied().collect();
-            let others: HashSet<Word> = externals.difference(&own).copied().collect();
+            let others: HashSet<Word> = externals.difference(&own).chain(&ic).copied().collect();
             let keep = graph.reachable(roots.iter().copied(), &others);
             let as_imports: HashSet<Word> = keep.intersection(&others).copied().collect();
             let keep: HashSet<Word> = keep.difference(&as_imports).copied().collect();
@@ -177,7 +218,7 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
         };
 
         let requirements = match &members[0].key {
-            Key::Features { aspects, wg, sg } => {
+            Key::Features { aspects, wg, sg, .. } => {
                 let mut aspects = aspects.clone();
                 for e in members.iter().filter(|e| e.kernel) {
                     let mut expected = same_origin_used.get(&e.function).cloned().unwrap_or_default();
@@ -233,14 +274,39 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
         let image = extract(&module, &index, &keep, &as_imports, &exports);
         let mut exported: Vec<String> = members.iter().filter(|e| !e.kernel).map(|e| e.name.clone()).collect();
         exported.sort();
-        let spec_constants = constants_of(&image, options.spec_constants);
-        images.push(finish(
-            image,
-            members.iter().filter(|e| e.kernel).map(|e| e.name.clone()).collect(),
-            exported,
-            requirements,
-            spec_constants,
-        ));
+        let mut uses: BTreeSet<String> = as_imports.iter().filter_map(|f| vsets.set_of.get(f).cloned()).collect();
+        for e in members.iter().filter(|e| e.kernel) {
+            uses.extend(declared_sets(&e.declaring));
+        }
+        let virtual_functions = VirtualFunctions { uses: uses.into_iter().collect(), ..VirtualFunctions::default() };
+        let kernels = members.iter().filter(|e| e.kernel).map(|e| e.name.clone()).collect();
+        images.push(finish(image, kernels, exported, requirements, virtual_functions, options, &ic_names));
+    }
+
+    // Each virtual-function set in an image of its own, whatever the split mode; and, for a set
+    // that needs optional features, a dummy with empty bodies for devices without them.
+    for (set, functions) in &vsets.members {
+        let own: HashSet<Word> = functions.iter().copied().collect();
+        let others: HashSet<Word> = externals.iter().chain(&ic).copied().filter(|f| !own.contains(f)).collect();
+        let keep = graph.reachable(functions.iter().copied(), &others);
+        let as_imports: HashSet<Word> = keep.intersection(&others).copied().collect();
+        let keep: HashSet<Word> = keep.difference(&as_imports).copied().collect();
+        let aspects: Vec<u32> = set_aspects[set.as_str()].iter().copied().collect();
+        let requirements = Requirements { aspects: aspects.clone(), ..Requirements::default() };
+        let image = extract(&module, &index, &keep, &as_imports, &own);
+        let vf = VirtualFunctions { set: Some(set.clone()), ..VirtualFunctions::default() };
+        // Exported, so that a binary that calls into the set from elsewhere finds it; the
+        // runtime links a set's image (or its dummy) by set, never by name alone.
+        let mut names: Vec<String> = functions.iter().filter_map(|f| symbols.linkage.get(f).map(|(n, _)| n.clone())).collect();
+        names.sort();
+        images.push(finish(image, vec![], names.clone(), requirements, vf, options, &ic_names));
+        if !aspects.is_empty() {
+            let emptied = vfunc::with_empty_bodies(&module, functions);
+            let dummy_index = ModuleIndex::of(&emptied);
+            let image = extract(&emptied, &dummy_index, &own, &HashSet::new(), &own);
+            let vf = VirtualFunctions { set: Some(set.clone()), dummy: true, ..VirtualFunctions::default() };
+            images.push(finish(image, vec![], names, Requirements::default(), vf, options, &ic_names));
+        }
     }
     Ok(PostLink { images, split, warnings })
 }
@@ -249,53 +315,98 @@ fn finish(
     mut module: Module,
     kernels: Vec<String>,
     exported: Vec<String>,
-    requirements: Requirements,
-    spec_constants: Vec<SpecConstant>,
+    mut requirements: Requirements,
+    virtual_functions: VirtualFunctions,
+    options: &PostLinkOptions<'_>,
+    virtual_names: &HashSet<String>,
 ) -> PostLinkImage {
     let bound = max_id(&module) + 1;
     if let Some(header) = &mut module.header {
         header.bound = bound;
     }
-    let imported = Symbols::of(&module).imports(&module);
-    PostLinkImage { kernels, exported, imported, requirements, spec_constants, spirv: assemble(&module) }
+    // Function pointers are an optional feature of their own (see `aspects.rs`).
+    let uses_pointers = module.all_inst_iter().any(|i| {
+        matches!(i.class.opcode, Op::ConstantFunctionPointerINTEL | Op::FunctionPointerCallINTEL)
+    });
+    if uses_pointers && requirements.fixed_target.is_none() {
+        let aspect = sycl_format::aspects::aspect_number("function_pointers").expect("known aspect");
+        if !requirements.aspects.contains(&aspect) {
+            requirements.aspects.push(aspect);
+            requirements.aspects.sort_unstable();
+        }
+    }
+    // Virtual functions are linked in by set, not resolved by name.
+    let mut imported = Symbols::of(&module).imports(&module);
+    imported.retain(|name| !virtual_names.contains(name));
+    let spec_constants = constants_of(&module, options.spec_constants);
+    PostLinkImage { kernels, exported, imported, requirements, spec_constants, virtual_functions, spirv: assemble(&module) }
 }
 
-/// Which functions each function refers to (calls, or takes the address of), plus the
-/// functions that module-scope values refer to (function-pointer constants), which every
-/// image keeps so that no constant refers to a function that is gone.
+/// Which functions each function refers to: by calling them, by taking their address, or
+/// through module-scope values it uses (a table of function pointers), transitively.
 struct CallGraph {
     edges: HashMap<Word, Vec<Word>>,
-    from_globals: Vec<Word>,
 }
 
 impl CallGraph {
     fn of(module: &Module) -> CallGraph {
         let functions: HashSet<Word> = module.functions.iter().filter_map(|f| f.def_id()).collect();
-        let refs = |insts: &mut dyn Iterator<Item = &rspirv::dr::Instruction>| -> Vec<Word> {
-            let mut out: Vec<Word> = insts
-                .flat_map(|i| i.operands.iter())
-                .filter_map(|op| match op {
-                    Operand::IdRef(id) if functions.contains(id) => Some(*id),
-                    _ => None,
-                })
-                .collect();
+        let globals: HashMap<Word, &Instruction> =
+            module.types_global_values.iter().filter_map(|g| Some((g.result_id?, g))).collect();
+        // Functions each module-scope value leads to, memoised (values only refer to earlier
+        // values, so the recursion ends).
+        let mut via_global: HashMap<Word, Vec<Word>> = HashMap::new();
+        fn functions_of(
+            id: Word,
+            globals: &HashMap<Word, &Instruction>,
+            functions: &HashSet<Word>,
+            memo: &mut HashMap<Word, Vec<Word>>,
+        ) -> Vec<Word> {
+            if let Some(known) = memo.get(&id) {
+                return known.clone();
+            }
+            memo.insert(id, vec![]);
+            let mut out = Vec::new();
+            if let Some(g) = globals.get(&id) {
+                for op in &g.operands {
+                    if let Operand::IdRef(x) = op {
+                        if functions.contains(x) {
+                            out.push(*x);
+                        } else if globals.contains_key(x) {
+                            out.extend(functions_of(*x, globals, functions, memo));
+                        }
+                    }
+                }
+            }
             out.sort_unstable();
             out.dedup();
+            memo.insert(id, out.clone());
             out
-        };
-        let edges = module
-            .functions
-            .iter()
-            .filter_map(|f| Some((f.def_id()?, refs(&mut f.all_inst_iter().skip(1)))))
-            .collect();
-        let from_globals = refs(&mut module.types_global_values.iter());
-        CallGraph { edges, from_globals }
+        }
+        let mut edges = HashMap::new();
+        for f in &module.functions {
+            let Some(id) = f.def_id() else { continue };
+            let mut out = Vec::new();
+            for op in f.all_inst_iter().skip(1).flat_map(|i| i.operands.iter()) {
+                if let Operand::IdRef(x) = op {
+                    if functions.contains(x) {
+                        out.push(*x);
+                    } else if globals.contains_key(x) {
+                        out.extend(functions_of(*x, &globals, &functions, &mut via_global));
+                    }
+                }
+            }
+            out.sort_unstable();
+            out.dedup();
+            edges.insert(id, out);
+        }
+        CallGraph { edges }
     }
 
     /// Functions reachable from `roots`; those in `stop` are reached but not entered.
     fn reachable(&self, roots: impl IntoIterator<Item = Word>, stop: &HashSet<Word>) -> HashSet<Word> {
         let mut seen = HashSet::new();
-        let mut stack: Vec<Word> = roots.into_iter().chain(self.from_globals.iter().copied()).collect();
+        let mut stack: Vec<Word> = roots.into_iter().collect();
         while let Some(f) = stack.pop() {
             if seen.insert(f) && !stop.contains(&f) {
                 stack.extend(self.edges.get(&f).into_iter().flatten().copied());
@@ -353,15 +464,16 @@ fn extract(
     as_imports: &HashSet<Word>,
     exports: &HashSet<Word>,
 ) -> Module {
+    let stub = |f: &Function| Function { def: f.def.clone(), end: f.end.clone(), parameters: f.parameters.clone(), blocks: vec![] };
     let mut positions: Vec<usize> = keep.iter().chain(as_imports).filter_map(|f| index.functions.get(f).copied()).collect();
     positions.sort_unstable();
     positions.dedup();
-    let functions: Vec<Function> = positions
+    let mut functions: Vec<Function> = positions
         .iter()
         .map(|&i| {
             let f = &module.functions[i];
             if f.def_id().is_some_and(|id| as_imports.contains(&id)) {
-                Function { def: f.def.clone(), end: f.end.clone(), parameters: f.parameters.clone(), blocks: vec![] }
+                stub(f)
             } else {
                 f.clone()
             }
@@ -431,6 +543,8 @@ fn extract(
         annotations.push(a);
     }
 
+    // SPIR-V's layout: every declaration before the first definition.
+    functions.sort_by_key(|f| !f.blocks.is_empty());
     Module {
         header: module.header.clone(),
         capabilities: module.capabilities.clone(),

@@ -31,6 +31,7 @@ fn inspect_json_of_every_fixture() {
         "unresolved-app",
         "features-app",
         "bundle-app",
+        "vfunc-app",
     ] {
         let name = file.rsplit('/').next().unwrap();
         assert_expected(&format!("{name}.json"), &inspect(file, true));

@@ -12,6 +12,9 @@
 //!   the runtime against a raw `clEnqueueNDRangeKernel` + `clFinish` of an already created
 //!   kernel, in alternating blocks, every launch timed on its own.
 //!
+//! - `runtime-loop LAUNCHES`: cached launches through the runtime only, for a profiler
+//!   (`perf record`) to show where a cached launch spends its time.
+//!
 //! Each mode checks the kernel's output and prints `key value` lines on stdout.
 
 use std::ffi::{c_void, CString};
@@ -29,10 +32,11 @@ const N: usize = 8;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: sycl_bench_app runtime-first | hand-first IMAGE... | cached ROUNDS BLOCK IMAGE...";
+    let usage = "usage: sycl_bench_app runtime-first | hand-first IMAGE... | cached ROUNDS BLOCK IMAGE... | runtime-loop LAUNCHES";
     match args.first().map(String::as_str) {
         Some("runtime-first") => runtime_first(),
         Some("hand-first") if args.len() > 1 => hand_first(&images(&args[1..])),
+        Some("runtime-loop") if args.len() == 2 => runtime_loop(args[1].parse().unwrap_or_else(|_| panic!("{usage}"))),
         Some("cached") if args.len() > 3 => {
             let number = |s: &str| s.parse::<usize>().unwrap_or_else(|_| panic!("{usage}"));
             cached(number(&args[1]), number(&args[2]), &images(&args[3..]))
@@ -67,6 +71,19 @@ fn runtime_first() {
     let first = start.elapsed();
     check(&out.read().expect("reading the buffer"));
     println!("first_us {}", first.as_micros());
+}
+
+fn runtime_loop(launches: usize) {
+    let q = sycl_runtime::Queue::new().expect("a queue on the default device");
+    let out = q.buffer::<i32>(N).expect("a buffer");
+    let mut times = Vec::with_capacity(launches);
+    for _ in 0..launches {
+        let start = Instant::now();
+        runtime_launch(&q, &out);
+        times.push(start.elapsed());
+    }
+    check(&out.read().expect("reading the buffer"));
+    println!("runtime_launch_ns {}", median_ns(&mut times));
 }
 
 fn hand_first(images: &[Vec<u8>]) {

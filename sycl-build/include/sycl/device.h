@@ -32,4 +32,26 @@
     }
 #define SYCL_SPEC(NAME) __sycl_spec_##NAME()
 
+/* Virtual functions (seed 002), with OpenCL C function pointers
+ * (#pragma OPENCL EXTENSION __cl_clang_function_pointers : enable).
+ * SYCL_INDIRECTLY_CALLABLE(set) on a function: a member of a set, outlined by sycl-ld into an
+ * image of its own (plus a dummy with empty bodies when the set needs optional features).
+ * SYCL_CALLS_INDIRECTLY(set, ...) on a kernel: it calls into these sets, so it needs what they
+ * need. Objects dispatch through tables of function pointers; store the table's *index* in an
+ * object, not its address, and objects survive a program rebuild:
+ *
+ *   typedef float (*area_fn)(__global const struct shape *);
+ *   struct shape { int vtable; float size; };
+ *   SYCL_INDIRECTLY_CALLABLE(shapes) float square_area(__global const struct shape *s) { return s->size * s->size; }
+ *   SYCL_INDIRECTLY_CALLABLE(shapes) float circle_area(__global const struct shape *s) { return 3.14f * s->size * s->size; }
+ *   __global area_fn vtables[2][1] = { { square_area }, { circle_area } };   // class index -> methods
+ *   #define AREA(s) (vtables[(s)->vtable][0](s))
+ *   __kernel SYCL_CALLS_INDIRECTLY(shapes) void areas(__global const struct shape *s, __global float *out)
+ *   { out[get_global_id(0)] = AREA(&s[get_global_id(0)]); }
+ *
+ * Keep the tables __global (not __constant), so the compiler cannot fold a table load into a
+ * select between function pointers (the Intel CPU runtime's vectorizer crashes on those). */
+#define SYCL_INDIRECTLY_CALLABLE(SET) __attribute__((annotate("sycl-indirectly-callable:" #SET)))
+#define SYCL_CALLS_INDIRECTLY(...) __attribute__((annotate("sycl-calls-indirectly:" #__VA_ARGS__)))
+
 #endif /* SYCL_DEVICE_H */

@@ -1,0 +1,41 @@
+//! Virtual-function sets (seed 002): outlined set images, dummies, linking by device
+//! capability, a set from a shared library, a missing set, objects that survive a rebuild.
+
+use sycl_tests::{run_fixture_with, stderr, stdout};
+
+#[test]
+fn the_seeds_examples_run_on_intel_with_the_real_sets() {
+    let out = run_fixture_with("vfunc-app", &[("SYCL_DEVICE", "intel")]);
+    let (o, trace) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{o}{trace}");
+    let lines: Vec<&str> = o.lines().collect();
+    assert_eq!(
+        &lines[..5],
+        [
+            "construct: [0, 0, 1, 10, 0, 20, 1, 30]",
+            "use_foo: [1, 12, 21, 32]",
+            "use_bar: [0, 20, 40, 60]",
+            "use_lib: [0, 30, 60, 90]",
+            "use_foo_offset after a rebuild: [101, 112, 121, 132]",
+        ]
+    );
+    assert!(lines[5].starts_with("use_missing: no image provides virtual-function set `nobody_provides_this`, which kernel `use_missing` uses"), "{o}");
+    assert!(trace.contains("sycl: resolve virtual functions fp16_set -> vfunc-app image 6 (for kernel construct)"), "{trace}");
+    assert!(trace.contains("sycl: resolve virtual functions lib_set -> libvfunc_lib.so image 0"), "a set from a shared library: {trace}");
+    // Constructing and calling kernels share one program, so objects stay valid between them.
+    assert_eq!(trace.lines().filter(|l| l.starts_with("sycl: link ")).count(), 2, "one program, plus its rebuild: {trace}");
+    assert_eq!(trace.lines().filter(|l| l.starts_with("sycl: cache-hit use_")).count(), 3, "{trace}");
+}
+
+#[test]
+fn pocl_gets_the_dummy_set_and_a_clear_error_for_function_pointers() {
+    let out = run_fixture_with("vfunc-app", &[("SYCL_DEVICE", "pocl")]);
+    let (o, trace) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "no process crash: {o}{trace}");
+    assert!(trace.contains("sycl: resolve virtual functions fp16_set -> vfunc-app image 7 (dummy) (for kernel construct)"), "{trace}");
+    assert!(
+        o.starts_with("construct: kernel_not_supported: Kernel uses optional feature corresponding to 'aspect::function_pointers' but device does not support this aspect."),
+        "{o}"
+    );
+    assert!(o.contains("use_bar: kernel_not_supported: Kernel uses optional feature corresponding to 'aspect::fp16'"), "{o}");
+}
