@@ -215,9 +215,27 @@ impl Runtime {
         }
     }
 
+    /// The Intel CPU runtime's vectorizer kills the process on a `select` between function
+    /// pointers, and reads its switch once, when it loads: so before any OpenCL call, if the
+    /// loaded device code calls through function pointers, it is turned off for the process
+    /// (unless the user set `CL_CONFIG_USE_VECTORIZER` already). Libraries opened later
+    /// cannot change it any more.
+    fn guard_vectorizer(&self) {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            if std::env::var_os("CL_CONFIG_USE_VECTORIZER").is_none() && self.registry().uses_function_pointers() {
+                trace!("vectorizer", "off for this process: its device code calls through function pointers");
+                // The first OpenCL call has not happened yet, so no driver thread reads the
+                // environment while it changes.
+                std::env::set_var("CL_CONFIG_USE_VECTORIZER", "False");
+            }
+        });
+    }
+
     /// The device `wanted` names (part of its platform or device name), or `SYCL_DEVICE`'s,
     /// or the first that accepts SPIR-V.
     fn device(&self, wanted: Option<&str>) -> Result<Arc<DeviceState>, Error> {
+        self.guard_vectorizer();
         let devices = cl::devices()?;
         let from_env = std::env::var(DEVICE_ENV).ok().filter(|v| !v.is_empty());
         let wanted = wanted.map(str::to_string).or(from_env.clone());

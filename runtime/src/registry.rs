@@ -200,6 +200,12 @@ impl Registry {
         }
     }
 
+    /// Whether any image calls through function pointers (needs aspect `function_pointers`).
+    pub(crate) fn uses_function_pointers(&self) -> bool {
+        let aspect = sycl_format::aspects::aspect_number("function_pointers").expect("known aspect");
+        self.binaries.iter().flat_map(|b| &b.images).any(|i| i.requirements().is_ok_and(|r| r.aspects.contains(&aspect)))
+    }
+
     /// The binary whose loaded segments contain `address`.
     pub(crate) fn binary_containing(&self, address: usize) -> Option<&Binary> {
         self.binaries.iter().find(|b| b.ranges.iter().any(|&(start, end)| (start..end).contains(&address)))
