@@ -200,7 +200,7 @@ fn prepare_dir(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn encode_entry(key: &str, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn encode_entry(key: &str, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -213,7 +213,7 @@ fn encode_entry(key: &str, payload: &[u8]) -> Vec<u8> {
 
 /// The payload of an entry, checked: magic, version, that it is the entry of `key`, length
 /// and checksum.
-fn decode_entry<'a>(bytes: &'a [u8], key: &str) -> Result<&'a [u8], String> {
+pub(crate) fn decode_entry<'a>(bytes: &'a [u8], key: &str) -> Result<&'a [u8], String> {
     if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
         return Err("not a cache entry".into());
     }

@@ -50,6 +50,20 @@ use program::DeviceState;
 use registry::Registry;
 use trace::trace;
 
+/// Entry points for the fuzz targets, which check decoders no user calls directly.
+#[doc(hidden)]
+pub mod fuzz_support {
+    /// Checks `bytes` as the persistent-cache entry of `key`; the payload when it is intact.
+    pub fn decode_cache_entry<'a>(bytes: &'a [u8], key: &str) -> Result<&'a [u8], String> {
+        crate::cache::decode_entry(bytes, key)
+    }
+
+    /// The bytes the persistent cache writes for `payload` under `key`.
+    pub fn encode_cache_entry(key: &str, payload: &[u8]) -> Vec<u8> {
+        crate::cache::encode_entry(key, payload)
+    }
+}
+
 /// Entry points for the benchmarks, which measure internals no user calls directly.
 #[doc(hidden)]
 pub mod bench_support {

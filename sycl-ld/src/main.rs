@@ -101,10 +101,34 @@ fn link(args: &[OsString]) -> Result<ExitCode> {
             full.push("-Wl,--pop-state".into());
         }
     }
+    // The output appears complete or not at all: the linker writes a temporary file beside
+    // it (a later `-o` wins over rustc's), renamed into place only when the link succeeded.
+    let staged = line.output.as_ref().map(|out| {
+        let name = out.file_name().unwrap_or_default().to_string_lossy();
+        out.with_file_name(format!(".{name}.sycl-ld-{}.tmp", std::process::id()))
+    });
+    if let Some(tmp) = &staged {
+        full.push("-o".into());
+        full.push(tmp.clone().into_os_string());
+    }
     let status = Command::new(&linker)
         .args(&full)
         .status()
-        .with_context(|| format!("running the linker `{}`", linker.to_string_lossy()))?;
+        .with_context(|| format!("running the linker `{}`", linker.to_string_lossy()));
+    let status = match status {
+        Ok(status) => status,
+        Err(e) => {
+            staged.iter().for_each(|t| drop(std::fs::remove_file(t)));
+            return Err(e);
+        }
+    };
+    if let (Some(tmp), Some(out)) = (&staged, &line.output) {
+        if status.success() {
+            std::fs::rename(tmp, out).with_context(|| format!("moving the linked output to {}", out.display()))?;
+        } else {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
     Ok(match status.code() {
         Some(code) => ExitCode::from(code as u8),
         None => ExitCode::FAILURE,

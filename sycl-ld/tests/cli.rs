@@ -17,7 +17,8 @@ impl Fixture {
         let script = dir.path().join("fake-cc");
         std::fs::write(
             &script,
-            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > \"$(dirname \"$0\")/args\"\nexit ${FAKE_EXIT:-0}\n",
+            // Records its arguments and, like a real linker, writes the file the last -o names.
+            "#!/bin/sh\nout=\"\"; prev=\"\"\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; [ \"$prev\" = \"-o\" ] && out=\"$a\"; prev=\"$a\"; done > \"$(dirname \"$0\")/args\"\n[ -n \"$out\" ] && echo linked > \"$out\"\nexit ${FAKE_EXIT:-0}\n",
         )
         .unwrap();
         Command::new("chmod").arg("+x").arg(&script).status().unwrap();
@@ -86,10 +87,28 @@ fn device_images_are_appended_as_a_note_object() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got = f.linker_args().unwrap();
     assert_eq!(&got[..args.len()], &args[..], "rustc's arguments come first, unchanged");
-    assert_eq!(got.len(), args.len() + 1);
+    assert_eq!(got.len(), args.len() + 3);
     // The temporary object is gone after the link; what matters is that one was added, named
     // like the note object. Its content is checked by the next test through a kept copy.
-    assert!(got.last().unwrap().ends_with("sycl-images.o"));
+    assert!(got[args.len()].ends_with("sycl-images.o"));
+    // The linker writes beside the output, and the result is renamed into place.
+    assert_eq!(got[args.len() + 1], "-o");
+    assert!(got[args.len() + 2].starts_with(".out.sycl-ld-"), "{got:?}");
+    assert_eq!(std::fs::read_to_string(f.path("out")).unwrap(), "linked\n");
+    let leftovers: Vec<_> = std::fs::read_dir(f.dir.path()).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().ends_with(".tmp")).collect();
+    assert!(leftovers.is_empty());
+}
+
+#[test]
+fn a_failed_link_leaves_no_output_at_all() {
+    let f = Fixture::new();
+    let archive = f.device_archive("fail", &[("k.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
+    std::fs::write(f.path("out"), "previous build").unwrap();
+    let out = f.link(&[archive.to_str().unwrap(), "-o", "out"], 1);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(f.path("out")).unwrap(), "previous build", "untouched");
+    let names: Vec<String> = std::fs::read_dir(f.dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "no half-written file: {names:?}");
 }
 
 #[test]
@@ -102,7 +121,7 @@ fn the_note_object_holds_the_post_linked_images() {
     // Keep the note object by having the fake linker copy it.
     std::fs::write(
         f.path("fake-cc"),
-        "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in *sycl-images.o) cp \"$a\" \"$(dirname \"$0\")/kept.o\";; esac; done\n",
+        "#!/bin/sh\nprev=\"\"\nfor a in \"$@\"; do case \"$a\" in *sycl-images.o) cp \"$a\" \"$(dirname \"$0\")/kept.o\";; esac; [ \"$prev\" = \"-o\" ] && out=\"$a\"; prev=\"$a\"; done\necho linked > \"$out\"\n",
     )
     .unwrap();
     let out = f.link(&[archive.to_str().unwrap(), "-shared", "-o", "libx.so"], 0);
