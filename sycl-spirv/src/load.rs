@@ -16,8 +16,17 @@ pub fn load(bytes: &[u8]) -> Result<Module, Error> {
     if !bytes.len().is_multiple_of(4) {
         return Err(Error::Malformed(format!("length {} is not a multiple of 4", bytes.len())));
     }
+    check_framing(bytes)?;
     let mut loader = Loader::default();
-    rspirv::binary::parse_bytes(bytes, &mut loader).map_err(|e| Error::Malformed(e.to_string()))?;
+    // rspirv's decoder can still panic on some malformed operands; a panic here is the
+    // input's fault, so it becomes an error like any other.
+    let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rspirv::binary::parse_bytes(bytes, &mut loader).map_err(|e| Error::Malformed(e.to_string()))
+    }));
+    match parsed {
+        Ok(result) => result?,
+        Err(_) => return Err(Error::Malformed("the SPIR-V decoder gave up on an operand".into())),
+    }
     if let Some(error) = loader.error {
         return Err(Error::Malformed(error));
     }
@@ -25,6 +34,34 @@ pub fn load(bytes: &[u8]) -> Result<Module, Error> {
         return Err(Error::Malformed("the last function has no OpFunctionEnd".into()));
     }
     Ok(loader.module)
+}
+
+/// Checks that every instruction's word count is at least 1 and stays inside the module, so
+/// that no decoder reads past the end (rspirv's string decoder trusts the count). Found by
+/// the `spirv_postlink` fuzz target.
+fn check_framing(bytes: &[u8]) -> Result<(), Error> {
+    const HEADER_WORDS: usize = 5;
+    let words = bytes.len() / 4;
+    if words < HEADER_WORDS {
+        return Err(Error::Malformed(format!("{words} words, shorter than the header")));
+    }
+    let magic = u32::from_le_bytes(bytes[..4].try_into().unwrap());
+    if magic != rspirv::spirv::MAGIC_NUMBER {
+        return Err(Error::Malformed(format!("bad magic {magic:#x} (big-endian modules are not supported)")));
+    }
+    let mut at = HEADER_WORDS;
+    while at < words {
+        let first = u32::from_le_bytes(bytes[at * 4..at * 4 + 4].try_into().unwrap());
+        let count = (first >> 16) as usize;
+        if count == 0 || count > words - at {
+            return Err(Error::Malformed(format!(
+                "instruction at word {at} claims {count} words; {} remain",
+                words - at
+            )));
+        }
+        at += count;
+    }
+    Ok(())
 }
 
 /// Serialises a module to SPIR-V bytes (little-endian words).
@@ -140,8 +177,39 @@ mod tests {
     }
 
     #[test]
+    fn a_word_count_past_the_end_is_malformed() {
+        // The fuzzer's first find: a string operand whose instruction claims more words than
+        // the module has made rspirv slice out of bounds.
+        let mut b = Builder::new();
+        b.capability(spirv::Capability::Kernel);
+        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        b.source_extension("some text");
+        let mut bytes = assemble(&b.module());
+        let last = bytes.len() - 4 * 4; // OpSourceExtension: 1 word + 3 words of text
+        bytes[last + 2] = 0xff; // its word count's low byte
+        let result = load(&bytes);
+        assert!(matches!(&result, Err(Error::Malformed(m)) if m.contains("claims")), "{result:?}");
+    }
+
+    #[test]
     fn garbage_is_malformed() {
         assert!(matches!(load(&[1, 2, 3]), Err(Error::Malformed(_))));
         assert!(matches!(load(&[0; 64]), Err(Error::Malformed(_))));
+    }
+}
+
+#[cfg(test)]
+mod fuzz_regressions {
+    /// Every input the fuzzers found a crash with loads to a module or an error.
+    #[test]
+    fn crash_inputs_are_errors_now() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_regressions");
+        let mut count = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            let _ = super::load(&bytes);
+            count += 1;
+        }
+        assert!(count > 0);
     }
 }
