@@ -78,7 +78,10 @@ fn scan_bytes(
         for member in archive.members() {
             let member = member.map_err(|e| anyhow!("{origin}: malformed archive member: {e}"))?;
             let name = String::from_utf8_lossy(member.name());
-            let Ok(data) = member.data(bytes) else { continue }; // thin archives: not ours
+            if archive.is_thin() {
+                continue; // members of thin archives live in other files: not ours
+            }
+            let data = member.data(bytes).map_err(|e| anyhow!("{origin}({name}): malformed archive member: {e}"))?;
             scan_bytes(data, &format!("{origin}({name})"), path, found, seen)?;
         }
         return Ok(());

@@ -166,3 +166,68 @@ fn a_corrupt_device_object_is_named() {
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
+
+#[test]
+fn a_truncated_archive_is_named() {
+    let f = Fixture::new();
+    let archive = f.device_archive("trunc", &[("t.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
+    let bytes = std::fs::read(&archive).unwrap();
+    let cut = f.path("libcut.a");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let out = f.link(&[cut.to_str().unwrap(), "-o", "out"], 0);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("libcut.a") && err.contains("malformed"), "{err}");
+    assert!(f.linker_args().is_none(), "the linker must not run");
+}
+
+#[test]
+fn an_object_whose_section_lies_outside_the_file_is_named() {
+    let f = Fixture::new();
+    let archive = f.device_archive("lie", &[("l.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
+    let mut bytes = std::fs::read(&archive).unwrap();
+    // The first member's ELF: point every section header's offset far past the end.
+    let elf = bytes.windows(4).position(|w| w == b"\x7fELF").unwrap();
+    let shoff = u64::from_le_bytes(bytes[elf + 40..elf + 48].try_into().unwrap()) as usize;
+    let shnum = u16::from_le_bytes(bytes[elf + 60..elf + 62].try_into().unwrap()) as usize;
+    for i in 1..shnum {
+        let at = elf + shoff + i * 64 + 24;
+        bytes[at..at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    }
+    let lying = f.path("liblying.a");
+    std::fs::write(&lying, bytes).unwrap();
+    let out = f.link(&[lying.to_str().unwrap(), "-o", "out"], 0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    // The section-name table itself now lies outside the file: the member is not ours to
+    // read, so the link goes on without it (the real linker then judges the archive).
+    assert!(out.status.success() || err.contains("liblying.a"), "{err}");
+}
+
+#[test]
+fn garbage_spirv_in_a_device_object_is_named() {
+    let f = Fixture::new();
+    let archive = f.device_archive("garbage", &[("g.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let spirv = bytes.windows(4).position(|w| w == [0x03, 0x02, 0x23, 0x07]).unwrap();
+    bytes[spirv + 20..spirv + 24].copy_from_slice(&0xffff_0011u32.to_le_bytes()); // first instruction: 65535 words
+    let bad = f.path("libbadspirv.a");
+    std::fs::write(&bad, bytes).unwrap();
+    let out = f.link(&[bad.to_str().unwrap(), "-o", "out"], 0);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("libbadspirv.a(sycl-device-0-g.o)") && err.contains("malformed SPIR-V"), "{err}");
+}
+
+#[test]
+fn an_unwritable_output_is_the_linkers_error_and_leaves_nothing() {
+    let f = Fixture::new();
+    let archive = f.device_archive("unw", &[("u.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
+    let out = Command::new(env!("CARGO_BIN_EXE_sycl-ld"))
+        .arg(&archive)
+        .args(["-shared", "-nostdlib", "-o", "/nonexistent-dir/libx.so"])
+        .env_remove("SYCL_LD_LINKER")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(!std::path::Path::new("/nonexistent-dir").exists());
+}
