@@ -5,9 +5,13 @@
 //!   registration. It is idempotent and is run first by the other two tasks.
 //! * `demo` builds `sycl-ld`, then the fixture workspace (which links through it), then runs
 //!   the fixture app.
-//! * `test` builds the same, then runs `cargo test --workspace` with any extra arguments.
+//! * `test` builds the same, then runs `cargo test --workspace` with any extra arguments
+//!   (without any, then a short smoke run of every fuzz target).
+//! * `fuzz [SECONDS]` runs every fuzz target for SECONDS (see `fuzz.rs`).
 
 use anyhow::{bail, Context, Result};
+
+mod fuzz;
 use std::env;
 use std::ffi::OsString;
 use std::fs;
@@ -45,7 +49,9 @@ usage: cargo xtask <command>
 commands:
   setup          install and register everything the demo and the tests need
   demo [ARGS]    setup, build the fixtures and run the fixture app with ARGS
-  test [ARGS]    setup, build the fixtures and run `cargo test --workspace ARGS`";
+  test [ARGS]    setup, build the fixtures and run `cargo test --workspace ARGS`
+                 (without ARGS, then a 5-second smoke run of every fuzz target)
+  fuzz [SECONDS] run every fuzz target for SECONDS each (default 60)";
 
 fn main() -> ExitCode {
     match run() {
@@ -71,6 +77,15 @@ fn run() -> Result<ExitCode> {
         }
         ("demo", args) => demo(args),
         ("test", args) => test(args),
+        ("fuzz", args) => {
+            let seconds = match args {
+                [] => 60,
+                [s] => s.to_str().and_then(|s| s.parse().ok()).context("usage: cargo xtask fuzz [SECONDS]")?,
+                _ => bail!("usage: cargo xtask fuzz [SECONDS]"),
+            };
+            fuzz::fuzz(seconds)?;
+            Ok(ExitCode::SUCCESS)
+        }
         ("help" | "-h" | "--help", []) => {
             println!("{USAGE}");
             Ok(ExitCode::SUCCESS)
@@ -101,8 +116,15 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
             .args(args)
             .current_dir(repo_root()),
     )?;
+    if status.success() && args.is_empty() {
+        // A short smoke run of every fuzz target (the long runs are `cargo xtask fuzz`).
+        fuzz::fuzz(FUZZ_SMOKE_SECONDS)?;
+    }
     Ok(exit_code(status))
 }
+
+/// Seconds each fuzz target runs in `cargo xtask test`.
+const FUZZ_SMOKE_SECONDS: u64 = 5;
 
 /// Makes the machine ready for the demo and the tests; each step skips work already done.
 fn setup() -> Result<()> {
