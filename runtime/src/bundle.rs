@@ -272,6 +272,16 @@ impl KernelBundle<Input> {
         Ok(input(queue, registry, images))
     }
 
+    /// Every image of a loaded device-library file.
+    pub(crate) fn of_device_library(queue: &Queue, library: u64) -> KernelBundle<Input> {
+        let registry = runtime().registry();
+        let images = match registry.file_binaries.get(&library) {
+            Some(&binary) => (0..registry.binary(binary).images.len() as u32).map(|image| ImageId { binary, image }).collect(),
+            None => vec![],
+        };
+        input(queue, registry, images)
+    }
+
     /// Sets a specialization constant's value for everything built from this bundle (a new
     /// handle; the old one keeps its values). The value is part of every cache key.
     pub fn with_spec_constant<T: Pod>(&self, constant: SpecConstant<T>, value: T) -> KernelBundle<Input> {

@@ -26,6 +26,7 @@ mod bundle;
 mod cache;
 mod cl;
 mod device;
+mod library;
 mod loaded;
 mod program;
 mod queue;
@@ -41,6 +42,7 @@ pub use bundle::{
     build, compile, get_kernel_bundle, get_kernel_bundle_for, has_kernel_bundle, join, link, BuildProperty,
     BundleState, DeviceImage, Executable, Input, KernelBundle, Object, SpecConstant,
 };
+pub use library::{load_device_library, load_device_library_with, DeviceLibrary, LibraryScope};
 pub use queue::{Buffer, KernelArg, Launch, Pod, Queue};
 pub use resolve::STRICT_ENV;
 
@@ -130,6 +132,8 @@ pub enum Error {
     InvalidArgument(String),
     #[error("invalid object: {0}")]
     InvalidObject(String),
+    #[error("device library {path}: {reason}")]
+    DeviceLibrary { path: String, reason: String },
 }
 
 fn list(items: &[String]) -> String {
@@ -217,7 +221,7 @@ impl Runtime {
             Some(current) if !current.is_stale() => current.clone(),
             previous => {
                 if previous.is_some() {
-                    trace!("rediscover", "libraries were opened or closed");
+                    trace!("rediscover", "libraries were opened or closed, or device libraries loaded or unloaded");
                 }
                 let fresh = Arc::new(Registry::discover());
                 for device in self.devices.lock().unwrap_or_else(|e| e.into_inner()).values() {

@@ -56,6 +56,10 @@ pub(crate) struct Registry {
     set_users: HashMap<(Variant, String), Vec<ImageId>>,
     /// `(dlpi_adds, dlpi_subs)` when this registry was made.
     pub counters: (u64, u64),
+    /// The device-library files' generation when this registry was made.
+    pub files_generation: u64,
+    /// Binary id of each loaded device-library file, by load id.
+    pub file_binaries: HashMap<u64, BinaryId>,
 }
 
 /// For each loaded object: `None` when its symbols are in the global scope, or for one
@@ -116,6 +120,8 @@ impl Registry {
         let ids: Vec<BinaryId> =
             objects.iter().map(|o| binary_id(&o.name, o.base, o.payloads.as_deref().unwrap_or(&[]))).collect();
         let groups = local_groups(&objects, &ids);
+        let files = crate::library::files();
+        registry.files_generation = files.generation;
         for (index, object) in objects.into_iter().enumerate() {
             let decoded = object.payloads.as_ref().map_err(|e| e.to_string()).and_then(|payloads| {
                 let mut images = Vec::new();
@@ -151,6 +157,16 @@ impl Registry {
                 }
             }
         }
+        // Device-library files come last in resolution order, in the order they were loaded.
+        for file in &files.list {
+            let name = file.path.display().to_string();
+            let id = binary_id(&name, usize::MAX - file.id as usize, &[]);
+            let local_group = (file.scope == crate::library::LibraryScope::Own).then(|| vec![id]);
+            trace!("discover", "{name}: {} image(s) from a device library file", file.images.len());
+            let images = file.images.iter().cloned().map(Arc::new).collect();
+            registry.file_binaries.insert(file.id, id);
+            registry.add(Binary { id, name, images, error: None, local_group, ranges: vec![] });
+        }
         registry
     }
 
@@ -167,7 +183,7 @@ impl Registry {
 
     /// Whether libraries were opened or closed since this registry was made.
     pub(crate) fn is_stale(&self) -> bool {
-        loader_counters() != self.counters
+        loader_counters() != self.counters || crate::library::files().generation != self.files_generation
     }
 
     fn add(&mut self, binary: Binary) {

@@ -95,6 +95,7 @@ pub struct Build {
     llvm_spirv: Option<PathBuf>,
     out_dir: Option<PathBuf>,
     cargo_metadata: Option<bool>,
+    device_images: Vec<PathBuf>,
     split: Option<SplitMode>,
     fixed_targets: Vec<String>,
     targets: Vec<String>,
@@ -152,6 +153,14 @@ impl Build {
     /// Writes outputs here instead of `$OUT_DIR`.
     pub fn out_dir(&mut self, dir: impl AsRef<Path>) -> &mut Build {
         self.out_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Adds a device image made separately to the binaries this crate links: a device library
+    /// file (`sycl-ld device-lib`) or a SPIR-V module, whose properties sycl-ld computes as for
+    /// the crate's own code (the seed's `-fsycl-add-targets`).
+    pub fn device_image(&mut self, path: impl AsRef<Path>) -> &mut Build {
+        self.device_images.push(path.as_ref().to_path_buf());
         self
     }
 
@@ -319,6 +328,11 @@ impl Build {
         if cargo {
             println!("cargo:rustc-link-search=native={}", work.display());
             println!("cargo:rustc-link-lib=static=sycl_device_{name}");
+            for image in &self.device_images {
+                let path = fs::canonicalize(image).map_err(|error| Error::Io { path: image.clone(), error })?;
+                println!("cargo:rerun-if-changed={}", path.display());
+                println!("cargo:rustc-link-arg=--sycl-add-images={}", path.display());
+            }
         }
         Ok(Compiled { archive, kernels_rs, kernels, diagnostics })
     }

@@ -9,6 +9,7 @@
 
 mod aot;
 mod args;
+mod devlib;
 mod embed;
 mod inspect;
 mod scan;
@@ -29,6 +30,7 @@ fn main() -> ExitCode {
         Some("inspect") => inspect::run(&args[1..]),
         Some("post-link") => table::post_link(&args[1..]),
         Some("aspect-filter") => table::aspect_filter(&args[1..]),
+        Some("device-lib") => devlib::run(&args[1..]),
         _ => link(&args),
     };
     match result {
@@ -50,9 +52,27 @@ fn real_linker() -> OsString {
 }
 
 fn link(args: &[OsString]) -> Result<ExitCode> {
-    let expanded = args::expand_response_files(args)?;
+    let mut expanded = args::expand_response_files(args)?;
+    // Our own option: prebuilt images to add. Taken out, so the real linker never sees it.
+    let added: Vec<std::path::PathBuf> = expanded
+        .iter()
+        .filter_map(|a| a.to_str()?.strip_prefix(devlib::ADD_IMAGES).map(std::path::PathBuf::from))
+        .collect();
+    let mut args = args.to_vec();
+    let rsp_dir = tempfile::Builder::new().prefix("sycl-ld").tempdir().context("creating a temporary directory")?;
+    if !added.is_empty() {
+        // The rest of the command line, through a response file of our own (it may be long).
+        expanded.retain(|a| !a.to_str().is_some_and(|a| a.starts_with(devlib::ADD_IMAGES)));
+        let rsp = rsp_dir.path().join("args.rsp");
+        std::fs::write(&rsp, args::quote_response_file(&expanded)).with_context(|| format!("writing {}", rsp.display()))?;
+        args = vec![format!("@{}", rsp.display()).into()];
+    }
+    let args = args.as_slice();
     let line = args::parse(&expanded);
-    let found = scan::scan(&line)?;
+    let mut found = scan::scan(&line)?;
+    let (added_objects, added_set) = devlib::added_images(&added)?;
+    // The unit's own device objects first: the first decides the unit's settings.
+    found.objects.extend(added_objects);
     let linker = real_linker();
     if verbose() {
         for o in &found.objects {
@@ -62,14 +82,19 @@ fn link(args: &[OsString]) -> Result<ExitCode> {
             eprintln!("sycl-ld: device library {} exports {} symbol(s)", l.file_name, l.exports.len());
         }
     }
-    if found.objects.is_empty() {
+    if found.objects.is_empty() && added_set.images.is_empty() {
         // No device code in this unit: become the real linker, with the command line untouched.
         let err = Command::new(&linker).args(args).exec();
         return Err(err).with_context(|| format!("running the linker `{}`", linker.to_string_lossy()));
     }
 
-    let settings = embed::Settings::of(&found.objects)?;
-    let (set, warnings) = embed::device_link(&found.objects, &settings)?;
+    let (mut set, warnings) = if found.objects.is_empty() {
+        (sycl_format::ImageSet::default(), vec![])
+    } else {
+        let settings = embed::Settings::of(&found.objects)?;
+        embed::device_link(&found.objects, &settings)?
+    };
+    set.images.extend(added_set.images);
     for warning in &warnings {
         for line in warning.lines() {
             eprintln!("sycl-ld: {line}");

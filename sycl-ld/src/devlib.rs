@@ -1,0 +1,107 @@
+//! `sycl-ld device-lib`: a standalone device library file from device sources or device
+//! objects, in the encoding of embedded images (the runtime's `load_device_library` reads
+//! it); and the images that `--sycl-add-images=PATH` adds to a link (a device library file,
+//! or SPIR-V made separately, which is post-linked with the unit like its own code).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context, Result};
+use sycl_format::{DeviceObject, ImageSet, SplitMode};
+
+use crate::args::Input;
+use crate::embed::{self, Settings};
+use crate::scan::{self, FoundObject};
+
+/// The linker option that adds prebuilt device images to a link; sycl-ld takes it out of the
+/// command line before the real linker sees it.
+pub const ADD_IMAGES: &str = "--sycl-add-images=";
+
+/// `sycl-ld device-lib [--split MODE] -o OUT INPUT...`
+pub fn run(args: &[OsString]) -> Result<ExitCode> {
+    const USAGE: &str = "usage: sycl-ld device-lib [--split MODE] -o OUT INPUT... (.cl, .clcpp, archives, objects)";
+    let (mut split, mut out, mut inputs) = (None, None, Vec::new());
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.to_str() {
+            Some("--split") => {
+                let v = it.next().and_then(|v| v.to_str()).ok_or_else(|| anyhow!(USAGE))?;
+                split = Some(SplitMode::parse(v).ok_or_else(|| anyhow!("unknown split mode `{v}`"))?);
+            }
+            Some("-o") => out = Some(PathBuf::from(it.next().ok_or_else(|| anyhow!(USAGE))?)),
+            Some(s) if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
+            _ => inputs.push(PathBuf::from(arg)),
+        }
+    }
+    let out = out.ok_or_else(|| anyhow!(USAGE))?;
+    if inputs.is_empty() {
+        bail!("{USAGE}");
+    }
+    let work = tempfile::tempdir().context("creating a temporary directory")?;
+    let sources: Vec<&PathBuf> =
+        inputs.iter().filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("cl" | "clcpp"))).collect();
+    let mut line = crate::args::parse(&[]);
+    if !sources.is_empty() {
+        let compiled = sycl_build::Build::new()
+            .files(sources.iter().copied())
+            .out_dir(work.path())
+            .cargo_metadata(false)
+            .try_compile("device_lib")?;
+        line.inputs.push(Input::File(compiled.archive));
+    }
+    line.inputs.extend(inputs.iter().filter(|p| !sources.contains(p)).map(|p| Input::File(p.clone())));
+    let found = scan::scan(&line)?;
+    if found.objects.is_empty() {
+        bail!("no device code in the inputs");
+    }
+    let mut settings = Settings::of(&found.objects)?;
+    settings.split = split.unwrap_or(settings.split);
+    settings.targets = vec!["spir64".into()];
+    let (set, warnings) = embed::device_link(&found.objects, &settings)?;
+    for line in warnings.iter().flat_map(|w| w.lines()) {
+        eprintln!("sycl-ld: {line}");
+    }
+    write_atomically(&out, &set.encode())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `bytes` to a temporary file beside `path`, then renames it into place.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.sycl-ld-{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow!("moving {} into place: {e}", path.display())
+    })
+}
+
+/// Prebuilt images named by `--sycl-add-images=PATH`: a device library file's images as they
+/// are, or a SPIR-V module as a device object of the unit (post-linked with it, so its exports
+/// and imports are computed the same way).
+pub fn added_images(paths: &[PathBuf]) -> Result<(Vec<FoundObject>, ImageSet)> {
+    let (mut objects, mut set) = (Vec::new(), ImageSet::default());
+    for path in paths {
+        let bytes = std::fs::read(path).with_context(|| format!("{ADD_IMAGES}{}: reading it", path.display()))?;
+        if bytes.starts_with(sycl_format::IMAGE_SET_MAGIC) {
+            let images = ImageSet::decode(&bytes).with_context(|| format!("{}: malformed device library", path.display()))?;
+            set.images.extend(images.images);
+        } else if bytes.starts_with(&[0x03, 0x02, 0x23, 0x07]) {
+            sycl_spirv::load(&bytes).with_context(|| format!("{}: malformed SPIR-V", path.display()))?;
+            let object = DeviceObject {
+                package: "(added image)".into(),
+                source: path.display().to_string(),
+                split: None,
+                fixed_targets: vec![],
+                targets: vec![],
+                device_config: None,
+                spirv: bytes,
+            };
+            objects.push(FoundObject { origin: path.display().to_string(), object });
+        } else {
+            bail!("{}: neither a device library file nor SPIR-V", path.display());
+        }
+    }
+    Ok((objects, set))
+}

@@ -1,0 +1,59 @@
+//! Device code from files and function pointers across libraries (issue 8, seed 000's other
+//! ways of supplying device code).
+
+use std::process::Command;
+
+use sycl_tests::{fixtures, repo_root, run_fixture_with, stderr, stdout, sycl_ld};
+
+#[test]
+fn a_device_image_made_separately_defines_the_device_version() {
+    let out = run_fixture_with("prebuilt-app", &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "device: [0, 5, 10, 15]\nhost: [0, 5, 10, 15]\n");
+}
+
+#[test]
+fn a_device_library_file_satisfies_imports_while_it_is_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("devlib.sydl");
+    let made = Command::new(sycl_ld())
+        .args(["device-lib", "-o"])
+        .arg(&file)
+        .arg(repo_root().join("fixtures/devlib-app/device/devlib.cl"))
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", stderr(&made));
+    let out = Command::new(fixtures().join("devlib-app")).arg(&file).env("SYCL_CACHE_DISABLE", "1").output().unwrap();
+    let (o, e) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{o}{e}");
+    let lines: Vec<&str> = o.lines().collect();
+    assert!(lines[0].starts_with("before: error: unresolved device symbol `devlib_func` imported for kernel `use_devlib`"), "{o}");
+    assert_eq!(lines[1], "loaded: [0, 7, 14, 21]");
+    assert_eq!(lines[2], r#"library kernels: ["devlib_kernel"]"#);
+    assert_eq!(lines[3], "library kernel: [42, 42, 42, 42]");
+    assert!(lines[4].starts_with("unloaded: error: unresolved device symbol `devlib_func`"), "unloading makes it fail again: {o}");
+    assert!(lines[5].starts_with("own scope: error: unresolved device symbol `devlib_func`"), "a scope of its own serves only itself: {o}");
+    assert_eq!(lines[6], "device library /nonexistent/lib.sydl: No such file or directory (os error 2)");
+    assert_eq!(lines[7], "device library /etc/hostname: malformed device library: bad magic");
+    // The file is an image set in the embedded encoding.
+    let set = sycl_format::ImageSet::decode(&std::fs::read(&file).unwrap()).unwrap();
+    assert!(set.images.iter().any(|i| i.exported_symbols().any(|s| s == "devlib_func")));
+}
+
+#[test]
+fn function_pointers_cross_the_library_boundary_both_ways() {
+    let out = run_fixture_with("fnptr-app", &[("SYCL_DEVICE", "intel")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "app_to_lib: [1, 2, 5, 10]\ntake_lib_address: [0, 3, 6, 9]\nlib_to_app: [100, 103, 106, 109]\n"
+    );
+    let out = run_fixture_with("fnptr-app", &[("SYCL_DEVICE", "pocl")]);
+    assert!(out.status.success(), "no crash: {}", stderr(&out));
+    for line in stdout(&out).lines() {
+        assert!(
+            line.contains(": kernel_not_supported: Kernel uses optional feature corresponding to 'aspect::function_pointers'"),
+            "{line}"
+        );
+    }
+}
