@@ -191,6 +191,31 @@ fn linker_options(parts: &[&str], line: &mut LinkLine, static_only: &mut bool) {
     }
 }
 
+/// The command line of `sycl-ld post-link` and `sycl-ld device-lib`:
+/// `[--split MODE] -o OUT INPUT...`, as (split, out, inputs); `usage` is the error text.
+pub fn parse_tool_args(args: &[OsString], usage: &str) -> Result<(Option<sycl_format::SplitMode>, PathBuf, Vec<PathBuf>)> {
+    let (mut split, mut out, mut inputs) = (None, None, Vec::new());
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.to_str() {
+            Some("--split") => {
+                let v = it.next().and_then(|v| v.to_str()).ok_or_else(|| anyhow::anyhow!("{usage}"))?;
+                split = Some(
+                    sycl_format::SplitMode::parse(v).ok_or_else(|| anyhow::anyhow!("unknown split mode `{v}`"))?,
+                );
+            }
+            Some("-o") => out = Some(PathBuf::from(it.next().ok_or_else(|| anyhow::anyhow!("{usage}"))?)),
+            Some(s) if s.starts_with('-') => anyhow::bail!("unknown option {s}\n{usage}"),
+            _ => inputs.push(PathBuf::from(arg)),
+        }
+    }
+    let out = out.ok_or_else(|| anyhow::anyhow!("{usage}"))?;
+    if inputs.is_empty() {
+        anyhow::bail!("{usage}");
+    }
+    Ok((split, out, inputs))
+}
+
 /// Where the linker would find an `-l` library: along the search paths, `lib{name}.so` before
 /// `lib{name}.a` unless only static libraries are allowed.
 pub fn find_library(search_paths: &[PathBuf], name: &str, verbatim: bool, static_only: bool) -> Option<PathBuf> {

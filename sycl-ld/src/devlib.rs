@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
-use sycl_format::{DeviceObject, ImageSet, SplitMode};
+use sycl_format::{DeviceObject, ImageSet};
 
 use crate::args::Input;
 use crate::embed::{self, Settings};
@@ -20,24 +20,10 @@ pub const ADD_IMAGES: &str = "--sycl-add-images=";
 
 /// `sycl-ld device-lib [--split MODE] -o OUT INPUT...`
 pub fn run(args: &[OsString]) -> Result<ExitCode> {
-    const USAGE: &str = "usage: sycl-ld device-lib [--split MODE] -o OUT INPUT... (.cl, .clcpp, archives, objects)";
-    let (mut split, mut out, mut inputs) = (None, None, Vec::new());
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.to_str() {
-            Some("--split") => {
-                let v = it.next().and_then(|v| v.to_str()).ok_or_else(|| anyhow!(USAGE))?;
-                split = Some(SplitMode::parse(v).ok_or_else(|| anyhow!("unknown split mode `{v}`"))?);
-            }
-            Some("-o") => out = Some(PathBuf::from(it.next().ok_or_else(|| anyhow!(USAGE))?)),
-            Some(s) if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
-            _ => inputs.push(PathBuf::from(arg)),
-        }
-    }
-    let out = out.ok_or_else(|| anyhow!(USAGE))?;
-    if inputs.is_empty() {
-        bail!("{USAGE}");
-    }
+    let (split, out, inputs) = crate::args::parse_tool_args(
+        args,
+        "usage: sycl-ld device-lib [--split MODE] -o OUT INPUT... (.cl, .clcpp, archives, objects)",
+    )?;
     let work = tempfile::tempdir().context("creating a temporary directory")?;
     let sources: Vec<&PathBuf> =
         inputs.iter().filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("cl" | "clcpp"))).collect();

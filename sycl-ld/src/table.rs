@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
-use sycl_format::{sets, DeviceConfig, DeviceRequirements, Property, PropertySet, PropertyValue, SplitMode};
+use sycl_format::{sets, DeviceConfig, DeviceRequirements, Property, PropertySet, PropertyValue};
 
-use crate::args::{parse, Input};
+use crate::args::{parse, parse_tool_args, Input};
 use crate::embed::{self, Settings};
 use crate::scan;
 
@@ -23,25 +23,10 @@ const HEADER: &str = "[Code|Properties|Symbols]";
 
 /// `sycl-ld post-link [--split MODE] -o DIR INPUT...`
 pub fn post_link(args: &[OsString]) -> Result<ExitCode> {
-    const USAGE: &str = "usage: sycl-ld post-link [--split MODE] -o DIR INPUT...";
-    let mut split = None;
-    let mut out_dir = None;
-    let mut inputs = Vec::new();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.to_str() {
-            Some("--split") => {
-                let v = it.next().and_then(|v| v.to_str()).ok_or_else(|| anyhow!(USAGE))?;
-                split = Some(SplitMode::parse(v).ok_or_else(|| anyhow!("unknown split mode `{v}`"))?);
-            }
-            Some("-o") => out_dir = Some(PathBuf::from(it.next().ok_or_else(|| anyhow!(USAGE))?)),
-            Some(s) if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
-            _ => inputs.push(Input::File(PathBuf::from(arg))),
-        }
-    }
-    let out_dir = out_dir.ok_or_else(|| anyhow!(USAGE))?;
+    let (split, out_dir, inputs) =
+        parse_tool_args(args, "usage: sycl-ld post-link [--split MODE] -o DIR INPUT...")?;
     let mut line = parse(&[]);
-    line.inputs = inputs;
+    line.inputs = inputs.into_iter().map(Input::File).collect();
     let found = scan::scan(&line)?;
     if found.objects.is_empty() {
         bail!("no device objects in the inputs");
