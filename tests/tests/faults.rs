@@ -22,7 +22,8 @@ fn damaged_library(dir: &Path, name: &str, damage: impl Fn(&mut Vec<u8>, usize))
 fn a_binary_with_damaged_images_is_skipped_and_the_rest_works() {
     let dir = tempfile::tempdir().unwrap();
     let put = |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-    let cases: [(&str, Box<dyn Fn(&mut Vec<u8>, usize)>, &str); 5] = [
+    type Damage = Box<dyn Fn(&mut Vec<u8>, usize)>;
+    let cases: [(&str, Damage, &str); 5] = [
         ("future", Box::new(move |b, at| put(b, at + 8, 99)), "unknown version 99"),
         ("magic", Box::new(|b, at| b[at] ^= 0xff), "bad magic"),
         ("count", Box::new(move |b, at| put(b, at + 12, u32::MAX)), "exceeds"),
