@@ -50,11 +50,14 @@ pub fn link(inputs: Vec<LinkInput>) -> Result<Linked, Error> {
         names.push(input.name);
         modules.push(module);
     }
-    let module = Linker { names, subst: HashMap::new() }.run(modules)?;
+    let untyped_sets = modules.iter().flat_map(untyped_sets).collect();
+    let module = Linker { names, subst: HashMap::new(), untyped_sets }.run(modules)?;
     Ok(Linked { module, origins })
 }
 
 struct Linker {
+    /// Extended instruction sets whose operands rspirv cannot type (see [`untyped_sets`]).
+    untyped_sets: HashSet<Word>,
     names: Vec<String>,
     /// Ids folded onto another id. Targets are never themselves folded, so one lookup suffices.
     subst: HashMap<Word, Word>,
@@ -69,7 +72,7 @@ impl Linker {
         if self.subst.is_empty() {
             return;
         }
-        for_each_id(inst, |id| *id = self.id(*id));
+        for_each_id(inst, &self.untyped_sets, |id| *id = self.id(*id));
     }
 
     fn run(mut self, mut modules: Vec<Module>) -> Result<Module, Error> {
@@ -359,36 +362,46 @@ fn map_operand_id(op: &mut Operand, mut f: impl FnMut(&mut Word)) {
 }
 
 /// Calls `f` on every id an instruction defines or uses.
-pub(crate) fn for_each_id(inst: &mut Instruction, mut f: impl FnMut(&mut Word)) {
+/// Calls `f` on every id an instruction defines or uses. For an extended instruction of a set
+/// in `untyped_sets`, only the set is an id: rspirv reads that set's other operands (debug
+/// information: lines, flags) as ids without knowing, and they must stay as they are.
+pub(crate) fn for_each_id(inst: &mut Instruction, untyped_sets: &HashSet<Word>, mut f: impl FnMut(&mut Word)) {
     if let Some(id) = &mut inst.result_type {
         f(id);
     }
     if let Some(id) = &mut inst.result_id {
         f(id);
     }
-    for op in &mut inst.operands {
+    let untyped =
+        inst.class.opcode == Op::ExtInst && matches!(inst.operands.first(), Some(Operand::IdRef(set)) if untyped_sets.contains(set));
+    let operands = if untyped { &mut inst.operands[..1] } else { &mut inst.operands[..] };
+    for op in operands {
         map_operand_id(op, &mut f);
     }
 }
 
+/// Ids of a module's extended instruction sets other than those rspirv has grammars for.
+pub(crate) fn untyped_sets(m: &Module) -> Vec<Word> {
+    m.ext_inst_imports
+        .iter()
+        .filter(|i| !matches!(i.operands.first(), Some(Operand::LiteralString(name)) if name == "OpenCL.std" || name == "GLSL.std.450"))
+        .filter_map(|i| i.result_id)
+        .collect()
+}
+
 fn shift_ids(m: &mut Module, offset: Word) {
+    let untyped: HashSet<Word> = untyped_sets(m).into_iter().collect();
     for inst in m.all_inst_iter_mut() {
-        for_each_id(inst, |id| *id += offset);
+        // Ids are below the bound (checked when loaded), and bounds add up without overflow
+        // (checked by the caller).
+        for_each_id(inst, &untyped, |id| *id += offset);
     }
 }
 
 /// The largest id a module uses (its bound is one more).
 pub(crate) fn max_id(m: &Module) -> Word {
-    let mut max = 0;
-    for inst in m.all_inst_iter() {
-        max = max.max(inst.result_id.unwrap_or(0)).max(inst.result_type.unwrap_or(0));
-        for op in &inst.operands {
-            if let Operand::IdRef(id) | Operand::IdScope(id) | Operand::IdMemorySemantics(id) = op {
-                max = max.max(*id);
-            }
-        }
-    }
-    max
+    // Every id used is defined, so the largest result id is the largest id.
+    m.all_inst_iter().filter_map(|i| i.result_id).max().unwrap_or(0)
 }
 
 #[cfg(test)]
