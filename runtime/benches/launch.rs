@@ -5,8 +5,10 @@
 //!   because the Intel runtime's first build in a process costs far more than later ones;
 //!   the persistent cache is off;
 //! - a cached launch (program in the in-memory cache) against a raw `clEnqueueNDRangeKernel`
-//!   + `clFinish` of an already created kernel, in one process, in alternating blocks
-//!   (bound: ratio <= 1.05);
+//!   and `clFinish` of an already created kernel, in one process, in alternating blocks
+//!   (bound: ratio <= 1.05). Also shown: raw launches that create and release their kernel
+//!   object each time, as the runtime does, which tells the driver's share of the difference
+//!   from the runtime's own;
 //! - a new process's first launch with a warm persistent cache against a cold one (empty
 //!   cache directory) (bound: cold / warm >= 10).
 //!
@@ -31,7 +33,7 @@ struct Runs {
 
 fn main() {
     let runs = if common::bench_mode() {
-        Runs { processes: 15, rounds: 40, block: 50 }
+        Runs { processes: 20, rounds: 40, block: 50 }
     } else {
         Runs { processes: 1, rounds: 1, block: 2 }
     };
@@ -45,12 +47,15 @@ fn main() {
     // First launch, runtime against hand-written, one new process each, alternating.
     let mut hand_args = vec!["hand-first"];
     hand_args.extend(&image_args);
-    let (mut through_runtime, mut by_hand) = (Vec::new(), Vec::new());
+    let (mut through_runtime, mut by_hand, mut discover) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs.processes {
-        through_runtime.push(first(demo.run(&["runtime-first"], no_cache)));
+        let values = demo.run(&["runtime-first"], no_cache);
+        discover.push(value(&values, "discover_us") * 1e-6);
+        through_runtime.push(first(values));
         by_hand.push(first(demo.run(&hand_args, no_cache)));
     }
-    let (rt, hand) = (median(through_runtime), median(by_hand));
+    let (rt_min, hand_min) = (min(&through_runtime), min(&by_hand));
+    let (rt, hand, discover) = (median(through_runtime), median(by_hand), median(discover));
 
     // Cached launches against raw enqueues, in one process.
     let (rounds, block) = (runs.rounds.to_string(), runs.block.to_string());
@@ -58,6 +63,7 @@ fn main() {
     cached_args.extend(&image_args);
     let values = demo.run(&cached_args, no_cache);
     let (cached, raw) = (value(&values, "runtime_launch_ns") * 1e-9, value(&values, "raw_launch_ns") * 1e-9);
+    let raw_new_kernel = value(&values, "raw_new_kernel_launch_ns") * 1e-9;
     let (cached_min, raw_min) = (value(&values, "runtime_launch_min_ns") * 1e-9, value(&values, "raw_launch_min_ns") * 1e-9);
 
     // Persistent cache: a cold process (empty directory) and a warm one (the entry of the
@@ -76,10 +82,12 @@ fn main() {
 
     let p = runs.processes;
     println!("launch of the demo kernel ({} images linked; medians; release build)", images.len());
-    println!("  first launch, runtime          {}   ({p} processes, persistent cache off)", ms(rt));
-    println!("  first launch, by hand (cl3)    {}   ({p} processes)", ms(hand));
+    println!("  first launch, runtime          {}   (min {}, {p} processes, persistent cache off)", ms(rt), ms(rt_min));
+    println!("  first launch, by hand (cl3)    {}   (min {}, {p} processes)", ms(hand), ms(hand_min));
+    println!("    of the runtime's, discovery  {}   (all loaded binaries, measured again after the launch)", ms(discover));
     println!("  cached launch, runtime         {}   (min {}, {} launches)", us(cached), us(cached_min), runs.rounds * runs.block);
     println!("  raw enqueue + finish           {}   (min {})", us(raw), us(raw_min));
+    println!("  raw, creating the kernel each  {}   (clCreateKernel, clSetKernelArg, enqueue, clReleaseKernel, finish)", us(raw_new_kernel));
     println!("  first launch, cold cache       {}   ({p} processes)", ms(cold));
     println!("  first launch, warm cache       {}   ({p} processes)", ms(warm));
     ratio(
@@ -100,6 +108,10 @@ fn main() {
         ">= 10",
         &format!("{} vs {}", ms(cold), ms(warm)),
     );
+}
+
+fn min(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
 fn value(values: &[(String, f64)], key: &str) -> f64 {

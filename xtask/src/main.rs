@@ -1,4 +1,4 @@
-//! Developer tasks for this workspace, run as `cargo xtask <demo|test|setup>`.
+//! Developer tasks for this workspace, run as `cargo xtask <demo|test|fuzz|bench|setup>`.
 //!
 //! * `setup` makes the machine ready: the Debian packages (clang, llvm-spirv, SPIR-V tools,
 //!   the OpenCL ICD loader and PoCL), Intel's CPU OpenCL runtime from PyPI and its ICD
@@ -8,6 +8,9 @@
 //! * `test` builds the same, then runs `cargo test --workspace` with any extra arguments
 //!   (without any, then a short smoke run of every fuzz target).
 //! * `fuzz [SECONDS]` runs every fuzz target for SECONDS (see `fuzz.rs`).
+//! * `bench [ARGS]` builds `sycl-ld`, runs the benchmarks of `sycl-runtime` and `sycl-ld`
+//!   (their output shown as it comes), then prints one table of every ratio they measured
+//!   side by side, each with the bound it must meet and whether it did.
 
 use anyhow::{bail, Context, Result};
 
@@ -15,7 +18,7 @@ mod fuzz;
 use std::env;
 use std::ffi::OsString;
 use std::fs;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus, Output, Stdio};
 
@@ -51,7 +54,9 @@ commands:
   demo [ARGS]    setup, build the fixtures and run the fixture app with ARGS
   test [ARGS]    setup, build the fixtures and run `cargo test --workspace ARGS`
                  (without ARGS, then a 5-second smoke run of every fuzz target)
-  fuzz [SECONDS] run every fuzz target for SECONDS each (default 60)";
+  fuzz [SECONDS] run every fuzz target for SECONDS each (default 60)
+  bench [ARGS]   setup, build sycl-ld, run the sycl-runtime and sycl-ld benchmarks
+                 (`cargo bench -p PACKAGE --bench '*' ARGS`) and print a table of their ratios";
 
 fn main() -> ExitCode {
     match run() {
@@ -77,6 +82,7 @@ fn run() -> Result<ExitCode> {
         }
         ("demo", args) => demo(args),
         ("test", args) => test(args),
+        ("bench", args) => bench(args),
         ("fuzz", args) => {
             let seconds = match args {
                 [] => 60,
@@ -125,6 +131,187 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
 
 /// Seconds each fuzz target runs in `cargo xtask test`.
 const FUZZ_SMOKE_SECONDS: u64 = 5;
+
+/// The packages whose benchmarks `bench` runs, in order.
+const BENCH_PACKAGES: &[&str] = &["sycl-runtime", "sycl-ld"];
+
+/// Runs setup and every benchmark, then prints the table of ratios.
+fn bench(args: &[OsString]) -> Result<ExitCode> {
+    setup()?;
+    let root = repo_root();
+    // The runtime's benchmarks link their programs through target/debug/sycl-ld.
+    run_checked(cargo().args(["build", "-p", "sycl-ld"]).current_dir(&root))?;
+    let mut rows = Vec::new();
+    for package in BENCH_PACKAGES {
+        let mut command = cargo();
+        command
+            .args(["bench", "-p", package, "--bench", "*"])
+            .args(args)
+            .current_dir(&root);
+        let output = run_teed(&mut command)?;
+        rows.extend(ratio_rows(package, &output));
+    }
+    print_ratio_table(&rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs a command with its stdout shown line by line as it comes and also returned; stderr
+/// goes to the terminal. Fails if the command does not succeed.
+fn run_teed(command: &mut Command) -> Result<String> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| describe(command))?;
+    let stdout = child.stdout.take().context("no stdout to read")?;
+    let mut captured = String::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.with_context(|| format!("reading the output of {}", describe(command)))?;
+        println!("{line}");
+        captured.push_str(&line);
+        captured.push('\n');
+    }
+    let status = child.wait().with_context(|| describe(command))?;
+    if !status.success() {
+        bail!("{} failed: {status}", describe(command));
+    }
+    Ok(captured)
+}
+
+/// One ratio a benchmark measured.
+#[derive(Debug, PartialEq)]
+struct RatioRow {
+    what: String,
+    value: f64,
+    /// The bound it must meet, as `op number` (`<= 1.02`), when there is one.
+    bound: Option<(String, f64)>,
+    detail: String,
+}
+
+impl RatioRow {
+    /// Whether the value meets the bound; `None` without one.
+    fn met(&self) -> Option<bool> {
+        let (op, limit) = self.bound.as_ref()?;
+        Some(match op.as_str() {
+            "<=" => self.value <= *limit,
+            "<" => self.value < *limit,
+            ">=" => self.value >= *limit,
+            ">" => self.value > *limit,
+            _ => return None,
+        })
+    }
+}
+
+/// The ratios in a package's benchmark output: the runtime's benches print
+/// `RATIO value op bound | what | detail` lines; sycl-ld's print theirs in prose (the
+/// pass-through ratio, the post-link table against spirv-link, the per_kernel split time).
+fn ratio_rows(package: &str, output: &str) -> Vec<RatioRow> {
+    let mut rows = Vec::new();
+    let mut in_postlink_table = false;
+    for line in output.lines() {
+        if let Some(rest) = line.strip_prefix("RATIO ") {
+            let mut parts = rest.splitn(3, " | ");
+            let head: Vec<&str> = parts.next().unwrap_or("").split_whitespace().collect();
+            let (what, detail) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            if let [value, op, limit] = head[..] {
+                if let (Ok(value), Ok(limit)) = (value.parse(), limit.parse()) {
+                    rows.push(RatioRow {
+                        what: what.to_string(),
+                        value,
+                        bound: Some((op.to_string(), limit)),
+                        detail: detail.to_string(),
+                    });
+                }
+            }
+            continue;
+        }
+        let trimmed = line.trim();
+        if let Some(value) = trimmed.strip_prefix("pass-through link / cc link = ") {
+            if let Ok(value) = value.trim().parse() {
+                rows.push(RatioRow {
+                    what: "sycl-ld pass-through link / cc link (no device code)".into(),
+                    value,
+                    bound: None,
+                    detail: String::new(),
+                });
+            }
+        } else if trimmed.starts_with("functions") && trimmed.ends_with("ours/spirv-link") {
+            in_postlink_table = true;
+        } else if in_postlink_table {
+            // `  2000   0.123 s (5 runs)   0.456 s (3 runs)   0.2697`
+            let fields: Vec<&str> = trimmed.split_whitespace().collect();
+            match (
+                fields.first().map(|f| f.parse::<u64>()),
+                fields.last().map(|f| f.parse::<f64>()),
+            ) {
+                (Some(Ok(functions)), Some(Ok(value))) => rows.push(RatioRow {
+                    what: format!("device link + post-link / spirv-link, {functions} functions"),
+                    value,
+                    bound: None,
+                    detail: String::new(),
+                }),
+                _ => in_postlink_table = false,
+            }
+        } else if let Some(rest) = trimmed.strip_prefix("per_kernel split of ") {
+            // `per_kernel split of 1000 kernels: 0.321 s (limit 1 s; ...)`
+            let Some((kernels, rest)) = rest.split_once(':') else {
+                continue;
+            };
+            let value = rest.split_whitespace().next().and_then(|v| v.parse().ok());
+            let limit = rest
+                .split_once("limit ")
+                .and_then(|(_, l)| l.split_whitespace().next())
+                .and_then(|l| l.parse().ok());
+            if let Some(value) = value {
+                rows.push(RatioRow {
+                    what: format!("per_kernel split of {kernels}, seconds"),
+                    value,
+                    bound: limit.map(|l| ("<=".to_string(), l)),
+                    detail: String::new(),
+                });
+            }
+        }
+    }
+    if rows.is_empty() {
+        println!("xtask: warning: no ratios found in the output of the {package} benchmarks");
+    }
+    rows
+}
+
+fn print_ratio_table(rows: &[RatioRow]) {
+    let width = rows
+        .iter()
+        .map(|r| r.what.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(5);
+    println!();
+    println!("benchmark ratios (measured side by side in this run)");
+    println!(
+        "  {:<width$}  {:>10}  {:<9}  {:<6}  detail",
+        "ratio", "measured", "bound", ""
+    );
+    let mut missed = 0;
+    for row in rows {
+        let bound = row
+            .bound
+            .as_ref()
+            .map_or("-".to_string(), |(op, limit)| format!("{op} {limit}"));
+        let verdict = match row.met() {
+            Some(true) => "ok",
+            Some(false) => {
+                missed += 1;
+                "MISSED"
+            }
+            None => "",
+        };
+        println!(
+            "  {:<width$}  {:>10.4}  {:<9}  {:<6}  {}",
+            row.what, row.value, bound, verdict, row.detail
+        );
+    }
+    let bounded = rows.iter().filter(|r| r.bound.is_some()).count();
+    println!("{} of {bounded} bounds met", bounded - missed);
+}
 
 /// Makes the machine ready for the demo and the tests; each step skips work already done.
 fn setup() -> Result<()> {
@@ -388,4 +575,54 @@ fn exit_code(status: ExitStatus) -> ExitCode {
         .code()
         .and_then(|code| u8::try_from(code).ok())
         .map_or(ExitCode::FAILURE, ExitCode::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_are_read_from_both_kinds_of_bench_output() {
+        let runtime = "\
+collect/100             time:   [1.1938 µs 1.2045 µs 1.2195 µs]
+RATIO 0.9945 <= 1.02 | first launch: runtime / hand-written cl3 | 132.67 ms vs 133.40 ms
+RATIO 1.7051 <= 1.05 | cached launch / raw clEnqueueNDRangeKernel | 10.1 µs vs 5.9 µs
+RATIO 58.5655 >= 10 | cold / warm | 140.03 ms vs 2.39 ms
+";
+        let rows = ratio_rows("sycl-runtime", runtime);
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0].what, "first launch: runtime / hand-written cl3");
+        assert_eq!(rows[0].bound, Some(("<=".to_string(), 1.02)));
+        assert_eq!(rows[0].detail, "132.67 ms vs 133.40 ms");
+        assert_eq!(
+            rows.iter().map(RatioRow::met).collect::<Vec<_>>(),
+            [Some(true), Some(false), Some(true)]
+        );
+
+        let sycl_ld = "\
+sycl-ld pass-through (hello world link, optimized sycl-ld, 30 runs each)
+  pass-through link / cc link = 1.003
+device link + post-link vs spirv-link (20 sources, optimized build)
+  functions   ours (link+post-link)   spirv-link       ours/spirv-link
+       2000        0.051 s (5 runs)      0.412 s (3 runs)   0.1238
+       8000        0.203 s (5 runs)      6.600 s (1 run)   0.0308
+  growth 2000 -> 8000 functions (x4): ours x4.0, spirv-link x16.0
+per_kernel split of 1000 kernels: 0.321 s (limit 1 s; load 0.1 s)
+";
+        let rows = ratio_rows("sycl-ld", sycl_ld);
+        let values: Vec<(f64, Option<bool>)> = rows.iter().map(|r| (r.value, r.met())).collect();
+        assert_eq!(
+            values,
+            [
+                (1.003, None),
+                (0.1238, None),
+                (0.0308, None),
+                (0.321, Some(true))
+            ]
+        );
+        assert_eq!(
+            rows[2].what,
+            "device link + post-link / spirv-link, 8000 functions"
+        );
+    }
 }

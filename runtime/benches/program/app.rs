@@ -5,12 +5,14 @@
 //! The benchmark copies this file into a throwaway cargo project, builds it in release mode
 //! and runs it in fresh processes, one mode per process:
 //! - `runtime-first`: the first launch through the runtime (discovery, collection, compile,
-//!   link, kernel, arguments, enqueue, finish) after the queue and buffer exist;
+//!   link, kernel, arguments, enqueue, finish) after the queue and buffer exist, and then a
+//!   discovery alone (the runtime's main work of its own in a first launch);
 //! - `hand-first IMAGE...`: the same driver calls by hand on the same SPIR-V images (the ones
 //!   the runtime links for `app_kernel`), after the same setup (context, queue, buffer);
 //! - `cached ROUNDS BLOCK IMAGE...`: after one first launch each way, cached launches through
 //!   the runtime against a raw `clEnqueueNDRangeKernel` + `clFinish` of an already created
-//!   kernel, in alternating blocks, every launch timed on its own.
+//!   kernel, in alternating blocks, every launch timed on its own; and a third block, raw
+//!   launches that create and release their kernel object each time, as the runtime does.
 //!
 //! - `runtime-loop LAUNCHES`: cached launches through the runtime only, for a profiler
 //!   (`perf record`) to show where a cached launch spends its time.
@@ -70,7 +72,14 @@ fn runtime_first() {
     runtime_launch(&q, &out);
     let first = start.elapsed();
     check(&out.read().expect("reading the buffer"));
+    // The runtime's own share of a first launch, beside the driver calls: finding and
+    // indexing the images of every loaded binary (done again here, as the launch did it).
+    let start = Instant::now();
+    let images = sycl_runtime::bench_support::discover();
+    let discover = start.elapsed();
+    assert!(images >= 2, "the demo's images were not found");
     println!("first_us {}", first.as_micros());
+    println!("discover_us {}", discover.as_micros());
 }
 
 fn runtime_loop(launches: usize) {
@@ -89,7 +98,7 @@ fn runtime_loop(launches: usize) {
 fn hand_first(images: &[Vec<u8>]) {
     let hand = Hand::new();
     let start = Instant::now();
-    let kernel = hand.build(images);
+    let (_, kernel) = hand.build(images);
     hand.set_arg(kernel);
     hand.enqueue(kernel);
     hand.finish();
@@ -105,7 +114,7 @@ fn cached(rounds: usize, block: usize, images: &[Vec<u8>]) {
     check(&out.read().expect("reading the buffer"));
 
     let hand = Hand::new();
-    let kernel = hand.build(images);
+    let (program, kernel) = hand.build(images);
     hand.set_arg(kernel);
     hand.enqueue(kernel);
     hand.finish();
@@ -113,6 +122,7 @@ fn cached(rounds: usize, block: usize, images: &[Vec<u8>]) {
 
     let mut through_runtime = Vec::with_capacity(rounds * block);
     let mut raw = Vec::with_capacity(rounds * block);
+    let mut raw_new_kernel = Vec::with_capacity(rounds * block);
     for _ in 0..rounds {
         for _ in 0..block {
             let start = Instant::now();
@@ -125,11 +135,23 @@ fn cached(rounds: usize, block: usize, images: &[Vec<u8>]) {
             hand.finish();
             raw.push(start.elapsed());
         }
+        // What the runtime does per launch: a new kernel object each time.
+        for _ in 0..block {
+            let start = Instant::now();
+            let kernel = hand.kernel(program);
+            hand.set_arg(kernel);
+            hand.enqueue(kernel);
+            // SAFETY: the kernel is ours and released once; the enqueued command keeps what it needs.
+            unsafe { cl3::kernel::release_kernel(kernel) }.expect("clReleaseKernel");
+            hand.finish();
+            raw_new_kernel.push(start.elapsed());
+        }
     }
     check(&out.read().expect("reading the buffer"));
     check(&hand.read());
     println!("runtime_launch_ns {}", median_ns(&mut through_runtime));
     println!("raw_launch_ns {}", median_ns(&mut raw));
+    println!("raw_new_kernel_launch_ns {}", median_ns(&mut raw_new_kernel));
     println!("runtime_launch_min_ns {}", through_runtime[0].as_nanos());
     println!("raw_launch_min_ns {}", raw[0].as_nanos());
 }
@@ -180,7 +202,7 @@ impl Hand {
 
     /// clCreateProgramWithIL and clCompileProgram per image, clLinkProgram, clCreateKernel:
     /// what the runtime does for a kernel whose images are not built yet.
-    fn build(&self, images: &[Vec<u8>]) -> cl_kernel {
+    fn build(&self, images: &[Vec<u8>]) -> (cl_program, cl_kernel) {
         let options = CString::default();
         let objects: Vec<cl_program> = images
             .iter()
@@ -194,8 +216,12 @@ impl Hand {
         // SAFETY: every object was compiled in this context for this device.
         let linked = unsafe { cl3::program::link_program(self.context, &[self.device], &options, &objects, None, ptr::null_mut()) }
             .expect("clLinkProgram");
+        (linked, self.kernel(linked))
+    }
+
+    fn kernel(&self, program: cl_program) -> cl_kernel {
         let name = CString::new(kernels::APP_KERNEL).unwrap();
-        cl3::kernel::create_kernel(linked, &name).expect("clCreateKernel")
+        cl3::kernel::create_kernel(program, &name).expect("clCreateKernel")
     }
 
     fn set_arg(&self, kernel: cl_kernel) {
