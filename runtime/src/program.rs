@@ -60,6 +60,8 @@ pub(crate) struct DeviceState {
     /// Platform, device and driver: what the persistent cache key needs of the device.
     identity: String,
     pub caps: Capabilities,
+    /// `caps.variants()`, computed once: SPIR-V last.
+    variants: Vec<Variant>,
     pub context: Context,
     caches: Mutex<Caches>,
 }
@@ -75,17 +77,23 @@ struct Caches {
     compiled: HashMap<(ImageId, Options), Arc<Program>>,
     linked: HashMap<(Vec<ImageId>, Options), Slot>,
     /// The seed's nested key: kernel name → (binary, options) → program, with every binary
-    /// the program was built from (so that closing any of them drops it).
-    by_kernel: HashMap<String, HashMap<(BinaryId, Options), BuiltFrom>>,
+    /// the program was built from (so that closing any of them drops it). A short list per
+    /// kernel, searched without building a key.
+    by_kernel: HashMap<String, Vec<(BinaryId, Options, BuiltFrom)>>,
+    /// Kernel objects ready for reuse, by program and name: creating one per launch costs more
+    /// than the launch. A kernel is taken while its arguments are set and enqueued.
+    kernels: HashMap<(usize, String), (Arc<Program>, Vec<crate::cl::Kernel>)>,
 }
 
 impl DeviceState {
     pub(crate) fn new(info: &DeviceInfo) -> Result<DeviceState, Error> {
+        let caps = Capabilities::of(info);
         Ok(DeviceState {
             id: info.id,
             name: info.name.clone(),
             identity: format!("{}\n{}\n{}", info.platform, info.name, info.driver_version),
-            caps: Capabilities::of(info),
+            variants: caps.variants(),
+            caps,
             context: Context::new(info.id)?,
             caches: Mutex::default(),
         })
@@ -101,8 +109,9 @@ impl DeviceState {
         caches.compiled.retain(|(id, _), _| registry.contains(id.binary));
         caches.linked.retain(|(ids, _), _| ids.iter().all(|id| registry.contains(id.binary)));
         for programs in caches.by_kernel.values_mut() {
-            programs.retain(|_, (_, from)| from.iter().all(|b| registry.contains(*b)));
+            programs.retain(|(_, _, (_, from))| from.iter().all(|b| registry.contains(*b)));
         }
+        caches.kernels.clear();
     }
 
     /// The linked program that contains `kernel`.
@@ -116,11 +125,9 @@ impl DeviceState {
         let variants = self.variants(options);
         let root = variants.iter().find_map(|v| registry.kernel_images(v, kernel).first());
         if let Some(root) = root {
-            let hit = self
-                .caches()
-                .by_kernel
-                .get(kernel)
-                .and_then(|m| m.get(&(root.binary, options.clone())).map(|(p, _)| p.clone()));
+            let hit = self.caches().by_kernel.get(kernel).and_then(|programs| {
+                programs.iter().find(|(b, o, _)| *b == root.binary && o == options).map(|(_, _, (p, _))| p.clone())
+            });
             if let Some(program) = hit {
                 trace!("cache-hit", "{kernel} on {}", self.name);
                 return Ok(program);
@@ -128,7 +135,7 @@ impl DeviceState {
         }
 
         let compatible = |image: &sycl_format::Image| image.requirements().is_ok_and(|r| self.caps.check(&r).is_ok());
-        let collected = resolve::collect(registry, kernel, &variants, &compatible)?;
+        let collected = resolve::collect(registry, kernel, variants, &compatible)?;
         self.check(registry, kernel, &collected.images)?;
 
         let mut key = collected.images.clone();
@@ -158,7 +165,9 @@ impl DeviceState {
             for k in &registry.image(id).kernels {
                 let per_kernel = caches.by_kernel.entry(k.clone()).or_default();
                 for &binary in &from {
-                    per_kernel.entry((binary, options.clone())).or_insert_with(|| (program.clone(), from.clone()));
+                    if !per_kernel.iter().any(|(b, o, _)| *b == binary && o == options) {
+                        per_kernel.push((binary, options.clone(), (program.clone(), from.clone())));
+                    }
                 }
             }
         }
@@ -167,12 +176,28 @@ impl DeviceState {
 
     /// Image forms to try: with specialization constants set, only SPIR-V (ahead-of-time
     /// images cannot be specialized).
-    pub(crate) fn variants(&self, options: &Options) -> Vec<Variant> {
+    pub(crate) fn variants(&self, options: &Options) -> &[Variant] {
         if options.spec.0.is_empty() {
-            self.caps.variants()
+            &self.variants
         } else {
-            vec![Variant::spirv()]
+            &self.variants[self.variants.len() - 1..]
         }
+    }
+
+    /// A kernel object of `program` for `name`: one returned earlier, or a new one.
+    pub(crate) fn take_kernel(&self, program: &Arc<Program>, name: &str) -> Result<crate::cl::Kernel, Error> {
+        let key = (Arc::as_ptr(program) as usize, name.to_string());
+        if let Some(kernel) = self.caches().kernels.get_mut(&key).and_then(|(_, pool)| pool.pop()) {
+            return Ok(kernel);
+        }
+        crate::cl::Kernel::new(program, name)
+    }
+
+    /// Gives a kernel object back once it is enqueued (the launch keeps its arguments).
+    pub(crate) fn return_kernel(&self, program: &Arc<Program>, name: &str, kernel: crate::cl::Kernel) {
+        let key = (Arc::as_ptr(program) as usize, name.to_string());
+        // The entry holds the program, so its address cannot be reused while kernels of it wait.
+        self.caches().kernels.entry(key).or_insert_with(|| (program.clone(), Vec::new())).1.push(kernel);
     }
 
     /// Seed 003's check of every image against the device, before any device code is used.

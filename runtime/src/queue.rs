@@ -4,7 +4,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
-use crate::cl::{self, Kernel, Mem};
+use crate::cl::{self, Mem};
 use crate::program::{DeviceState, Options, SpecValues};
 use crate::{runtime, Error};
 
@@ -251,7 +251,8 @@ impl Launch<'_> {
                 queue.inner.device.program_for(&rt.registry(), rt.disk.as_ref(), &kernel, &options)?
             }
         };
-        let k = Kernel::new(&program, &kernel)?;
+        let device = &queue.inner.device;
+        let k = device.take_kernel(&program, &kernel)?;
         for (i, arg) in args.iter().enumerate() {
             match &arg.0 {
                 Arg::Mem(mem) => k.set_mem(i as u32, mem),
@@ -259,6 +260,8 @@ impl Launch<'_> {
             }
             .map_err(|e| Error::InvalidArgument(format!("kernel {kernel}, argument {i}: {e}")))?;
         }
-        queue.inner.queue.enqueue(&k, &global, local.as_deref())
+        queue.inner.queue.enqueue(&k, &global, local.as_deref())?;
+        device.return_kernel(&program, &kernel, k);
+        Ok(())
     }
 }

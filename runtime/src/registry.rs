@@ -9,9 +9,7 @@
 //! it every program built from it. A binary whose payload is malformed is recorded with its
 //! error and contributes no images; every other binary works as usual.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use sycl_format::{Image, ImageSet};
@@ -48,8 +46,9 @@ pub(crate) struct Binary {
 pub(crate) struct Registry {
     pub binaries: Vec<Binary>,
     position: HashMap<BinaryId, usize>,
-    kernels: HashMap<(Variant, String), Vec<ImageId>>,
-    exports: HashMap<(Variant, String), Vec<ImageId>>,
+    /// By image form, then by name: looked up on every launch without building a key.
+    kernels: HashMap<Variant, HashMap<String, Vec<ImageId>>>,
+    exports: HashMap<Variant, HashMap<String, Vec<ImageId>>>,
     /// Virtual-function set → the images that provide it (real and dummy).
     sets: HashMap<(Variant, String), Vec<ImageId>>,
     /// Virtual-function set → the images whose kernels use it.
@@ -103,9 +102,8 @@ type LoadKey = (String, usize, u64);
 /// Ids handed out so far, by identity.
 fn binary_id(name: &str, base: usize, payloads: &[Vec<u8>]) -> BinaryId {
     static IDS: Mutex<Option<HashMap<LoadKey, u64>>> = Mutex::new(None);
-    let mut hasher = DefaultHasher::new();
-    payloads.hash(&mut hasher);
-    let key = (name.to_string(), base, hasher.finish());
+    let hash = payloads.iter().fold(payloads.len() as u64, |h, p| h.rotate_left(5) ^ sycl_format::payload_hash(p));
+    let key = (name.to_string(), base, hash);
     let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
     let ids = ids.get_or_insert_with(HashMap::new);
     let next = ids.len() as u64;
@@ -191,10 +189,10 @@ impl Registry {
             let id = ImageId { binary: binary.id, image: i as u32 };
             let variant = Variant { format: image.format, target: image.target.clone() };
             for kernel in &image.kernels {
-                self.kernels.entry((variant.clone(), kernel.clone())).or_default().push(id);
+                self.kernels.entry(variant.clone()).or_default().entry(kernel.clone()).or_default().push(id);
             }
             for symbol in image.exported_symbols() {
-                self.exports.entry((variant.clone(), symbol.to_string())).or_default().push(id);
+                self.exports.entry(variant.clone()).or_default().entry(symbol.to_string()).or_default().push(id);
             }
             if let Some((set, _)) = image.virtual_functions_set() {
                 self.sets.entry((variant.clone(), set.to_string())).or_default().push(id);
@@ -247,12 +245,12 @@ impl Registry {
 
     /// Images of this form that define `kernel`, in loader order.
     pub(crate) fn kernel_images(&self, variant: &Variant, kernel: &str) -> &[ImageId] {
-        self.kernels.get(&(variant.clone(), kernel.to_string())).map_or(&[], Vec::as_slice)
+        self.kernels.get(variant).and_then(|m| m.get(kernel)).map_or(&[], Vec::as_slice)
     }
 
     /// Images of this form that export `symbol`, in loader order.
     pub(crate) fn providers(&self, variant: &Variant, symbol: &str) -> &[ImageId] {
-        self.exports.get(&(variant.clone(), symbol.to_string())).map_or(&[], Vec::as_slice)
+        self.exports.get(variant).and_then(|m| m.get(symbol)).map_or(&[], Vec::as_slice)
     }
 
     /// Images of this form that provide virtual-function set `set` (real and dummy).

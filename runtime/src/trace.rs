@@ -8,13 +8,14 @@ pub(crate) fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var("SYCL_TRACE").is_ok_and(|v| !v.is_empty() && v != "0"))
 }
 
+/// Formats nothing unless tracing or debug logging is on: the cache-hit event sits on the
+/// launch path.
 macro_rules! trace {
     ($event:literal, $($arg:tt)*) => {{
-        let line = format!($($arg)*);
-        log::debug!(target: "sycl", "{} {}", $event, line);
         if $crate::trace::enabled() {
-            eprintln!("sycl: {} {}", $event, line);
+            eprintln!("sycl: {} {}", $event, format_args!($($arg)*));
         }
+        log::debug!(target: "sycl", "{} {}", $event, format_args!($($arg)*));
     }};
 }
 pub(crate) use trace;

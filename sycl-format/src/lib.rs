@@ -26,7 +26,7 @@ pub mod requirements;
 
 pub use codec::DecodeError;
 pub use config::{DeviceConfig, TargetConfig, DEFAULT_DEVICE_CONFIG};
-pub use note::{elf_note, find_notes, scope_marker_symbol};
+pub use note::{elf_note, find_notes, payload_hash, scope_marker_symbol};
 pub use property::{Property, PropertySet, PropertyValue};
 pub use requirements::DeviceRequirements;
 

@@ -8,9 +8,23 @@ use crate::{DecodeError, NOTE_NAME};
 /// tell a library opened with `RTLD_LOCAL` from one whose symbols everyone sees. The name
 /// depends only on the payload, so reader and writer agree without another table.
 pub fn scope_marker_symbol(payload: &[u8]) -> String {
-    // FNV-1a, 64 bits: stable across builds and platforms, unlike std's hasher.
-    let hash = payload.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
-    format!("__sycl_images_{hash:016x}")
+    format!("__sycl_images_{:016x}", payload_hash(payload))
+}
+
+/// A 64-bit hash of a payload, stable across builds and platforms (unlike std's hasher), and
+/// fast: FNV-1a's step taken a word at a time, since discovery hashes every loaded payload.
+pub fn payload_hash(payload: &[u8]) -> u64 {
+    const PRIME: u64 = 0x0100_0000_01b3;
+    let mut chunks = payload.chunks_exact(8);
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ payload.len() as u64;
+    for c in &mut chunks {
+        h = (h ^ u64::from_le_bytes(c.try_into().unwrap())).wrapping_mul(PRIME);
+        h ^= h >> 29;
+    }
+    for b in chunks.remainder() {
+        h = (h ^ u64::from(*b)).wrapping_mul(PRIME);
+    }
+    h
 }
 
 /// One ELF note (`Elf64_Nhdr`, name, descriptor) with 4-byte padding, as the linker expects
