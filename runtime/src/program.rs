@@ -66,6 +66,9 @@ pub(crate) struct DeviceState {
     caches: Mutex<Caches>,
 }
 
+/// Kernel objects of one program waiting for reuse, by kernel name.
+type KernelPool = HashMap<String, Vec<crate::cl::Kernel>>;
+
 /// A program and every binary it was built from.
 type BuiltFrom = (Arc<Program>, Vec<BinaryId>);
 
@@ -82,7 +85,7 @@ struct Caches {
     by_kernel: HashMap<String, Vec<(BinaryId, Options, BuiltFrom)>>,
     /// Kernel objects ready for reuse, by program and name: creating one per launch costs more
     /// than the launch. A kernel is taken while its arguments are set and enqueued.
-    kernels: HashMap<(usize, String), (Arc<Program>, Vec<crate::cl::Kernel>)>,
+    kernels: HashMap<usize, (Arc<Program>, KernelPool)>,
 }
 
 impl DeviceState {
@@ -186,18 +189,25 @@ impl DeviceState {
 
     /// A kernel object of `program` for `name`: one returned earlier, or a new one.
     pub(crate) fn take_kernel(&self, program: &Arc<Program>, name: &str) -> Result<crate::cl::Kernel, Error> {
-        let key = (Arc::as_ptr(program) as usize, name.to_string());
-        if let Some(kernel) = self.caches().kernels.get_mut(&key).and_then(|(_, pool)| pool.pop()) {
-            return Ok(kernel);
+        let key = Arc::as_ptr(program) as usize;
+        let pooled = self.caches().kernels.get_mut(&key).and_then(|(_, pool)| pool.get_mut(name)?.pop());
+        match pooled {
+            Some(kernel) => Ok(kernel),
+            None => crate::cl::Kernel::new(program, name),
         }
-        crate::cl::Kernel::new(program, name)
     }
 
     /// Gives a kernel object back once it is enqueued (the launch keeps its arguments).
     pub(crate) fn return_kernel(&self, program: &Arc<Program>, name: &str, kernel: crate::cl::Kernel) {
-        let key = (Arc::as_ptr(program) as usize, name.to_string());
+        let mut caches = self.caches();
         // The entry holds the program, so its address cannot be reused while kernels of it wait.
-        self.caches().kernels.entry(key).or_insert_with(|| (program.clone(), Vec::new())).1.push(kernel);
+        let (_, pool) = caches.kernels.entry(Arc::as_ptr(program) as usize).or_insert_with(|| (program.clone(), HashMap::new()));
+        match pool.get_mut(name) {
+            Some(kernels) => kernels.push(kernel),
+            None => {
+                pool.insert(name.to_string(), vec![kernel]);
+            }
+        }
     }
 
     /// Seed 003's check of every image against the device, before any device code is used.
