@@ -254,6 +254,6 @@ mod fuzz_regressions {
             assert!(super::load(&bytes).is_err(), "{} loads", path.display());
             count += 1;
         }
-        assert_eq!(count, 4);
+        assert_eq!(count, 5);
     }
 }
