@@ -4,6 +4,8 @@
 //! `OpConstantFunctionPointerINTEL`, so this module sorts instructions into sections itself:
 //! by opcode for the module-scope sections, and into blocks inside functions.
 
+use std::collections::HashSet;
+
 use rspirv::binary::{Assemble, Consumer, ParseAction};
 use rspirv::dr::{Block, Function, Instruction, Module, ModuleHeader};
 use rspirv::spirv::Op;
@@ -48,7 +50,6 @@ pub fn load(bytes: &[u8]) -> Result<Module, Error> {
 /// id nothing defines, a call through a type passing another function's parameter; each made
 /// the post-link write an invalid image.
 fn check_ids(module: &Module) -> Result<(), Error> {
-    use std::collections::HashSet;
     let bound = module.header.as_ref().map_or(0, |h| h.bound);
     let mut all = HashSet::new();
     let mut define = |id: u32| {
@@ -78,19 +79,38 @@ fn check_ids(module: &Module) -> Result<(), Error> {
     let mut locals = Vec::with_capacity(module.functions.len());
     for function in &module.functions {
         let mut local = HashSet::new();
-        let body = function.parameters.iter().chain(function.blocks.iter().flat_map(|b| b.label.iter().chain(&b.instructions)));
+        let body = function
+            .parameters
+            .iter()
+            .chain(function.blocks.iter().flat_map(|b| b.label.iter().chain(&b.instructions)));
         for id in body.filter_map(|inst| inst.result_id) {
             define(id)?;
             local.insert(id);
         }
         locals.push(local);
     }
-    for inst in module.global_inst_iter() {
-        check_uses(inst, |id| all.contains(&id))?;
+    let types: HashSet<u32> = module
+        .types_global_values
+        .iter()
+        .filter(|inst| inst.class.opname.starts_with("Type"))
+        .filter_map(|inst| inst.result_id)
+        .collect();
+    // Names and decorations may name a function's parameters and values; nothing else at
+    // module scope may use them.
+    for inst in module.debug_names.iter().chain(&module.annotations) {
+        check_uses(inst, &types, |id| all.contains(&id))?;
+    }
+    let declarations = (module.capabilities.iter().chain(&module.extensions).chain(&module.ext_inst_imports))
+        .chain(module.memory_model.iter().chain(&module.entry_points).chain(&module.execution_modes))
+        .chain(
+            module.debug_string_source.iter().chain(&module.debug_module_processed).chain(&module.types_global_values),
+        );
+    for inst in declarations {
+        check_uses(inst, &types, |id| global.contains(&id))?;
     }
     for (function, local) in module.functions.iter().zip(&locals) {
         for inst in function.all_inst_iter() {
-            check_uses(inst, |id| global.contains(&id) || local.contains(&id))?;
+            check_uses(inst, &types, |id| global.contains(&id) || local.contains(&id))?;
             if inst.class.opcode == Op::FunctionCall {
                 match inst.operands.first() {
                     Some(rspirv::dr::Operand::IdRef(callee)) if functions.contains(callee) => {}
@@ -102,8 +122,13 @@ fn check_ids(module: &Module) -> Result<(), Error> {
     Ok(())
 }
 
-/// Checks that every id `inst` uses is visible to it.
-fn check_uses(inst: &Instruction, visible: impl Fn(u32) -> bool) -> Result<(), Error> {
+/// Checks that every id `inst` uses is visible to it, and that its result type is a type.
+fn check_uses(inst: &Instruction, types: &HashSet<u32>, visible: impl Fn(u32) -> bool) -> Result<(), Error> {
+    if let Some(ty) = inst.result_type {
+        if !types.contains(&ty) {
+            return Err(Error::Malformed(format!("{:?} has result type {ty}, which is not a type", inst.class.opcode)));
+        }
+    }
     // An extended instruction's operands past its set are typed by that set's grammar,
     // which rspirv does not know: debug-info literals read as ids there. Only the set
     // itself is surely an id.
@@ -112,14 +137,17 @@ fn check_uses(inst: &Instruction, visible: impl Fn(u32) -> bool) -> Result<(), E
         _ => &inst.operands[..],
     };
     let used = inst.result_type.into_iter().chain(operands.iter().filter_map(|op| match op {
-        rspirv::dr::Operand::IdRef(id) | rspirv::dr::Operand::IdScope(id) | rspirv::dr::Operand::IdMemorySemantics(id) => {
-            Some(*id)
-        }
+        rspirv::dr::Operand::IdRef(id)
+        | rspirv::dr::Operand::IdScope(id)
+        | rspirv::dr::Operand::IdMemorySemantics(id) => Some(*id),
         _ => None,
     }));
     for id in used {
         if !visible(id) {
-            return Err(Error::Malformed(format!("{:?} uses id {id}, which nothing it can see defines", inst.class.opcode)));
+            return Err(Error::Malformed(format!(
+                "{:?} uses id {id}, which nothing it can see defines",
+                inst.class.opcode
+            )));
         }
     }
     Ok(())
@@ -203,9 +231,7 @@ impl Consumer for Loader {
                     // Debug line information may precede the first label; it carries no meaning
                     // there, so it is dropped rather than refused.
                     None if matches!(opcode, Op::Line | Op::NoLine | Op::ExtInst) => {}
-                    None => {
-                        return self.fail(format!("{opcode:?} before the first block of a function"))
-                    }
+                    None => return self.fail(format!("{opcode:?} before the first block of a function")),
                 },
             }
             return ParseAction::Continue;
@@ -218,9 +244,7 @@ impl Consumer for Loader {
             Op::MemoryModel => m.memory_model = Some(inst),
             Op::EntryPoint => m.entry_points.push(inst),
             Op::ExecutionMode | Op::ExecutionModeId => m.execution_modes.push(inst),
-            Op::String | Op::Source | Op::SourceExtension | Op::SourceContinued => {
-                m.debug_string_source.push(inst)
-            }
+            Op::String | Op::Source | Op::SourceExtension | Op::SourceContinued => m.debug_string_source.push(inst),
             Op::Name | Op::MemberName => m.debug_names.push(inst),
             Op::ModuleProcessed => m.debug_module_processed.push(inst),
             Op::Decorate
@@ -231,9 +255,7 @@ impl Consumer for Loader {
             | Op::DecorateId
             | Op::DecorateString
             | Op::MemberDecorateString => m.annotations.push(inst),
-            Op::Function => {
-                self.function = Some(Function { def: Some(inst), ..Function::default() })
-            }
+            Op::Function => self.function = Some(Function { def: Some(inst), ..Function::default() }),
             Op::FunctionParameter | Op::FunctionEnd | Op::Label => {
                 return self.fail(format!("{opcode:?} outside a function"))
             }
@@ -300,6 +322,6 @@ mod fuzz_regressions {
             assert!(super::load(&bytes).is_err(), "{} loads", path.display());
             count += 1;
         }
-        assert_eq!(count, 6);
+        assert_eq!(count, 7);
     }
 }
