@@ -47,8 +47,9 @@ pub fn load(bytes: &[u8]) -> Result<Module, Error> {
 /// an id past the bound, used but never defined, or borrowed from another function ends up in
 /// another input's range or dangling in an image. Findings of the `spirv_postlink` fuzz
 /// target: an id defined twice (as a type and as a value), an operand near 2^32, a call to an
-/// id nothing defines, a call through a type passing another function's parameter; each made
-/// the post-link write an invalid image.
+/// id nothing defines, a call through a type passing another function's parameter, a constant
+/// typed by a function's value, an entry point naming a constant; each made the post-link
+/// write an invalid image.
 fn check_ids(module: &Module) -> Result<(), Error> {
     let bound = module.header.as_ref().map_or(0, |h| h.bound);
     let mut all = HashSet::new();
@@ -107,6 +108,21 @@ fn check_ids(module: &Module) -> Result<(), Error> {
         );
     for inst in declarations {
         check_uses(inst, &types, |id| global.contains(&id))?;
+    }
+    let targets = module
+        .entry_points
+        .iter()
+        .map(|e| e.operands.get(1))
+        .chain(module.execution_modes.iter().map(|m| m.operands.first()));
+    for target in targets {
+        match target {
+            Some(rspirv::dr::Operand::IdRef(f)) if functions.contains(f) => {}
+            _ => {
+                return Err(Error::Malformed(
+                    "an entry point or execution mode names something that is not a function".into(),
+                ))
+            }
+        }
     }
     for (function, local) in module.functions.iter().zip(&locals) {
         for inst in function.all_inst_iter() {
@@ -322,6 +338,6 @@ mod fuzz_regressions {
             assert!(super::load(&bytes).is_err(), "{} loads", path.display());
             count += 1;
         }
-        assert_eq!(count, 7);
+        assert_eq!(count, 8);
     }
 }
