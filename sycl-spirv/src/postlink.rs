@@ -400,6 +400,24 @@ impl CallGraph {
             out.dedup();
             edges.insert(id, out);
         }
+        // An entry point's interface variables are kept with its kernel, so the functions
+        // their initializers point to are reached from it even if its body never names them.
+        for entry in &module.entry_points {
+            let Some(Operand::IdRef(kernel)) = entry.operands.get(1) else { continue };
+            let mut reached = Vec::new();
+            for op in entry.operands.iter().skip(3) {
+                if let Operand::IdRef(x) = op {
+                    if globals.contains_key(x) {
+                        reached.extend(functions_of(*x, &globals, &functions, &mut via_global));
+                    }
+                }
+            }
+            if let Some(out) = edges.get_mut(kernel) {
+                out.extend(reached);
+                out.sort_unstable();
+                out.dedup();
+            }
+        }
         CallGraph { edges }
     }
 
