@@ -361,7 +361,6 @@ fn map_operand_id(op: &mut Operand, mut f: impl FnMut(&mut Word)) {
     }
 }
 
-/// Calls `f` on every id an instruction defines or uses.
 /// Calls `f` on every id an instruction defines or uses. For an extended instruction of a set
 /// in `untyped_sets`, only the set is an id: rspirv reads that set's other operands (debug
 /// information: lines, flags) as ids without knowing, and they must stay as they are.

@@ -48,8 +48,9 @@ pub fn load(bytes: &[u8]) -> Result<Module, Error> {
 /// another input's range or dangling in an image. Findings of the `spirv_postlink` fuzz
 /// target: an id defined twice (as a type and as a value), an operand near 2^32, a call to an
 /// id nothing defines, a call through a type passing another function's parameter, a constant
-/// typed by a function's value, an entry point naming a constant; each made the post-link
-/// write an invalid image.
+/// typed by a function's value, an entry point naming a constant, a pointer to a function
+/// (see [`check_type_operands`]), linkage on a function parameter (see
+/// [`check_functions_and_linkage`]); each made the post-link write an invalid image.
 fn check_ids(module: &Module) -> Result<(), Error> {
     let bound = module.header.as_ref().map_or(0, |h| h.bound);
     let mut all = HashSet::new();
@@ -109,6 +110,10 @@ fn check_ids(module: &Module) -> Result<(), Error> {
     for inst in declarations {
         check_uses(inst, &types, |id| global.contains(&id))?;
     }
+    for inst in &module.types_global_values {
+        check_type_operands(inst, &types, &functions)?;
+    }
+    check_functions_and_linkage(module, &functions)?;
     let targets = module
         .entry_points
         .iter()
@@ -133,6 +138,67 @@ fn check_ids(module: &Module) -> Result<(), Error> {
                     _ => return Err(Error::Malformed("OpFunctionCall calls something that is not a function".into())),
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that every function has a function type, and that linkage names only functions and
+/// module-scope variables: the linker folds an import onto its definition and drops the
+/// import's declaration, which only those have. Found by the `spirv_postlink` fuzz target: an
+/// imported function parameter, folded across two inputs, was defined twice in the output.
+fn check_functions_and_linkage(module: &Module, functions: &HashSet<u32>) -> Result<(), Error> {
+    let by_opcode = |op: Op| -> HashSet<u32> {
+        module.types_global_values.iter().filter(|i| i.class.opcode == op).filter_map(|i| i.result_id).collect()
+    };
+    let (function_types, variables) = (by_opcode(Op::TypeFunction), by_opcode(Op::Variable));
+    for def in module.functions.iter().filter_map(|f| f.def.as_ref()) {
+        if !matches!(def.operands.get(1), Some(rspirv::dr::Operand::IdRef(t)) if function_types.contains(t)) {
+            return Err(Error::Malformed(format!("function {:?} does not have a function type", def.result_id)));
+        }
+    }
+    for (target, name, _) in module.annotations.iter().filter_map(crate::symbols::linkage_of) {
+        if !functions.contains(&target) && !variables.contains(&target) {
+            return Err(Error::Malformed(format!(
+                "linkage `{name}` on id {target}, which is neither a function nor a module-scope variable"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that a type declaration is built from types: what a pointer points to, the members
+/// of a struct, the parameters of a function type and so on; an array's length is a constant.
+/// Found by the `spirv_postlink` fuzz target: a pointer to a function.
+fn check_type_operands(inst: &Instruction, types: &HashSet<u32>, functions: &HashSet<u32>) -> Result<(), Error> {
+    let ids = inst.operands.iter().enumerate().filter_map(|(i, op)| match op {
+        rspirv::dr::Operand::IdRef(id) => Some((i, *id)),
+        _ => None,
+    });
+    for (i, id) in ids {
+        let ok = match (inst.class.opcode, i) {
+            (Op::TypeArray, 1) => !types.contains(&id) && !functions.contains(&id),
+            (
+                Op::TypeVector
+                | Op::TypeMatrix
+                | Op::TypeImage
+                | Op::TypeSampledImage
+                | Op::TypeArray
+                | Op::TypeRuntimeArray
+                | Op::TypeStruct
+                | Op::TypePointer
+                | Op::TypeFunction
+                | Op::TypeForwardPointer,
+                _,
+            ) => types.contains(&id),
+            _ => true,
+        };
+        if !ok {
+            return Err(Error::Malformed(format!(
+                "{:?} is built from id {id}, which is not {}",
+                inst.class.opcode,
+                if (inst.class.opcode, i) == (Op::TypeArray, 1) { "a constant" } else { "a type" }
+            )));
         }
     }
     Ok(())
@@ -319,6 +385,29 @@ mod tests {
     }
 
     #[test]
+    fn linkage_only_names_functions_and_module_scope_variables() {
+        let mut b = Builder::new();
+        b.capability(spirv::Capability::Kernel);
+        b.capability(spirv::Capability::Linkage);
+        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let int = b.type_int(32, 0);
+        let int_fn = b.type_function(int, vec![int]);
+        let f = b.begin_function(int, None, spirv::FunctionControl::NONE, int_fn).unwrap();
+        let p = b.function_parameter(int).unwrap();
+        b.end_function().unwrap();
+        let base = b.module();
+        let linked = |target| {
+            let mut b = Builder::new_from_module(base.clone());
+            let kind = rspirv::dr::Operand::LinkageType(spirv::LinkageType::Import);
+            b.decorate(target, spirv::Decoration::LinkageAttributes, vec![rspirv::dr::Operand::LiteralString("f".into()), kind]);
+            assemble(&b.module())
+        };
+        assert!(load(&linked(f)).is_ok());
+        let result = load(&linked(p));
+        assert!(matches!(&result, Err(Error::Malformed(m)) if m.contains("linkage `f` on id")), "{result:?}");
+    }
+
+    #[test]
     fn garbage_is_malformed() {
         assert!(matches!(load(&[1, 2, 3]), Err(Error::Malformed(_))));
         assert!(matches!(load(&[0; 64]), Err(Error::Malformed(_))));
@@ -338,6 +427,6 @@ mod fuzz_regressions {
             assert!(super::load(&bytes).is_err(), "{} loads", path.display());
             count += 1;
         }
-        assert_eq!(count, 8);
+        assert_eq!(count, 11);
     }
 }

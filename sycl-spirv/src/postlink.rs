@@ -21,10 +21,10 @@ use sycl_format::aspects::{aspect_name, target_aspect};
 use sycl_format::{DeviceConfig, SplitMode};
 
 use crate::features::Features;
-use crate::link::{max_id, Linked};
+use crate::link::{max_id, untyped_sets, Linked};
 use crate::spec::{constants_of, SpecConstant};
-use crate::vfunc::{self, VirtualSets};
 use crate::symbols::{linkage_of, Linkage, Symbols};
+use crate::vfunc::{self, VirtualSets};
 use crate::{assemble, Error};
 
 /// A link input as the post-link sees it: its name and the fixed targets it was compiled for.
@@ -94,7 +94,12 @@ enum Key {
     Fixed(Vec<String>),
     /// Used aspects, required sizes, and the virtual-function sets the entry declares it
     /// calls (so a kernel calling into a missing set cannot fail its neighbours).
-    Features { aspects: BTreeSet<u32>, wg: Option<[u32; 3]>, sg: Option<u32>, sets: BTreeSet<String> },
+    Features {
+        aspects: BTreeSet<u32>,
+        wg: Option<[u32; 3]>,
+        sg: Option<u32>,
+        sets: BTreeSet<String>,
+    },
 }
 
 struct Entry {
@@ -114,9 +119,8 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
     let features = Features::analyze(&module);
     let vsets = VirtualSets::of(&module);
     let ic: HashSet<Word> = vsets.set_of.keys().copied().collect();
-    let ic_names: HashSet<String> =
-        ic.iter().filter_map(|f| symbols.linkage.get(f).map(|(n, _)| n.clone())).collect();
-    let graph = CallGraph::of(&module);
+    let ic_names: HashSet<String> = ic.iter().filter_map(|f| symbols.linkage.get(f).map(|(n, _)| n.clone())).collect();
+    let index = ModuleIndex::of(&module);
     let set_aspects: BTreeMap<&str, BTreeSet<u32>> = vsets
         .members
         .iter()
@@ -179,14 +183,14 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
 
     // Groups in order of their first entry: kernels in module order, then exports by name.
     let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut index: HashMap<(bool, usize, Key), usize> = HashMap::new();
+    let mut slots: HashMap<(bool, usize, Key), usize> = HashMap::new();
     for (i, e) in entries.iter().enumerate() {
         let part = match split {
             SplitMode::PerKernel => i,
             SplitMode::PerSource => e.origin,
             SplitMode::Off | SplitMode::Auto => 0,
         };
-        let slot = *index.entry((e.kernel, part, e.key.clone())).or_insert_with(|| {
+        let slot = *slots.entry((e.kernel, part, e.key.clone())).or_insert_with(|| {
             groups.push(Vec::new());
             groups.len() - 1
         });
@@ -194,27 +198,21 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
     }
 
     let same_origin_used = features.propagate(|a, b| origin(a) == origin(b));
-    let index = ModuleIndex::of(&module);
-    let externals: HashSet<Word> = symbols.sycl_external.iter().copied().filter(|f| symbols.defined_functions.contains(f)).collect();
+    let externals: HashSet<Word> =
+        symbols.sycl_external.iter().copied().filter(|f| symbols.defined_functions.contains(f)).collect();
     let mut warnings = Vec::new();
     let mut images = Vec::with_capacity(groups.len());
     for group in groups {
         let members: Vec<&Entry> = group.iter().map(|&i| &entries[i]).collect();
         let kernel = members[0].kernel;
         let roots: Vec<Word> = members.iter().map(|e| e.function).collect();
-        let (keep, as_imports, exports) = if kernel {
+        let (contents, exports) = if kernel {
             // Self-contained, but for virtual functions: those stay declarations.
-            let keep = graph.reachable(roots.iter().copied(), &ic);
-            let as_imports: HashSet<Word> = keep.intersection(&ic).copied().collect();
-            let keep: HashSet<Word> = keep.difference(&as_imports).copied().collect();
-            (keep, as_imports, HashSet::new())
+            (index.contents(roots.iter().copied(), &ic), HashSet::new())
         } else {
             let own: HashSet<Word> = roots.iter().copied().collect();
             let others: HashSet<Word> = externals.difference(&own).chain(&ic).copied().collect();
-            let keep = graph.reachable(roots.iter().copied(), &others);
-            let as_imports: HashSet<Word> = keep.intersection(&others).copied().collect();
-            let keep: HashSet<Word> = keep.difference(&as_imports).copied().collect();
-            (keep, as_imports, own)
+            (index.contents(roots.iter().copied(), &others), own)
         };
 
         let requirements = match &members[0].key {
@@ -246,7 +244,8 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
             }
             Key::Fixed(targets) => {
                 let mut final_targets: Vec<String> = targets.clone();
-                let mut checked: Vec<Word> = keep.iter().copied().filter(|f| externals.contains(f)).collect();
+                let mut checked: Vec<Word> =
+                    contents.defined.iter().copied().filter(|f| externals.contains(f)).collect();
                 checked.sort_unstable();
                 for f in checked {
                     let theirs = fixed(origin(f));
@@ -271,10 +270,11 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
             }
         };
 
-        let image = extract(&module, &index, &keep, &as_imports, &exports);
+        let image = extract(&module, &index, &contents, &exports);
         let mut exported: Vec<String> = members.iter().filter(|e| !e.kernel).map(|e| e.name.clone()).collect();
         exported.sort();
-        let mut uses: BTreeSet<String> = as_imports.iter().filter_map(|f| vsets.set_of.get(f).cloned()).collect();
+        let mut uses: BTreeSet<String> =
+            contents.declared.iter().filter_map(|f| vsets.set_of.get(f).cloned()).collect();
         for e in members.iter().filter(|e| e.kernel) {
             uses.extend(declared_sets(&e.declaring));
         }
@@ -288,22 +288,22 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
     for (set, functions) in &vsets.members {
         let own: HashSet<Word> = functions.iter().copied().collect();
         let others: HashSet<Word> = externals.iter().chain(&ic).copied().filter(|f| !own.contains(f)).collect();
-        let keep = graph.reachable(functions.iter().copied(), &others);
-        let as_imports: HashSet<Word> = keep.intersection(&others).copied().collect();
-        let keep: HashSet<Word> = keep.difference(&as_imports).copied().collect();
+        let contents = index.contents(functions.iter().copied(), &others);
         let aspects: Vec<u32> = set_aspects[set.as_str()].iter().copied().collect();
         let requirements = Requirements { aspects: aspects.clone(), ..Requirements::default() };
-        let image = extract(&module, &index, &keep, &as_imports, &own);
+        let image = extract(&module, &index, &contents, &own);
         let vf = VirtualFunctions { set: Some(set.clone()), ..VirtualFunctions::default() };
         // Exported, so that a binary that calls into the set from elsewhere finds it; the
         // runtime links a set's image (or its dummy) by set, never by name alone.
-        let mut names: Vec<String> = functions.iter().filter_map(|f| symbols.linkage.get(f).map(|(n, _)| n.clone())).collect();
+        let mut names: Vec<String> =
+            functions.iter().filter_map(|f| symbols.linkage.get(f).map(|(n, _)| n.clone())).collect();
         names.sort();
         images.push(finish(image, vec![], names.clone(), requirements, vf, options, &ic_names));
         if !aspects.is_empty() {
             let emptied = vfunc::with_empty_bodies(&module, functions);
             let dummy_index = ModuleIndex::of(&emptied);
-            let image = extract(&emptied, &dummy_index, &own, &HashSet::new(), &own);
+            let contents = dummy_index.contents(functions.iter().copied(), &HashSet::new());
+            let image = extract(&emptied, &dummy_index, &contents, &own);
             let vf = VirtualFunctions { set: Some(set.clone()), dummy: true, ..VirtualFunctions::default() };
             images.push(finish(image, vec![], names, Requirements::default(), vf, options, &ic_names));
         }
@@ -325,9 +325,9 @@ fn finish(
         header.bound = bound;
     }
     // Function pointers are an optional feature of their own (see `aspects.rs`).
-    let uses_pointers = module.all_inst_iter().any(|i| {
-        matches!(i.class.opcode, Op::ConstantFunctionPointerINTEL | Op::FunctionPointerCallINTEL)
-    });
+    let uses_pointers = module
+        .all_inst_iter()
+        .any(|i| matches!(i.class.opcode, Op::ConstantFunctionPointerINTEL | Op::FunctionPointerCallINTEL));
     if uses_pointers && requirements.fixed_target.is_none() {
         let aspect = sycl_format::aspects::aspect_number("function_pointers").expect("known aspect");
         if !requirements.aspects.contains(&aspect) {
@@ -339,128 +339,180 @@ fn finish(
     let mut imported = Symbols::of(&module).imports(&module);
     imported.retain(|name| !virtual_names.contains(name));
     let spec_constants = constants_of(&module, options.spec_constants);
-    PostLinkImage { kernels, exported, imported, requirements, spec_constants, virtual_functions, spirv: assemble(&module) }
-}
-
-/// Which functions each function refers to: by calling them, by taking their address, or
-/// through module-scope values it uses (a table of function pointers), transitively.
-struct CallGraph {
-    edges: HashMap<Word, Vec<Word>>,
-}
-
-impl CallGraph {
-    fn of(module: &Module) -> CallGraph {
-        let functions: HashSet<Word> = module.functions.iter().filter_map(|f| f.def_id()).collect();
-        let globals: HashMap<Word, &Instruction> =
-            module.types_global_values.iter().filter_map(|g| Some((g.result_id?, g))).collect();
-        // Functions each module-scope value leads to, memoised (values only refer to earlier
-        // values, so the recursion ends).
-        let mut via_global: HashMap<Word, Vec<Word>> = HashMap::new();
-        fn functions_of(
-            id: Word,
-            globals: &HashMap<Word, &Instruction>,
-            functions: &HashSet<Word>,
-            memo: &mut HashMap<Word, Vec<Word>>,
-        ) -> Vec<Word> {
-            if let Some(known) = memo.get(&id) {
-                return known.clone();
-            }
-            memo.insert(id, vec![]);
-            let mut out = Vec::new();
-            if let Some(g) = globals.get(&id) {
-                for op in &g.operands {
-                    if let Operand::IdRef(x) = op {
-                        if functions.contains(x) {
-                            out.push(*x);
-                        } else if globals.contains_key(x) {
-                            out.extend(functions_of(*x, globals, functions, memo));
-                        }
-                    }
-                }
-            }
-            out.sort_unstable();
-            out.dedup();
-            memo.insert(id, out.clone());
-            out
-        }
-        let mut edges = HashMap::new();
-        for f in &module.functions {
-            let Some(id) = f.def_id() else { continue };
-            let mut out = Vec::new();
-            for op in f.all_inst_iter().skip(1).flat_map(|i| i.operands.iter()) {
-                if let Operand::IdRef(x) = op {
-                    if functions.contains(x) {
-                        out.push(*x);
-                    } else if globals.contains_key(x) {
-                        out.extend(functions_of(*x, &globals, &functions, &mut via_global));
-                    }
-                }
-            }
-            out.sort_unstable();
-            out.dedup();
-            edges.insert(id, out);
-        }
-        // An entry point's interface variables are kept with its kernel, so the functions
-        // their initializers point to are reached from it even if its body never names them.
-        for entry in &module.entry_points {
-            let Some(Operand::IdRef(kernel)) = entry.operands.get(1) else { continue };
-            let mut reached = Vec::new();
-            for op in entry.operands.iter().skip(3) {
-                if let Operand::IdRef(x) = op {
-                    if globals.contains_key(x) {
-                        reached.extend(functions_of(*x, &globals, &functions, &mut via_global));
-                    }
-                }
-            }
-            if let Some(out) = edges.get_mut(kernel) {
-                out.extend(reached);
-                out.sort_unstable();
-                out.dedup();
-            }
-        }
-        CallGraph { edges }
-    }
-
-    /// Functions reachable from `roots`; those in `stop` are reached but not entered.
-    fn reachable(&self, roots: impl IntoIterator<Item = Word>, stop: &HashSet<Word>) -> HashSet<Word> {
-        let mut seen = HashSet::new();
-        let mut stack: Vec<Word> = roots.into_iter().collect();
-        while let Some(f) = stack.pop() {
-            if seen.insert(f) && !stop.contains(&f) {
-                stack.extend(self.edges.get(&f).into_iter().flatten().copied());
-            }
-        }
-        seen
+    PostLinkImage {
+        kernels,
+        exported,
+        imported,
+        requirements,
+        spec_constants,
+        virtual_functions,
+        spirv: assemble(&module),
     }
 }
 
-/// Where things are in the linked module, computed once so that each image is built in time
-/// proportional to its own size rather than the module's.
+/// The linked module indexed once, so that each image is built in time proportional to its own
+/// size rather than the module's; and the one notion of what a definition uses, behind both
+/// which functions an image must hold and which module-scope values. A function uses what its
+/// instructions, its entry point, its execution modes and the decorations on its ids use; a
+/// module-scope value (type, constant, variable, decoration group), what its instruction and its
+/// decorations use. Deciding the two questions from separate notions let them drift apart: the
+/// `spirv_postlink` fuzz target found images holding a type or an interface variable that
+/// named a function the image had dropped.
 struct ModuleIndex {
     /// Function id → position in `module.functions`.
     functions: HashMap<Word, usize>,
     /// Module-scope value id → position in `types_global_values`.
     globals: HashMap<Word, usize>,
-    /// Target id → positions in `annotations` / `debug_names`.
+    /// Pointer type id → position of the `OpTypeForwardPointer` that announces it.
+    forward_pointers: HashMap<Word, usize>,
+    /// Id → positions of the annotations that decorate it (for a decoration group, also the
+    /// `OpDecorationGroup` itself) and of the names that name it.
     annotations: HashMap<Word, Vec<usize>>,
     names: HashMap<Word, Vec<usize>>,
-    /// Annotations that target no id (decoration groups and the like): kept everywhere.
-    other_annotations: Vec<usize>,
+    /// What each function's whole definition uses, what its declaration alone uses (type,
+    /// parameters and their decorations), and what each module-scope value uses: functions and
+    /// module-scope values only, each list without repeats.
+    body_uses: HashMap<Word, Vec<Word>>,
+    declaration_uses: HashMap<Word, Vec<Word>>,
+    value_uses: HashMap<Word, Vec<Word>>,
+}
+
+/// What one image holds: functions with their bodies, functions only declared, and module-scope
+/// values (decoration groups included).
+struct Contents {
+    defined: HashSet<Word>,
+    declared: HashSet<Word>,
+    values: HashSet<Word>,
 }
 
 impl ModuleIndex {
     fn of(module: &Module) -> ModuleIndex {
-        let functions = module.functions.iter().enumerate().filter_map(|(i, f)| Some((f.def_id()?, i))).collect();
-        let globals = module.types_global_values.iter().enumerate().filter_map(|(i, g)| Some((g.result_id?, i))).collect();
-        let mut annotations: HashMap<Word, Vec<usize>> = HashMap::new();
-        let mut other_annotations = Vec::new();
-        for (i, a) in module.annotations.iter().enumerate() {
-            match (a.class.opcode, a.operands.first()) {
-                (Op::Decorate | Op::MemberDecorate | Op::DecorateId | Op::DecorateString | Op::MemberDecorateString, Some(Operand::IdRef(t))) => {
-                    annotations.entry(*t).or_default().push(i)
+        let functions: HashMap<Word, usize> =
+            module.functions.iter().enumerate().filter_map(|(i, f)| Some((f.def_id()?, i))).collect();
+        let globals: HashMap<Word, usize> =
+            module.types_global_values.iter().enumerate().filter_map(|(i, g)| Some((g.result_id?, i))).collect();
+        let forward_pointers = module
+            .types_global_values
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.class.opcode == Op::TypeForwardPointer)
+            .filter_map(|(i, g)| match g.operands.first() {
+                Some(Operand::IdRef(p)) => Some((*p, i)),
+                _ => None,
+            })
+            .collect();
+        let groups: HashSet<Word> = module
+            .annotations
+            .iter()
+            .filter(|a| a.class.opcode == Op::DecorationGroup)
+            .filter_map(|a| a.result_id)
+            .collect();
+        let untyped: HashSet<Word> = untyped_sets(module).into_iter().collect();
+        // The functions and module-scope values an instruction uses. The operands of an
+        // extended instruction from a set rspirv has no grammar for may be literals read as
+        // ids: they keep a module-scope value they happen to name, never a function.
+        let uses = |inst: &Instruction, out: &mut Vec<Word>| {
+            let untyped_from = match (inst.class.opcode, inst.operands.first()) {
+                (Op::ExtInst, Some(Operand::IdRef(set))) if untyped.contains(set) => 1,
+                _ => usize::MAX,
+            };
+            let operands = inst.operands.iter().enumerate().filter_map(|(i, op)| match op {
+                Operand::IdRef(id) | Operand::IdScope(id) | Operand::IdMemorySemantics(id) => Some((i, *id)),
+                _ => None,
+            });
+            for (i, id) in inst.result_type.map(|t| (0, t)).into_iter().chain(operands) {
+                let node = globals.contains_key(&id) || groups.contains(&id);
+                if node || (i < untyped_from && functions.contains_key(&id)) {
+                    out.push(id);
                 }
-                _ => other_annotations.push(i),
             }
+        };
+
+        // Where each id's uses go: a value's own list, or its function's body (and declaration).
+        enum Owner {
+            Value,
+            Body(Word),
+            Declaration(Word),
+        }
+        let mut owner: HashMap<Word, Owner> = HashMap::new();
+        for id in globals.keys().chain(&groups) {
+            owner.insert(*id, Owner::Value);
+        }
+        let mut body_uses: HashMap<Word, Vec<Word>> = HashMap::new();
+        let mut declaration_uses: HashMap<Word, Vec<Word>> = HashMap::new();
+        for f in &module.functions {
+            let Some(id) = f.def_id() else { continue };
+            let (mut body, mut declaration) = (Vec::new(), Vec::new());
+            for inst in f.def.iter().chain(&f.parameters) {
+                uses(inst, &mut declaration);
+                owner.extend(inst.result_id.map(|r| (r, Owner::Declaration(id))));
+            }
+            for inst in f.all_inst_iter() {
+                uses(inst, &mut body);
+                if let Some(r) = inst.result_id {
+                    owner.entry(r).or_insert(Owner::Body(id));
+                }
+            }
+            body_uses.insert(id, body);
+            declaration_uses.insert(id, declaration);
+        }
+        let mut value_uses: HashMap<Word, Vec<Word>> = HashMap::new();
+        for g in &module.types_global_values {
+            if let Some(id) = g.result_id {
+                uses(g, value_uses.entry(id).or_default());
+            }
+        }
+        for id in &groups {
+            value_uses.entry(*id).or_default();
+        }
+        let mut add = |target: Word, used: &[Word]| {
+            let lists: [Option<&mut Vec<Word>>; 2] = match owner.get(&target) {
+                Some(Owner::Value) => [value_uses.get_mut(&target), None],
+                Some(Owner::Body(f)) => [body_uses.get_mut(f), None],
+                Some(Owner::Declaration(f)) => {
+                    let f = *f;
+                    [body_uses.get_mut(&f), declaration_uses.get_mut(&f)]
+                }
+                None => [None, None],
+            };
+            for list in lists.into_iter().flatten() {
+                list.extend_from_slice(used);
+            }
+        };
+        let used_by = |inst: &Instruction| {
+            let mut used = Vec::new();
+            uses(inst, &mut used);
+            used
+        };
+        for e in &module.entry_points {
+            if let Some(Operand::IdRef(f)) = e.operands.get(1) {
+                add(*f, &used_by(e));
+            }
+        }
+        for m in &module.execution_modes {
+            if let Some(Operand::IdRef(f)) = m.operands.first() {
+                add(*f, &used_by(m));
+            }
+        }
+        let mut annotations: HashMap<Word, Vec<usize>> = HashMap::new();
+        for (i, a) in module.annotations.iter().enumerate() {
+            // An id in a group uses the group (and so the group's decorations), nothing else
+            // the group names.
+            let used = match (a.class.opcode, a.operands.first()) {
+                (Op::GroupDecorate | Op::GroupMemberDecorate, Some(Operand::IdRef(g))) if groups.contains(g) => {
+                    vec![*g]
+                }
+                (Op::GroupDecorate | Op::GroupMemberDecorate, _) => vec![],
+                _ => used_by(a),
+            };
+            for target in annotation_targets(a) {
+                add(target, &used);
+                annotations.entry(target).or_default().push(i);
+            }
+        }
+        for list in body_uses.values_mut().chain(declaration_uses.values_mut()).chain(value_uses.values_mut()) {
+            list.sort_unstable();
+            list.dedup();
         }
         let mut names: HashMap<Word, Vec<usize>> = HashMap::new();
         for (i, n) in module.debug_names.iter().enumerate() {
@@ -468,29 +520,81 @@ impl ModuleIndex {
                 names.entry(*t).or_default().push(i);
             }
         }
-        ModuleIndex { functions, globals, annotations, names, other_annotations }
+        ModuleIndex {
+            functions,
+            globals,
+            forward_pointers,
+            annotations,
+            names,
+            body_uses,
+            declaration_uses,
+            value_uses,
+        }
+    }
+
+    /// What an image with `roots` must hold: everything they use, transitively; the functions
+    /// in `stop` only as declarations.
+    fn contents(&self, roots: impl IntoIterator<Item = Word>, stop: &HashSet<Word>) -> Contents {
+        let mut contents = Contents { defined: HashSet::new(), declared: HashSet::new(), values: HashSet::new() };
+        let mut seen = HashSet::new();
+        let mut pending: Vec<Word> = roots.into_iter().collect();
+        while let Some(id) = pending.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let (set, uses) = if stop.contains(&id) && self.functions.contains_key(&id) {
+                (&mut contents.declared, self.declaration_uses.get(&id))
+            } else if self.functions.contains_key(&id) {
+                (&mut contents.defined, self.body_uses.get(&id))
+            } else {
+                (&mut contents.values, self.value_uses.get(&id))
+            };
+            if let Some(uses) = uses {
+                set.insert(id);
+                pending.extend(uses);
+            }
+        }
+        contents
     }
 }
 
-/// An image of `module` with the definitions in `keep`, the functions in `as_imports` turned
-/// into imported declarations, the entry points among them, the module-scope values they
-/// use, and export linkage only on `exports` (every other definition is internalized).
-fn extract(
-    module: &Module,
-    index: &ModuleIndex,
-    keep: &HashSet<Word>,
-    as_imports: &HashSet<Word>,
-    exports: &HashSet<Word>,
-) -> Module {
-    let stub = |f: &Function| Function { def: f.def.clone(), end: f.end.clone(), parameters: f.parameters.clone(), blocks: vec![] };
-    let mut positions: Vec<usize> = keep.iter().chain(as_imports).filter_map(|f| index.functions.get(f).copied()).collect();
+/// The ids an annotation decorates; an `OpDecorationGroup` counts as decorating its group.
+fn annotation_targets(a: &Instruction) -> Vec<Word> {
+    match a.class.opcode {
+        Op::DecorationGroup => a.result_id.into_iter().collect(),
+        Op::GroupDecorate | Op::GroupMemberDecorate => a
+            .operands
+            .iter()
+            .skip(1)
+            .filter_map(|op| match op {
+                Operand::IdRef(t) => Some(*t),
+                _ => None,
+            })
+            .collect(),
+        _ => match a.operands.first() {
+            Some(Operand::IdRef(t)) => vec![*t],
+            _ => vec![],
+        },
+    }
+}
+
+/// An image of `module` holding `contents`, its entry points among them, and export linkage
+/// only on `exports` (every other definition is internalized).
+fn extract(module: &Module, index: &ModuleIndex, contents: &Contents, exports: &HashSet<Word>) -> Module {
+    let stub = |f: &Function| Function {
+        def: f.def.clone(),
+        end: f.end.clone(),
+        parameters: f.parameters.clone(),
+        blocks: vec![],
+    };
+    let mut positions: Vec<usize> =
+        contents.defined.iter().chain(&contents.declared).filter_map(|f| index.functions.get(f).copied()).collect();
     positions.sort_unstable();
-    positions.dedup();
-    let mut functions: Vec<Function> = positions
+    let functions: Vec<Function> = positions
         .iter()
         .map(|&i| {
             let f = &module.functions[i];
-            if f.def_id().is_some_and(|id| as_imports.contains(&id)) {
+            if f.def_id().is_some_and(|id| contents.declared.contains(&id)) {
                 stub(f)
             } else {
                 f.clone()
@@ -498,69 +602,73 @@ fn extract(
         })
         .collect();
 
-    // Ids present in the image: those the functions define, and the module-scope values they
-    // use, closed over what those values use in turn.
-    let mut present: HashSet<Word> = HashSet::new();
-    let mut pending: Vec<Word> = Vec::new();
-    let uses = |inst: &Instruction, pending: &mut Vec<Word>| {
-        pending.extend(inst.result_type);
-        for op in &inst.operands {
-            if let Operand::IdRef(id) | Operand::IdScope(id) | Operand::IdMemorySemantics(id) = op {
-                pending.push(*id);
-            }
-        }
-    };
+    // Ids the image defines, whose names and decorations it keeps.
+    let mut present: HashSet<Word> = contents.values.clone();
     for f in &functions {
-        for inst in f.all_inst_iter() {
-            present.extend(inst.result_id);
-            uses(inst, &mut pending);
-        }
+        present.extend(f.all_inst_iter().filter_map(|i| i.result_id));
     }
-    let entry_points: Vec<Instruction> = module
-        .entry_points
+    let mut globals: Vec<usize> = contents
+        .values
         .iter()
-        .filter(|e| matches!(e.operands.get(1), Some(Operand::IdRef(id)) if keep.contains(id)))
-        .cloned()
+        .flat_map(|id| index.globals.get(id).into_iter().chain(index.forward_pointers.get(id)))
+        .copied()
         .collect();
-    for e in &entry_points {
-        uses(e, &mut pending);
-    }
-    let mut globals: Vec<usize> = Vec::new();
-    while let Some(id) = pending.pop() {
-        if let Some(&g) = index.globals.get(&id) {
-            if present.insert(id) {
-                globals.push(g);
-                uses(&module.types_global_values[g], &mut pending);
-            }
-        }
-    }
     globals.sort_unstable();
 
     let targeted = |map: &HashMap<Word, Vec<usize>>| -> Vec<usize> {
         let mut out: Vec<usize> = present.iter().filter_map(|id| map.get(id)).flatten().copied().collect();
         out.sort_unstable();
+        out.dedup();
         out
     };
-    let mut annotation_positions = targeted(&index.annotations);
-    annotation_positions.extend(&index.other_annotations);
-    annotation_positions.sort_unstable();
-    let mut annotations = Vec::with_capacity(annotation_positions.len());
-    for i in annotation_positions {
+    let mut annotations = Vec::new();
+    for i in targeted(&index.annotations) {
         let mut a = module.annotations[i].clone();
         match linkage_of(&a) {
-            Some((id, _, _)) if as_imports.contains(&id) => a.operands[3] = Operand::LinkageType(LinkageType::Import),
+            Some((id, _, _)) if contents.declared.contains(&id) => {
+                a.operands[3] = Operand::LinkageType(LinkageType::Import)
+            }
             Some((id, _, Linkage::Export | Linkage::LinkOnceOdr)) if !exports.contains(&id) => continue,
             _ => {}
         }
         // Our own markers (`sycl-external`, `sycl-device-has:…`) have served once the post-link
         // has read them; left in, they come back from SPIR-V as `llvm.global.annotations`
         // referring to the kernel, which PoCL's kernel compiler aborts on.
-        if matches!(a.operands.as_slice(), [_, Operand::Decoration(Decoration::UserSemantic), Operand::LiteralString(s)] if s.starts_with("sycl-")) {
+        if matches!(a.operands.as_slice(), [_, Operand::Decoration(Decoration::UserSemantic), Operand::LiteralString(s)] if s.starts_with("sycl-"))
+        {
             continue;
+        }
+        // A group applied to several ids applies here only to those the image holds.
+        if matches!(a.class.opcode, Op::GroupDecorate | Op::GroupMemberDecorate) {
+            let mut operands = a.operands.iter();
+            let group = operands.next().cloned();
+            let mut kept = Vec::new();
+            let member = a.class.opcode == Op::GroupMemberDecorate;
+            while let Some(target) = operands.next() {
+                let literal = if member { operands.next().cloned() } else { None };
+                if matches!(target, Operand::IdRef(t) if present.contains(t)) {
+                    kept.push(target.clone());
+                    kept.extend(literal);
+                }
+            }
+            a.operands = group.into_iter().chain(kept).collect();
         }
         annotations.push(a);
     }
 
+    let entry_points = module
+        .entry_points
+        .iter()
+        .filter(|e| matches!(e.operands.get(1), Some(Operand::IdRef(id)) if contents.defined.contains(id)))
+        .cloned()
+        .collect();
+    let execution_modes = module
+        .execution_modes
+        .iter()
+        .filter(|m| matches!(m.operands.first(), Some(Operand::IdRef(id)) if contents.defined.contains(id)))
+        .cloned()
+        .collect();
+    let mut functions = functions;
     // SPIR-V's layout: every declaration before the first definition.
     functions.sort_by_key(|f| !f.blocks.is_empty());
     Module {
@@ -569,12 +677,7 @@ fn extract(
         extensions: module.extensions.clone(),
         ext_inst_imports: module.ext_inst_imports.clone(),
         memory_model: module.memory_model.clone(),
-        execution_modes: module
-            .execution_modes
-            .iter()
-            .filter(|m| matches!(m.operands.first(), Some(Operand::IdRef(id)) if keep.contains(id)))
-            .cloned()
-            .collect(),
+        execution_modes,
         entry_points,
         debug_string_source: module.debug_string_source.clone(),
         debug_names: targeted(&index.names).into_iter().map(|i| module.debug_names[i].clone()).collect(),
@@ -604,7 +707,11 @@ mod tests {
         let void_fn = b.type_function(void, vec![]);
         let int_fn = b.type_function(int, vec![int]);
         let link = |b: &mut Builder, id, name: &str, kind| {
-            b.decorate(id, Decoration::LinkageAttributes, vec![Operand::LiteralString(name.into()), Operand::LinkageType(kind)])
+            b.decorate(
+                id,
+                Decoration::LinkageAttributes,
+                vec![Operand::LiteralString(name.into()), Operand::LinkageType(kind)],
+            )
         };
 
         let g = b.begin_function(int, None, FunctionControl::NONE, int_fn).unwrap();
@@ -671,6 +778,72 @@ mod tests {
         let symbols = Symbols::of(&module);
         let names: Vec<&str> = symbols.linkage.values().map(|(n, _)| n.as_str()).collect();
         assert!(!names.contains(&"h"), "h is neither SYCL_EXTERNAL nor reachable: dropped");
+    }
+
+    /// Kernels `k1` and `k2` each store to a variable of their own. A decoration group covers
+    /// both variables, and an `OpDecorateId` on the first names a constant pointing to `h`, a
+    /// function nothing calls; `k2`'s interface lists a table pointing to `h2`, which its body
+    /// never uses. Each image holds what its annotations and interface name and nothing else.
+    #[test]
+    fn images_hold_what_their_annotations_name() {
+        let mut b = Builder::new();
+        b.capability(spirv::Capability::Kernel);
+        b.capability(spirv::Capability::Addresses);
+        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let void = b.type_void();
+        let int = b.type_int(32, 0);
+        let void_fn = b.type_function(void, vec![]);
+        let int_ptr = b.type_pointer(None, spirv::StorageClass::CrossWorkgroup, int);
+        let fn_ptr = b.type_pointer(None, spirv::StorageClass::CodeSectionINTEL, void_fn);
+        let zero = b.constant_bit32(int, 0);
+        let v1 = b.variable(int_ptr, None, spirv::StorageClass::CrossWorkgroup, Some(zero));
+        let v2 = b.variable(int_ptr, None, spirv::StorageClass::CrossWorkgroup, Some(zero));
+        let mut pointer_to_nothing = || {
+            let f = b.begin_function(void, None, FunctionControl::NONE, void_fn).unwrap();
+            b.begin_block(None).unwrap();
+            b.ret().unwrap();
+            b.end_function().unwrap();
+            let pointer = b.id();
+            let constant = Instruction::new(
+                Op::ConstantFunctionPointerINTEL,
+                Some(fn_ptr),
+                Some(pointer),
+                vec![Operand::IdRef(f)],
+            );
+            b.module_mut().types_global_values.push(constant);
+            (f, pointer)
+        };
+        let (_, pointer) = pointer_to_nothing();
+        let (h2, pointer2) = pointer_to_nothing();
+        let table_ptr = b.type_pointer(None, spirv::StorageClass::CrossWorkgroup, fn_ptr);
+        let table = b.variable(table_ptr, None, spirv::StorageClass::CrossWorkgroup, Some(pointer2));
+        let group = b.decoration_group();
+        b.decorate(group, Decoration::Alignment, vec![Operand::LiteralBit32(4)]);
+        b.group_decorate(group, [v1, v2]);
+        b.decorate_id(v1, Decoration::AlignmentId, vec![Operand::IdRef(pointer)]);
+        for (name, variable, interface) in [("k1", v1, vec![]), ("k2", v2, vec![table])] {
+            let k = b.begin_function(void, None, FunctionControl::NONE, void_fn).unwrap();
+            b.begin_block(None).unwrap();
+            b.store(variable, zero, None, vec![]).unwrap();
+            b.ret().unwrap();
+            b.end_function().unwrap();
+            b.entry_point(ExecutionModel::Kernel, k, name, interface);
+        }
+        let images = run(b.module(), SplitMode::PerKernel).images;
+        assert_eq!(images.iter().map(|i| i.kernels.clone()).collect::<Vec<_>>(), [["k1"], ["k2"]]);
+        let group_targets = |m: &Module| -> Vec<Operand> {
+            let applied = m.annotations.iter().find(|a| a.class.opcode == Op::GroupDecorate).unwrap();
+            applied.operands.clone()
+        };
+        let first = load(&images[0].spirv).unwrap();
+        assert_eq!(first.functions.len(), 2, "k1 and h, which its variable's decoration reaches");
+        assert_eq!(group_targets(&first), [Operand::IdRef(group), Operand::IdRef(v1)]);
+        let second = load(&images[1].spirv).unwrap();
+        let defined: Vec<Word> = second.functions.iter().filter_map(|f| f.def_id()).collect();
+        assert_eq!(defined.len(), 2);
+        assert!(defined.contains(&h2), "k2's interface reaches h2");
+        assert_eq!(group_targets(&second), [Operand::IdRef(group), Operand::IdRef(v2)]);
+        assert!(second.all_inst_iter().all(|i| i.class.opcode != Op::DecorateId && i.result_id != Some(pointer)));
     }
 
     #[test]
