@@ -1,7 +1,8 @@
 //! SPIR-V entering the post-link and the runtime's own linker.
-//! Property: loading, linking (with itself, as two inputs) and post-linking any bytes never
-//! lets a panic out, never reads out of bounds, and ends in images or an error; every image
-//! the post-link makes loads again.
+//! Property: loading, linking (with itself, as two inputs), lowering function pointers (as the
+//! runtime does for PoCL) and post-linking any bytes never lets a panic out, never reads out of
+//! bounds, and ends in a module or an error; every module the lowering or the post-link makes
+//! loads again.
 //!
 //! rspirv's parser panics on some operand kinds it does not expect; `sycl_spirv::load`
 //! contains those panics and returns an error. libfuzzer-sys's panic hook would abort on them
@@ -13,7 +14,7 @@ use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
 use sycl_format::{DeviceConfig, SplitMode};
-use sycl_spirv::{link, load, post_link, LinkInput, PostLinkOptions, Source};
+use sycl_spirv::{assemble, link, load, lower_function_pointers, post_link, LinkInput, PostLinkOptions, Source};
 
 fuzz_target!(|data: &[u8]| {
     static QUIET_CAUGHT_PANICS: std::sync::Once = std::sync::Once::new();
@@ -24,6 +25,10 @@ fuzz_target!(|data: &[u8]| {
         LinkInput { name: "b".into(), module },
     ];
     let Ok(linked) = link(inputs) else { return };
+    let mut lowered = linked.module.clone();
+    if let Ok(true) = lower_function_pointers(&mut lowered) {
+        load(&assemble(&lowered)).expect("a lowered program loads");
+    }
     let sources = [Source::default(), Source::default()];
     let config = DeviceConfig::default_config();
     let spec = BTreeMap::new();

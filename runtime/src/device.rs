@@ -85,8 +85,10 @@ impl Capabilities {
             aspects.insert(a);
         }
         // Measured: the Intel CPU runtime links and runs SPV_INTEL_function_pointers across
-        // modules; PoCL 3.1 builds such programs but its kernels miss the pointed-to functions.
-        if target == Some("intel_cpu_x86_64") {
+        // modules. PoCL 3.1 builds such programs but its kernels miss the pointed-to functions:
+        // the runtime lowers the calls to switches when it links a program for PoCL
+        // (`sycl_spirv::lower_function_pointers`), which its ahead-of-time images cannot have.
+        if matches!(target, Some("intel_cpu_x86_64" | "pocl_cpu")) {
             aspects.insert(aspect_number("function_pointers").expect("known aspect"));
         }
         Capabilities {

@@ -366,7 +366,10 @@ pub(crate) fn link_to_spir(registry: &Registry, images: &[ImageId], spec: &SpecV
             .map_err(|e| Error::Translate(format!("{}: {e}", registry.describe(id))))?;
         inputs.push(sycl_spirv::LinkInput { name: registry.describe(id), module });
     }
-    let linked = sycl_spirv::link(inputs).map_err(|e| Error::Translate(e.to_string()))?;
+    let mut linked = sycl_spirv::link(inputs).map_err(|e| Error::Translate(e.to_string()))?;
+    // PoCL's kernel compiler cannot take calls through pointers; the whole program is here, so
+    // they become switches over the functions whose addresses are taken.
+    sycl_spirv::lower_function_pointers(&mut linked.module).map_err(|e| Error::Translate(e.to_string()))?;
     let mut baked = Vec::new();
     for &id in images {
         for (spec_id, bytes) in spec.for_image(registry.image(id)) {

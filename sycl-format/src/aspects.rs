@@ -21,7 +21,8 @@ pub const ASPECTS: &[(&str, u32)] = &[
     ("usm_system_allocations", 17),
     ("atomic64", 28),
     // Calls through function pointers (SPV_INTEL_function_pointers): no device advertises it,
-    // so the runtime grants it to the devices measured to run it (the Intel CPU runtime).
+    // so the runtime grants it to the devices that run it: the Intel CPU runtime, and PoCL
+    // through the runtime's lowering of pointers to switches (`sycl_spirv::lower_function_pointers`).
     ("function_pointers", 1100),
     ("target_intel_cpu_x86_64", 1001),
     ("target_pocl_cpu", 1002),

@@ -6,6 +6,7 @@
 //! output, and the work grows linearly with the size of the input.
 
 mod features;
+mod fnptr;
 mod link;
 mod load;
 mod postlink;
@@ -14,6 +15,7 @@ pub mod vfunc;
 mod symbols;
 
 pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
+pub use fnptr::lower_function_pointers;
 pub use link::{link, LinkInput, Linked};
 pub use load::{assemble, load};
 pub use postlink::{post_link, PostLink, PostLinkImage, PostLinkOptions, Requirements, Source};
