@@ -50,7 +50,9 @@ pub fn load(bytes: &[u8]) -> Result<Module, Error> {
 /// id nothing defines, a call through a type passing another function's parameter, a constant
 /// typed by a function's value, an entry point naming a constant, a pointer to a function
 /// (see [`check_type_operands`]), linkage on a function parameter (see
-/// [`check_functions_and_linkage`]); each made the post-link write an invalid image.
+/// [`check_functions_and_linkage`]), a constant built from itself (see
+/// [`check_declaration_order`]); each made the post-link, the linker or the lowering of
+/// function pointers write invalid SPIR-V.
 fn check_ids(module: &Module) -> Result<(), Error> {
     let bound = module.header.as_ref().map_or(0, |h| h.bound);
     let mut all = HashSet::new();
@@ -114,6 +116,7 @@ fn check_ids(module: &Module) -> Result<(), Error> {
         check_type_operands(inst, &types, &functions)?;
     }
     check_functions_and_linkage(module, &functions)?;
+    check_declaration_order(module)?;
     let targets = module
         .entry_points
         .iter()
@@ -139,6 +142,51 @@ fn check_ids(module: &Module) -> Result<(), Error> {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// The ids an instruction surely uses: its result type and id operands. An extended
+/// instruction's operands past its set are typed by that set's grammar, which rspirv does not
+/// know: debug-info literals read as ids there. Only the set itself is surely an id.
+fn used_ids(inst: &Instruction) -> impl Iterator<Item = u32> + '_ {
+    let operands = match inst.class.opcode {
+        Op::ExtInst => &inst.operands[..inst.operands.len().min(1)],
+        _ => &inst.operands[..],
+    };
+    inst.result_type.into_iter().chain(operands.iter().filter_map(|op| match op {
+        rspirv::dr::Operand::IdRef(id)
+        | rspirv::dr::Operand::IdScope(id)
+        | rspirv::dr::Operand::IdMemorySemantics(id) => Some(*id),
+        _ => None,
+    }))
+}
+
+/// Checks that module-scope values use only values declared before them (a pointer type may
+/// be announced by `OpTypeForwardPointer`; functions may be named anywhere), so that no value
+/// is built from itself or from a later one. Found by the `spirv_postlink` fuzz target: a
+/// cast of a function pointer to itself, which lowering function pointers turned into a
+/// constant referring to nothing.
+fn check_declaration_order(module: &Module) -> Result<(), Error> {
+    let values: HashSet<u32> = module.types_global_values.iter().filter_map(|i| i.result_id).collect();
+    let announced: HashSet<u32> = module
+        .types_global_values
+        .iter()
+        .filter(|i| i.class.opcode == Op::TypeForwardPointer)
+        .filter_map(|i| match i.operands.first() {
+            Some(rspirv::dr::Operand::IdRef(p)) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    let mut declared = HashSet::with_capacity(values.len());
+    for inst in &module.types_global_values {
+        if let Some(id) = used_ids(inst).find(|id| values.contains(id) && !declared.contains(id) && !announced.contains(id)) {
+            return Err(Error::Malformed(format!(
+                "{:?} uses id {id}, which is declared after it",
+                inst.class.opcode
+            )));
+        }
+        declared.extend(inst.result_id);
     }
     Ok(())
 }
@@ -211,20 +259,7 @@ fn check_uses(inst: &Instruction, types: &HashSet<u32>, visible: impl Fn(u32) ->
             return Err(Error::Malformed(format!("{:?} has result type {ty}, which is not a type", inst.class.opcode)));
         }
     }
-    // An extended instruction's operands past its set are typed by that set's grammar,
-    // which rspirv does not know: debug-info literals read as ids there. Only the set
-    // itself is surely an id.
-    let operands = match inst.class.opcode {
-        Op::ExtInst => &inst.operands[..inst.operands.len().min(1)],
-        _ => &inst.operands[..],
-    };
-    let used = inst.result_type.into_iter().chain(operands.iter().filter_map(|op| match op {
-        rspirv::dr::Operand::IdRef(id)
-        | rspirv::dr::Operand::IdScope(id)
-        | rspirv::dr::Operand::IdMemorySemantics(id) => Some(*id),
-        _ => None,
-    }));
-    for id in used {
+    for id in used_ids(inst) {
         if !visible(id) {
             return Err(Error::Malformed(format!(
                 "{:?} uses id {id}, which nothing it can see defines",
@@ -427,6 +462,6 @@ mod fuzz_regressions {
             assert!(super::load(&bytes).is_err(), "{} loads", path.display());
             count += 1;
         }
-        assert_eq!(count, 11);
+        assert_eq!(count, 12);
     }
 }
