@@ -1,5 +1,6 @@
 //! `sycl-ld`: the linker cargo calls. It device-links the unit's device code, embeds the
-//! images, then runs the real linker; without device code it simply becomes the real linker.
+//! images, then runs the real linker; without device code it runs the real linker on the
+//! command line as given. Either way the output appears complete or not at all.
 //!
 //! Subcommands (a linker is never given these words first):
 //! - `sycl-ld inspect FILE [--json]` lists the images embedded in a binary;
@@ -15,8 +16,8 @@ mod inspect;
 mod scan;
 mod table;
 
-use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result};
@@ -83,9 +84,9 @@ fn link(args: &[OsString]) -> Result<ExitCode> {
         }
     }
     if found.objects.is_empty() && added_set.images.is_empty() {
-        // No device code in this unit: become the real linker, with the command line untouched.
-        let err = Command::new(&linker).args(args).exec();
-        return Err(err).with_context(|| format!("running the linker `{}`", linker.to_string_lossy()));
+        // No device code in this unit: the real linker with the command line untouched, but
+        // for the output's staging.
+        return link_staged(&linker, args.to_vec(), line.output.as_deref());
     }
 
     let (mut set, warnings) = if found.objects.is_empty() {
@@ -126,9 +127,14 @@ fn link(args: &[OsString]) -> Result<ExitCode> {
             full.push("-Wl,--pop-state".into());
         }
     }
-    // The output appears complete or not at all: the linker writes a temporary file beside
-    // it (a later `-o` wins over rustc's), renamed into place only when the link succeeded.
-    let staged = line.output.as_ref().map(|out| {
+    link_staged(&linker, full, line.output.as_deref())
+}
+
+/// Runs the linker so that its output appears complete or not at all: it writes a temporary
+/// file beside the output (an `-o` appended to the command line wins over rustc's), renamed
+/// into place only when the link succeeded. Returns the linker's exit status.
+fn link_staged(linker: &OsStr, mut full: Vec<OsString>, output: Option<&Path>) -> Result<ExitCode> {
+    let staged = output.map(|out| {
         let name = out.file_name().unwrap_or_default().to_string_lossy();
         out.with_file_name(format!(".{name}.sycl-ld-{}.tmp", std::process::id()))
     });
@@ -136,7 +142,7 @@ fn link(args: &[OsString]) -> Result<ExitCode> {
         full.push("-o".into());
         full.push(tmp.clone().into_os_string());
     }
-    let status = Command::new(&linker)
+    let status = Command::new(linker)
         .args(&full)
         .status()
         .with_context(|| format!("running the linker `{}`", linker.to_string_lossy()));
@@ -147,7 +153,7 @@ fn link(args: &[OsString]) -> Result<ExitCode> {
             return Err(e);
         }
     };
-    if let (Some(tmp), Some(out)) = (&staged, &line.output) {
+    if let (Some(tmp), Some(out)) = (&staged, output) {
         if status.success() {
             std::fs::rename(tmp, out).with_context(|| format!("moving the linked output to {}", out.display()))?;
         } else {

@@ -65,7 +65,24 @@ fn without_device_code_the_linker_gets_the_exact_command_line() {
     let args = ["-m64", "missing.o", "@cmds.rsp", "-Wl,--as-needed", "-o", "out bin", "-nodefaultlibs"];
     let out = f.link(&args, 0);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(f.linker_args().unwrap(), args);
+    // Untouched, but for the output staged beside its place (the last -o wins).
+    let got = f.linker_args().unwrap();
+    assert_eq!(&got[..args.len()], &args[..]);
+    assert_eq!(got.len(), args.len() + 2);
+    assert_eq!(got[args.len()], "-o");
+    assert!(got[args.len() + 1].starts_with(".out bin.sycl-ld-"), "{got:?}");
+    assert_eq!(std::fs::read_to_string(f.path("out bin")).unwrap(), "linked\n");
+}
+
+#[test]
+fn a_failed_link_without_device_code_leaves_the_previous_output() {
+    let f = Fixture::new();
+    std::fs::write(f.path("out"), "previous build").unwrap();
+    let out = f.link(&["main.o", "-o", "out"], 1);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(f.path("out")).unwrap(), "previous build", "untouched");
+    let names: Vec<String> = std::fs::read_dir(f.dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "no half-written file: {names:?}");
 }
 
 #[test]
