@@ -361,6 +361,41 @@ fn an_aot_target_that_cannot_run_fp16_does_not_get_it() {
 }
 
 #[test]
+fn aot_targets_drop_the_virtual_function_sets_they_cannot_run() {
+    let mut unit = Unit::new();
+    let source = "#pragma OPENCL EXTENSION __cl_clang_function_pointers : enable\n\
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n\
+typedef int (*fn_t)(int);\n\
+SYCL_INDIRECTLY_CALLABLE(plain) int twice(int x) { return 2 * x; }\n\
+SYCL_INDIRECTLY_CALLABLE(halves) int halve(int x) { half h = (half)x; return (int)(h / (half)2.0); }\n\
+__global fn_t table[2] = { twice, halve };\n\
+__kernel SYCL_CALLS_INDIRECTLY(plain) void call_plain(__global int *o) { o[0] = table[0](o[0]); }\n\
+__kernel void no_pointers(__global int *o) { o[0] = 1; }\n";
+    unit.build("vf", &[("vf.cl", source)], |b| {
+        b.targets(["spir64", "pocl_cpu"]);
+    });
+    let set = unit.link_shared();
+    let of = |target: &str| -> (Vec<(String, bool)>, Vec<String>) {
+        let images: Vec<_> = set.images.iter().filter(|i| i.target == target).collect();
+        let mut sets: Vec<(String, bool)> =
+            images.iter().filter_map(|i| i.virtual_functions_set()).map(|(s, dummy)| (s.to_string(), dummy)).collect();
+        sets.sort();
+        let mut kernels: Vec<String> = images.iter().flat_map(|i| i.kernels.clone()).collect();
+        kernels.sort();
+        (sets, kernels)
+    };
+    let (sets, kernels) = of("spir64");
+    assert_eq!(sets, [("halves".into(), false), ("halves".into(), true), ("plain".into(), false)]);
+    assert_eq!(kernels, ["call_plain", "no_pointers"]);
+    // PoCL has no fp16: the real `halves` goes, its dummy stays. Its ahead-of-time images
+    // cannot call through pointers (the runtime lowers them only in whole programs), so the
+    // calling kernel is left to SPIR-V.
+    let (sets, kernels) = of("pocl_cpu");
+    assert_eq!(sets, [("halves".into(), true), ("plain".into(), false)]);
+    assert_eq!(kernels, ["no_pointers"]);
+}
+
+#[test]
 fn post_link_output_is_deterministic() {
     let mut unit = Unit::new();
     unit.build(
