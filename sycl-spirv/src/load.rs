@@ -99,10 +99,26 @@ fn check_ids(module: &Module) -> Result<(), Error> {
         .filter(|inst| inst.class.opname.starts_with("Type"))
         .filter_map(|inst| inst.result_id)
         .collect();
-    // Names and decorations may name a function's parameters and values; nothing else at
-    // module scope may use them.
+    // Names and decorations may name a function's parameters and values as what they name or
+    // decorate; nothing else at module scope may use them (a decoration's own operands, such
+    // as `OpDecorateId`'s, are module-scope values).
     for inst in module.debug_names.iter().chain(&module.annotations) {
         check_uses(inst, &types, |id| all.contains(&id))?;
+        // What it names or decorates may be any id; its other id operands may not.
+        let operands = match inst.class.opcode {
+            Op::GroupDecorate | Op::GroupMemberDecorate => &inst.operands[..inst.operands.len().min(1)],
+            _ => inst.operands.get(1..).unwrap_or(&[]),
+        };
+        for op in operands {
+            if let rspirv::dr::Operand::IdRef(id) = op {
+                if !global.contains(id) {
+                    return Err(Error::Malformed(format!(
+                        "{:?} has id {id}, defined inside a function, as an operand",
+                        inst.class.opcode
+                    )));
+                }
+            }
+        }
     }
     let declarations = (module.capabilities.iter().chain(&module.extensions).chain(&module.ext_inst_imports))
         .chain(module.memory_model.iter().chain(&module.entry_points).chain(&module.execution_modes))
@@ -191,10 +207,11 @@ fn check_declaration_order(module: &Module) -> Result<(), Error> {
     Ok(())
 }
 
-/// Checks that every function has a function type, and that linkage names only functions and
-/// module-scope variables: the linker folds an import onto its definition and drops the
-/// import's declaration, which only those have. Found by the `spirv_postlink` fuzz target: an
-/// imported function parameter, folded across two inputs, was defined twice in the output.
+/// Checks that every function has a function type, that group decorations apply decoration
+/// groups, and that linkage names only functions and module-scope variables: the linker folds
+/// an import onto its definition and drops the import's declaration, which only those have.
+/// Found by the `spirv_postlink` fuzz target: an imported function parameter, folded across
+/// two inputs, was defined twice in the output.
 fn check_functions_and_linkage(module: &Module, functions: &HashSet<u32>) -> Result<(), Error> {
     let by_opcode = |op: Op| -> HashSet<u32> {
         module.types_global_values.iter().filter(|i| i.class.opcode == op).filter_map(|i| i.result_id).collect()
@@ -203,6 +220,15 @@ fn check_functions_and_linkage(module: &Module, functions: &HashSet<u32>) -> Res
     for def in module.functions.iter().filter_map(|f| f.def.as_ref()) {
         if !matches!(def.operands.get(1), Some(rspirv::dr::Operand::IdRef(t)) if function_types.contains(t)) {
             return Err(Error::Malformed(format!("function {:?} does not have a function type", def.result_id)));
+        }
+    }
+    // A group decoration applies a decoration group (what an image keeps of it follows the
+    // group). Found by the `spirv_postlink` fuzz target: one applying a type.
+    let groups: HashSet<u32> =
+        module.annotations.iter().filter(|a| a.class.opcode == Op::DecorationGroup).filter_map(|a| a.result_id).collect();
+    for a in module.annotations.iter().filter(|a| matches!(a.class.opcode, Op::GroupDecorate | Op::GroupMemberDecorate)) {
+        if !matches!(a.operands.first(), Some(rspirv::dr::Operand::IdRef(g)) if groups.contains(g)) {
+            return Err(Error::Malformed(format!("{:?} applies something that is not a decoration group", a.class.opcode)));
         }
     }
     for (target, name, _) in module.annotations.iter().filter_map(crate::symbols::linkage_of) {
@@ -462,6 +488,6 @@ mod fuzz_regressions {
             assert!(super::load(&bytes).is_err(), "{} loads", path.display());
             count += 1;
         }
-        assert_eq!(count, 12);
+        assert_eq!(count, 13);
     }
 }
