@@ -266,7 +266,7 @@ impl KernelBundle<Input> {
     pub fn of_binary_containing(queue: &Queue, address: usize) -> Result<KernelBundle<Input>, Error> {
         let registry = runtime().registry();
         let images = match registry.binary_containing(address) {
-            Some(binary) => (0..binary.images.len() as u32).map(|image| ImageId { binary: binary.id, image }).collect(),
+            Some(binary) => (0..binary.image_count).map(|image| ImageId { binary: binary.id, image }).collect(),
             None => vec![],
         };
         Ok(input(queue, registry, images))
@@ -276,7 +276,7 @@ impl KernelBundle<Input> {
     pub(crate) fn of_device_library(queue: &Queue, library: u64) -> KernelBundle<Input> {
         let registry = runtime().registry();
         let images = match registry.file_binaries.get(&library) {
-            Some(&binary) => (0..registry.binary(binary).images.len() as u32).map(|image| ImageId { binary, image }).collect(),
+            Some(&binary) => (0..registry.binary(binary).image_count).map(|image| ImageId { binary, image }).collect(),
             None => vec![],
         };
         input(queue, registry, images)
@@ -370,7 +370,7 @@ pub fn get_kernel_bundle(queue: &Queue) -> KernelBundle<Input> {
     let images = registry
         .binaries
         .iter()
-        .flat_map(|b| (0..b.images.len() as u32).map(move |image| ImageId { binary: b.id, image }))
+        .flat_map(|b| (0..b.image_count).map(move |image| ImageId { binary: b.id, image }))
         .collect();
     input(queue, registry, images)
 }

@@ -77,7 +77,7 @@ pub mod bench_support {
     /// Finds and indexes the images of every loaded binary, as the first launch does;
     /// returns how many images there are.
     pub fn discover() -> usize {
-        Registry::discover().binaries.iter().map(|b| b.images.len()).sum()
+        Registry::discover().binaries.iter().map(|b| b.image_count as usize).sum()
     }
 
     /// A registry of synthetic binaries, to time image collection against its size.
@@ -241,7 +241,7 @@ impl Runtime {
     fn guard_vectorizer(&self) {
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(|| {
-            if std::env::var_os("CL_CONFIG_USE_VECTORIZER").is_none() && self.registry().uses_function_pointers() {
+            if std::env::var_os("CL_CONFIG_USE_VECTORIZER").is_none() && self.registry().uses_function_pointers {
                 trace!("vectorizer", "off for this process: its device code calls through function pointers");
                 // The first OpenCL call has not happened yet, so no driver thread reads the
                 // environment while it changes.

@@ -4,7 +4,8 @@
 //! own resolves its imports against everything, and serves only itself.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use sycl_format::{Image, ImageSet};
 
@@ -24,22 +25,28 @@ pub enum LibraryScope {
 pub(crate) struct FileLibrary {
     pub id: u64,
     pub path: PathBuf,
-    pub images: Vec<Image>,
+    pub images: Arc<[Image]>,
     pub scope: LibraryScope,
 }
 
 #[derive(Default)]
 pub(crate) struct Files {
-    /// Changes whenever a library is loaded or unloaded.
-    pub generation: u64,
     pub list: Vec<FileLibrary>,
     next_id: u64,
 }
 
-pub(crate) static FILES: Mutex<Files> = Mutex::new(Files { generation: 0, list: Vec::new(), next_id: 0 });
+pub(crate) static FILES: Mutex<Files> = Mutex::new(Files { list: Vec::new(), next_id: 0 });
+
+/// Changes whenever a library is loaded or unloaded (under the `FILES` lock); read without
+/// it on every launch.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 pub(crate) fn files() -> std::sync::MutexGuard<'static, Files> {
     FILES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) fn generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
 }
 
 /// A device library file loaded into the process; dropping it (or [`DeviceLibrary::unload`])
@@ -68,9 +75,9 @@ pub fn load_device_library_with(path: impl AsRef<Path>, scope: LibraryScope) -> 
     let mut files = files();
     let id = files.next_id;
     files.next_id += 1;
-    files.generation += 1;
+    GENERATION.fetch_add(1, Ordering::Release);
     trace!("load", "{}: {} image(s){}", path.display(), set.images.len(), if scope == LibraryScope::Own { " (own scope)" } else { "" });
-    files.list.push(FileLibrary { id, path: path.clone(), images: set.images, scope });
+    files.list.push(FileLibrary { id, path: path.clone(), images: set.images.into(), scope });
     Ok(DeviceLibrary { id, path })
 }
 
@@ -92,7 +99,7 @@ impl Drop for DeviceLibrary {
     fn drop(&mut self) {
         let mut files = files();
         files.list.retain(|f| f.id != self.id);
-        files.generation += 1;
+        GENERATION.fetch_add(1, Ordering::Release);
         trace!("unload", "{}", self.path.display());
     }
 }

@@ -6,42 +6,55 @@
 
 use std::ffi::CStr;
 
-use sycl_format::{find_notes, DecodeError, NOTE_TYPE_IMAGES};
+use std::sync::Arc;
 
-/// One loaded object and the image-set payloads found in its note segments (copied out, so
-/// they stay valid whatever happens to the mapping later).
+use sycl_format::{find_notes, payload_hash, DecodeError, NOTE_TYPE_IMAGES, NOTE_TYPE_PAYLOAD_HASH};
+
+/// One loaded object and the image-set payloads found in its note segments.
 pub(crate) struct LoadedObject {
     pub name: String,
     /// Load address: with the name, tells two loads of one file apart.
     pub base: usize,
-    pub payloads: Result<Vec<Vec<u8>>, DecodeError>,
+    /// The hash of each image-set payload ([`payload_hash`]): with the name and the address,
+    /// the object's identity; and the name of its scope marker symbol.
+    pub payload_hashes: Vec<u64>,
+    /// The payloads, copied out of the mapping (so they stay valid whatever happens to it
+    /// later), or why the notes could not be read.
+    pub payloads: Result<Vec<Arc<[u8]>>, DecodeError>,
     /// `DT_NEEDED` entries: the libraries it depends on.
     pub needed: Vec<String>,
     /// Address ranges of its loaded segments.
     pub ranges: Vec<(usize, usize)>,
 }
 
-impl LoadedObject {
-    /// Whether `symbol`, looked up in the global scope, is this object's: false for a
-    /// library opened `RTLD_LOCAL`, whose symbols only it and the libraries it loaded see.
-    ///
-    /// The lookup goes through the main program's handle, whose search list is the global
-    /// scope. (`dlsym(RTLD_DEFAULT)` would search the same list but also record a dependency
-    /// of the caller on the library, which then never unloads on `dlclose`.)
-    pub(crate) fn defines_globally(&self, symbol: &str) -> bool {
+/// The global scope's symbols, looked up through the main program's handle, whose search list
+/// is the global scope. (`dlsym(RTLD_DEFAULT)` would search the same list but also record a
+/// dependency of the caller on the library, which then never unloads on `dlclose`.)
+pub(crate) struct GlobalScope(*mut libc::c_void);
+
+impl GlobalScope {
+    pub(crate) fn open() -> Option<GlobalScope> {
+        // SAFETY: dlopen(NULL) returns the main program's handle and loads nothing.
+        let main = unsafe { libc::dlopen(std::ptr::null(), libc::RTLD_LAZY) };
+        (!main.is_null()).then_some(GlobalScope(main))
+    }
+
+    /// Whether `symbol`, looked up in the global scope, is `object`'s: false for a library
+    /// opened `RTLD_LOCAL`, whose symbols only it and the libraries it loaded see.
+    pub(crate) fn defines(&self, object: &LoadedObject, symbol: &str) -> bool {
         let Ok(name) = std::ffi::CString::new(symbol) else { return false };
-        // SAFETY: dlopen(NULL) returns the main program's handle and loads nothing; dlsym on
-        // it with a NUL-terminated name only looks the name up; the handle is closed once.
-        let address = unsafe {
-            let main = libc::dlopen(std::ptr::null(), libc::RTLD_LAZY);
-            if main.is_null() {
-                return true;
-            }
-            let address = libc::dlsym(main, name.as_ptr()) as usize;
-            libc::dlclose(main);
-            address
-        };
-        address != 0 && self.ranges.iter().any(|&(start, end)| (start..end).contains(&address))
+        // SAFETY: dlsym on a live handle with a NUL-terminated name only looks the name up.
+        let address = unsafe { libc::dlsym(self.0, name.as_ptr()) } as usize;
+        address != 0 && object.ranges.iter().any(|&(start, end)| (start..end).contains(&address))
+    }
+}
+
+impl Drop for GlobalScope {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from dlopen and is closed once.
+        unsafe {
+            libc::dlclose(self.0);
+        }
     }
 }
 
@@ -95,6 +108,7 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t
         // SAFETY: the loader gives `dlpi_phnum` program headers at `dlpi_phdr`.
         unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
     };
+    let mut payload_hashes = Vec::new();
     let mut payloads = Ok(Vec::new());
     let mut needed = Vec::new();
     let mut ranges = Vec::new();
@@ -113,13 +127,22 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t
         // static linker places allocated note sections there), so `p_memsz` bytes from its
         // run-time address are mapped and readable while the object stays loaded.
         let segment = unsafe { std::slice::from_raw_parts(start, ph.p_memsz as usize) };
-        match find_notes(segment, NOTE_TYPE_IMAGES, ph.p_align) {
-            Ok(descs) => {
-                if let Ok(list) = &mut payloads {
-                    list.extend(descs.into_iter().map(<[u8]>::to_vec));
+        match (&mut payloads, find_notes(segment, NOTE_TYPE_IMAGES, ph.p_align)) {
+            (Ok(list), Ok(found)) => {
+                // Each payload's hash as sycl-ld recorded it, when every payload has one.
+                let recorded: Vec<u64> = find_notes(segment, NOTE_TYPE_PAYLOAD_HASH, ph.p_align)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|d| Some(u64::from_le_bytes(d.try_into().ok()?)))
+                    .collect();
+                let recorded = (recorded.len() == found.len()).then_some(recorded);
+                for (i, payload) in found.into_iter().enumerate() {
+                    payload_hashes.push(recorded.as_ref().map_or_else(|| payload_hash(payload), |r| r[i]));
+                    list.push(Arc::from(payload));
                 }
             }
-            Err(e) => payloads = Err(e),
+            (Ok(_), Err(e)) => payloads = Err(e),
+            (Err(_), _) => {}
         }
     }
     let name = if name.is_empty() && out.is_empty() {
@@ -127,7 +150,7 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t
     } else {
         name
     };
-    out.push(LoadedObject { name, base: info.dlpi_addr as usize, payloads, needed, ranges });
+    out.push(LoadedObject { name, base: info.dlpi_addr as usize, payload_hashes, payloads, needed, ranges });
     0
 }
 

@@ -67,7 +67,22 @@ pub(crate) struct DeviceState {
 }
 
 /// Kernel objects of one program waiting for reuse, by kernel name.
-type KernelPool = HashMap<String, Vec<crate::cl::Kernel>>;
+type KernelPool = HashMap<String, Vec<PooledKernel>>;
+
+/// A kernel object and the arguments last set on it: OpenCL keeps a kernel's arguments
+/// between launches, so a launch with the same ones sets nothing again.
+pub(crate) struct PooledKernel {
+    pub kernel: crate::cl::Kernel,
+    /// By argument index.
+    pub set: Vec<SetArg>,
+}
+
+/// An argument as it was set: the buffer (held weakly, so a pooled kernel never keeps a
+/// buffer alive, and compared by identity, which the weak reference keeps unique) or the bytes.
+pub(crate) enum SetArg {
+    Mem(std::sync::Weak<crate::cl::Mem>),
+    Bytes(Vec<u8>),
+}
 
 /// A program and every binary it was built from.
 type BuiltFrom = (Arc<Program>, Vec<BinaryId>);
@@ -188,17 +203,17 @@ impl DeviceState {
     }
 
     /// A kernel object of `program` for `name`: one returned earlier, or a new one.
-    pub(crate) fn take_kernel(&self, program: &Arc<Program>, name: &str) -> Result<crate::cl::Kernel, Error> {
+    pub(crate) fn take_kernel(&self, program: &Arc<Program>, name: &str) -> Result<PooledKernel, Error> {
         let key = Arc::as_ptr(program) as usize;
         let pooled = self.caches().kernels.get_mut(&key).and_then(|(_, pool)| pool.get_mut(name)?.pop());
         match pooled {
             Some(kernel) => Ok(kernel),
-            None => crate::cl::Kernel::new(program, name),
+            None => Ok(PooledKernel { kernel: crate::cl::Kernel::new(program, name)?, set: Vec::new() }),
         }
     }
 
     /// Gives a kernel object back once it is enqueued (the launch keeps its arguments).
-    pub(crate) fn return_kernel(&self, program: &Arc<Program>, name: &str, kernel: crate::cl::Kernel) {
+    pub(crate) fn return_kernel(&self, program: &Arc<Program>, name: &str, kernel: PooledKernel) {
         let mut caches = self.caches();
         // The entry holds the program, so its address cannot be reused while kernels of it wait.
         let (_, pool) = caches.kernels.entry(Arc::as_ptr(program) as usize).or_insert_with(|| (program.clone(), HashMap::new()));

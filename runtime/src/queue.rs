@@ -1,11 +1,13 @@
 //! Queues, buffers and kernel launches: the user-facing part of the runtime.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
 use crate::cl::{self, Mem};
-use crate::program::{DeviceState, Options, SpecValues};
+use crate::program::{DeviceState, Options, PooledKernel, SetArg, SpecValues};
+use crate::registry::Registry;
+use crate::trace::trace;
 use crate::{runtime, Error};
 
 /// Plain data that can be copied to and from a device byte for byte.
@@ -35,6 +37,18 @@ pub struct Queue {
 struct QueueInner {
     device: Arc<DeviceState>,
     queue: cl::Queue,
+    /// The last plain launch (no bundle, no specialization values), ready to go again.
+    last: Mutex<Option<LastLaunch>>,
+}
+
+/// A kernel as the last launch resolved it: launching it again while the registry is the
+/// same one (no library opened or closed since) needs no lookup, no pool and, for unchanged
+/// arguments, no `clSetKernelArg`.
+struct LastLaunch {
+    kernel: String,
+    registry: Arc<Registry>,
+    program: Arc<cl::Program>,
+    object: PooledKernel,
 }
 
 impl Queue {
@@ -53,7 +67,7 @@ impl Queue {
     fn create(wanted: Option<&str>) -> Result<Queue, Error> {
         let device = runtime().device(wanted)?;
         let queue = cl::Queue::new(&device.context, device.id)?;
-        Ok(Queue { inner: Arc::new(QueueInner { device, queue }) })
+        Ok(Queue { inner: Arc::new(QueueInner { device, queue, last: Mutex::new(None) }) })
     }
 
     pub(crate) fn device(&self) -> Arc<DeviceState> {
@@ -79,12 +93,12 @@ impl Queue {
     }
 
     /// Starts a launch of `kernel`; add arguments and a range, then [`Launch::run`].
-    pub fn launch(&self, kernel: &str) -> Launch<'_> {
+    pub fn launch<'q>(&'q self, kernel: &'q str) -> Launch<'q> {
         Launch {
             queue: self,
-            kernel: kernel.to_string(),
+            kernel,
             args: Vec::new(),
-            global: vec![1],
+            global: Range::new(&[1]),
             local: None,
             spec: SpecValues::default(),
             bundle: None,
@@ -171,10 +185,10 @@ type Selector = Box<ImageSelector>;
 /// A kernel launch being put together.
 pub struct Launch<'q> {
     queue: &'q Queue,
-    kernel: String,
+    kernel: &'q str,
     args: Vec<ArgValue>,
-    global: Vec<usize>,
-    local: Option<Vec<usize>>,
+    global: Range,
+    local: Option<Range>,
     spec: SpecValues,
     bundle: Option<(KernelBundle<Executable>, Option<Selector>)>,
 }
@@ -189,13 +203,13 @@ impl Launch<'_> {
 
     /// The global range: a size, or one to three dimensions.
     pub fn global<const N: usize>(mut self, dims: [usize; N]) -> Self {
-        self.global = dims.to_vec();
+        self.global = Range::new(&dims);
         self
     }
 
     /// The work-group size (by default the driver chooses).
     pub fn local<const N: usize>(mut self, dims: [usize; N]) -> Self {
-        self.local = Some(dims.to_vec());
+        self.local = Some(Range::new(&dims));
         self
     }
 
@@ -226,12 +240,16 @@ impl Launch<'_> {
     /// Resolves, builds (or takes from the cache) and enqueues the kernel.
     pub fn run(self) -> Result<(), Error> {
         let Launch { queue, kernel, args, global, local, spec, bundle } = self;
-        if global.is_empty() || global.len() > 3 || local.as_ref().is_some_and(|l| l.len() != global.len()) {
+        if global.len == 0 || global.len > 3 || local.is_some_and(|l| l.len != global.len) {
             return Err(Error::InvalidArgument(format!(
                 "kernel {kernel}: range of {} dimension(s) with a work-group of {:?}",
-                global.len(),
-                local
+                global.len,
+                local.map(|l| l.len)
             )));
+        }
+        let (global, local) = (global.dims(), local.as_ref().map(Range::dims));
+        if bundle.is_none() && spec.0.is_empty() {
+            return queue.launch_plain(kernel, &args, global, local);
         }
         let program = match bundle {
             Some((bundle, select)) => {
@@ -243,25 +261,115 @@ impl Launch<'_> {
                         "kernel {kernel}: set specialization constants on the bundle's input, not on a launch that uses a bundle"
                     )));
                 }
-                bundle.program_for(&kernel, select.as_deref())?
+                bundle.program_for(kernel, select.as_deref())?
             }
             None => {
                 let rt = runtime();
                 let options = Options { flags: String::new(), spec };
-                queue.inner.device.program_for(&rt.registry(), rt.disk.as_ref(), &kernel, &options)?
+                queue.inner.device.program_for(&rt.registry(), rt.disk.as_ref(), kernel, &options)?
             }
         };
         let device = &queue.inner.device;
-        let k = device.take_kernel(&program, &kernel)?;
-        for (i, arg) in args.iter().enumerate() {
-            match &arg.0 {
-                Arg::Mem(mem) => k.set_mem(i as u32, mem),
-                Arg::Bytes(bytes) => k.set_bytes(i as u32, bytes),
-            }
-            .map_err(|e| Error::InvalidArgument(format!("kernel {kernel}, argument {i}: {e}")))?;
-        }
-        queue.inner.queue.enqueue(&k, &global, local.as_deref())?;
-        device.return_kernel(&program, &kernel, k);
+        let k = device.take_kernel(&program, kernel)?;
+        let k = queue.enqueue(kernel, k, &args, global, local)?;
+        device.return_kernel(&program, kernel, k);
         Ok(())
     }
+}
+
+impl Queue {
+    /// A launch without bundle or specialization values: the kernel resolved by the last such
+    /// launch when it is the same kernel in the same registry, otherwise resolved now (and
+    /// then kept for the next launch).
+    fn launch_plain(&self, kernel: &str, args: &[ArgValue], global: &[usize], local: Option<&[usize]>) -> Result<(), Error> {
+        let rt = runtime();
+        let registry = rt.registry();
+        let last = self.inner.last.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let (name, program, object) = match last {
+            Some(l) if l.kernel == kernel && Arc::ptr_eq(&l.registry, &registry) => {
+                trace!("cache-hit", "{kernel} on {}", self.inner.device.name);
+                (l.kernel, l.program, l.object)
+            }
+            previous => {
+                // The previous kernel's object goes back to its pool, unless its registry is gone.
+                if let Some(l) = previous.filter(|l| Arc::ptr_eq(&l.registry, &registry)) {
+                    self.inner.device.return_kernel(&l.program, &l.kernel, l.object);
+                }
+                let options = Options::default();
+                let program = self.inner.device.program_for(&registry, rt.disk.as_ref(), kernel, &options)?;
+                let object = self.inner.device.take_kernel(&program, kernel)?;
+                (kernel.to_string(), program, object)
+            }
+        };
+        let object = self.enqueue(kernel, object, args, global, local)?;
+        let mut slot = self.inner.last.lock().unwrap_or_else(|e| e.into_inner());
+        // Another thread's launch may have filled the slot meanwhile: its object is pooled.
+        if let Some(other) = slot.replace(LastLaunch { kernel: name, registry, program, object }) {
+            self.inner.device.return_kernel(&other.program, &other.kernel, other.object);
+        }
+        Ok(())
+    }
+
+    /// Sets the arguments and enqueues; the kernel object comes back for reuse unless that
+    /// failed (then it is dropped, never pooled with arguments it may not have).
+    fn enqueue(
+        &self,
+        kernel: &str,
+        mut object: PooledKernel,
+        args: &[ArgValue],
+        global: &[usize],
+        local: Option<&[usize]>,
+    ) -> Result<PooledKernel, Error> {
+        set_arguments(&mut object, args)
+            .map_err(|(i, e)| Error::InvalidArgument(format!("kernel {kernel}, argument {i}: {e}")))?;
+        self.inner.queue.enqueue(&object.kernel, global, local)?;
+        Ok(object)
+    }
+}
+
+/// A global range or a work-group size: up to three dimensions, kept without allocating (a
+/// launch is built for every kernel run). More than three are refused at `run`.
+#[derive(Debug, Clone, Copy)]
+struct Range {
+    dims: [usize; 3],
+    len: usize,
+}
+
+impl Range {
+    fn new(dims: &[usize]) -> Range {
+        let mut out = Range { dims: [0; 3], len: dims.len() };
+        for (slot, d) in out.dims.iter_mut().zip(dims) {
+            *slot = *d;
+        }
+        out
+    }
+
+    fn dims(&self) -> &[usize] {
+        &self.dims[..self.len.min(3)]
+    }
+}
+
+/// Sets the arguments that differ from those last set on the kernel object.
+fn set_arguments(k: &mut PooledKernel, args: &[ArgValue]) -> Result<(), (usize, Error)> {
+    k.set.truncate(args.len());
+    for (i, arg) in args.iter().enumerate() {
+        let unchanged = match (&arg.0, k.set.get(i)) {
+            (Arg::Mem(mem), Some(SetArg::Mem(was))) => std::ptr::eq(was.as_ptr(), Arc::as_ptr(mem)),
+            (Arg::Bytes(bytes), Some(SetArg::Bytes(was))) => was == bytes,
+            _ => false,
+        };
+        if unchanged {
+            continue;
+        }
+        let now = match &arg.0 {
+            Arg::Mem(mem) => k.kernel.set_mem(i as u32, mem).map(|()| SetArg::Mem(Arc::downgrade(mem))),
+            Arg::Bytes(bytes) => k.kernel.set_bytes(i as u32, bytes).map(|()| SetArg::Bytes(bytes.clone())),
+        }
+        .map_err(|e| (i, e))?;
+        match k.set.get_mut(i) {
+            Some(slot) => *slot = now,
+            None => k.set.push(now),
+        }
+    }
+    Ok(())
 }

@@ -92,6 +92,20 @@ impl<'a> Decoder<'a> {
         Ok(d)
     }
 
+    /// A decoder of bytes without magic or version (a part of a payload already checked).
+    pub(crate) fn raw(bytes: &'a [u8]) -> Self {
+        Decoder { bytes, pos: 0 }
+    }
+
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// The bytes read since `start` (a [`Decoder::position`]).
+    pub(crate) fn since(&self, start: usize) -> &'a [u8] {
+        &self.bytes[start..self.pos]
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let remaining = self.bytes.len() - self.pos;
         if n > remaining {
@@ -113,10 +127,14 @@ impl<'a> Decoder<'a> {
     }
 
     pub(crate) fn str(&mut self) -> Result<String, DecodeError> {
+        self.str_ref().map(str::to_string)
+    }
+
+    /// A string, borrowed from the payload.
+    pub(crate) fn str_ref(&mut self) -> Result<&'a str, DecodeError> {
         let offset = self.pos;
         let bytes = self.bytes()?;
-        String::from_utf8(bytes.to_vec())
-            .map_err(|_| DecodeError::Invalid(format!("text at offset {offset} is not UTF-8")))
+        std::str::from_utf8(bytes).map_err(|_| DecodeError::Invalid(format!("text at offset {offset} is not UTF-8")))
     }
 
     /// A list of strings (a count, then each string).

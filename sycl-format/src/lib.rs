@@ -23,12 +23,14 @@ mod config;
 mod note;
 mod property;
 pub mod requirements;
+mod view;
 
 pub use codec::DecodeError;
 pub use config::{DeviceConfig, TargetConfig, DEFAULT_DEVICE_CONFIG};
 pub use note::{elf_note, find_notes, payload_hash, scope_marker_symbol};
 pub use property::{Property, PropertySet, PropertyValue};
 pub use requirements::DeviceRequirements;
+pub use view::{ImageSetView, ImageView, PropertySetView, PropertyValueView};
 
 use codec::{Decoder, Encoder};
 
@@ -49,6 +51,10 @@ pub const IMAGE_NOTE_SECTION: &str = ".note.sycl.images";
 pub const NOTE_NAME: &str = "SYCL";
 /// Type of the ELF note that carries the image set.
 pub const NOTE_TYPE_IMAGES: u32 = 0x5359_0001;
+/// Type of the ELF note that follows each image-set note: the set's [`payload_hash`], as
+/// 8 little-endian bytes, so that the runtime identifies a loaded binary without hashing its
+/// images (it hashes them itself when the note is missing).
+pub const NOTE_TYPE_PAYLOAD_HASH: u32 = 0x5359_0002;
 
 /// Property-set names, as the seeds spell them.
 pub mod sets {
@@ -165,7 +171,7 @@ impl ImageFormat {
         }
     }
 
-    fn from_code(code: u32) -> Result<ImageFormat, DecodeError> {
+    pub(crate) fn from_code(code: u32) -> Result<ImageFormat, DecodeError> {
         Ok(match code {
             1 => ImageFormat::SpirV,
             2 => ImageFormat::Native,
@@ -264,23 +270,10 @@ impl ImageSet {
         e.finish()
     }
 
+    /// Reads a payload, copying every field out ([`ImageSetView::parse`] reads it in place).
     pub fn decode(bytes: &[u8]) -> Result<ImageSet, DecodeError> {
-        let mut d = Decoder::new(bytes, IMAGE_SET_MAGIC, IMAGE_SET_VERSION)?;
-        // Each image takes at least 16 bytes, so a count larger than that allows is a lie.
-        let count = d.count(16)?;
-        let mut images = Vec::with_capacity(count);
-        for _ in 0..count {
-            let format = ImageFormat::from_code(d.u32()?)?;
-            let target = d.str()?;
-            let kernels = d.strs()?;
-            let set_count = d.count(8)?;
-            let property_sets =
-                (0..set_count).map(|_| PropertySet::decode(&mut d)).collect::<Result<_, _>>()?;
-            let data = d.bytes()?.to_vec();
-            images.push(Image { format, target, kernels, property_sets, data });
-        }
-        d.end()?;
-        Ok(ImageSet { images })
+        let view = ImageSetView::parse(bytes)?;
+        Ok(ImageSet { images: view.images.iter().map(ImageView::to_image).collect() })
     }
 }
 

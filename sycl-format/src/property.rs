@@ -1,11 +1,11 @@
 //! Property sets: the named, typed key/value lists attached to every device image (the seeds'
 //! `_sycl_device_binary_property_set_struct`). Value types keep DPC++'s numbering.
 
-use crate::codec::{DecodeError, Decoder, Encoder};
+use crate::codec::Encoder;
 
-const TYPE_UINT32: u32 = 1;
-const TYPE_BYTE_ARRAY: u32 = 2;
-const TYPE_STRING: u32 = 3;
+pub(crate) const TYPE_UINT32: u32 = 1;
+pub(crate) const TYPE_BYTE_ARRAY: u32 = 2;
+pub(crate) const TYPE_STRING: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PropertyValue {
@@ -69,26 +69,5 @@ impl PropertySet {
                 }
             }
         }
-    }
-
-    pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<PropertySet, DecodeError> {
-        let name = d.str()?;
-        let count = d.count(12)?;
-        let mut properties = Vec::with_capacity(count);
-        for _ in 0..count {
-            let prop_name = d.str()?;
-            let value = match d.u32()? {
-                TYPE_UINT32 => PropertyValue::U32(d.u32()?),
-                TYPE_BYTE_ARRAY => PropertyValue::Bytes(d.bytes()?.to_vec()),
-                TYPE_STRING => PropertyValue::String(d.str()?),
-                other => {
-                    return Err(DecodeError::Invalid(format!(
-                        "property `{prop_name}` in set `{name}` has unknown type {other}"
-                    )))
-                }
-            };
-            properties.push(Property { name: prop_name, value });
-        }
-        Ok(PropertySet { name, properties })
     }
 }

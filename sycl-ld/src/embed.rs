@@ -10,7 +10,7 @@ use object::write::Object;
 use object::{Architecture, BinaryFormat, Endianness, SectionKind};
 use sycl_format::{
     sets, DeviceConfig, DeviceRequirements, Image, ImageFormat, ImageSet, Property, PropertySet, PropertyValue,
-    SplitMode, IMAGE_NOTE_SECTION, NOTE_TYPE_IMAGES,
+    SplitMode, IMAGE_NOTE_SECTION, NOTE_TYPE_IMAGES, NOTE_TYPE_PAYLOAD_HASH,
 };
 use sycl_spirv::{LinkInput, PostLink, PostLinkImage, PostLinkOptions, Source};
 
@@ -167,7 +167,8 @@ pub fn imports(set: &ImageSet) -> BTreeSet<String> {
 pub fn note_object(set: &ImageSet) -> (Vec<u8>, String) {
     use object::write::{Symbol, SymbolSection};
     let payload = set.encode();
-    let marker = sycl_format::scope_marker_symbol(&payload);
+    let hash = sycl_format::payload_hash(&payload);
+    let marker = sycl_format::scope_marker_symbol(hash);
     let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
     let section = obj.add_section(vec![], IMAGE_NOTE_SECTION.as_bytes().to_vec(), SectionKind::Note);
     // Allocated, so it is mapped at run time; retained, so --gc-sections keeps it although
@@ -177,6 +178,7 @@ pub fn note_object(set: &ImageSet) -> (Vec<u8>, String) {
     };
     let note = sycl_format::elf_note(NOTE_TYPE_IMAGES, &payload);
     let offset = obj.append_section_data(section, &note, 4);
+    obj.append_section_data(section, &sycl_format::elf_note(NOTE_TYPE_PAYLOAD_HASH, &hash.to_le_bytes()), 4);
     obj.add_symbol(Symbol {
         name: marker.clone().into_bytes(),
         value: offset,

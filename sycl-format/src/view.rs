@@ -1,0 +1,206 @@
+//! Image sets read in place: every field borrowed from the payload, nothing copied. The
+//! runtime indexes each loaded binary's kernels and symbols this way and copies an image's
+//! code only when a build needs it; [`ImageSet::decode`] is the same walk with every field
+//! copied out. [`ImageSetView::parse`] checks the whole payload, so reading a view it returned
+//! cannot fail.
+
+use crate::codec::{DecodeError, Decoder};
+use crate::property::{TYPE_BYTE_ARRAY, TYPE_STRING, TYPE_UINT32};
+use crate::{sets, Image, ImageFormat, Property, PropertySet, PropertyValue, IMAGE_SET_MAGIC, IMAGE_SET_VERSION};
+
+/// A checked image-set payload.
+#[derive(Debug, Clone)]
+pub struct ImageSetView<'a> {
+    pub images: Vec<ImageView<'a>>,
+}
+
+impl<'a> ImageSetView<'a> {
+    /// How many images a payload says it holds, read from its header alone (bounded by its
+    /// size): enough to size an index before reading the images.
+    pub fn count_hint(bytes: &[u8]) -> usize {
+        Decoder::new(bytes, IMAGE_SET_MAGIC, IMAGE_SET_VERSION).and_then(|mut d| d.count(16)).unwrap_or(0)
+    }
+
+    /// Reads and checks a whole payload, as [`ImageSet::decode`](crate::ImageSet::decode)
+    /// does, without copying anything out of it.
+    pub fn parse(bytes: &'a [u8]) -> Result<ImageSetView<'a>, DecodeError> {
+        let mut d = Decoder::new(bytes, IMAGE_SET_MAGIC, IMAGE_SET_VERSION)?;
+        // Each image takes at least 16 bytes, so a count larger than that allows is a lie.
+        let count = d.count(16)?;
+        let mut images = Vec::with_capacity(count);
+        for _ in 0..count {
+            let format = ImageFormat::from_code(d.u32()?)?;
+            let target = d.str_ref()?;
+            let kernels = List::read(&mut d, 4, |d| d.str_ref().map(drop))?;
+            let sets = List::read(&mut d, 8, |d| {
+                d.str_ref()?;
+                List::read(d, 12, |d| {
+                    let name = d.str_ref()?;
+                    match d.u32()? {
+                        TYPE_UINT32 => d.u32().map(drop),
+                        TYPE_BYTE_ARRAY => d.bytes().map(drop),
+                        TYPE_STRING => d.str_ref().map(drop),
+                        other => Err(DecodeError::Invalid(format!("property `{name}` has unknown type {other}"))),
+                    }
+                })
+                .map(drop)
+            })?;
+            let data = d.bytes()?;
+            images.push(ImageView { format, target, kernels, sets, data });
+        }
+        d.end()?;
+        Ok(ImageSetView { images })
+    }
+}
+
+/// A list as encoded (a count, then its elements), kept as its bytes once checked.
+#[derive(Debug, Clone, Copy)]
+struct List<'a> {
+    count: usize,
+    bytes: &'a [u8],
+}
+
+impl<'a> List<'a> {
+    /// Reads a list whose elements take at least `min_size` bytes each, checking each with
+    /// `element`.
+    fn read(
+        d: &mut Decoder<'a>,
+        min_size: usize,
+        mut element: impl FnMut(&mut Decoder<'a>) -> Result<(), DecodeError>,
+    ) -> Result<List<'a>, DecodeError> {
+        let count = d.count(min_size)?;
+        let start = d.position();
+        for _ in 0..count {
+            element(d)?;
+        }
+        Ok(List { count, bytes: d.since(start) })
+    }
+
+    /// The elements again, each read by `element` (which cannot fail on checked bytes; if it
+    /// did, the iteration would stop).
+    fn iter<T, F>(self, element: F) -> impl Iterator<Item = T> + use<'a, T, F>
+    where
+        F: Fn(&mut Decoder<'a>) -> Result<T, DecodeError>,
+    {
+        let mut d = Decoder::raw(self.bytes);
+        (0..self.count).map_while(move |_| element(&mut d).ok())
+    }
+}
+
+/// One image, read in place.
+#[derive(Debug, Clone, Copy)]
+pub struct ImageView<'a> {
+    pub format: ImageFormat,
+    /// Target triple or device name the image is for (`spir64` for JIT SPIR-V).
+    pub target: &'a str,
+    kernels: List<'a>,
+    sets: List<'a>,
+    pub data: &'a [u8],
+}
+
+impl<'a> ImageView<'a> {
+    /// Kernels defined by this image.
+    pub fn kernels(&self) -> impl Iterator<Item = &'a str> {
+        self.kernels.iter(|d| d.str_ref())
+    }
+
+    pub fn property_sets(&self) -> impl Iterator<Item = PropertySetView<'a>> {
+        self.sets.iter(|d| {
+            let name = d.str_ref()?;
+            let properties = List::read(d, 12, |d| read_property(d).map(drop))?;
+            Ok(PropertySetView { name, properties })
+        })
+    }
+
+    pub fn property_set(&self, name: &str) -> Option<PropertySetView<'a>> {
+        self.property_sets().find(|set| set.name == name)
+    }
+
+    pub fn exported_symbols(&self) -> impl Iterator<Item = &'a str> {
+        self.property_set(sets::EXPORTED_SYMBOLS).into_iter().flat_map(|set| set.names())
+    }
+
+    /// For an outlined virtual-function set image: the set's name and whether it is the
+    /// dummy (empty bodies) version.
+    pub fn virtual_functions_set(&self) -> Option<(&'a str, bool)> {
+        let set = self.property_set(sets::VIRTUAL_FUNCTIONS)?;
+        let Some(PropertyValueView::String(name)) = set.get("virtual-functions-set") else { return None };
+        Some((name, matches!(set.get("dummy-image"), Some(PropertyValueView::U32(1)))))
+    }
+
+    /// The virtual-function sets the image's kernels use.
+    pub fn uses_virtual_functions_sets(&self) -> impl Iterator<Item = &'a str> {
+        let list = match self.property_set(sets::VIRTUAL_FUNCTIONS).and_then(|s| s.get("uses-virtual-functions-set")) {
+            Some(PropertyValueView::String(list)) => list,
+            _ => "",
+        };
+        list.split(',').filter(|s| !s.is_empty())
+    }
+
+    /// The image with every field copied out.
+    pub fn to_image(&self) -> Image {
+        Image {
+            format: self.format,
+            target: self.target.to_string(),
+            kernels: self.kernels().map(str::to_string).collect(),
+            property_sets: self.property_sets().map(|set| set.to_property_set()).collect(),
+            data: self.data.to_vec(),
+        }
+    }
+}
+
+/// A property set, read in place.
+#[derive(Debug, Clone, Copy)]
+pub struct PropertySetView<'a> {
+    pub name: &'a str,
+    properties: List<'a>,
+}
+
+impl<'a> PropertySetView<'a> {
+    pub fn properties(&self) -> impl Iterator<Item = (&'a str, PropertyValueView<'a>)> {
+        self.properties.iter(read_property)
+    }
+
+    /// The names of the properties (for the symbol sets, the symbols).
+    pub fn names(&self) -> impl Iterator<Item = &'a str> {
+        self.properties().map(|(name, _)| name)
+    }
+
+    pub fn get(&self, name: &str) -> Option<PropertyValueView<'a>> {
+        self.properties().find(|(n, _)| *n == name).map(|(_, value)| value)
+    }
+
+    pub fn to_property_set(&self) -> PropertySet {
+        let properties = self.properties().map(|(name, value)| Property::new(name, value.to_value())).collect();
+        PropertySet { name: self.name.to_string(), properties }
+    }
+}
+
+/// A property value, read in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PropertyValueView<'a> {
+    U32(u32),
+    Bytes(&'a [u8]),
+    String(&'a str),
+}
+
+impl PropertyValueView<'_> {
+    pub fn to_value(self) -> PropertyValue {
+        match self {
+            PropertyValueView::U32(v) => PropertyValue::U32(v),
+            PropertyValueView::Bytes(v) => PropertyValue::Bytes(v.to_vec()),
+            PropertyValueView::String(v) => PropertyValue::String(v.to_string()),
+        }
+    }
+}
+
+fn read_property<'a>(d: &mut Decoder<'a>) -> Result<(&'a str, PropertyValueView<'a>), DecodeError> {
+    let name = d.str_ref()?;
+    let value = match d.u32()? {
+        TYPE_UINT32 => PropertyValueView::U32(d.u32()?),
+        TYPE_BYTE_ARRAY => PropertyValueView::Bytes(d.bytes()?),
+        TYPE_STRING => PropertyValueView::String(d.str_ref()?),
+        other => return Err(DecodeError::Invalid(format!("property `{name}` has unknown type {other}"))),
+    };
+    Ok((name, value))
+}
