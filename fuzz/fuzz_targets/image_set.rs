@@ -1,24 +1,34 @@
 //! The embedded image payload and property sets the runtime reads from loaded binaries, and
 //! the ELF notes around them.
 //! Property: note walking and decoding never panic or read out of bounds; a decoded set
-//! round-trips; device requirements and virtual-function properties of every image decode
-//! to a value or an error.
+//! round-trips; the in-place view the runtime indexes with agrees with the decoded set (and
+//! its header's count with the images found); device requirements and virtual-function
+//! properties of every image decode to a value or an error.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sycl_format::{find_notes, ImageSet, NOTE_TYPE_IMAGES};
+use sycl_format::{find_notes, ImageSet, ImageSetView, NOTE_TYPE_IMAGES};
 
 fuzz_target!(|data: &[u8]| {
     for align in [4, 8] {
         let _ = find_notes(data, NOTE_TYPE_IMAGES, align);
     }
-    if let Ok(set) = ImageSet::decode(data) {
-        assert_eq!(ImageSet::decode(&set.encode()).expect("an encoded set decodes"), set);
-        for image in &set.images {
-            let _ = image.requirements();
-            let _ = image.virtual_functions_set();
-            let _ = image.uses_virtual_functions_sets();
-            let _ = image.exported_symbols().count();
+    let view = ImageSetView::parse(data);
+    match ImageSet::decode(data) {
+        Ok(set) => {
+            assert_eq!(ImageSet::decode(&set.encode()).expect("an encoded set decodes"), set);
+            let view = view.expect("a set that decodes parses in place");
+            assert_eq!(ImageSetView::count_hint(data), set.images.len());
+            assert_eq!(view.images.len(), set.images.len());
+            for (image, seen) in set.images.iter().zip(&view.images) {
+                assert_eq!(&seen.to_image(), image);
+                assert!(seen.kernels().eq(image.kernels.iter().map(String::as_str)));
+                assert!(seen.exported_symbols().eq(image.exported_symbols()));
+                assert_eq!(seen.virtual_functions_set(), image.virtual_functions_set());
+                assert_eq!(seen.uses_virtual_functions_sets().collect::<Vec<_>>(), image.uses_virtual_functions_sets());
+                let _ = image.requirements();
+            }
         }
+        Err(_) => assert!(view.is_err(), "a set that does not decode does not parse in place either"),
     }
 });
