@@ -1,8 +1,9 @@
 //! SPIR-V entering the post-link and the runtime's own linker.
 //! Property: loading, linking (with itself, as two inputs), lowering function pointers (as the
 //! runtime does for PoCL) and post-linking any bytes never lets a panic out, never reads out of
-//! bounds, and ends in a module or an error; every module the lowering or the post-link makes
-//! loads again.
+//! bounds, and ends in a module or an error; every module the lowering or the post-link hands
+//! on loads again. (The post-link checks its own images and refuses an input that would make
+//! an invalid one; the lowering has no such check, so its output is checked here.)
 //!
 //! rspirv's parser panics on some operand kinds it does not expect; `sycl_spirv::load`
 //! contains those panics and returns an error. libfuzzer-sys's panic hook would abort on them

@@ -110,7 +110,7 @@ fn check_ids(module: &Module) -> Result<(), Error> {
             _ => inst.operands.get(1..).unwrap_or(&[]),
         };
         for op in operands {
-            if let rspirv::dr::Operand::IdRef(id) = op {
+            if let rspirv::dr::Operand::IdRef(id) | rspirv::dr::Operand::IdScope(id) | rspirv::dr::Operand::IdMemorySemantics(id) = op {
                 if !global.contains(id) {
                     return Err(Error::Malformed(format!(
                         "{:?} has id {id}, defined inside a function, as an operand",
@@ -488,6 +488,6 @@ mod fuzz_regressions {
             assert!(super::load(&bytes).is_err(), "{} loads", path.display());
             count += 1;
         }
-        assert_eq!(count, 13);
+        assert_eq!(count, 14);
     }
 }

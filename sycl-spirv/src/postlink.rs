@@ -308,6 +308,15 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
             images.push(finish(image, vec![], names, Requirements::default(), vf, options, &ic_names));
         }
     }
+    // What the post-link writes, it checks: an input that `load` accepted but that still
+    // makes an image `load` refuses is an error naming the image, never an invalid image.
+    for image in &images {
+        if let Err(e) = crate::load(&image.spirv) {
+            let mut names = image.kernels.iter().chain(&image.exported).chain(&image.virtual_functions.set);
+            let first = names.next().map_or("no entry points", String::as_str);
+            return Err(Error::Malformed(format!("the image with `{first}` that this input makes is invalid: {e}")));
+        }
+    }
     Ok(PostLink { images, split, warnings })
 }
 

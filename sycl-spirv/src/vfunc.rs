@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use rspirv::dr::{Block, Function, Instruction, Module, Operand};
+use rspirv::dr::{Block, Instruction, Module, Operand};
 use rspirv::spirv::{Decoration, Op, Word};
 
 pub const INDIRECTLY_CALLABLE_SEMANTIC: &str = "sycl-indirectly-callable:";
@@ -89,7 +89,6 @@ pub fn with_empty_bodies(module: &Module, functions: &[Word]) -> Module {
             Instruction::new(Op::ReturnValue, None, None, vec![Operand::IdRef(null)])
         };
         f.blocks = vec![Block { label: Some(Instruction::new(Op::Label, None, Some(label), vec![])), instructions: vec![ret_inst] }];
-        let _: &Function = f;
     }
     out.types_global_values.extend(nulls);
     if let Some(h) = &mut out.header {
