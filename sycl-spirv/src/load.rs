@@ -211,7 +211,8 @@ fn check_declaration_order(module: &Module) -> Result<(), Error> {
 /// groups, and that linkage names only functions and module-scope variables: the linker folds
 /// an import onto its definition and drops the import's declaration, which only those have.
 /// Found by the `spirv_postlink` fuzz target: an imported function parameter, folded across
-/// two inputs, was defined twice in the output.
+/// two inputs, was defined twice in the output; an imported function with a body, dropped by
+/// the linker, left decorations of its parameters behind.
 fn check_functions_and_linkage(module: &Module, functions: &HashSet<u32>) -> Result<(), Error> {
     let by_opcode = |op: Op| -> HashSet<u32> {
         module.types_global_values.iter().filter(|i| i.class.opcode == op).filter_map(|i| i.result_id).collect()
@@ -231,11 +232,17 @@ fn check_functions_and_linkage(module: &Module, functions: &HashSet<u32>) -> Res
             return Err(Error::Malformed(format!("{:?} applies something that is not a decoration group", a.class.opcode)));
         }
     }
-    for (target, name, _) in module.annotations.iter().filter_map(crate::symbols::linkage_of) {
+    let defined: HashSet<u32> =
+        module.functions.iter().filter(|f| !f.blocks.is_empty()).filter_map(|f| f.def_id()).collect();
+    for (target, name, linkage) in module.annotations.iter().filter_map(crate::symbols::linkage_of) {
         if !functions.contains(&target) && !variables.contains(&target) {
             return Err(Error::Malformed(format!(
                 "linkage `{name}` on id {target}, which is neither a function nor a module-scope variable"
             )));
+        }
+        // An import is a declaration: the linker replaces it by its definition.
+        if linkage == crate::symbols::Linkage::Import && defined.contains(&target) {
+            return Err(Error::Malformed(format!("function `{name}` is imported but has a body")));
         }
     }
     Ok(())
@@ -488,6 +495,6 @@ mod fuzz_regressions {
             assert!(super::load(&bytes).is_err(), "{} loads", path.display());
             count += 1;
         }
-        assert_eq!(count, 14);
+        assert_eq!(count, 15);
     }
 }
