@@ -303,9 +303,13 @@ impl Queue {
         };
         let object = self.enqueue(kernel, object, args, global, local)?;
         let mut slot = self.inner.last.lock().unwrap_or_else(|e| e.into_inner());
-        // Another thread's launch may have filled the slot meanwhile: its object is pooled.
-        if let Some(other) = slot.replace(LastLaunch { kernel: name, registry, program, object }) {
-            self.inner.device.return_kernel(&other.program, &other.kernel, other.object);
+        // Another thread's launch may have filled the slot meanwhile: its object is pooled
+        // (unless it was resolved in a registry that is gone).
+        let other = slot.replace(LastLaunch { kernel: name, registry, program, object });
+        if let (Some(other), Some(now)) = (other, slot.as_ref()) {
+            if Arc::ptr_eq(&other.registry, &now.registry) {
+                self.inner.device.return_kernel(&other.program, &other.kernel, other.object);
+            }
         }
         Ok(())
     }
