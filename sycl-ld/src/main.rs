@@ -154,7 +154,9 @@ fn link_staged(linker: &OsStr, mut full: Vec<OsString>, output: Option<&Path>) -
         }
     };
     if let (Some(tmp), Some(out)) = (&staged, output) {
-        if status.success() {
+        // A linker that succeeds without writing anything (a `true` standing in for it, a
+        // query) leaves nothing to move, and any previous output as it was.
+        if status.success() && std::fs::symlink_metadata(tmp).is_ok() {
             std::fs::rename(tmp, out).with_context(|| format!("moving the linked output to {}", out.display()))?;
         } else {
             let _ = std::fs::remove_file(tmp);

@@ -75,6 +75,22 @@ fn without_device_code_the_linker_gets_the_exact_command_line() {
 }
 
 #[test]
+fn a_linker_that_writes_nothing_succeeds_and_leaves_the_previous_output() {
+    let f = Fixture::new();
+    std::fs::write(f.path("quiet-cc"), "#!/bin/sh\nexit 0\n").unwrap();
+    Command::new("chmod").arg("+x").arg(f.path("quiet-cc")).status().unwrap();
+    std::fs::write(f.path("out"), "previous build").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sycl-ld"))
+        .args(["main.o", "-o", "out"])
+        .env("SYCL_LD_LINKER", f.path("quiet-cc"))
+        .current_dir(f.dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(f.path("out")).unwrap(), "previous build");
+}
+
+#[test]
 fn a_failed_link_without_device_code_leaves_the_previous_output() {
     let f = Fixture::new();
     std::fs::write(f.path("out"), "previous build").unwrap();
