@@ -156,8 +156,10 @@ struct Indexed<'s, K, E, U> {
 }
 
 fn calls_through_pointers(requirements: Option<&PropertySet>) -> bool {
-    let aspect = sycl_format::aspects::aspect_number("function_pointers").expect("known aspect");
-    requirements.is_some_and(|set| DeviceRequirements::from_property_set(set).is_ok_and(|r| r.aspects.contains(&aspect)))
+    requirements.is_some_and(|set| {
+        let aspect = sycl_format::aspects::aspect_number("function_pointers").expect("known aspect");
+        DeviceRequirements::from_property_set(set).is_ok_and(|r| r.aspects.contains(&aspect))
+    })
 }
 
 impl Binary {
@@ -194,13 +196,13 @@ impl Registry {
         let counters = loader_counters();
         let mut registry = Registry { counters, ..Registry::default() };
         let objects = loaded_objects();
-        let ids: Vec<BinaryId> =
-            objects.iter().map(|o| binary_id(&o.name, o.base, &o.payload_hashes)).collect();
+        let ids: Vec<BinaryId> = objects.iter().map(|o| binary_id(&o.name, o.base, &o.payload_hashes)).collect();
         let groups = local_groups(&objects, &ids);
         let files = crate::library::files();
         registry.files_generation = crate::library::generation();
         // The kernel index sized once for every image (most are JIT SPIR-V, one kernel each).
-        let images: usize = objects.iter().flat_map(|o| o.payloads.iter().flatten()).map(|p| ImageSetView::count_hint(p)).sum();
+        let images: usize =
+            objects.iter().flat_map(|o| o.payloads.iter().flatten()).map(|p| ImageSetView::count_hint(p)).sum();
         let spirv = Variant::spirv();
         by_name(&mut registry.kernels, spirv.format, &spirv.target).reserve(images);
         for (index, object) in objects.into_iter().enumerate() {
@@ -264,7 +266,8 @@ impl Registry {
                 count += 1;
             }
         } else if binary.error.is_none() {
-            let views: Result<Vec<ImageSetView<'_>>, _> = binary.payloads.iter().map(|p| ImageSetView::parse(p)).collect();
+            let views: Result<Vec<ImageSetView<'_>>, _> =
+                binary.payloads.iter().map(|p| ImageSetView::parse(p)).collect();
             match views {
                 Ok(views) => {
                     for image in views.iter().flat_map(|v| &v.images) {

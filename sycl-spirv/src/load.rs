@@ -110,8 +110,8 @@ fn check_ids(module: &Module) -> Result<(), Error> {
             _ => inst.operands.get(1..).unwrap_or(&[]),
         };
         for op in operands {
-            if let rspirv::dr::Operand::IdRef(id) | rspirv::dr::Operand::IdScope(id) | rspirv::dr::Operand::IdMemorySemantics(id) = op {
-                if !global.contains(id) {
+            if let Some(id) = operand_id(op) {
+                if !global.contains(&id) {
                     return Err(Error::Malformed(format!(
                         "{:?} has id {id}, defined inside a function, as an operand",
                         inst.class.opcode
@@ -170,12 +170,17 @@ fn used_ids(inst: &Instruction) -> impl Iterator<Item = u32> + '_ {
         Op::ExtInst => &inst.operands[..inst.operands.len().min(1)],
         _ => &inst.operands[..],
     };
-    inst.result_type.into_iter().chain(operands.iter().filter_map(|op| match op {
+    inst.result_type.into_iter().chain(operands.iter().filter_map(operand_id))
+}
+
+/// The id an operand holds, whatever kind of id it is.
+pub(crate) fn operand_id(op: &rspirv::dr::Operand) -> Option<u32> {
+    match op {
         rspirv::dr::Operand::IdRef(id)
         | rspirv::dr::Operand::IdScope(id)
         | rspirv::dr::Operand::IdMemorySemantics(id) => Some(*id),
         _ => None,
-    }))
+    }
 }
 
 /// Checks that module-scope values use only values declared before them (a pointer type may
@@ -196,11 +201,10 @@ fn check_declaration_order(module: &Module) -> Result<(), Error> {
         .collect();
     let mut declared = HashSet::with_capacity(values.len());
     for inst in &module.types_global_values {
-        if let Some(id) = used_ids(inst).find(|id| values.contains(id) && !declared.contains(id) && !announced.contains(id)) {
-            return Err(Error::Malformed(format!(
-                "{:?} uses id {id}, which is declared after it",
-                inst.class.opcode
-            )));
+        if let Some(id) =
+            used_ids(inst).find(|id| values.contains(id) && !declared.contains(id) && !announced.contains(id))
+        {
+            return Err(Error::Malformed(format!("{:?} uses id {id}, which is declared after it", inst.class.opcode)));
         }
         declared.extend(inst.result_id);
     }
@@ -225,11 +229,19 @@ fn check_functions_and_linkage(module: &Module, functions: &HashSet<u32>) -> Res
     }
     // A group decoration applies a decoration group (what an image keeps of it follows the
     // group). Found by the `spirv_postlink` fuzz target: one applying a type.
-    let groups: HashSet<u32> =
-        module.annotations.iter().filter(|a| a.class.opcode == Op::DecorationGroup).filter_map(|a| a.result_id).collect();
-    for a in module.annotations.iter().filter(|a| matches!(a.class.opcode, Op::GroupDecorate | Op::GroupMemberDecorate)) {
+    let groups: HashSet<u32> = module
+        .annotations
+        .iter()
+        .filter(|a| a.class.opcode == Op::DecorationGroup)
+        .filter_map(|a| a.result_id)
+        .collect();
+    for a in module.annotations.iter().filter(|a| matches!(a.class.opcode, Op::GroupDecorate | Op::GroupMemberDecorate))
+    {
         if !matches!(a.operands.first(), Some(rspirv::dr::Operand::IdRef(g)) if groups.contains(g)) {
-            return Err(Error::Malformed(format!("{:?} applies something that is not a decoration group", a.class.opcode)));
+            return Err(Error::Malformed(format!(
+                "{:?} applies something that is not a decoration group",
+                a.class.opcode
+            )));
         }
     }
     let defined: HashSet<u32> =
@@ -467,7 +479,11 @@ mod tests {
         let linked = |target| {
             let mut b = Builder::new_from_module(base.clone());
             let kind = rspirv::dr::Operand::LinkageType(spirv::LinkageType::Import);
-            b.decorate(target, spirv::Decoration::LinkageAttributes, vec![rspirv::dr::Operand::LiteralString("f".into()), kind]);
+            b.decorate(
+                target,
+                spirv::Decoration::LinkageAttributes,
+                vec![rspirv::dr::Operand::LiteralString("f".into()), kind],
+            );
             assemble(&b.module())
         };
         assert!(load(&linked(f)).is_ok());

@@ -22,6 +22,7 @@ use sycl_format::{DeviceConfig, SplitMode};
 
 use crate::features::Features;
 use crate::link::{max_id, untyped_sets, Linked};
+use crate::load::operand_id;
 use crate::spec::{constants_of, SpecConstant};
 use crate::symbols::{linkage_of, Linkage, Symbols};
 use crate::vfunc::{self, VirtualSets};
@@ -425,10 +426,7 @@ impl ModuleIndex {
                 (Op::ExtInst, Some(Operand::IdRef(set))) if untyped.contains(set) => 1,
                 _ => usize::MAX,
             };
-            let operands = inst.operands.iter().enumerate().filter_map(|(i, op)| match op {
-                Operand::IdRef(id) | Operand::IdScope(id) | Operand::IdMemorySemantics(id) => Some((i, *id)),
-                _ => None,
-            });
+            let operands = inst.operands.iter().enumerate().filter_map(|(i, op)| Some((i, operand_id(op)?)));
             for (i, id) in inst.result_type.map(|t| (0, t)).into_iter().chain(operands) {
                 let node = globals.contains_key(&id) || groups.contains(&id);
                 if node || (i < untyped_from && functions.contains_key(&id)) {
