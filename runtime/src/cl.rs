@@ -15,6 +15,14 @@ fn cl_err(call: &'static str) -> impl Fn(cl_int) -> Error {
     move |code| Error::OpenCl { call, code }
 }
 
+/// An OpenCL error code as people look it up: `CL_LINK_PROGRAM_FAILURE (-17)`.
+pub(crate) fn error_name(code: cl_int) -> String {
+    match cl3::error_codes::error_text(code) {
+        "UNKNOWN_ERROR" | "" => format!("OpenCL error {code}"),
+        name => format!("{name} ({code})"),
+    }
+}
+
 /// A device id. Device ids of root devices are not reference counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct DeviceId(pub cl_device_id);
@@ -27,6 +35,7 @@ pub(crate) struct DeviceInfo {
     pub id: DeviceId,
     pub name: String,
     pub platform: String,
+    pub vendor: String,
     pub il_version: String,
     pub driver_version: String,
     pub device_type: u64,
@@ -55,9 +64,15 @@ pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
     let mut out = Vec::new();
     let platforms = cl3::platform::get_platform_ids().map_err(cl_err("clGetPlatformIDs"))?;
     for platform in platforms {
-        let platform_name = cl3::platform::get_platform_info(platform, cl3::platform::CL_PLATFORM_NAME)
-            .map(String::from)
-            .unwrap_or_default();
+        let platform_text = |param| {
+            cl3::platform::get_platform_info(platform, param)
+                .map(String::from)
+                .unwrap_or_default()
+                .trim_end_matches('\0')
+                .to_string()
+        };
+        let platform_name = platform_text(cl3::platform::CL_PLATFORM_NAME);
+        let vendor = platform_text(cl3::platform::CL_PLATFORM_VENDOR);
         let Ok(ids) = cl3::device::get_device_ids(platform, cl3::device::CL_DEVICE_TYPE_ALL) else {
             continue;
         };
@@ -69,7 +84,8 @@ pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
             out.push(DeviceInfo {
                 id: DeviceId(id),
                 name: text(cl3::device::CL_DEVICE_NAME),
-                platform: platform_name.trim_end_matches('\0').to_string(),
+                platform: platform_name.clone(),
+                vendor: vendor.clone(),
                 il_version: text(cl3::device::CL_DEVICE_IL_VERSION),
                 driver_version: text(cl3::device::CL_DRIVER_VERSION),
                 device_type: word(cl3::device::CL_DEVICE_TYPE),
@@ -225,6 +241,11 @@ impl Program {
             .map_err(|code| (code, self.build_log(device)))
     }
 
+    /// A program from OpenCL C source (tests only: device code reaches the runtime as images).
+    pub(crate) fn from_source(context: &Context, source: &str) -> Result<Program, Error> {
+        cl3::program::create_program_with_source(context.0, &[source]).map(Program).map_err(cl_err("clCreateProgramWithSource"))
+    }
+
     pub(crate) fn from_il(context: &Context, il: &[u8]) -> Result<Program, Error> {
         cl3::program::create_program_with_il(context.0, il).map(Program).map_err(cl_err("clCreateProgramWithIL"))
     }
@@ -243,12 +264,39 @@ impl Program {
             .map_err(|code| (code, self.build_log(device)))
     }
 
-    pub(crate) fn link(context: &Context, device: DeviceId, objects: &[&Program], options: &str) -> Result<Program, cl_int> {
+    /// Links compiled objects into an executable; on failure, the code and the link log.
+    ///
+    /// Called through the loaded library rather than `cl3::program::link_program`, which drops
+    /// the program `clLinkProgram` returns with `CL_LINK_PROGRAM_FAILURE`, and with it the log.
+    pub(crate) fn link(context: &Context, device: DeviceId, objects: &[&Program], options: &str) -> Result<Program, (cl_int, String)> {
         let options = CString::new(options).unwrap_or_default();
         let raw: Vec<cl_program> = objects.iter().map(|p| p.0).collect();
-        // SAFETY: the device is the context's device and every input program was compiled
-        // in this context. (`opencl3::Program::link` passes the wrong handle; see DESIGN.md.)
-        unsafe { cl3::program::link_program(context.0, &[device.0], &options, &raw, None, ptr::null_mut()) }.map(Program)
+        let library = cl3::load_library().as_ref().map_err(|e| (cl3::error_codes::DLOPEN_RUNTIME_LOAD_FAILED, e.to_string()))?;
+        let mut status = cl3::error_codes::CL_INVALID_VALUE;
+        // The wrapper's method is not marked unsafe, but it is a raw FFI call: the device is
+        // the context's device, every input program was compiled in this context, `raw`
+        // holds `raw.len()` live programs, the options string is NUL-terminated, and with no
+        // callback the call is synchronous.
+        let linked = library.clLinkProgram(
+            context.0,
+            1,
+            &device.0,
+            options.as_ptr(),
+            raw.len() as u32,
+            raw.as_ptr(),
+            None,
+            ptr::null_mut(),
+            &mut status,
+        );
+        let Some(linked) = linked else {
+            return Err((cl3::error_codes::DLOPEN_FUNCTION_NOT_AVAILABLE, "the OpenCL library has no clLinkProgram".into()));
+        };
+        // A failed link may still return a program: it holds the log, and is released here.
+        let program = (!linked.is_null()).then_some(Program(linked));
+        match (status, program) {
+            (cl3::error_codes::CL_SUCCESS, Some(program)) => Ok(program),
+            (code, program) => Err((code, program.map(|p| p.build_log(device)).unwrap_or_default())),
+        }
     }
 
     /// The program's binary for its one device (`CL_PROGRAM_BINARIES`).

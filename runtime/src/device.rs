@@ -10,9 +10,9 @@ use sycl_format::{DeviceRequirements, ImageFormat};
 
 use crate::cl::DeviceInfo;
 
-const CL_DEVICE_TYPE_CPU: u64 = 1 << 1;
-const CL_DEVICE_TYPE_GPU: u64 = 1 << 2;
-const CL_DEVICE_TYPE_ACCELERATOR: u64 = 1 << 3;
+pub(crate) const CL_DEVICE_TYPE_CPU: u64 = 1 << 1;
+pub(crate) const CL_DEVICE_TYPE_GPU: u64 = 1 << 2;
+pub(crate) const CL_DEVICE_TYPE_ACCELERATOR: u64 = 1 << 3;
 
 /// An image form a device can use: its format and the target it was made for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -19,8 +19,8 @@
 //! # Ok::<(), sycl_runtime::Error>(())
 //! ```
 //!
-//! Environment: `SYCL_DEVICE` picks a device by a case-insensitive part of its platform or
-//! device name; `SYCL_TRACE=1` prints one line per event (`sycl: discover …`).
+//! Environment: `SYCL_DEVICE` picks the device (`intel`, `pocl`, `cpu`, `pocl:0`: see
+//! [`Queue::with_device`]); `SYCL_TRACE=1` prints one line per event (`sycl: discover …`).
 
 mod bundle;
 mod cache;
@@ -32,6 +32,7 @@ mod program;
 mod queue;
 mod registry;
 mod resolve;
+mod select;
 mod trace;
 
 use std::collections::HashMap;
@@ -63,6 +64,34 @@ pub mod fuzz_support {
     /// The bytes the persistent cache writes for `payload` under `key`.
     pub fn encode_cache_entry(key: &str, payload: &[u8]) -> Vec<u8> {
         crate::cache::encode_entry(key, payload)
+    }
+}
+
+/// Entry points for the tests, which make the driver fail in ways loaded images should not.
+#[doc(hidden)]
+pub mod test_support {
+    use std::sync::Arc;
+
+    use crate::cl::Program;
+    use crate::Error;
+
+    /// Compiles each OpenCL C source for the device `selector` picks and links the objects as
+    /// the runtime links images, so a test sees the error a link the driver refuses gives.
+    pub fn link_sources(selector: &str, sources: &[&str]) -> Result<(), Error> {
+        let device = crate::runtime().device(Some(selector))?;
+        let mut objects = Vec::new();
+        for source in sources {
+            let program = Program::from_source(&device.context, source)?;
+            program.compile(device.id, "").map_err(|(code, log)| Error::Build {
+                device: device.name.clone(),
+                what: format!("compiling source {} ({})", objects.len(), crate::cl::error_name(code)),
+                hint: crate::program::hint(crate::program::Step::Compile, code, &log, ""),
+                log,
+            })?;
+            objects.push(Arc::new(program));
+        }
+        let names: Vec<String> = (0..objects.len()).map(|i| format!("source {i}")).collect();
+        device.link_objects(&objects, "", &names).map(drop)
     }
 }
 
@@ -110,14 +139,19 @@ macro_rules! include_kernels {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("no OpenCL device {wanted}; available: {}", list(available))]
-    NoDevice { wanted: String, available: Vec<String> },
+    #[error("{problem}{}", device_list(available))]
+    NoDevice { problem: String, available: Vec<String> },
     #[error("kernel `{kernel}` not found in the device images of: {}", list(searched))]
     KernelNotFound { kernel: String, searched: Vec<String> },
     #[error("unresolved device symbol `{symbol}` imported for kernel `{kernel}`; searched: {}", list(searched))]
     UnresolvedSymbol { symbol: String, kernel: String, searched: Vec<String> },
-    #[error("{what} failed on {device}{}", if log.is_empty() { String::new() } else { format!(":\n{log}") })]
-    Build { device: String, what: String, log: String },
+    /// The driver refused to compile, link or build device code: `log` is its build log for
+    /// the device, `what` names the step, the images and the OpenCL error, `hint` what to try.
+    #[error(
+        "{what} failed on {device}: {}\nto try: {hint}",
+        if log.is_empty() { "the driver wrote no build log".to_string() } else { format!("the driver's build log:\n{log}") }
+    )]
+    Build { device: String, what: String, log: String, hint: String },
     #[error("kernel_not_supported: {reason} (kernel `{kernel}` on {device})")]
     KernelNotSupported { kernel: String, device: String, reason: String },
     #[error("no image provides virtual-function set `{set}`, which kernel `{kernel}` uses; searched: {}", list(searched))]
@@ -126,7 +160,7 @@ pub enum Error {
     DuplicateSymbol { symbol: String, providers: Vec<String> },
     #[error("preparing device code for a device without SPIR-V: {0}")]
     Translate(String),
-    #[error("{call} failed with OpenCL error {code}")]
+    #[error("{call} failed with {}", cl::error_name(*code))]
     OpenCl { call: &'static str, code: i32 },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -134,6 +168,16 @@ pub enum Error {
     InvalidObject(String),
     #[error("device library {path}: {reason}")]
     DeviceLibrary { path: String, reason: String },
+}
+
+/// The devices of a selection error, one per line with the selector that picks it.
+fn device_list(available: &[String]) -> String {
+    if available.is_empty() {
+        return "; no OpenCL device is available (is an OpenCL runtime installed and registered in /etc/OpenCL/vendors?)"
+            .into();
+    }
+    let lines: String = available.iter().map(|line| format!("\n  {line}")).collect();
+    format!("; available devices, each with the selector that picks it:{lines}")
 }
 
 fn list(items: &[String]) -> String {
@@ -161,50 +205,42 @@ fn runtime() -> &'static Runtime {
     })
 }
 
-/// Compiles SPIR-V ahead of time into a compiled-object program binary for the first device
-/// whose platform or device name contains `device` (case-insensitive); used by `sycl-ld` for
-/// native targets. The binary can be linked at run time with other objects of that device.
-pub fn compile_object_for(device: &str, spirv: &[u8]) -> Result<Vec<u8>, Error> {
+/// Compiles SPIR-V ahead of time into a compiled-object program binary for the device
+/// `selector` picks (see [`Queue::with_device`]); used by `sycl-ld` for native targets. The
+/// binary can be linked at run time with other objects of that device.
+pub fn compile_object_for(selector: &str, spirv: &[u8]) -> Result<Vec<u8>, Error> {
     let devices = cl::devices()?;
-    let info = find_device(&devices, Some(device))?;
+    let info = find_device(&devices, Some((selector, &format!("device selector `{selector}`"))))?;
     let context = cl::Context::new(info.id)?;
     let program = cl::Program::from_il(&context, spirv)?;
     program.compile(info.id, "").map_err(|(code, log)| Error::Build {
         device: info.name.clone(),
-        what: format!("ahead-of-time compilation (OpenCL error {code})"),
+        what: format!("ahead-of-time compilation (clCompileProgram: {})", cl::error_name(code)),
+        hint: program::hint(program::Step::Compile, code, &log, ""),
         log,
     })?;
     program.binary()
 }
 
-fn describe(d: &cl::DeviceInfo) -> String {
-    format!("{} / {}", d.platform, d.name)
+fn candidates(devices: &[cl::DeviceInfo]) -> Vec<select::Candidate<'_>> {
+    devices
+        .iter()
+        .map(|d| select::Candidate { platform: &d.platform, vendor: &d.vendor, name: &d.name, device_type: d.device_type })
+        .collect()
 }
 
-/// What a device name pattern is matched against: platform, device, and the configured
-/// target it is (`pocl_cpu`, `intel_cpu_x86_64`), so that `pocl` and `intel` both work.
-fn match_text(d: &cl::DeviceInfo) -> String {
-    let target = device::Capabilities::of(d).target.unwrap_or_default();
-    format!("{} / {} / {target}", d.platform, d.name).to_lowercase()
-}
-
-/// The device `wanted` names (part of its platform or device name), or the first that
-/// accepts SPIR-V.
-fn find_device<'d>(devices: &'d [cl::DeviceInfo], wanted: Option<&str>) -> Result<&'d cl::DeviceInfo, Error> {
-    let chosen = match wanted {
-        Some(w) => {
-            let w = w.to_lowercase();
-            devices.iter().find(|d| match_text(d).contains(&w))
-        }
-        None => devices.iter().find(|d| d.il_version.contains("SPIR-V")),
-    };
-    chosen.ok_or_else(|| Error::NoDevice {
-        wanted: match wanted {
-            Some(w) => format!("matching {w:?}"),
-            None => "accepts SPIR-V".into(),
-        },
-        available: devices.iter().map(describe).collect(),
-    })
+/// The device `wanted` picks (a selector, and where it came from), or the first that accepts
+/// SPIR-V.
+fn find_device<'d>(devices: &'d [cl::DeviceInfo], wanted: Option<(&str, &str)>) -> Result<&'d cl::DeviceInfo, Error> {
+    let table = candidates(devices);
+    let no_device = |e: select::SelectionError| Error::NoDevice { problem: e.problem, available: e.available };
+    match wanted {
+        Some((selector, source)) => Ok(&devices[select::select(&table, selector, source).map_err(no_device)?]),
+        None => devices.iter().find(|d| d.il_version.contains("SPIR-V")).ok_or_else(|| Error::NoDevice {
+            problem: format!("no OpenCL device accepts SPIR-V, so none is the default; pick one with {DEVICE_ENV}"),
+            available: select::table(&table),
+        }),
+    }
 }
 
 impl Runtime {
@@ -250,25 +286,23 @@ impl Runtime {
         });
     }
 
-    /// The device `wanted` names (part of its platform or device name), or `SYCL_DEVICE`'s,
+    /// The device `wanted` picks (a selector, see [`Queue::with_device`]), or `SYCL_DEVICE`'s,
     /// or the first that accepts SPIR-V.
     fn device(&self, wanted: Option<&str>) -> Result<Arc<DeviceState>, Error> {
         self.guard_vectorizer();
         let devices = cl::devices()?;
-        let from_env = std::env::var(DEVICE_ENV).ok().filter(|v| !v.is_empty());
-        let wanted = wanted.map(str::to_string).or(from_env.clone());
-        let info = find_device(&devices, wanted.as_deref()).map_err(|e| match e {
-            Error::NoDevice { available, .. } if from_env.is_some() && wanted == from_env => Error::NoDevice {
-                wanted: format!("matching {DEVICE_ENV}={}", wanted.as_deref().unwrap_or_default()),
-                available,
-            },
-            e => e,
-        })?;
+        let from_env = std::env::var(DEVICE_ENV).ok().filter(|v| !v.trim().is_empty());
+        let wanted = match (wanted, &from_env) {
+            (Some(selector), _) => Some((selector.to_string(), format!("Queue::with_device({selector:?})"))),
+            (None, Some(selector)) => Some((selector.clone(), format!("{DEVICE_ENV}={selector}"))),
+            (None, None) => None,
+        };
+        let info = find_device(&devices, wanted.as_ref().map(|(s, source)| (s.as_str(), source.as_str())))?;
         let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(state) = map.get(&info.id) {
             return Ok(state.clone());
         }
-        trace!("device", "{}", describe(info));
+        trace!("device", "{} / {}", info.platform, info.name);
         let state = Arc::new(DeviceState::new(info)?);
         map.insert(info.id, state.clone());
         Ok(state)

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use sycl_format::ImageFormat;
 
 use crate::cache::{DiskCache, KeyBuilder};
-use crate::cl::{Context, DeviceId, DeviceInfo, Program};
+use crate::cl::{self, Context, DeviceId, DeviceInfo, Program};
 use crate::device::{Capabilities, Variant};
 use crate::registry::{BinaryId, ImageId, Registry};
 use crate::resolve::{self, Collected};
@@ -318,10 +318,14 @@ impl DeviceState {
                     for (spec_id, bytes) in options.spec.for_image(image) {
                         program.set_spec_constant(spec_id, bytes)?;
                     }
-                    program.compile(self.id, &options.flags).map_err(|(code, log)| Error::Build {
-                        device: self.name.clone(),
-                        what: format!("compiling {} (OpenCL error {code})", registry.describe(id)),
-                        log,
+                    program.compile(self.id, &options.flags).map_err(|(code, log)| {
+                        let hint = hint(Step::Compile, code, &log, &options.flags);
+                        Error::Build {
+                            device: self.name.clone(),
+                            what: format!("compiling {} (clCompileProgram: {})", registry.describe(id), cl::error_name(code)),
+                            log,
+                            hint,
+                        }
                     })?;
                     program
                 }
@@ -335,10 +339,11 @@ impl DeviceState {
 
     pub(crate) fn link_objects(&self, objects: &[Arc<Program>], flags: &str, names: &[String]) -> Result<Program, Error> {
         let refs: Vec<&Program> = objects.iter().map(|p| p.as_ref()).collect();
-        Program::link(&self.context, self.id, &refs, flags).map_err(|code| Error::Build {
+        Program::link(&self.context, self.id, &refs, flags).map_err(|(code, log)| Error::Build {
             device: self.name.clone(),
-            what: format!("linking {} (OpenCL error {code})", names.join(" + ")),
-            log: String::new(),
+            what: format!("linking {} (clLinkProgram: {})", names.join(" + "), cl::error_name(code)),
+            hint: hint(Step::Link, code, &log, flags),
+            log,
         })
     }
 
@@ -346,7 +351,8 @@ impl DeviceState {
         let program = Program::from_binary(&self.context, self.id, binary)?;
         program.build(self.id, options).map_err(|(code, log)| Error::Build {
             device: self.name.clone(),
-            what: format!("building {} (OpenCL error {code})", names.join(" + ")),
+            what: format!("building {} (clBuildProgram: {})", names.join(" + "), cl::error_name(code)),
+            hint: hint(Step::Build, code, &log, options),
             log,
         })?;
         Ok(program)
@@ -369,6 +375,49 @@ impl DeviceState {
             key.part(image);
         }
         key.finish()
+    }
+}
+
+/// The driver step that failed, for [`hint`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    Compile,
+    Link,
+    Build,
+}
+
+/// What to try after the driver refused device code, from the step, the code and its log.
+pub(crate) fn hint(step: Step, code: i32, log: &str, flags: &str) -> String {
+    use cl3::error_codes::{CL_INVALID_BUILD_OPTIONS, CL_INVALID_LINKER_OPTIONS};
+    let lower = log.to_lowercase();
+    if code == CL_INVALID_BUILD_OPTIONS || code == CL_INVALID_LINKER_OPTIONS {
+        return format!("the build options `{flags}` are not valid for this device: check the options given to the launch or the bundle");
+    }
+    if lower.contains("symbols not found") || lower.contains("undefined") || lower.contains("unresolved") {
+        return "a function these images call is defined by none of them: the library that exports it must be loaded \
+                and visible to them (SYCL_TRACE=1 shows how each import resolved; `sycl-ld inspect FILE` lists what a \
+                binary exports and imports)"
+            .into();
+    }
+    if lower.contains("recurs") {
+        return "device code may not call itself, directly or through other functions (OpenCL C forbids recursion): \
+                remove the call cycle the log names"
+            .into();
+    }
+    let flags = if flags.is_empty() { String::new() } else { format!(" with the options `{flags}`") };
+    match step {
+        Step::Compile => format!(
+            "the device's compiler refused this image{flags}: the log names what it could not take; `sycl-ld inspect \
+             BINARY` shows the image, and SYCL_TRACE=1 which kernel needed it"
+        ),
+        Step::Link => format!(
+            "the driver could not link these images{flags}: SYCL_TRACE=1 shows which images were collected and how each \
+             import resolved; a symbol defined twice or with different types in two libraries is a common cause"
+        ),
+        Step::Build => format!(
+            "the driver could not build this program{flags}: the log names what it could not take; SYCL_TRACE=1 shows \
+             which images it was made from"
+        ),
     }
 }
 

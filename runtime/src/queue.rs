@@ -58,10 +58,17 @@ impl Queue {
         Queue::create(None)
     }
 
-    /// A queue on the device whose platform or device name contains `name`
-    /// (case-insensitive), e.g. `"intel"` or `"pocl"`.
-    pub fn with_device(name: &str) -> Result<Queue, Error> {
-        Queue::create(Some(name))
+    /// A queue on the one device `selector` picks, as `SYCL_DEVICE` does (case-insensitive):
+    /// - `"intel"`, `"pocl"`, `"nvidia"`: a platform, named by a word of its name or vendor
+    ///   (never by device names, which PoCL takes from the host CPU);
+    /// - `"cpu"`, `"gpu"`, `"accelerator"`: a device type;
+    /// - `"intel:1"`, `"pocl:cpu"`: the N-th device, or the devices of a type, of a platform;
+    /// - `"*"` or `"opencl"` for the platform part: every platform.
+    ///
+    /// A selector that picks no device or several is [`Error::NoDevice`], whose message lists
+    /// every device with the selector that picks it.
+    pub fn with_device(selector: &str) -> Result<Queue, Error> {
+        Queue::create(Some(selector))
     }
 
     fn create(wanted: Option<&str>) -> Result<Queue, Error> {

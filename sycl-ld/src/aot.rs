@@ -19,7 +19,7 @@ pub fn format_of(target: &str) -> Result<ImageFormat> {
 
 pub fn compile(target: &str, spirv: &[u8]) -> Result<Vec<u8>> {
     match target {
-        "intel_cpu_x86_64" => sycl_runtime::compile_object_for("Intel(R) OpenCL", spirv).map_err(|e| {
+        "intel_cpu_x86_64" => sycl_runtime::compile_object_for("intel:cpu", spirv).map_err(|e| {
             anyhow!("{e}\n(the intel_cpu_x86_64 target compiles with Intel's CPU OpenCL runtime at link time)")
         }),
         "pocl_cpu" => to_spir_bitcode(spirv),

@@ -37,7 +37,7 @@ fn run_ok(cmd: &mut Command) {
 }
 
 /// Runs a fixture binary with `SYCL_TRACE=1` and no persistent cache (so that traces show
-/// every compile); the device defaults to Intel's CPU runtime.
+/// every compile), on Intel's CPU runtime (`SYCL_DEVICE=intel`) unless `env` says otherwise.
 pub fn run_fixture(name: &str) -> Output {
     run_fixture_with(name, &[])
 }
@@ -48,7 +48,7 @@ pub fn run_fixture_with(name: &str, env: &[(&str, &str)]) -> Output {
     Command::new(&path)
         .env("SYCL_TRACE", "1")
         .env("SYCL_CACHE_DISABLE", "1")
-        .env_remove("SYCL_DEVICE")
+        .env("SYCL_DEVICE", "intel")
         .env_remove("SYCL_STRICT_EXPORTS")
         .envs(env.iter().copied())
         .output()

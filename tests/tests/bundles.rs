@@ -93,7 +93,7 @@ fn the_persistent_cache_keeps_an_entry_per_specialization_value() {
             .env("SYCL_CACHE_DIR", dir.path())
             .env("SYCL_TRACE", "1")
             .env_remove("SYCL_CACHE_DISABLE")
-            .env_remove("SYCL_DEVICE")
+            .env("SYCL_DEVICE", "intel")
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", stderr(&out));

@@ -79,8 +79,29 @@ fn an_unknown_device_name_lists_the_devices_there_are() {
         .unwrap();
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(err.contains("no OpenCL device matching SYCL_DEVICE=no-such-device; available: "), "{err}");
-    assert!(err.contains("Intel(R) OpenCL") && err.contains("Portable Computing Language"), "{err}");
+    assert!(
+        err.contains("no OpenCL device matches SYCL_DEVICE=no-such-device; available devices, each with the selector that picks it:"),
+        "{err}"
+    );
+    let listed = |selector: &str, platform: &str| {
+        err.lines().any(|l| l.trim_start().starts_with(selector) && l.contains(&format!(" {platform} / ")))
+    };
+    assert!(listed("intel ", "Intel(R) OpenCL") && listed("pocl ", "Portable Computing Language"), "{err}");
+}
+
+#[test]
+fn platform_selectors_pick_the_platform_whatever_the_device_is_called() {
+    // PoCL names its device after the host CPU: on an Intel host, its device name says Intel.
+    for (selector, platform) in [("intel", "Intel(R) OpenCL"), ("pocl", "Portable Computing Language"), ("Intel:0", "Intel(R) OpenCL")] {
+        let out = sycl_tests::run_fixture_with("app", &[("SYCL_DEVICE", selector)]);
+        assert!(out.status.success(), "{selector}: {}", stderr(&out));
+        assert!(stderr(&out).contains(&format!("sycl: device {platform} / ")), "{selector}: {}", stderr(&out));
+        assert_eq!(sycl_tests::stdout(&out), "0 2 4 6 8 10 12 14\n");
+    }
+    // Both are CPU devices: `cpu` alone is ambiguous, and the error says so.
+    let out = sycl_tests::run_fixture_with("app", &[("SYCL_DEVICE", "cpu")]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("SYCL_DEVICE=cpu is ambiguous: it matches 2 devices"), "{}", stderr(&out));
 }
 
 #[test]

@@ -56,10 +56,25 @@ fn a_bit_flipped_image_fails_its_own_build_cleanly() {
     }
     std::fs::write(&copy, bytes).unwrap();
     std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let out = Command::new(&copy).env("SYCL_CACHE_DISABLE", "1").env_remove("SYCL_DEVICE").output().unwrap();
+    let out = Command::new(&copy).env("SYCL_CACHE_DISABLE", "1").env("SYCL_DEVICE", "intel").output().unwrap();
     let (o, e) = (stdout(&out), stderr(&out));
     assert_eq!(out.status.code(), Some(1), "a clear error, not a crash: {o}{e}");
-    assert!(e.starts_with("error: compiling app_flipped image 0 (OpenCL error"), "{e}");
+    assert!(e.starts_with("error: compiling app_flipped image 0 (clCompileProgram: CL_COMPILE_PROGRAM_FAILURE (-15)) failed on "), "{e}");
+    assert!(e.contains("the driver's build log:\n") && e.contains("\nto try: "), "the driver's words and what to try: {e}");
+}
+
+#[test]
+fn a_link_the_driver_refuses_carries_its_log() {
+    let kernel = "int helper(int); kernel void k(global int *o) { o[0] = helper(1); }";
+    let other = "int unrelated(int i) { return i; }";
+    let err = sycl_runtime::test_support::link_sources("intel", &[kernel, other]).unwrap_err().to_string();
+    assert!(
+        err.starts_with("linking source 0 + source 1 (clLinkProgram: CL_LINK_PROGRAM_FAILURE (-17)) failed on "),
+        "{err}"
+    );
+    // The Intel runtime names the missing symbol in its log; the hint follows from it.
+    assert!(err.contains("the driver's build log:\n") && err.contains("helper"), "{err}");
+    assert!(err.contains("to try: a function these images call is defined by none of them"), "{err}");
 }
 
 #[test]
@@ -76,7 +91,7 @@ fn the_persistent_cache_on_a_full_disk_never_fails_a_launch() {
         .env("SYCL_CACHE_DIR", &mount)
         .env("SYCL_TRACE", "1")
         .env_remove("SYCL_CACHE_DISABLE")
-        .env_remove("SYCL_DEVICE")
+        .env("SYCL_DEVICE", "intel")
         .output()
         .unwrap();
     let files: Vec<String> =
@@ -95,7 +110,7 @@ fn writers_killed_mid_build_leave_no_corrupt_entry() {
     let cache = dir.path().join("cache");
     let app = || {
         let mut cmd = Command::new(fixtures().join("app"));
-        cmd.env("SYCL_CACHE_DIR", &cache).env("SYCL_TRACE", "1").env_remove("SYCL_CACHE_DISABLE").env_remove("SYCL_DEVICE");
+        cmd.env("SYCL_CACHE_DIR", &cache).env("SYCL_TRACE", "1").env_remove("SYCL_CACHE_DISABLE").env("SYCL_DEVICE", "intel");
         cmd
     };
     for delay in [20, 60, 100, 140, 180, 220] {

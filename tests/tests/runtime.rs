@@ -114,7 +114,7 @@ fn sixteen_threads_launching_twenty_kernels_build_once() {
 
 fn app_with_cache(dir: &Path) -> Command {
     let mut cmd = Command::new(fixtures().join("app"));
-    cmd.env("SYCL_TRACE", "1").env("SYCL_CACHE_DIR", dir).env_remove("SYCL_CACHE_DISABLE").env_remove("SYCL_DEVICE");
+    cmd.env("SYCL_TRACE", "1").env("SYCL_CACHE_DIR", dir).env_remove("SYCL_CACHE_DISABLE").env("SYCL_DEVICE", "intel");
     cmd
 }
 

@@ -185,7 +185,7 @@ impl Demo {
     pub fn run(&self, args: &[&str], env: &[(&str, &Path)]) -> Vec<(String, f64)> {
         let mut cmd = Command::new(&self.exe);
         cmd.args(args)
-            .env_remove("SYCL_DEVICE")
+            .env("SYCL_DEVICE", "intel")
             .env_remove("SYCL_TRACE")
             .env_remove("SYCL_STRICT_EXPORTS")
             .env_remove("SYCL_CACHE_DIR")
