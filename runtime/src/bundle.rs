@@ -453,10 +453,9 @@ pub fn link(objects: &[&KernelBundle<Object>], properties: &[BuildProperty]) -> 
                 .iter()
                 .copied()
                 .find(|p| registry.visible(id.binary, p.binary))
-                .ok_or_else(|| Error::UnresolvedSymbol {
-                    symbol: symbol.clone(),
-                    kernel: format!("(bundle of {})", registry.describe(id)),
-                    searched: registry.searched(),
+                .ok_or_else(|| {
+                    let kernel = format!("(bundle of {})", registry.describe(id));
+                    crate::resolve::unresolved(&registry, &Variant::spirv(), &symbol, &kernel, id)
                 })?;
             trace!("resolve", "{symbol} -> {} (for a kernel bundle)", registry.describe(provider));
             provided.extend(registry.image(provider).exported_symbols().map(str::to_string));

@@ -143,8 +143,14 @@ pub enum Error {
     NoDevice { problem: String, available: Vec<String> },
     #[error("kernel `{kernel}` not found in the device images of: {}", list(searched))]
     KernelNotFound { kernel: String, searched: Vec<String> },
-    #[error("unresolved device symbol `{symbol}` imported for kernel `{kernel}`; searched: {}", list(searched))]
-    UnresolvedSymbol { symbol: String, kernel: String, searched: Vec<String> },
+    /// No binary that may serve the kernel exports `symbol`; `hidden` says, for each binary
+    /// that exports it but may not serve this kernel, which one and why.
+    #[error(
+        "unresolved device symbol `{symbol}` imported for kernel `{kernel}`; searched: {}{}",
+        list(searched),
+        hidden.iter().map(|h| format!("; {h}")).collect::<String>()
+    )]
+    UnresolvedSymbol { symbol: String, kernel: String, searched: Vec<String>, hidden: Vec<String> },
     /// The driver refused to compile, link or build device code: `log` is its build log for
     /// the device, `what` names the step, the images and the OpenCL error, `hint` what to try.
     #[error(

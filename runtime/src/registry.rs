@@ -353,6 +353,11 @@ impl Registry {
         self.binaries.iter().find(|b| b.ranges.iter().any(|&(start, end)| (start..end).contains(&address)))
     }
 
+    /// Whether `binary` is a device-library file rather than a loaded object.
+    pub(crate) fn is_file_library(&self, binary: BinaryId) -> bool {
+        self.file_binaries.values().any(|&b| b == binary)
+    }
+
     pub(crate) fn contains(&self, binary: BinaryId) -> bool {
         self.position.contains_key(&binary)
     }

@@ -80,11 +80,7 @@ fn collect_in(
             let providers: Vec<ImageId> =
                 registry.providers(variant, symbol).iter().copied().filter(|p| registry.visible(id.binary, p.binary)).collect();
             let Some(&provider) = providers.first() else {
-                return Err(Error::UnresolvedSymbol {
-                    symbol: symbol.to_string(),
-                    kernel: kernel.to_string(),
-                    searched: registry.searched(),
-                });
+                return Err(unresolved(registry, variant, symbol, kernel, id));
             };
             // A virtual function: its set is linked in whole (or its dummy), not by name.
             if let Some((set, _)) = registry.image(provider).virtual_functions_set() {
@@ -146,4 +142,51 @@ fn collect_in(
         }
     }
     Ok(images)
+}
+
+/// The error for `symbol`, which no image visible to `requester` exports: binaries that do
+/// export it, but whose scope keeps it from `requester`, are named with the reason.
+pub(crate) fn unresolved(registry: &Registry, variant: &Variant, symbol: &str, kernel: &str, requester: ImageId) -> Error {
+    let mut hidden = Vec::new();
+    for &p in registry.providers(variant, symbol) {
+        let binary = registry.binary(p.binary);
+        let name = binary.name.rsplit('/').next().unwrap_or(&binary.name);
+        let why = if registry.is_file_library(p.binary) {
+            format!(
+                "{name} exports it, but was loaded with LibraryScope::Own, so only its own images may use its exports \
+                 (load it with sycl_runtime::load_device_library, whose scope is global)"
+            )
+        } else {
+            // Loaded as a dependency of a library opened RTLD_LOCAL, or opened so itself.
+            let opener = registry.binaries.iter().find(|b| {
+                b.id != p.binary && b.local_group.as_ref().is_some_and(|g| g.first() == Some(&b.id) && g.contains(&p.binary))
+            });
+            let scope = match opener {
+                Some(b) => {
+                    let opener = b.name.rsplit('/').next().unwrap_or(&b.name);
+                    format!("was loaded for {opener}, which was opened RTLD_LOCAL, so only {opener} and its dependencies")
+                }
+                None => "was opened RTLD_LOCAL, so only it and the libraries it depends on".to_string(),
+            };
+            format!(
+                "{name} exports it, but {scope} may use its exports, and {} is not one of them (open the library \
+                 RTLD_GLOBAL, or link {} against {name})",
+                registry.describe(requester),
+                registry.binary(requester.binary).name.rsplit('/').next().unwrap_or_default()
+            )
+        };
+        if !hidden.contains(&why) {
+            hidden.push(why);
+        }
+    }
+    let hidden_binaries: Vec<&str> =
+        registry.providers(variant, symbol).iter().map(|p| registry.binary(p.binary).name.as_str()).collect();
+    let searched = registry
+        .searched()
+        .into_iter()
+        .zip(&registry.binaries)
+        .filter(|(_, b)| !hidden_binaries.contains(&b.name.as_str()))
+        .map(|(line, _)| line)
+        .collect();
+    Error::UnresolvedSymbol { symbol: symbol.to_string(), kernel: kernel.to_string(), searched, hidden }
 }

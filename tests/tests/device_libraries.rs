@@ -33,6 +33,7 @@ fn a_device_library_file_satisfies_imports_while_it_is_loaded() {
     assert_eq!(lines[3], "library kernel: [42, 42, 42, 42]");
     assert!(lines[4].starts_with("unloaded: error: unresolved device symbol `devlib_func`"), "unloading makes it fail again: {o}");
     assert!(lines[5].starts_with("own scope: error: unresolved device symbol `devlib_func`"), "a scope of its own serves only itself: {o}");
+    assert!(lines[5].contains("exports it, but was loaded with LibraryScope::Own, so only its own images may use its exports"), "{o}");
     assert_eq!(lines[6], "device library /nonexistent/lib.sydl: No such file or directory (os error 2)");
     assert_eq!(lines[7], "device library /etc/hostname: malformed device library: bad magic");
     // The file is an image set in the embedded encoding.

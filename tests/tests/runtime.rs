@@ -196,6 +196,14 @@ fn libraries_opened_rtld_local_resolve_only_among_themselves() {
     assert_eq!(lines[0], "kernel_a: [1, 2, 3, 4]", "libscoped_a.so uses its own dependency's scoped_func");
     assert_eq!(lines[1], "kernel_b: [2, 3, 4, 5]", "libscoped_b.so too, though libscoped_dep_a.so comes first in loader order");
     assert!(lines[2].starts_with("app_uses_scoped: error: unresolved device symbol `scoped_func`"), "{out}");
+    // The error says who has the symbol and why it was not used, rather than listing those
+    // libraries as merely searched.
+    assert!(
+        lines[2].contains("; libscoped_dep_a.so exports it, but was loaded for libscoped_a.so, which was opened RTLD_LOCAL, so only libscoped_a.so and its dependencies may use its exports, and scoped-app image 0 is not one of them"),
+        "{out}"
+    );
+    let searched = lines[2].split("; searched: ").nth(1).unwrap().split("; ").next().unwrap();
+    assert!(!searched.contains("libscoped_dep_a.so"), "{out}");
     assert!(trace.contains("libscoped_a.so: 1 image (RTLD_LOCAL)"), "{trace}");
 
     let out = Command::new(fixtures().join("scoped-app")).arg("global").env("SYCL_CACHE_DISABLE", "1").output().unwrap();
