@@ -25,6 +25,7 @@
 mod bundle;
 mod cache;
 mod cl;
+mod cycles;
 mod device;
 mod library;
 mod loaded;
@@ -162,6 +163,15 @@ pub enum Error {
     KernelNotSupported { kernel: String, device: String, reason: String },
     #[error("no image provides virtual-function set `{set}`, which kernel `{kernel}` uses; searched: {}", list(searched))]
     MissingVirtualFunctions { set: String, kernel: String, searched: Vec<String> },
+    /// The functions the kernel's images hold call each other in a cycle (recursion, which
+    /// device code may not have); `cycle` names each function with its binary, the first again
+    /// at the end.
+    #[error(
+        "kernel `{kernel}` reaches a call cycle: {}; device code may not recurse (OpenCL C and SYCL forbid it), \
+         so no driver was given it: break the cycle",
+        cycle.join(" -> ")
+    )]
+    CallCycle { kernel: String, cycle: Vec<String> },
     #[error("device symbol `{symbol}` is exported by more than one binary: {} (strict mode)", providers.join(", "))]
     DuplicateSymbol { symbol: String, providers: Vec<String> },
     #[error("preparing device code for a device without SPIR-V: {0}")]

@@ -225,7 +225,8 @@ impl DeviceState {
         }
     }
 
-    /// Seed 003's check of every image against the device, before any device code is used.
+    /// Seed 003's check of every image against the device, and the check for call cycles
+    /// across them, before any device code is used.
     pub(crate) fn check(&self, registry: &Registry, kernel: &str, images: &[ImageId]) -> Result<(), Error> {
         for &id in images {
             let requirements = registry.image(id).requirements().map_err(|e| Error::KernelNotSupported {
@@ -239,7 +240,8 @@ impl DeviceState {
                 reason,
             })?;
         }
-        Ok(())
+        // Recursion is refused here too, for every device: PoCL's compiler dies of it.
+        crate::cycles::check(registry, kernel, images)
     }
 
     pub(crate) fn build(

@@ -64,6 +64,7 @@ pub mod sets {
     pub const VIRTUAL_FUNCTIONS: &str = "SYCL/virtual functions";
     pub const SPECIALIZATION_CONSTANTS: &str = "SYCL/specialization constants";
     pub const SPECIALIZATION_CONSTANTS_DEFAULTS: &str = "SYCL/specialization constants default values";
+    pub const CALL_GRAPH: &str = "SYCL/call graph";
 }
 
 /// How a link unit's entry points are grouped into device images (DPC++'s
