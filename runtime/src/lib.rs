@@ -142,7 +142,7 @@ macro_rules! include_kernels {
 pub enum Error {
     #[error("{problem}{}", device_list(available))]
     NoDevice { problem: String, available: Vec<String> },
-    #[error("kernel `{kernel}` not found in the device images of: {}", list(searched))]
+    #[error("kernel `{kernel}` not found in the device images of: {}", if searched.is_empty() { NO_IMAGES.to_string() } else { list(searched) })]
     KernelNotFound { kernel: String, searched: Vec<String> },
     /// No binary that may serve the kernel exports `symbol`; `hidden` says, for each binary
     /// that exports it but may not serve this kernel, which one and why.
@@ -185,6 +185,12 @@ pub enum Error {
     #[error("device library {path}: {reason}")]
     DeviceLibrary { path: String, reason: String },
 }
+
+/// What a kernel lookup says when no loaded binary has device images: the usual cause is a
+/// program cargo did not link through `sycl-ld`.
+const NO_IMAGES: &str = "(none: no loaded binary carries device images, so this program was probably not linked by \
+sycl-ld; add to .cargo/config.toml `[target.x86_64-unknown-linux-gnu]` with `linker = \"/path/to/sycl-ld\"` and \
+`rustflags = [\"-C\", \"linker-flavor=gcc\"]`, then rebuild)";
 
 /// The devices of a selection error, one per line with the selector that picks it.
 fn device_list(available: &[String]) -> String {

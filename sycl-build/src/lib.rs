@@ -326,6 +326,9 @@ impl Build {
         }
         write_file(&kernels_rs, module.as_bytes())?;
         if cargo {
+            for line in linker_warning(env::var_os("RUSTC_LINKER").as_deref(), &env::var("TARGET").unwrap_or_default()) {
+                println!("cargo:warning={line}");
+            }
             println!("cargo:rustc-link-search=native={}", work.display());
             println!("cargo:rustc-link-lib=static=sycl_device_{name}");
             for image in &self.device_images {
@@ -423,11 +426,46 @@ fn feature_warnings(module: &sycl_spirv::dr::Module, fixed_targets: &[String], c
     out
 }
 
-/// Links the crate being built against `lib{name}.so`, the shared library that the
-/// dependency crate `name` builds (`crate-type = ["cdylib", ...]`). List that crate under
-/// `[dependencies]` too, so cargo builds it first; host code need not use it. The library's
-/// directory goes into the run path so the binary finds it when run from anywhere.
+/// What to tell a crate whose binaries cargo will not link through `sycl-ld`: device code
+/// compiles, but nothing embeds it, and at run time no kernel is found. Cargo tells build
+/// scripts the configured linker in `RUSTC_LINKER`.
+fn linker_warning(linker: Option<&std::ffi::OsStr>, target: &str) -> Vec<String> {
+    let is_sycl_ld = linker.and_then(|l| Path::new(l).file_name()).is_some_and(|n| n == "sycl-ld");
+    if is_sycl_ld {
+        return Vec::new();
+    }
+    let configured = match linker {
+        Some(l) => format!("the linker configured for {target} is {}", Path::new(l).display()),
+        None => format!("no linker is configured for {target}"),
+    };
+    let target = if target.is_empty() { "x86_64-unknown-linux-gnu" } else { target };
+    vec![
+        format!("sycl-build: {configured}, not sycl-ld: the device code compiled here will not be embedded, and at run time no kernel will be found. Add to .cargo/config.toml:"),
+        format!("[target.{target}]"),
+        "linker = \"/path/to/sycl-ld\"   # `cargo install --path sycl-ld` puts it in ~/.cargo/bin; a relative path is relative to the directory holding .cargo/".into(),
+        "rustflags = [\"-C\", \"linker-flavor=gcc\"]".into(),
+    ]
+}
+
+/// The file name stem cargo gives the shared library of the crate a user names: a package
+/// name (`s1-liba`) and the library's own name (`s1_liba`, `libs1_liba.so`) all mean
+/// `s1_liba`, as cargo turns `-` into `_` in crate names.
+fn library_name(name: &str) -> String {
+    let name = match name.strip_suffix(".so") {
+        Some(file) => file.strip_prefix("lib").unwrap_or(file),
+        None => name,
+    };
+    name.replace('-', "_")
+}
+
+/// Links the crate being built against the shared library that the dependency crate `name`
+/// builds (`crate-type = ["cdylib", ...]`): `lib{name}.so`, where `name` may be the package
+/// name (`my-lib`) or the crate's (`my_lib`). List that crate under `[dependencies]` too, so
+/// cargo builds it first; host code need not use it. The library's directory
+/// (`target/<profile>/deps`) goes into the run path so the binary finds it when run from
+/// anywhere.
 pub fn link_device_library(name: &str) {
+    let name = library_name(name);
     let out_dir = env::var_os("OUT_DIR").map(PathBuf::from).unwrap_or_default();
     // OUT_DIR is target/<profile>/build/<pkg>-<hash>/out; dependencies land in target/<profile>/deps.
     let Some(profile_dir) = out_dir.ancestors().nth(3) else {
@@ -642,6 +680,27 @@ mod tests {
         let text = err.to_string();
         assert!(text.starts_with("clang-15 not found: `/nonexistent/clang-15`"), "{text}");
         assert!(text.contains("install the Debian package `clang-15`"), "{text}");
+    }
+
+    #[test]
+    fn package_names_name_their_libraries() {
+        assert_eq!(library_name("s1-liba"), "s1_liba");
+        assert_eq!(library_name("s1_liba"), "s1_liba");
+        assert_eq!(library_name("libs1_liba.so"), "s1_liba");
+        assert_eq!(library_name("libfoo"), "libfoo", "a crate may be called lib-something");
+    }
+
+    #[test]
+    fn a_linker_other_than_sycl_ld_is_warned_with_the_config_to_add() {
+        assert!(linker_warning(Some("/home/u/.cargo/bin/sycl-ld".as_ref()), "x86_64-unknown-linux-gnu").is_empty());
+        assert!(linker_warning(Some("../target/debug/sycl-ld".as_ref()), "x86_64-unknown-linux-gnu").is_empty());
+        let none = linker_warning(None, "x86_64-unknown-linux-gnu");
+        assert!(none[0].starts_with("sycl-build: no linker is configured for x86_64-unknown-linux-gnu, not sycl-ld"), "{none:?}");
+        assert_eq!(none[1], "[target.x86_64-unknown-linux-gnu]");
+        assert!(none[2].starts_with("linker = \"/path/to/sycl-ld\""));
+        assert_eq!(none[3], "rustflags = [\"-C\", \"linker-flavor=gcc\"]");
+        let cc = linker_warning(Some("cc".as_ref()), "aarch64-unknown-linux-gnu");
+        assert!(cc[0].starts_with("sycl-build: the linker configured for aarch64-unknown-linux-gnu is cc, not sycl-ld"), "{cc:?}");
     }
 
     #[test]
