@@ -3,10 +3,11 @@
 //! * `setup` makes the machine ready: the Debian packages (clang, llvm-spirv, SPIR-V tools,
 //!   the OpenCL ICD loader and PoCL), Intel's CPU OpenCL runtime from PyPI and its ICD
 //!   registration. It is idempotent and is run first by the other two tasks.
-//! * `demo` builds `sycl-ld`, then the fixture workspace (which links through it), then runs
-//!   the fixture app.
-//! * `test` builds the same, then runs `cargo test --workspace` with any extra arguments
-//!   (without any, then a short smoke run of every fuzz target).
+//! * `demo` builds `sycl-ld`, then the fixture app (and `libhelpers.so`, which it links
+//!   against) with it, then runs the app: only what the demo runs is built.
+//! * `test` builds `sycl-ld` and the whole fixture workspace, then runs `cargo test
+//!   --workspace` with any extra arguments (without any, then a short smoke run of every fuzz
+//!   target).
 //! * `fuzz [SECONDS]` runs every fuzz target for SECONDS (see `fuzz.rs`).
 //! * `bench [ARGS]` builds `sycl-ld`, runs the benchmarks of `sycl-runtime` and `sycl-ld`
 //!   (their output shown as it comes), then prints one table of every ratio they measured
@@ -51,8 +52,8 @@ usage: cargo xtask <command>
 
 commands:
   setup          install and register everything the demo and the tests need
-  demo [ARGS]    setup, build the fixtures and run the fixture app with ARGS
-  test [ARGS]    setup, build the fixtures and run `cargo test --workspace ARGS`
+  demo [ARGS]    setup, build the fixture app and run it with ARGS
+  test [ARGS]    setup, build all the fixtures and run `cargo test --workspace ARGS`
                  (without ARGS, then a 5-second smoke run of every fuzz target)
   fuzz [SECONDS] run every fuzz target for SECONDS each (default 60)
   bench [ARGS]   setup, build sycl-ld, run the sycl-runtime and sycl-ld benchmarks
@@ -103,11 +104,14 @@ fn run() -> Result<ExitCode> {
     }
 }
 
-/// Runs setup, builds the fixtures and runs the fixture app, passing its output and status on.
+/// The fixture package the demo runs (its binary has the same name).
+const DEMO_PACKAGE: &str = "app";
+
+/// Runs setup, builds the fixture app and runs it, passing its output and status on.
 fn demo(args: &[OsString]) -> Result<ExitCode> {
     setup()?;
-    build_fixtures()?;
-    let app = repo_root().join("fixtures/target/debug/app");
+    build_fixtures(&[DEMO_PACKAGE])?;
+    let app = repo_root().join("fixtures/target/debug").join(DEMO_PACKAGE);
     let status = run_inherited(Command::new(&app).args(args))?;
     Ok(exit_code(status))
 }
@@ -115,7 +119,7 @@ fn demo(args: &[OsString]) -> Result<ExitCode> {
 /// Runs setup, builds the fixtures the end-to-end tests load, then runs the workspace tests.
 fn test(args: &[OsString]) -> Result<ExitCode> {
     setup()?;
-    build_fixtures()?;
+    build_fixtures(&[])?;
     let status = run_inherited(
         cargo()
             .args(["test", "--workspace"])
@@ -477,11 +481,17 @@ fn list_platforms() -> Result<()> {
 }
 
 /// Builds `sycl-ld` first, because the fixture workspace's linker is `target/debug/sycl-ld`,
-/// then the fixtures from inside `fixtures/` so that its `.cargo/config.toml` applies.
-fn build_fixtures() -> Result<()> {
+/// then the fixture `packages` (with what they depend on; none named: the whole fixture
+/// workspace) from inside `fixtures/`, so that its `.cargo/config.toml` applies.
+fn build_fixtures(packages: &[&str]) -> Result<()> {
     let root = repo_root();
     run_checked(cargo().args(["build", "-p", "sycl-ld"]).current_dir(&root))?;
-    run_checked(cargo().arg("build").current_dir(root.join("fixtures")))
+    let mut build = cargo();
+    build.arg("build").current_dir(root.join("fixtures"));
+    for package in packages {
+        build.args(["-p", package]);
+    }
+    run_checked(&mut build)
 }
 
 /// The repository root: this crate lives in `<root>/xtask`.
