@@ -406,7 +406,8 @@ pub fn has_kernel_bundle<S: BundleState>(queue: &Queue) -> bool {
 pub fn compile(input: &KernelBundle<Input>, properties: &[BuildProperty]) -> Result<KernelBundle<Object>, Error> {
     let device = input.device();
     let flags = flags_of(properties);
-    let options = Options { flags: flags.clone(), spec: input.inner.spec.clone() };
+    let spec = input.inner.spec.without_defaults(&input.inner.registry, &input.inner.images);
+    let options = Options { flags: flags.clone(), spec };
     let objects = if device.caps.links_spirv {
         let compiled =
             device.compile_images(&input.inner.registry, &input.inner.images, &options).map_err(|e| logged(properties, e))?;
@@ -468,7 +469,7 @@ pub fn link(objects: &[&KernelBundle<Object>], properties: &[BuildProperty]) -> 
     device.check(&registry, "(bundle)", &images)?;
 
     let flags = [first.inner.flags.clone(), flags_of(properties)].join(" ").trim().to_string();
-    let options = Options { flags: flags.clone(), spec: spec.clone() };
+    let options = Options { flags: flags.clone(), spec: spec.without_defaults(&registry, &images) };
     let names: Vec<String> = images.iter().map(|&id| registry.describe(id)).collect();
     trace!("link", "kernel bundle on {}: {}", device.name, names.join(" + "));
     let program = if device.caps.links_spirv {

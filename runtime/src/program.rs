@@ -40,6 +40,22 @@ pub(crate) struct Options {
 pub(crate) struct SpecValues(pub BTreeMap<String, Vec<u8>>);
 
 impl SpecValues {
+    /// These values without those equal to their constant's default in `images`: a default
+    /// set explicitly is the default, so it shares the program (and the cache entries) built
+    /// without it.
+    pub(crate) fn without_defaults(&self, registry: &Registry, images: &[ImageId]) -> SpecValues {
+        let is_default = |name: &str, value: &[u8]| {
+            images.iter().any(|&id| {
+                registry
+                    .image(id)
+                    .property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS_DEFAULTS)
+                    .and_then(|defaults| defaults.get(name))
+                    .is_some_and(|d| matches!(d, sycl_format::PropertyValue::Bytes(d) if d == value))
+            })
+        };
+        SpecValues(self.0.iter().filter(|(name, value)| !is_default(name, value)).map(|(n, v)| (n.clone(), v.clone())).collect())
+    }
+
     /// `(SpecId, bytes)` for the constants `image` has.
     fn for_image(&self, image: &sycl_format::Image) -> Vec<(u32, &[u8])> {
         let Some(ids) = image.property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS) else { return vec![] };
@@ -155,6 +171,8 @@ impl DeviceState {
         let compatible = |image: &sycl_format::Image| image.requirements().is_ok_and(|r| self.caps.check(&r).is_ok());
         let collected = resolve::collect(registry, kernel, variants, &compatible)?;
         self.check(registry, kernel, &collected.images)?;
+        let given = options;
+        let options = &Options { flags: given.flags.clone(), spec: given.spec.without_defaults(registry, &collected.images) };
 
         let mut key = collected.images.clone();
         key.sort();
@@ -182,9 +200,12 @@ impl DeviceState {
         for &id in &collected.images {
             for k in &registry.image(id).kernels {
                 let per_kernel = caches.by_kernel.entry(k.clone()).or_default();
-                for &binary in &from {
-                    if !per_kernel.iter().any(|(b, o, _)| *b == binary && o == options) {
-                        per_kernel.push((binary, options.clone(), (program.clone(), from.clone())));
+                // Under the options as given too, so a launch that sets a default again finds it.
+                for key in [options, given] {
+                    for &binary in &from {
+                        if !per_kernel.iter().any(|(b, o, _)| *b == binary && o == key) {
+                            per_kernel.push((binary, key.clone(), (program.clone(), from.clone())));
+                        }
                     }
                 }
             }

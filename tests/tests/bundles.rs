@@ -75,6 +75,7 @@ fn specialization_constants_change_results_on_both_devices() {
             [
                 "default: [0, 2, 4, 6]",
                 "launch with 3: [0, 3, 6, 9]",
+                "launch with the default: [0, 2, 4, 6]",
                 "bundle with 5: [0, 5, 10, 15]",
                 "selector chose 7: [0, 7, 14, 21]",
                 "selector chose 5: [0, 5, 10, 15]",
@@ -101,9 +102,11 @@ fn the_persistent_cache_keeps_an_entry_per_specialization_value() {
     };
     let (first, trace) = run();
     assert!(first.starts_with("default: [0, 2, 4, 6]\nlaunch with 3: [0, 3, 6, 9]\n"), "{first}");
+    // Three launches, two programs: the default set explicitly is the default.
     assert_eq!(trace.lines().filter(|l| l.starts_with("sycl: persist-store ")).count(), 2, "{trace}");
     let entries = std::fs::read_dir(dir.path()).unwrap().count();
     assert_eq!(entries, 2, "one entry per value of `scale`");
+    assert!(trace.contains("sycl: cache-hit scaled on "), "the explicit default found the default's program: {trace}");
     let (second, trace) = run();
     assert_eq!(first, second);
     assert_eq!(trace.lines().filter(|l| l.starts_with("sycl: persist-hit ")).count(), 2, "{trace}");
