@@ -144,7 +144,7 @@ mod tests {
     fn cycles_within_and_across_images() {
         let a = graph(&[("k", &["f"]), ("f", &["g"])]);
         let b = graph(&[("g", &["h"]), ("h", &["f"])]);
-        let cycle = within(&[a.clone(), b.clone()]).unwrap();
+        let cycle = within(&[a.clone(), b]).unwrap();
         assert_eq!(cycle, [(0, "f"), (1, "g"), (1, "h")]);
         let self_call = graph(&[("fib", &["fib"])]);
         assert_eq!(within(&[self_call]).unwrap(), [(0, "fib")]);
@@ -160,7 +160,7 @@ mod tests {
         let chain: Vec<(&str, Vec<&str>)> =
             names.iter().enumerate().map(|(i, n)| (*n, names.get(i + 1).into_iter().copied().collect())).collect();
         let g: HashMap<&str, Vec<&str>> = chain.into_iter().collect();
-        assert_eq!(within(&[g.clone()]), None);
+        assert_eq!(within(std::slice::from_ref(&g)), None);
         let mut looped = g;
         looped.insert(names[names.len() - 1], vec![names[0]]);
         assert_eq!(within(&[looped]).map(|c| c.len()), Some(names.len()));
