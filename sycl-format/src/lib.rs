@@ -64,7 +64,17 @@ pub mod sets {
     pub const VIRTUAL_FUNCTIONS: &str = "SYCL/virtual functions";
     pub const SPECIALIZATION_CONSTANTS: &str = "SYCL/specialization constants";
     pub const SPECIALIZATION_CONSTANTS_DEFAULTS: &str = "SYCL/specialization constants default values";
+    /// Ours (DPC++ has none): the image's reduced call graph, so that the runtime can
+    /// find a call cycle (recursion) across the images it links without reading their code.
+    /// The nodes are the image's functions that reach an import through direct calls or lie on
+    /// a call cycle inside the image; one property per node, named by it (a kernel's name, an
+    /// export's linkage name, otherwise a name unique in the image that is neither of those
+    /// nor an import), whose string value lists the node's callees that are nodes or imported
+    /// symbols (exactly as in `SYCL/imported symbols`), sorted, separated by
+    /// [`CALL_GRAPH_SEPARATOR`]. An image whose graph has no node has no such set.
     pub const CALL_GRAPH: &str = "SYCL/call graph";
+    /// What separates callees in a `SYCL/call graph` value.
+    pub const CALL_GRAPH_SEPARATOR: char = '\n';
 }
 
 /// How a link unit's entry points are grouped into device images (DPC++'s
@@ -239,6 +249,17 @@ impl Image {
         }
     }
 
+    /// The image's reduced call graph (`SYCL/call graph`): each node with its callees.
+    pub fn call_graph(&self) -> Vec<(&str, Vec<&str>)> {
+        let nodes = self.property_set(sets::CALL_GRAPH).into_iter().flat_map(|set| &set.properties);
+        nodes
+            .map(|p| match &p.value {
+                PropertyValue::String(callees) => (p.name.as_str(), call_graph_callees(callees).collect()),
+                _ => (p.name.as_str(), vec![]),
+            })
+            .collect()
+    }
+
     /// The image's device requirements (none when it has no such set).
     pub fn requirements(&self) -> Result<DeviceRequirements, String> {
         match self.property_set(sets::DEVICE_REQUIREMENTS) {
@@ -246,6 +267,11 @@ impl Image {
             None => Ok(DeviceRequirements::default()),
         }
     }
+}
+
+/// The callees in a `SYCL/call graph` value.
+pub fn call_graph_callees(value: &str) -> impl Iterator<Item = &str> {
+    value.split(sets::CALL_GRAPH_SEPARATOR).filter(|c| !c.is_empty())
 }
 
 /// The images embedded in one executable or shared library.
@@ -376,5 +402,22 @@ mod tests {
         let image = &set.images[0];
         assert_eq!(image.imported_symbols().collect::<Vec<_>>(), ["LibDeviceFunc"]);
         assert_eq!(image.exported_symbols().count(), 0);
+    }
+
+    #[test]
+    fn call_graphs_survive_encoding_and_read_the_same_in_place() {
+        let mut set = sample_set();
+        let graph = [("f", vec!["LibDeviceFunc", "helper"]), ("helper", vec!["f"])];
+        set.images[0].property_sets.push(PropertySet::call_graph(graph.iter().map(|(n, c)| (*n, c.iter()))));
+        let value = set.images[0].property_set(sets::CALL_GRAPH).unwrap().get("f");
+        assert_eq!(value, Some(&PropertyValue::String("LibDeviceFunc\nhelper".into())));
+        let bytes = set.encode();
+        let decoded = ImageSet::decode(&bytes).unwrap();
+        assert_eq!(decoded.images[0].call_graph(), graph.to_vec());
+        assert!(decoded.images[1].call_graph().is_empty());
+        let view = ImageSetView::parse(&bytes).unwrap();
+        let image = view.images[0];
+        let in_place: Vec<(&str, Vec<&str>)> = image.call_graph().map(|(n, c)| (n, c.collect())).collect();
+        assert_eq!(in_place, graph.to_vec());
     }
 }

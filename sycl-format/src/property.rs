@@ -45,6 +45,23 @@ impl PropertySet {
         }
     }
 
+    /// A reduced call graph (`SYCL/call graph`): one property per node, named by it, whose
+    /// string value is its callees separated by [`crate::sets::CALL_GRAPH_SEPARATOR`].
+    pub fn call_graph<N, C, S>(nodes: impl IntoIterator<Item = (N, C)>) -> Self
+    where
+        N: Into<String>,
+        C: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let separator = crate::sets::CALL_GRAPH_SEPARATOR.to_string();
+        let properties = nodes.into_iter().map(|(node, callees)| {
+            let callees: Vec<S> = callees.into_iter().collect();
+            let list: Vec<&str> = callees.iter().map(AsRef::as_ref).collect();
+            Property::new(node, PropertyValue::String(list.join(&separator)))
+        });
+        PropertySet { name: crate::sets::CALL_GRAPH.to_string(), properties: properties.collect() }
+    }
+
     pub fn get(&self, name: &str) -> Option<&PropertyValue> {
         self.properties.iter().find(|p| p.name == name).map(|p| &p.value)
     }

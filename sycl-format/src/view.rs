@@ -137,6 +137,18 @@ impl<'a> ImageView<'a> {
         list.split(',').filter(|s| !s.is_empty())
     }
 
+    /// The image's reduced call graph (`SYCL/call graph`): each node with its callees.
+    pub fn call_graph(&self) -> impl Iterator<Item = (&'a str, impl Iterator<Item = &'a str>)> {
+        let nodes = self.property_set(sets::CALL_GRAPH).into_iter().flat_map(|set| set.properties());
+        nodes.map(|(node, value)| {
+            let callees = match value {
+                PropertyValueView::String(list) => list,
+                _ => "",
+            };
+            (node, crate::call_graph_callees(callees))
+        })
+    }
+
     /// The image with every field copied out.
     pub fn to_image(&self) -> Image {
         Image {

@@ -48,7 +48,8 @@ impl Settings {
 }
 
 /// Links the unit's device objects, post-links them, and makes the images of every target.
-/// Returns the images and the post-link's warnings.
+/// Returns the images and the warnings: a call cycle in the unit's code (the link goes on, as
+/// a C linker's would; the runtime refuses the kernels that reach it), then the post-link's.
 pub fn device_link(objects: &[FoundObject], settings: &Settings) -> Result<(ImageSet, Vec<String>)> {
     let mut modules = Vec::with_capacity(objects.len());
     let mut sources = Vec::with_capacity(objects.len());
@@ -62,9 +63,16 @@ pub fn device_link(objects: &[FoundObject], settings: &Settings) -> Result<(Imag
     let spec_constants = sycl_spirv::spec::assign_ids(&mut modules);
     let inputs = modules.into_iter().zip(&sources).map(|(module, s)| LinkInput { name: s.name.clone(), module }).collect();
     let linked = sycl_spirv::link(inputs).context("device link failed")?;
+    // Before the split, which may copy a cycle's functions into several images.
+    let mut warnings: Vec<String> = sycl_spirv::call_cycle(&linked.module)
+        .map(|cycle| sycl_spirv::cycle_warning(&linked.module, &cycle))
+        .into_iter()
+        .collect();
     let options =
         PostLinkOptions { split: settings.split, sources: &sources, config: &settings.config, spec_constants: &spec_constants };
-    let PostLink { images, warnings, .. } = sycl_spirv::post_link(linked, &options).context("device post-link failed")?;
+    let post = sycl_spirv::post_link(linked, &options).context("device post-link failed")?;
+    let PostLink { images, warnings: post_link_warnings, .. } = post;
+    warnings.extend(post_link_warnings);
     Ok((images_for_targets(&images, settings)?, warnings))
 }
 
@@ -145,6 +153,9 @@ pub fn property_sets(image: &PostLinkImage, requirements: &DeviceRequirements) -
             properties.push(Property::new("uses-virtual-functions-set", PropertyValue::String(vf.uses.join(","))));
         }
         sets_out.push(PropertySet { name: sets::VIRTUAL_FUNCTIONS.into(), properties });
+    }
+    if !image.call_graph.is_empty() {
+        sets_out.push(PropertySet::call_graph(&image.call_graph));
     }
     if !image.spec_constants.is_empty() {
         let ids = image.spec_constants.iter().map(|c| Property::new(c.name.clone(), PropertyValue::U32(c.id)));

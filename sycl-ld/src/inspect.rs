@@ -37,11 +37,14 @@ pub fn run(args: &[OsString]) -> Result<ExitCode> {
 }
 
 /// A property's value for people: device requirements decoded (aspect names, sizes), other
-/// byte arrays as numbers.
+/// byte arrays as numbers, a call graph node's callees as a list.
 fn value_json(set: &str, name: &str, value: &PropertyValue) -> Value {
     use sycl_format::requirements::{ASPECT, FIXED_TARGET, REQD_WORK_GROUP_SIZE};
     match value {
         PropertyValue::U32(v) => json!(v),
+        PropertyValue::String(s) if set == sycl_format::sets::CALL_GRAPH => {
+            json!(sycl_format::call_graph_callees(s).collect::<Vec<_>>())
+        }
         PropertyValue::String(s) => json!(s),
         PropertyValue::Bytes(b) if set == sycl_format::sets::DEVICE_REQUIREMENTS => {
             let Some(values) = sycl_format::aspects::decode_u32s(b) else { return json!(b) };

@@ -5,7 +5,9 @@
 //! A table is text: a header `[Code|Properties|Symbols]`, then one row of `|`-separated
 //! paths per image (relative paths are relative to the table's directory). A properties file
 //! lists each set as `[SET NAME]` followed by `name=TYPE|VALUE` lines, with DPC++'s type
-//! numbers: 1 for a decimal uint32, 2 for a byte array in hex, 3 for a string.
+//! numbers: 1 for a decimal uint32, 2 for a byte array in hex, 3 for a string. A string is
+//! written with `\` as `\\` and a newline as `\n` (a `SYCL/call graph` value separates its
+//! callees with newlines), so that every property stays on one line.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -133,7 +135,7 @@ pub fn write_properties(sets_in: &[PropertySet]) -> String {
                 PropertyValue::Bytes(b) => {
                     writeln!(out, "{}=2|{}", p.name, b.iter().map(|x| format!("{x:02x}")).collect::<String>())
                 }
-                PropertyValue::String(s) => writeln!(out, "{}=3|{s}", p.name),
+                PropertyValue::String(s) => writeln!(out, "{}=3|{}", p.name, escape(s)),
             };
         }
     }
@@ -160,12 +162,33 @@ pub fn read_properties(text: &str) -> Result<Vec<PropertySet>> {
                     .collect::<Result<_, _>>()
                     .map_err(|_| bad())?,
             ),
-            "3" => PropertyValue::String(value.to_string()),
+            "3" => PropertyValue::String(unescape(value).ok_or_else(bad)?),
             _ => return Err(bad()),
         };
         set.properties.push(Property::new(name, value));
     }
     Ok(sets_out)
+}
+
+/// A string value on one line: `\` as `\\`, a newline as `\n`.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+fn unescape(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        out.push(match c {
+            '\\' => match chars.next()? {
+                'n' => '\n',
+                '\\' => '\\',
+                _ => return None,
+            },
+            c => c,
+        });
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -180,10 +203,13 @@ mod tests {
                 .to_property_set()
                 .unwrap(),
             PropertySet { name: "x".into(), properties: vec![Property::new("s", PropertyValue::String("a|b=c".into()))] },
+            PropertySet::call_graph([("f", ["g", "back\\slash\\n"]), ("g", ["f", "h"])]),
         ];
+        assert_eq!(write_properties(&sets_in[3..]), "[SYCL/call graph]\nf=3|g\\nback\\\\slash\\\\n\ng=3|f\\nh\n");
         assert_eq!(read_properties(&write_properties(&sets_in)).unwrap(), sets_in);
         assert!(read_properties("k=1|2\n").is_err(), "a property before any set");
         assert!(read_properties("[s]\nk=2|abc\n").is_err(), "odd hex");
+        assert!(read_properties("[s]\nk=3|a\\tb\n").is_err(), "unknown escape");
     }
 
     #[test]

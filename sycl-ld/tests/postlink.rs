@@ -114,10 +114,24 @@ fn props(text: &str) -> Vec<sycl_format::PropertySet> {
                 "2" => sycl_format::PropertyValue::Bytes(
                     (0..value.len()).step_by(2).map(|i| u8::from_str_radix(&value[i..i + 2], 16).unwrap()).collect(),
                 ),
-                _ => sycl_format::PropertyValue::String(value.into()),
+                _ => sycl_format::PropertyValue::String(unescape(value)),
             };
             out.last_mut().unwrap().properties.push(sycl_format::Property::new(name, value));
         }
+    }
+    out
+}
+
+/// A string value of a properties file: `\\` is a backslash, `\n` a newline.
+fn unescape(value: &str) -> String {
+    let mut out = String::new();
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        out.push(match c {
+            // The escaped character: `n` or a backslash.
+            '\\' if chars.next() == Some('n') => '\n',
+            c => c,
+        });
     }
     out
 }
@@ -393,6 +407,58 @@ __kernel void no_pointers(__global int *o) { o[0] = 1; }\n";
     let (sets, kernels) = of("pocl_cpu");
     assert_eq!(sets, [("halves".into(), true), ("plain".into(), false)]);
     assert_eq!(kernels, ["no_pointers"]);
+}
+
+const FIB: &str = "int fib(int n){ return n<2?n:fib(n-1)+fib(n-2);}\n\
+__kernel void fibs(__global int *o) { size_t i = get_global_id(0); o[i] = fib((int)i); }\n";
+
+const CYCLE_WARNING: &str = "sycl-ld: warning: call cycle in device code (recursion is not allowed in OpenCL C or SYCL \
+device code; the runtime will refuse kernels that reach it): fib -> fib";
+
+#[test]
+fn recursion_is_warned_about_and_recorded_but_links() {
+    let mut unit = Unit::new();
+    unit.build("fib", &[("fib.cl", FIB)], |b| {
+        b.targets(["spir64", "pocl_cpu"]);
+    });
+    let out = unit.link_shared_with(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("{CYCLE_WARNING}\nsycl-ld: compile with '-g' to get source location")), "{stderr}");
+    let set = images_of(&unit.dir.path().join("libunit.so"));
+    assert_eq!(set.images.len(), 2, "SPIR-V and pocl_cpu");
+    for image in &set.images {
+        assert_eq!(image.kernels, ["fibs"]);
+        assert_eq!(image.call_graph(), [("fib", vec!["fib"])], "{} image", image.target);
+    }
+
+    // With line information, where each call of the cycle is.
+    let mut unit = Unit::new();
+    unit.build("fib_g", &[("fib.cl", FIB)], |b| {
+        b.flag("-g");
+    });
+    let out = unit.link_shared_with(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let fib_cl = unit.dir.path().join("fib.cl").display().to_string();
+    let expected = format!("{CYCLE_WARNING}\nsycl-ld: cycle of calls:\nsycl-ld:   fib()\nsycl-ld:   fib() {fib_cl}:2:");
+    assert!(stderr.contains(&expected), "{stderr}");
+}
+
+#[test]
+fn an_export_calling_extern_functions_records_them_without_warning() {
+    let mut unit = Unit::new();
+    let src = "SYCL_EXTERNAL int g(int);\nSYCL_EXTERNAL int h(int);\n\
+SYCL_EXTERNAL int f(int i) { return g(i) + h(i); }\n";
+    unit.build("ext", &[("f.cl", src)], |_| {});
+    let (rows, stderr) = unit.post_link(SplitMode::Auto);
+    assert!(!stderr.contains("warning"), "{stderr}");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].set(sets::IMPORTED_SYMBOLS), ["g", "h"]);
+    let graph = rows[0].properties.iter().find(|s| s.name == sets::CALL_GRAPH).expect("a call graph");
+    assert_eq!(graph.properties, [sycl_format::Property::new("f", sycl_format::PropertyValue::String("g\nh".into()))]);
+    let set = unit.link_shared();
+    assert_eq!(set.images[0].call_graph(), [("f", vec!["g", "h"])]);
 }
 
 #[test]

@@ -14,6 +14,8 @@ use rspirv::dr::{Instruction, Module, Operand};
 use rspirv::spirv::{Decoration, ExecutionMode, Op, Word};
 use sycl_format::aspects::{aspect_name, aspect_number};
 
+use crate::calls::{CallGraph, Names};
+
 /// The `UserSemantic` prefix that `SYCL_DEVICE_HAS(...)` (in `sycl/device.h`) writes.
 pub const DEVICE_HAS_SEMANTIC: &str = "sycl-device-has:";
 
@@ -28,6 +30,42 @@ pub struct Location {
     pub file: String,
     pub line: u32,
     pub column: u32,
+}
+
+impl Location {
+    /// Follows `OpLine` and `OpNoLine` through a function: updates `current` and says whether
+    /// `inst` was one of them. `files` names the `OpString` ids ([`file_names`]).
+    pub(crate) fn track(current: &mut Option<Location>, inst: &Instruction, files: &HashMap<Word, &str>) -> bool {
+        match (inst.class.opcode, inst.operands.as_slice()) {
+            (Op::Line, [Operand::IdRef(file), Operand::LiteralBit32(line), Operand::LiteralBit32(column)]) => {
+                *current = Some(Location {
+                    file: files.get(file).copied().unwrap_or("?").to_string(),
+                    line: *line,
+                    column: *column,
+                });
+                true
+            }
+            (Op::Line, _) => true,
+            (Op::NoLine, _) => {
+                *current = None;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The module's `OpString`s by id: the file names of `OpLine`.
+pub(crate) fn file_names(module: &Module) -> HashMap<Word, &str> {
+    module
+        .debug_string_source
+        .iter()
+        .filter(|i| i.class.opcode == Op::String)
+        .filter_map(|i| match i.operands.first() {
+            Some(Operand::LiteralString(s)) => Some((i.result_id?, s.as_str())),
+            _ => None,
+        })
+        .collect()
 }
 
 impl fmt::Display for Location {
@@ -49,8 +87,8 @@ pub struct Features {
     /// Aspect names in `SYCL_DEVICE_HAS` that no aspect has, per function.
     unknown_declared: HashMap<Word, Vec<String>>,
     /// Functions each function calls (or takes the address of), with where.
-    calls: HashMap<Word, Vec<(Word, Option<Location>)>>,
-    names: HashMap<Word, String>,
+    calls: CallGraph,
+    names: Names,
     /// Aspects used by a function and everything it reaches.
     used: HashMap<Word, BTreeSet<u32>>,
     /// `reqd_work_group_size` and `intel_reqd_sub_group_size` of entry-point functions.
@@ -62,23 +100,8 @@ pub struct Features {
 
 impl Features {
     pub fn analyze(module: &Module) -> Features {
-        let mut f = Features::default();
-        let strings: HashMap<Word, &str> = module
-            .debug_string_source
-            .iter()
-            .filter(|i| i.class.opcode == Op::String)
-            .filter_map(|i| match i.operands.first() {
-                Some(Operand::LiteralString(s)) => Some((i.result_id?, s.as_str())),
-                _ => None,
-            })
-            .collect();
-        for i in &module.debug_names {
-            if let (Op::Name, Some(Operand::IdRef(id)), Some(Operand::LiteralString(name))) =
-                (i.class.opcode, i.operands.first(), i.operands.get(1))
-            {
-                f.names.entry(*id).or_insert_with(|| name.clone());
-            }
-        }
+        let mut f = Features { calls: CallGraph::of(module), names: Names::of(module), ..Features::default() };
+        let files = file_names(module);
         for a in &module.annotations {
             if let [Operand::IdRef(id), Operand::Decoration(Decoration::UserSemantic), Operand::LiteralString(s)] =
                 a.operands.as_slice()
@@ -109,7 +132,10 @@ impl Features {
         }
 
         let types = TypeAspects::new(module);
-        let functions: std::collections::HashSet<Word> = module.functions.iter().filter_map(|g| g.def_id()).collect();
+        let functions: std::collections::HashSet<Word> = f.calls.functions().iter().copied().collect();
+        // A function whose address is taken (rather than only called) is called through a
+        // pointer somewhere.
+        f.has_function_pointers = f.calls.functions().iter().any(|g| f.calls.calls(*g).iter().any(|c| !c.direct));
         let mut type_of: HashMap<Word, Word> = HashMap::new();
         for i in module.types_global_values.iter() {
             if let (Some(id), Some(ty)) = (i.result_id, i.result_type) {
@@ -127,23 +153,13 @@ impl Features {
                 }
             }
             let mut direct: BTreeMap<u32, Option<Location>> = BTreeMap::new();
-            let mut calls = Vec::new();
             let mut line: Option<Location> = None;
             for i in func.all_inst_iter() {
-                match i.class.opcode {
-                    Op::Line => {
-                        if let [Operand::IdRef(file), Operand::LiteralBit32(l), Operand::LiteralBit32(c)] = i.operands.as_slice() {
-                            line = Some(Location {
-                                file: strings.get(file).copied().unwrap_or("?").to_string(),
-                                line: *l,
-                                column: *c,
-                            });
-                        }
-                        continue;
-                    }
-                    Op::NoLine => line = None,
-                    Op::FunctionPointerCallINTEL | Op::ConstantFunctionPointerINTEL => f.has_function_pointers = true,
-                    _ => {}
+                if Location::track(&mut line, i, &files) {
+                    continue;
+                }
+                if matches!(i.class.opcode, Op::FunctionPointerCallINTEL | Op::ConstantFunctionPointerINTEL) {
+                    f.has_function_pointers = true;
                 }
                 let mut add = |aspects: &BTreeSet<u32>| {
                     for a in aspects {
@@ -153,14 +169,11 @@ impl Features {
                 if let Some(t) = i.result_type {
                     add(&types.of(t));
                 }
+                // A function as an operand (called, or its address taken) is the call graph's;
+                // its type is no value's here.
                 for op in &i.operands {
                     if let Operand::IdRef(x) = op {
-                        if functions.contains(x) && *x != id {
-                            if i.class.opcode != Op::FunctionCall {
-                                f.has_function_pointers = true;
-                            }
-                            calls.push((*x, line.clone()));
-                        } else if let Some(t) = type_of.get(x) {
+                        if let Some(t) = type_of.get(x).filter(|_| !functions.contains(x)) {
                             add(&types.of(*t));
                         }
                     }
@@ -170,7 +183,6 @@ impl Features {
                 }
             }
             f.direct.insert(id, direct);
-            f.calls.insert(id, calls);
         }
         f.used = f.propagate(|_, _| true);
         f
@@ -182,10 +194,10 @@ impl Features {
         let mut used: HashMap<Word, BTreeSet<u32>> =
             self.direct.iter().map(|(f, a)| (*f, a.keys().copied().collect())).collect();
         let mut callers: HashMap<Word, Vec<Word>> = HashMap::new();
-        for (caller, callees) in &self.calls {
-            for (callee, _) in callees {
-                if follow(*caller, *callee) {
-                    callers.entry(*callee).or_default().push(*caller);
+        for caller in self.calls.functions() {
+            for call in self.calls.calls(*caller) {
+                if follow(*caller, call.callee) {
+                    callers.entry(call.callee).or_default().push(*caller);
                 }
             }
         }
@@ -215,11 +227,12 @@ impl Features {
 
     /// The functions `function` calls or takes the address of.
     pub fn callees(&self, function: Word) -> impl Iterator<Item = Word> + '_ {
-        self.calls.get(&function).into_iter().flatten().map(|(c, _)| *c)
+        self.calls.calls(function).iter().map(|c| c.callee)
     }
 
+    /// What users call `function` ([`crate::function_name`]).
     pub fn name(&self, function: Word) -> String {
-        self.names.get(&function).cloned().unwrap_or_else(|| format!("%{function}"))
+        self.names.get(function)
     }
 
     /// The shortest call chain from `from` to a function that uses `aspect` itself, following
@@ -246,10 +259,10 @@ impl Features {
                 path.reverse();
                 return Some((path, at.clone()));
             }
-            for (callee, loc) in self.calls.get(&f).into_iter().flatten() {
-                if follow(f, *callee) && seen.insert(*callee) {
-                    parent.insert(*callee, (f, loc.clone()));
-                    queue.push_back(*callee);
+            for call in self.calls.calls(f) {
+                if follow(f, call.callee) && seen.insert(call.callee) {
+                    parent.insert(call.callee, (f, call.at.clone()));
+                    queue.push_back(call.callee);
                 }
             }
         }

@@ -1,10 +1,12 @@
 //! SPIR-V for device linking: loading modules (including what `rspirv`'s own loader refuses),
 //! reading their symbols, linking several relocatable modules into one, and the post-link that
-//! turns a link unit's code into device images with exported and imported symbol lists.
+//! turns a link unit's code into device images with exported and imported symbol lists and
+//! the call graphs that let the runtime refuse recursion across images.
 //!
 //! Everything here is deterministic: the same inputs in the same order give byte-identical
 //! output, and the work grows linearly with the size of the input.
 
+mod calls;
 mod features;
 mod fnptr;
 mod link;
@@ -14,6 +16,7 @@ pub mod spec;
 pub mod vfunc;
 mod symbols;
 
+pub use calls::{call_cycle, cycle_warning, function_name};
 pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
 pub use fnptr::lower_function_pointers;
 pub use link::{link, LinkInput, Linked};

@@ -11,7 +11,8 @@
 //! it: the call stays an import. Every other definition is internalized, and declarations
 //! that pass canBeImportedFunction are recorded as imports, per image. An image holds only the
 //! module-scope values its functions use (which also drops the stray string variables that
-//! clang leaves behind for `__attribute__((annotate))`).
+//! clang leaves behind for `__attribute__((annotate))`). Each image records its reduced call
+//! graph, from the image as written (see [`crate::calls`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -20,6 +21,7 @@ use rspirv::spirv::{Decoration, LinkageType, Op, Word};
 use sycl_format::aspects::{aspect_name, target_aspect};
 use sycl_format::{DeviceConfig, SplitMode};
 
+use crate::calls::reduced_call_graph;
 use crate::features::Features;
 use crate::link::{max_id, untyped_sets, Linked};
 use crate::load::operand_id;
@@ -65,6 +67,10 @@ pub struct PostLinkImage {
     pub spec_constants: Vec<SpecConstant>,
     /// The image's part in virtual-function sets (seed 002).
     pub virtual_functions: VirtualFunctions,
+    /// The image's reduced call graph (`SYCL/call graph`): each defined function that reaches
+    /// an import through direct calls or lies on a call cycle, by name, with its callees that
+    /// are such functions or imports, sorted. Empty for most images.
+    pub call_graph: BTreeMap<String, Vec<String>>,
     pub spirv: Vec<u8>,
 }
 
@@ -349,6 +355,7 @@ fn finish(
     let mut imported = Symbols::of(&module).imports(&module);
     imported.retain(|name| !virtual_names.contains(name));
     let spec_constants = constants_of(&module, options.spec_constants);
+    let call_graph = reduced_call_graph(&module, &imported);
     PostLinkImage {
         kernels,
         exported,
@@ -356,6 +363,7 @@ fn finish(
         requirements,
         spec_constants,
         virtual_functions,
+        call_graph,
         spirv: assemble(&module),
     }
 }
@@ -853,10 +861,78 @@ mod tests {
         assert!(second.all_inst_iter().all(|i| i.class.opcode != Op::DecorateId && i.result_id != Some(pointer)));
     }
 
+    /// As clang makes them: kernel `k` calls `helper`, which calls the import `g`; kernel `k2`
+    /// calls the recursive `fib`; kernel `k3` calls nothing; SYCL_EXTERNAL `f` calls `g`. Each
+    /// kernel is an entry function calling a function of the kernel's name.
+    fn recursive_unit() -> Module {
+        let mut b = Builder::new();
+        b.capability(spirv::Capability::Kernel);
+        b.capability(spirv::Capability::Linkage);
+        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let int = b.type_int(32, 0);
+        let int_fn = b.type_function(int, vec![int]);
+        let g = b.begin_function(int, None, FunctionControl::NONE, int_fn).unwrap();
+        b.function_parameter(int).unwrap();
+        b.end_function().unwrap();
+        let function = |b: &mut Builder, name: &str, export: bool, calls: &[Option<Word>]| -> Word {
+            let id = b.id();
+            b.begin_function(int, Some(id), FunctionControl::NONE, int_fn).unwrap();
+            let mut value = b.function_parameter(int).unwrap();
+            b.begin_block(None).unwrap();
+            for callee in calls {
+                value = b.function_call(int, None, callee.unwrap_or(id), vec![value]).unwrap();
+            }
+            b.ret_value(value).unwrap();
+            b.end_function().unwrap();
+            b.name(id, name);
+            if export {
+                let linkage = vec![Operand::LiteralString(name.into()), Operand::LinkageType(LinkageType::Export)];
+                b.decorate(id, Decoration::LinkageAttributes, linkage);
+            }
+            id
+        };
+        let helper = function(&mut b, "helper", false, &[Some(g)]);
+        let fib = function(&mut b, "fib", true, &[None, None]);
+        let f = function(&mut b, "f", true, &[Some(g)]);
+        b.decorate(f, Decoration::UserSemantic, vec![Operand::LiteralString("sycl-external".into())]);
+        for (name, callee) in [("k", Some(helper)), ("k2", Some(fib)), ("k3", None)] {
+            let calls: Vec<Option<Word>> = callee.into_iter().map(Some).collect();
+            let kernel = function(&mut b, name, true, &calls);
+            let entry = function(&mut b, name, false, &[Some(kernel)]);
+            b.module_mut().debug_names.pop(); // clang leaves entry functions unnamed
+            b.entry_point(ExecutionModel::Kernel, entry, name, vec![]);
+        }
+        let linkage = vec![Operand::LiteralString("g".into()), Operand::LinkageType(LinkageType::Import)];
+        b.decorate(g, Decoration::LinkageAttributes, linkage);
+        b.module()
+    }
+
+    #[test]
+    fn every_image_records_its_reduced_call_graph() {
+        let graph = |nodes: &[(&str, &[&str])]| -> BTreeMap<String, Vec<String>> {
+            nodes.iter().map(|(n, c)| (n.to_string(), c.iter().map(|c| c.to_string()).collect())).collect()
+        };
+        let images = run(recursive_unit(), SplitMode::PerKernel).images;
+        let by = |first: &str| images.iter().find(|i| i.kernels.first().or(i.exported.first()).unwrap() == first).unwrap();
+        assert_eq!(images.len(), 4);
+        assert_eq!(by("k").imported, ["g"]);
+        assert_eq!(by("k").call_graph, graph(&[("helper", &["g"]), ("k", &["helper"])]));
+        assert_eq!(by("k2").call_graph, graph(&[("fib", &["fib"])]), "k2 reaches the cycle without lying on it");
+        assert!(by("k3").call_graph.is_empty());
+        assert_eq!(by("f").call_graph, graph(&[("f", &["g"])]));
+
+        let images = run(recursive_unit(), SplitMode::Off).images;
+        assert_eq!(images.len(), 2);
+        assert_eq!(images[0].kernels, ["k", "k2", "k3"]);
+        assert_eq!(images[0].call_graph, graph(&[("fib", &["fib"]), ("helper", &["g"]), ("k", &["helper"])]));
+        assert_eq!(images[1].call_graph, graph(&[("f", &["g"])]));
+    }
+
     #[test]
     fn post_link_is_deterministic() {
         for split in [SplitMode::PerKernel, SplitMode::PerSource, SplitMode::Off, SplitMode::Auto] {
             assert_eq!(run(unit(), split), run(unit(), split));
+            assert_eq!(run(recursive_unit(), split), run(recursive_unit(), split));
         }
     }
 
