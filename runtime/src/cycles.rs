@@ -29,7 +29,7 @@ pub(crate) fn check(registry: &Registry, kernel: &str, images: &[ImageId]) -> Re
                 .iter()
                 .map(|p| {
                     let callees = match &p.value {
-                        PropertyValue::String(s) => s.split('\n').filter(|c| !c.is_empty()).collect(),
+                        PropertyValue::String(s) => s.split(sets::CALL_GRAPH_SEPARATOR).filter(|c| !c.is_empty()).collect(),
                         _ => Vec::new(),
                     };
                     (p.name.as_str(), callees)

@@ -300,7 +300,7 @@ impl DeviceState {
             }
             (_, false) => {
                 trace!("link", "{kernel} on {} (linked by the runtime, translated to SPIR): {}", self.name, names.join(" + "));
-                let bitcode = link_to_spir(registry, &collected.images, &options.spec)?;
+                let bitcode = link_to_spir(registry, kernel, &collected.images, &options.spec)?;
                 self.build_binary(&bitcode, &options.flags, &names)?
             }
         };
@@ -446,7 +446,7 @@ pub(crate) fn hint(step: Step, code: i32, log: &str, flags: &str) -> String {
 
 /// Links SPIR-V images with our own linker and translates the result to SPIR bitcode, for
 /// devices that take neither SPIR-V nor a link step; specialization values are baked in.
-pub(crate) fn link_to_spir(registry: &Registry, images: &[ImageId], spec: &SpecValues) -> Result<Vec<u8>, Error> {
+pub(crate) fn link_to_spir(registry: &Registry, kernel: &str, images: &[ImageId], spec: &SpecValues) -> Result<Vec<u8>, Error> {
     let mut inputs = Vec::with_capacity(images.len());
     for &id in images {
         let module = sycl_spirv::load(&registry.image(id).data)
@@ -457,6 +457,18 @@ pub(crate) fn link_to_spir(registry: &Registry, images: &[ImageId], spec: &SpecV
     // PoCL's kernel compiler cannot take calls through pointers; the whole program is here, so
     // they become switches over the functions whose addresses are taken.
     sycl_spirv::lower_function_pointers(&mut linked.module).map_err(|e| Error::Translate(e.to_string()))?;
+    // Lowering turns calls through pointers into direct calls: a cycle through a pointer (which
+    // the images' call graphs cannot show) is now one PoCL's compiler would die of.
+    if let Some(cycle) = sycl_spirv::call_cycle(&linked.module) {
+        let describe = |id: &u32| {
+            let binary = linked.origins.get(id).map(|&i| registry.binary(images[i].binary).name.as_str());
+            let binary = binary.map_or("made by the runtime", |b| b.rsplit('/').next().unwrap_or(b));
+            format!("{} ({binary})", sycl_spirv::function_name(&linked.module, *id))
+        };
+        let mut path: Vec<String> = cycle.iter().map(describe).collect();
+        path.push(describe(&cycle[0]));
+        return Err(Error::CallCycle { kernel: kernel.to_string(), cycle: path });
+    }
     let mut baked = Vec::new();
     for &id in images {
         for (spec_id, bytes) in spec.for_image(registry.image(id)) {
