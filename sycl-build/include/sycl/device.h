@@ -1,7 +1,7 @@
 /* sycl/device.h: the device-side vocabulary of sycl-build, for OpenCL C and C++ for OpenCL.
  *
  * SYCL_EXTERNAL marks a function that other binaries may call: sycl-ld exports it from the
- * device images of this crate's link unit (the seeds' SYCL_EXTERNAL / sycl-module-id). A
+ * device images of this crate's link unit (SYCL's SYCL_EXTERNAL; see docs/DESIGN.md). A
  * declaration of a function defined elsewhere needs no marker, but may carry one for
  * symmetry with the definition. */
 #ifndef SYCL_DEVICE_H
@@ -9,7 +9,7 @@
 
 #define SYCL_EXTERNAL __attribute__((annotate("sycl-external")))
 
-/* SYCL_DEVICE_HAS(fp16, fp64) on a kernel or device function: the seed's
+/* SYCL_DEVICE_HAS(fp16, fp64) on a kernel or device function: SYCL's
  * [[sycl::device_has()]]. The function may only run on devices with these aspects, and
  * sycl-build warns when it uses an aspect it does not list. Aspect names: see
  * sycl-format/src/aspects.rs (fp16, fp64, atomic64, image, ...). */
@@ -32,7 +32,7 @@
     }
 #define SYCL_SPEC(NAME) __sycl_spec_##NAME()
 
-/* Virtual functions (seed 002), with OpenCL C function pointers
+/* Virtual functions (DPC++'s virtual-function sets), with OpenCL C function pointers
  * (#pragma OPENCL EXTENSION __cl_clang_function_pointers : enable).
  * SYCL_INDIRECTLY_CALLABLE(set) on a function: a member of a set, outlined by sycl-ld into an
  * image of its own (plus a dummy with empty bodies when the set needs optional features).
