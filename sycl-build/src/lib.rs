@@ -27,7 +27,7 @@ use std::process::Command;
 use object::write::Object;
 use object::{Architecture, BinaryFormat, Endianness, SectionKind};
 use sycl_format::aspects::aspect_name;
-use sycl_format::{DeviceConfig, DeviceObject, DEVICE_OBJECT_SECTION};
+use sycl_format::{DeviceConfig, DeviceObject, DEVICE_OBJECT_MEMBER_PREFIX, DEVICE_OBJECT_SECTION};
 use sycl_spirv::Features;
 
 pub use sycl_format::{SplitMode, DEFAULT_DEVICE_CONFIG};
@@ -311,7 +311,7 @@ impl Build {
                 device_config: config_text.clone(),
                 spirv,
             };
-            members.push((format!("sycl-device-{index}-{stem}.o"), elf_object(&object)));
+            members.push((format!("{DEVICE_OBJECT_MEMBER_PREFIX}{index}-{stem}.o"), elf_object(&object)));
         }
 
         let archive = work.join(format!("libsycl_device_{name}.a"));

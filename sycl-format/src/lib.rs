@@ -40,6 +40,10 @@ pub const DEVICE_OBJECT_MAGIC: &[u8; 8] = b"SYCLDOBJ";
 pub const DEVICE_OBJECT_VERSION: u32 = 2;
 /// Section of the ELF relocatable object that carries one device-object payload.
 pub const DEVICE_OBJECT_SECTION: &str = ".sycl.device_object";
+/// How the members that carry device objects in `sycl-build`'s archives are named (then the
+/// source's index and file stem, then `.o`). `sycl-ld` reads this far to tell them from
+/// rustc's codegen units (`*.rcgu.o`), which it skips unread.
+pub const DEVICE_OBJECT_MEMBER_PREFIX: &str = "sycl-device-";
 
 /// Magic that starts an image-set payload.
 pub const IMAGE_SET_MAGIC: &[u8; 8] = b"SYCLIMGS";

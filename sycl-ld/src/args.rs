@@ -2,6 +2,7 @@
 //! (files and `-l` libraries) and search paths picked out. Nothing here changes the command
 //! line; the linker is later given exactly what rustc wrote, plus what `sycl-ld` adds.
 
+use std::borrow::Cow;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
@@ -32,11 +33,14 @@ const TAKES_VALUE: &[&str] =
 
 /// Expands `@file` arguments recursively, as GCC does: a response file holds arguments
 /// separated by white space, with quotes and backslash escapes. An `@name` that is not a
-/// readable file stays as it is.
-pub fn expand_response_files(args: &[OsString]) -> Result<Vec<OsString>> {
+/// readable file stays as it is. A command line without any is borrowed as it is.
+pub fn expand_response_files(args: &[OsString]) -> Result<Cow<'_, [OsString]>> {
+    if !args.iter().any(|a| a.as_bytes().starts_with(b"@")) {
+        return Ok(Cow::Borrowed(args));
+    }
     let mut out = Vec::with_capacity(args.len());
     expand_into(args, &mut out, 0)?;
-    Ok(out)
+    Ok(Cow::Owned(out))
 }
 
 fn expand_into(args: &[OsString], out: &mut Vec<OsString>, depth: usize) -> Result<()> {
@@ -110,83 +114,86 @@ pub fn quote_response_file(args: &[OsString]) -> Vec<u8> {
     out
 }
 
-/// Picks the inputs, search paths and output out of an expanded command line.
+/// Picks the inputs, search paths and output out of an expanded command line. It reads the
+/// arguments as bytes, where they are, since every link (build scripts' too) comes here.
 pub fn parse(args: &[OsString]) -> LinkLine {
     let mut line = LinkLine::default();
     let mut static_only = false;
     let mut i = 0;
     while i < args.len() {
-        let arg = args[i].to_string_lossy().into_owned();
+        let arg = args[i].as_bytes();
         i += 1;
-        let mut value = |flag: &str| -> Option<String> {
+        // `-o VALUE` or `-oVALUE`.
+        let mut value = |flag: &[u8]| -> Option<&[u8]> {
             if arg == flag {
-                let v = args.get(i).map(|v| v.to_string_lossy().into_owned());
+                let v = args.get(i).map(|v| v.as_bytes());
                 i += 1;
                 v
             } else {
-                arg.strip_prefix(flag).map(str::to_string)
+                arg.strip_prefix(flag)
             }
         };
-        if let Some(v) = value("-o") {
-            line.output = Some(PathBuf::from(v));
-        } else if let Some(v) = value("-L") {
-            line.search_paths.push(PathBuf::from(v));
-        } else if let Some(v) = value("-l") {
-            line.inputs.push(lib(&v, static_only));
-        } else if let Some(v) = arg.strip_prefix("-Wl,") {
-            let parts: Vec<&str> = v.split(',').collect();
-            linker_options(&parts, &mut line, &mut static_only);
-        } else if arg == "-Xlinker" {
+        if let Some(v) = value(b"-o") {
+            line.output = Some(path(v));
+        } else if let Some(v) = value(b"-L") {
+            line.search_paths.push(path(v));
+        } else if let Some(v) = value(b"-l") {
+            line.inputs.push(lib(v, static_only));
+        } else if let Some(v) = arg.strip_prefix(b"-Wl,") {
+            linker_options(v.split(|&b| b == b','), &mut line, &mut static_only);
+        } else if arg == b"-Xlinker" {
             if let Some(v) = args.get(i) {
-                linker_options(&[&v.to_string_lossy()], &mut line, &mut static_only);
+                linker_options(std::iter::once(v.as_bytes()), &mut line, &mut static_only);
             }
             i += 1;
-        } else if arg == "-static" {
+        } else if arg == b"-static" {
             static_only = true;
-        } else if arg == "-shared" {
+        } else if arg == b"-shared" {
             line.shared = true;
-        } else if TAKES_VALUE.contains(&arg.as_str()) {
+        } else if TAKES_VALUE.iter().any(|t| t.as_bytes() == arg) {
             i += 1;
-        } else if !arg.starts_with('-') || arg == "-" {
-            line.inputs.push(Input::File(PathBuf::from(&args[i - 1])));
+        } else if !arg.starts_with(b"-") || arg == b"-" {
+            line.inputs.push(Input::File(path(arg)));
         }
     }
     line
 }
 
-fn lib(name: &str, static_only: bool) -> Input {
-    match name.strip_prefix(':') {
-        Some(file) => Input::Lib { name: file.to_string(), verbatim: true, static_only },
-        None => Input::Lib { name: name.to_string(), verbatim: false, static_only },
-    }
+fn path(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(OsStr::from_bytes(bytes))
+}
+
+fn lib(name: &[u8], static_only: bool) -> Input {
+    let (name, verbatim) = match name.strip_prefix(b":") {
+        Some(file) => (file, true),
+        None => (name, false),
+    };
+    Input::Lib { name: String::from_utf8_lossy(name).into_owned(), verbatim, static_only }
 }
 
 /// Options passed through to the linker itself (`-Wl,a,b` or `-Xlinker a`).
-fn linker_options(parts: &[&str], line: &mut LinkLine, static_only: &mut bool) {
-    let mut i = 0;
-    while i < parts.len() {
-        let part = parts[i];
-        i += 1;
+fn linker_options<'a>(parts: impl Iterator<Item = &'a [u8]>, line: &mut LinkLine, static_only: &mut bool) {
+    let mut parts = parts.peekable();
+    while let Some(part) = parts.next() {
         match part {
-            "-Bstatic" | "-static" | "-dn" | "-non_shared" => *static_only = true,
-            "-Bdynamic" | "-dy" | "-call_shared" => *static_only = false,
-            "-shared" | "-Bshareable" => line.shared = true,
-            "-L" | "-l" | "-o" if i < parts.len() => {
-                let v = parts[i];
-                i += 1;
+            b"-Bstatic" | b"-static" | b"-dn" | b"-non_shared" => *static_only = true,
+            b"-Bdynamic" | b"-dy" | b"-call_shared" => *static_only = false,
+            b"-shared" | b"-Bshareable" => line.shared = true,
+            b"-L" | b"-l" | b"-o" if parts.peek().is_some() => {
+                let v = parts.next().unwrap_or_default();
                 match part {
-                    "-L" => line.search_paths.push(PathBuf::from(v)),
-                    "-l" => line.inputs.push(lib(v, *static_only)),
-                    _ => line.output = Some(PathBuf::from(v)),
+                    b"-L" => line.search_paths.push(path(v)),
+                    b"-l" => line.inputs.push(lib(v, *static_only)),
+                    _ => line.output = Some(path(v)),
                 }
             }
-            p if p.starts_with("-L") => line.search_paths.push(PathBuf::from(&p[2..])),
-            p if p.starts_with("--library-path=") => {
-                line.search_paths.push(PathBuf::from(&p["--library-path=".len()..]))
+            p => {
+                if let Some(v) = p.strip_prefix(b"-L").or_else(|| p.strip_prefix(b"--library-path=")) {
+                    line.search_paths.push(path(v));
+                } else if let Some(v) = p.strip_prefix(b"-l").or_else(|| p.strip_prefix(b"--library=")) {
+                    line.inputs.push(lib(v, *static_only));
+                }
             }
-            p if p.starts_with("-l") => line.inputs.push(lib(&p[2..], *static_only)),
-            p if p.starts_with("--library=") => line.inputs.push(lib(&p[10..], *static_only)),
-            _ => {}
         }
     }
 }
@@ -297,8 +304,12 @@ mod tests {
         let outer = dir.path().join("outer.rsp");
         let inner_ref = format!("@{}", inner.display());
         std::fs::write(&outer, quote_response_file(&os(&["a.o", &inner_ref, "x\\y"]))).unwrap();
-        let expanded = expand_response_files(&os(&["-m64", &format!("@{}", outer.display()), "@missing"])).unwrap();
+        let args = os(&["-m64", &format!("@{}", outer.display()), "@missing"]);
+        let expanded = expand_response_files(&args).unwrap();
         assert_eq!(expanded, os(&["-m64", "a.o", "-lz", "with space.o", "x\\y", "@missing"]));
+        // Without response files, nothing is copied.
+        let plain = os(&["-m64", "a.o"]);
+        assert!(matches!(expand_response_files(&plain).unwrap(), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -17,7 +17,7 @@ mod scan;
 mod table;
 
 use std::ffi::{OsStr, OsString};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result};
@@ -32,7 +32,7 @@ fn main() -> ExitCode {
         Some("post-link") => table::post_link(&args[1..]),
         Some("aspect-filter") => table::aspect_filter(&args[1..]),
         Some("device-lib") => devlib::run(&args[1..]),
-        _ => link(&args),
+        _ => link(args),
     };
     match result {
         Ok(code) => code,
@@ -52,41 +52,46 @@ fn real_linker() -> OsString {
     std::env::var_os(LINKER_ENV).filter(|v| !v.is_empty()).unwrap_or_else(|| "cc".into())
 }
 
-fn link(args: &[OsString]) -> Result<ExitCode> {
-    let mut expanded = args::expand_response_files(args)?;
+/// A link. Build scripts and proc macros are linked through here too, so the path to a
+/// pass-through (no device code) does no more than read the command line, scan, and run the
+/// linker: no copies of the command line, no temporary directory.
+fn link(args: Vec<OsString>) -> Result<ExitCode> {
+    let expanded = args::expand_response_files(&args)?;
+    let line = args::parse(&expanded);
+    let mut found = scan::scan(&line)?;
     // Our own option: prebuilt images to add. Taken out, so the real linker never sees it.
-    let added: Vec<std::path::PathBuf> = expanded
+    let added: Vec<PathBuf> = expanded
         .iter()
-        .filter_map(|a| a.to_str()?.strip_prefix(devlib::ADD_IMAGES).map(std::path::PathBuf::from))
+        .filter_map(|a| a.to_str()?.strip_prefix(devlib::ADD_IMAGES).map(PathBuf::from))
         .collect();
-    let mut args = args.to_vec();
-    let rsp_dir = tempfile::Builder::new().prefix("sycl-ld").tempdir().context("creating a temporary directory")?;
+    let linker = real_linker();
+    if found.objects.is_empty() && added.is_empty() {
+        // No device code in this unit: the real linker with the command line untouched, but
+        // for the output's staging.
+        if verbose() {
+            print_found(&found);
+        }
+        return link_staged(&linker, args, line.output.as_deref());
+    }
+
+    let dir = tempfile::Builder::new().prefix("sycl-ld").tempdir().context("creating a temporary directory")?;
+    let mut expanded = expanded.into_owned();
+    let mut args = args;
     if !added.is_empty() {
         // The rest of the command line, through a response file of our own (it may be long).
         expanded.retain(|a| !a.to_str().is_some_and(|a| a.starts_with(devlib::ADD_IMAGES)));
-        let rsp = rsp_dir.path().join("args.rsp");
+        let rsp = dir.path().join("args.rsp");
         std::fs::write(&rsp, args::quote_response_file(&expanded)).with_context(|| format!("writing {}", rsp.display()))?;
         args = vec![format!("@{}", rsp.display()).into()];
     }
-    let args = args.as_slice();
-    let line = args::parse(&expanded);
-    let mut found = scan::scan(&line)?;
     let (added_objects, added_set) = devlib::added_images(&added)?;
     // The unit's own device objects first: the first decides the unit's settings.
     found.objects.extend(added_objects);
-    let linker = real_linker();
     if verbose() {
-        for o in &found.objects {
-            eprintln!("sycl-ld: device object {} ({})", o.object.source, o.origin);
-        }
-        for l in &found.libraries {
-            eprintln!("sycl-ld: device library {} exports {} symbol(s)", l.file_name, l.exports.len());
-        }
+        print_found(&found);
     }
     if found.objects.is_empty() && added_set.images.is_empty() {
-        // No device code in this unit: the real linker with the command line untouched, but
-        // for the output's staging.
-        return link_staged(&linker, args.to_vec(), line.output.as_deref());
+        return link_staged(&linker, args, line.output.as_deref());
     }
 
     let (mut set, warnings) = if found.objects.is_empty() {
@@ -101,8 +106,7 @@ fn link(args: &[OsString]) -> Result<ExitCode> {
             eprintln!("sycl-ld: {line}");
         }
     }
-    let dir = tempfile::Builder::new().prefix("sycl-ld").tempdir().context("creating a temporary directory")?;
-    let mut full = args.to_vec();
+    let mut full = args;
     if !set.images.is_empty() {
         let (object, marker) = embed::note_object(&set);
         let note = dir.path().join("sycl-images.o");
@@ -130,22 +134,33 @@ fn link(args: &[OsString]) -> Result<ExitCode> {
     link_staged(&linker, full, line.output.as_deref())
 }
 
+fn print_found(found: &scan::Found) {
+    for o in &found.objects {
+        eprintln!("sycl-ld: device object {} ({})", o.object.source, o.origin);
+    }
+    for l in &found.libraries {
+        eprintln!("sycl-ld: device library {} exports {} symbol(s)", l.file_name, l.exports.len());
+    }
+}
+
 /// Runs the linker so that its output appears complete or not at all: it writes a temporary
 /// file beside the output (an `-o` appended to the command line wins over rustc's), renamed
 /// into place only when the link succeeded. Returns the linker's exit status.
-fn link_staged(linker: &OsStr, mut full: Vec<OsString>, output: Option<&Path>) -> Result<ExitCode> {
+///
+/// The linker is a child rather than what this process `exec`s into, since someone has to
+/// rename after it: spawning (a `vfork`, through `posix_spawn`) and waiting cost about what
+/// the `exec` did, which tore down this process's memory instead (see the pass-through bench).
+fn link_staged(linker: &OsStr, args: Vec<OsString>, output: Option<&Path>) -> Result<ExitCode> {
     let staged = output.map(|out| {
         let name = out.file_name().unwrap_or_default().to_string_lossy();
         out.with_file_name(format!(".{name}.sycl-ld-{}.tmp", std::process::id()))
     });
+    let mut command = Command::new(linker);
+    command.args(args);
     if let Some(tmp) = &staged {
-        full.push("-o".into());
-        full.push(tmp.clone().into_os_string());
+        command.arg("-o").arg(tmp);
     }
-    let status = Command::new(linker)
-        .args(&full)
-        .status()
-        .with_context(|| format!("running the linker `{}`", linker.to_string_lossy()));
+    let status = command.status().with_context(|| format!("running the linker `{}`", linker.to_string_lossy()));
     let status = match status {
         Ok(status) => status,
         Err(e) => {
