@@ -45,7 +45,7 @@ pub use bundle::{
     BundleState, DeviceImage, Executable, Input, KernelBundle, Object, SpecConstant,
 };
 pub use library::{load_device_library, load_device_library_with, DeviceLibrary, LibraryScope};
-pub use queue::{Buffer, KernelArg, Launch, Pod, Queue};
+pub use queue::{Buffer, GlobalRange, KernelArg, Launch, NoGlobalRange, Pod, Queue};
 pub use resolve::STRICT_ENV;
 
 use cache::DiskCache;

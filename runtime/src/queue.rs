@@ -99,16 +99,26 @@ impl Queue {
         Ok(buffer)
     }
 
-    /// Starts a launch of `kernel`; add arguments and a range, then [`Launch::run`].
-    pub fn launch<'q>(&'q self, kernel: &'q str) -> Launch<'q> {
+    /// Starts a launch of `kernel`; add its arguments and its global range, then
+    /// [`Launch::run`]. A launch without a global range cannot run: `run` exists only once
+    /// [`Launch::global`] gave one.
+    ///
+    /// ```compile_fail,E0599
+    /// # fn f(q: &sycl_runtime::Queue, out: &sycl_runtime::Buffer<i32>) -> Result<(), sycl_runtime::Error> {
+    /// // error: no method named `run` found for struct `Launch<'_, NoGlobalRange>`
+    /// q.launch("k").arg(out).run()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn launch<'q>(&'q self, kernel: &'q str) -> Launch<'q, NoGlobalRange> {
         Launch {
             queue: self,
             kernel,
             args: Vec::new(),
-            global: Range::new(&[1]),
+            global: Range::new(&[]),
             local: None,
             spec: SpecValues::default(),
             bundle: None,
+            _range: PhantomData,
         }
     }
 
@@ -189,8 +199,10 @@ impl<T: Pod> KernelArg for T {
 
 type Selector = Box<ImageSelector>;
 
-/// A kernel launch being put together.
-pub struct Launch<'q> {
+/// A kernel launch being put together; `R` says whether it has its global range yet
+/// ([`NoGlobalRange`] until [`Launch::global`], then [`GlobalRange`]): only a launch with one
+/// can [`run`](Launch::run).
+pub struct Launch<'q, R = GlobalRange> {
     queue: &'q Queue,
     kernel: &'q str,
     args: Vec<ArgValue>,
@@ -198,9 +210,16 @@ pub struct Launch<'q> {
     local: Option<Range>,
     spec: SpecValues,
     bundle: Option<(KernelBundle<Executable>, Option<Selector>)>,
+    _range: PhantomData<R>,
 }
 
-impl Launch<'_> {
+/// A [`Launch`] that has no global range yet, and so cannot run.
+pub struct NoGlobalRange;
+
+/// A [`Launch`] with its global range: ready to run.
+pub struct GlobalRange;
+
+impl<'q, R> Launch<'q, R> {
     /// Appends the next argument.
     #[allow(clippy::should_implement_trait)]
     pub fn arg(mut self, arg: impl KernelArg) -> Self {
@@ -208,10 +227,10 @@ impl Launch<'_> {
         self
     }
 
-    /// The global range: a size, or one to three dimensions.
-    pub fn global<const N: usize>(mut self, dims: [usize; N]) -> Self {
-        self.global = Range::new(&dims);
-        self
+    /// The global range: one to three dimensions (`[n]`, `[w, h]`, `[w, h, d]`).
+    pub fn global<const N: usize>(self, dims: [usize; N]) -> Launch<'q, GlobalRange> {
+        let Launch { queue, kernel, args, local, spec, bundle, .. } = self;
+        Launch { queue, kernel, args, global: Range::new(&dims), local, spec, bundle, _range: PhantomData }
     }
 
     /// The work-group size (by default the driver chooses).
@@ -244,16 +263,13 @@ impl Launch<'_> {
         self
     }
 
+}
+
+impl Launch<'_, GlobalRange> {
     /// Resolves, builds (or takes from the cache) and enqueues the kernel.
     pub fn run(self) -> Result<(), Error> {
-        let Launch { queue, kernel, args, global, local, spec, bundle } = self;
-        if global.len == 0 || global.len > 3 || local.is_some_and(|l| l.len != global.len) {
-            return Err(Error::InvalidArgument(format!(
-                "kernel {kernel}: range of {} dimension(s) with a work-group of {:?}",
-                global.len,
-                local.map(|l| l.len)
-            )));
-        }
+        let Launch { queue, kernel, args, global, local, spec, bundle, .. } = self;
+        check_ranges(kernel, &global, local.as_ref())?;
         let (global, local) = (global.dims(), local.as_ref().map(Range::dims));
         if bundle.is_none() && spec.0.is_empty() {
             return queue.launch_plain(kernel, &args, global, local);
@@ -360,6 +376,38 @@ impl Range {
     }
 }
 
+/// A global range of one to three dimensions, and a work-group size (when given) of as many,
+/// each dividing the global size in its dimension, as OpenCL requires.
+fn check_ranges(kernel: &str, global: &Range, local: Option<&Range>) -> Result<(), Error> {
+    if global.len == 0 || global.len > 3 {
+        return Err(Error::InvalidArgument(format!(
+            "kernel `{kernel}`: a global range has one to three dimensions, not {}",
+            global.len
+        )));
+    }
+    let Some(local) = local else { return Ok(()) };
+    if local.len != global.len {
+        return Err(Error::InvalidArgument(format!(
+            "kernel `{kernel}`: the work-group size {:?} has {} dimension(s), the global range {:?} has {}",
+            local.dims(),
+            local.len,
+            global.dims(),
+            global.len
+        )));
+    }
+    if let Some(d) = (0..global.len).find(|&d| local.dims[d] == 0 || global.dims[d] % local.dims[d] != 0) {
+        return Err(Error::InvalidArgument(format!(
+            "kernel `{kernel}`: the work-group size {:?} does not divide the global range {:?} (dimension {d}: {} is not a \
+             multiple of {}); round the global range up to a multiple and skip the extra work-items in the kernel",
+            local.dims(),
+            global.dims(),
+            global.dims[d],
+            local.dims[d]
+        )));
+    }
+    Ok(())
+}
+
 /// Sets the arguments that differ from those last set on the kernel object.
 fn set_arguments(k: &mut PooledKernel, args: &[ArgValue]) -> Result<(), (usize, Error)> {
     k.set.truncate(args.len());
@@ -383,4 +431,28 @@ fn set_arguments(k: &mut PooledKernel, args: &[ArgValue]) -> Result<(), (usize, 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(global: &[usize], local: Option<&[usize]>) -> Result<(), String> {
+        check_ranges("k", &Range::new(global), local.map(Range::new).as_ref()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn ranges_are_checked_with_both_sizes_named() {
+        assert_eq!(check(&[64], None), Ok(()));
+        assert_eq!(check(&[64, 8], Some(&[16, 8])), Ok(()));
+        assert_eq!(
+            check(&[100], Some(&[16])).unwrap_err(),
+            "invalid argument: kernel `k`: the work-group size [16] does not divide the global range [100] (dimension 0: \
+             100 is not a multiple of 16); round the global range up to a multiple and skip the extra work-items in the kernel"
+        );
+        assert!(check(&[64, 64], Some(&[8, 0])).unwrap_err().contains("dimension 1: 64 is not a multiple of 0"));
+        assert!(check(&[64, 64], Some(&[8])).unwrap_err().contains("the work-group size [8] has 1 dimension(s), the global range [64, 64] has 2"));
+        assert!(check(&[1, 1, 1, 1], None).unwrap_err().contains("one to three dimensions, not 4"));
+        assert!(check(&[], None).unwrap_err().contains("one to three dimensions, not 0"));
+    }
 }
