@@ -395,7 +395,7 @@ fn check_ranges(kernel: &str, global: &Range, local: Option<&Range>) -> Result<(
             global.len
         )));
     }
-    if let Some(d) = (0..global.len).find(|&d| local.dims[d] == 0 || global.dims[d] % local.dims[d] != 0) {
+    if let Some(d) = (0..global.len).find(|&d| local.dims[d] == 0 || !global.dims[d].is_multiple_of(local.dims[d])) {
         return Err(Error::InvalidArgument(format!(
             "kernel `{kernel}`: the work-group size {:?} does not divide the global range {:?} (dimension {d}: {} is not a \
              multiple of {}); round the global range up to a multiple and skip the extra work-items in the kernel",
