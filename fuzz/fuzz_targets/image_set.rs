@@ -3,11 +3,12 @@
 //! Property: note walking and decoding never panic or read out of bounds; a decoded set
 //! round-trips; the in-place view the runtime indexes with agrees with the decoded set (and
 //! its header's count with the images found); device requirements and virtual-function
-//! properties of every image decode to a value or an error.
+//! properties of every image decode to a value or an error; kernel parameter lists read the
+//! same in place and copied out, and one that reads re-encodes to itself.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sycl_format::{find_notes, ImageSet, ImageSetView, NOTE_TYPE_IMAGES};
+use sycl_format::{encode_kernel_params, find_notes, parse_kernel_params, sets, ImageSet, ImageSetView, NOTE_TYPE_IMAGES};
 
 fuzz_target!(|data: &[u8]| {
     for align in [4, 8] {
@@ -27,6 +28,14 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(seen.virtual_functions_set(), image.virtual_functions_set());
                 assert_eq!(seen.uses_virtual_functions_sets().collect::<Vec<_>>(), image.uses_virtual_functions_sets());
                 let _ = image.requirements();
+                let recorded = image.property_names(sets::KERNEL_ARGUMENTS);
+                for kernel in image.kernels.iter().map(String::as_str).chain(recorded) {
+                    let params = image.kernel_params(kernel);
+                    assert_eq!(seen.kernel_params(kernel), params);
+                    if let Some(Ok(params)) = params {
+                        assert_eq!(parse_kernel_params(&encode_kernel_params(&params)).as_ref(), Ok(&params));
+                    }
+                }
             }
         }
         Err(_) => assert!(view.is_err(), "a set that does not decode does not parse in place either"),

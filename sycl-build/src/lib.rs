@@ -340,11 +340,15 @@ impl Build {
         Ok(Compiled { archive, kernels_rs, kernels, diagnostics })
     }
 
-    /// clang for one source: target, language, the given optimisation flags, include
-    /// directories, defines, then the user's flags (which may override any of them).
+    /// clang for one source: target, language, kernel argument information, the given
+    /// optimisation flags, include directories, defines, then the user's flags (which may
+    /// override any of them). With `-cl-kernel-arg-info`, llvm-spirv names each kernel's
+    /// parameters (`OpName`), which an optimised build otherwise drops: the post-link records
+    /// the names in `SYCL/kernel arguments`, for the runtime's messages about a launch's
+    /// arguments, and drivers answer `clGetKernelArgInfo`.
     fn clang_command(&self, clang: &Path, std_flag: &str, include_dir: &Path, opt: &[&str]) -> Command {
         let mut cmd = Command::new(clang);
-        cmd.args(["--target=spir64", std_flag, "-emit-llvm", "-c"]).args(opt);
+        cmd.args(["--target=spir64", std_flag, "-emit-llvm", "-c", "-cl-kernel-arg-info"]).args(opt);
         cmd.arg("-I").arg(include_dir);
         for dir in &self.includes {
             cmd.arg("-I").arg(dir);

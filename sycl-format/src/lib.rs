@@ -20,6 +20,7 @@
 pub mod aspects;
 mod codec;
 mod config;
+mod kernel_params;
 mod note;
 mod property;
 pub mod requirements;
@@ -27,6 +28,7 @@ mod view;
 
 pub use codec::DecodeError;
 pub use config::{DeviceConfig, TargetConfig, DEFAULT_DEVICE_CONFIG};
+pub use kernel_params::{encode_kernel_params, kernel_signature, parse_kernel_params, KernelParam, ParamKind};
 pub use note::{elf_note, find_notes, payload_hash, scope_marker_symbol};
 pub use property::{Property, PropertySet, PropertyValue};
 pub use requirements::DeviceRequirements;
@@ -79,6 +81,31 @@ pub mod sets {
     pub const CALL_GRAPH: &str = "SYCL/call graph";
     /// What separates callees in a `SYCL/call graph` value.
     pub const CALL_GRAPH_SEPARATOR: char = '\n';
+    /// Ours (DPC++'s `SYCL/kernel param opt info` is something else: which parameters its
+    /// compiler dropped): each kernel's parameter list, so that the runtime can check a
+    /// launch's arguments before the driver sees them. One property per kernel of the image,
+    /// named by the kernel, whose string value has one line per parameter, in order, lines
+    /// separated by [`KERNEL_ARGUMENTS_LINE_SEPARATOR`] (none after the last; a kernel without
+    /// parameters has an empty value). A line is four fields separated by
+    /// [`KERNEL_ARGUMENTS_FIELD_SEPARATOR`]:
+    ///
+    /// 1. the kind: `global`, `constant`, `local`, `scalar`, `struct`, `image`, `sampler` or
+    ///    `other` ([`ParamKind`](crate::ParamKind));
+    /// 2. the size in bytes as `clSetKernelArg` expects it, in decimal (0: unknown; for a
+    ///    `local` pointer, the pointer's size);
+    /// 3. the type in OpenCL C's words (`global int*`, `int`, `float4`, `struct Pt`), signedness
+    ///    aside, which SPIR-V does not record;
+    /// 4. the parameter's name, empty when the SPIR-V has none.
+    ///
+    /// For example `global\t8\tglobal int*\tout\nscalar\t4\tint\tn`. Neither the type nor the
+    /// name contains a tab or a line break, so nothing is escaped. Fields after the fourth are
+    /// reserved for later writers: readers ignore them. An unknown kind makes the value
+    /// malformed. Images without kernels have no such set.
+    pub const KERNEL_ARGUMENTS: &str = "SYCL/kernel arguments";
+    /// What separates parameters in a `SYCL/kernel arguments` value.
+    pub const KERNEL_ARGUMENTS_LINE_SEPARATOR: char = '\n';
+    /// What separates a parameter's fields in a `SYCL/kernel arguments` value.
+    pub const KERNEL_ARGUMENTS_FIELD_SEPARATOR: char = '\t';
 }
 
 /// How a link unit's entry points are grouped into device images (DPC++'s
@@ -264,6 +291,17 @@ impl Image {
             .collect()
     }
 
+    /// Kernel `kernel`'s parameters (`SYCL/kernel arguments`): `None` when the image records
+    /// none for it (an image made before the set existed, or a kernel it does not define),
+    /// an error when the record is malformed.
+    pub fn kernel_params(&self, kernel: &str) -> Option<Result<Vec<KernelParam>, String>> {
+        let value = self.property_set(sets::KERNEL_ARGUMENTS)?.get(kernel)?;
+        Some(match value {
+            PropertyValue::String(value) => parse_kernel_params(value),
+            _ => Err(kernel_params_not_a_string(kernel)),
+        })
+    }
+
     /// The image's device requirements (none when it has no such set).
     pub fn requirements(&self) -> Result<DeviceRequirements, String> {
         match self.property_set(sets::DEVICE_REQUIREMENTS) {
@@ -276,6 +314,10 @@ impl Image {
 /// The callees in a `SYCL/call graph` value.
 pub fn call_graph_callees(value: &str) -> impl Iterator<Item = &str> {
     value.split(sets::CALL_GRAPH_SEPARATOR).filter(|c| !c.is_empty())
+}
+
+pub(crate) fn kernel_params_not_a_string(kernel: &str) -> String {
+    format!("the `{}` record of kernel `{kernel}` is not a string", sets::KERNEL_ARGUMENTS)
 }
 
 /// The images embedded in one executable or shared library.
@@ -423,5 +465,39 @@ mod tests {
         let image = view.images[0];
         let in_place: Vec<(&str, Vec<&str>)> = image.call_graph().map(|(n, c)| (n, c.collect())).collect();
         assert_eq!(in_place, graph.to_vec());
+    }
+
+    #[test]
+    fn kernel_params_survive_encoding_and_read_the_same_in_place() {
+        let param = |kind, size, ty: &str, name: &str| KernelParam { kind, size, ty: ty.into(), name: name.into() };
+        let params = vec![param(ParamKind::Global, 8, "global int*", "out"), param(ParamKind::Local, 8, "local float*", "")];
+        let mut set = sample_set();
+        let kernels: [(&str, &[KernelParam]); 2] = [("app_kernel", &params), ("empty", &[])];
+        set.images[0].property_sets.push(PropertySet::kernel_arguments(kernels));
+        set.images[1].property_sets.push(PropertySet {
+            name: sets::KERNEL_ARGUMENTS.into(),
+            properties: vec![
+                Property::new("bad", PropertyValue::String("global\t8".into())),
+                Property::new("number", PropertyValue::U32(3)),
+            ],
+        });
+        let bytes = set.encode();
+        let decoded = ImageSet::decode(&bytes).unwrap();
+        let view = ImageSetView::parse(&bytes).unwrap();
+        for (image, seen) in decoded.images.iter().zip(&view.images) {
+            for kernel in ["app_kernel", "empty", "bad", "number", "missing"] {
+                assert_eq!(image.kernel_params(kernel), seen.kernel_params(kernel), "{kernel}");
+            }
+        }
+        let (first, second) = (&decoded.images[0], &decoded.images[1]);
+        assert_eq!(first.kernel_params("app_kernel"), Some(Ok(params)));
+        assert_eq!(first.kernel_params("empty"), Some(Ok(vec![])), "no parameters is not no record");
+        assert_eq!(first.kernel_params("missing"), None);
+        assert_eq!(second.kernel_params("app_kernel"), None, "no record in an image without the set");
+        assert!(second.kernel_params("bad").unwrap().unwrap_err().contains("expected 4 tab-separated fields"));
+        assert_eq!(
+            second.kernel_params("number"),
+            Some(Err("the `SYCL/kernel arguments` record of kernel `number` is not a string".into()))
+        );
     }
 }

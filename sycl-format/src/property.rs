@@ -62,6 +62,19 @@ impl PropertySet {
         PropertySet { name: crate::sets::CALL_GRAPH.to_string(), properties: properties.collect() }
     }
 
+    /// Kernel parameter lists (`SYCL/kernel arguments`): one property per kernel, named by it,
+    /// whose string value is [`crate::encode_kernel_params`] of its parameters.
+    pub fn kernel_arguments<N, P>(kernels: impl IntoIterator<Item = (N, P)>) -> Self
+    where
+        N: Into<String>,
+        P: AsRef<[crate::KernelParam]>,
+    {
+        let properties = kernels.into_iter().map(|(kernel, params)| {
+            Property::new(kernel, PropertyValue::String(crate::encode_kernel_params(params.as_ref())))
+        });
+        PropertySet { name: crate::sets::KERNEL_ARGUMENTS.to_string(), properties: properties.collect() }
+    }
+
     pub fn get(&self, name: &str) -> Option<&PropertyValue> {
         self.properties.iter().find(|p| p.name == name).map(|p| &p.value)
     }

@@ -6,7 +6,9 @@
 
 use crate::codec::{DecodeError, Decoder};
 use crate::property::{TYPE_BYTE_ARRAY, TYPE_STRING, TYPE_UINT32};
-use crate::{sets, Image, ImageFormat, Property, PropertySet, PropertyValue, IMAGE_SET_MAGIC, IMAGE_SET_VERSION};
+use crate::{
+    sets, Image, ImageFormat, KernelParam, Property, PropertySet, PropertyValue, IMAGE_SET_MAGIC, IMAGE_SET_VERSION,
+};
 
 /// A checked image-set payload.
 #[derive(Debug, Clone)]
@@ -146,6 +148,16 @@ impl<'a> ImageView<'a> {
                 _ => "",
             };
             (node, crate::call_graph_callees(callees))
+        })
+    }
+
+    /// Kernel `kernel`'s parameters (`SYCL/kernel arguments`), as
+    /// [`Image::kernel_params`] reads them.
+    pub fn kernel_params(&self, kernel: &str) -> Option<Result<Vec<KernelParam>, String>> {
+        let value = self.property_set(sets::KERNEL_ARGUMENTS)?.get(kernel)?;
+        Some(match value {
+            PropertyValueView::String(value) => crate::parse_kernel_params(value),
+            _ => Err(crate::kernel_params_not_a_string(kernel)),
         })
     }
 

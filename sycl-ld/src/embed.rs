@@ -157,6 +157,9 @@ pub fn property_sets(image: &PostLinkImage, requirements: &DeviceRequirements) -
     if !image.call_graph.is_empty() {
         sets_out.push(PropertySet::call_graph(&image.call_graph));
     }
+    if !image.kernel_params.is_empty() {
+        sets_out.push(PropertySet::kernel_arguments(image.kernel_params.iter().map(|(kernel, params)| (kernel, params))));
+    }
     if !image.spec_constants.is_empty() {
         let ids = image.spec_constants.iter().map(|c| Property::new(c.name.clone(), PropertyValue::U32(c.id)));
         sets_out.push(PropertySet { name: sets::SPECIALIZATION_CONSTANTS.into(), properties: ids.collect() });

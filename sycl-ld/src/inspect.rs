@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Map, Value};
 use sycl_format::aspects::aspect_name;
-use sycl_format::{ImageSet, PropertyValue};
+use sycl_format::{ImageSet, ParamKind, PropertyValue};
 
 pub fn run(args: &[OsString]) -> Result<ExitCode> {
     let mut json_out = false;
@@ -37,7 +37,8 @@ pub fn run(args: &[OsString]) -> Result<ExitCode> {
 }
 
 /// A property's value for people: device requirements decoded (aspect names, sizes), other
-/// byte arrays as numbers, a call graph node's callees as a list.
+/// byte arrays as numbers, a call graph node's callees as a list, a kernel's parameters as a
+/// list of objects (kind, size, type, name).
 fn value_json(set: &str, name: &str, value: &PropertyValue) -> Value {
     use sycl_format::requirements::{ASPECT, FIXED_TARGET, REQD_WORK_GROUP_SIZE};
     match value {
@@ -45,6 +46,13 @@ fn value_json(set: &str, name: &str, value: &PropertyValue) -> Value {
         PropertyValue::String(s) if set == sycl_format::sets::CALL_GRAPH => {
             json!(sycl_format::call_graph_callees(s).collect::<Vec<_>>())
         }
+        PropertyValue::String(s) if set == sycl_format::sets::KERNEL_ARGUMENTS => match sycl_format::parse_kernel_params(s) {
+            Ok(params) => {
+                let objects = params.iter().map(|p| json!({ "kind": p.kind.name(), "size": p.size, "type": p.ty, "name": p.name }));
+                Value::Array(objects.collect())
+            }
+            Err(_) => json!(s),
+        },
         PropertyValue::String(s) => json!(s),
         PropertyValue::Bytes(b) if set == sycl_format::sets::DEVICE_REQUIREMENTS => {
             let Some(values) = sycl_format::aspects::decode_u32s(b) else { return json!(b) };
@@ -91,6 +99,22 @@ pub fn to_json(file: &str, set: &ImageSet) -> Value {
     json!({ "file": file, "images": images })
 }
 
+/// A kernel's parameters as declared, `(global int* out, int n, struct Pt p (12 bytes))`: a
+/// struct's size is not in its type text, and is what a host struct of another layout gets
+/// wrong. `None` when the value is malformed (then it shows as it is).
+fn params_text(value: &str) -> Option<String> {
+    let params = sycl_format::parse_kernel_params(value).ok()?;
+    let declarations: Vec<String> = params
+        .iter()
+        .map(|p| match (p.kind, p.size) {
+            (ParamKind::Struct, 0) => format!("{} (size unknown)", p.declaration()),
+            (ParamKind::Struct, size) => format!("{} ({size} bytes)", p.declaration()),
+            _ => p.declaration(),
+        })
+        .collect();
+    Some(format!("({})", declarations.join(", ")))
+}
+
 pub fn to_text(file: &str, set: &ImageSet) -> String {
     let mut out = String::new();
     let n = set.images.len();
@@ -104,9 +128,43 @@ pub fn to_text(file: &str, set: &ImageSet) -> String {
         for ps in &image.property_sets {
             let _ = writeln!(out, "  [{}]", ps.name);
             for p in &ps.properties {
-                let _ = writeln!(out, "    {} = {}", p.name, value_json(&ps.name, &p.name, &p.value));
+                let value = match &p.value {
+                    PropertyValue::String(s) if ps.name == sycl_format::sets::KERNEL_ARGUMENTS => params_text(s),
+                    _ => None,
+                };
+                let value = value.unwrap_or_else(|| value_json(&ps.name, &p.name, &p.value).to_string());
+                let _ = writeln!(out, "    {} = {value}", p.name);
             }
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VALUE: &str = "global\t8\tglobal int*\tout\nlocal\t8\tlocal float*\t\nstruct\t12\tstruct Pt\tp";
+
+    #[test]
+    fn kernel_arguments_read_as_objects_in_json_and_as_a_parameter_list_in_text() {
+        let value = PropertyValue::String(VALUE.into());
+        assert_eq!(
+            value_json(sycl_format::sets::KERNEL_ARGUMENTS, "k", &value),
+            json!([
+                { "kind": "global", "size": 8, "type": "global int*", "name": "out" },
+                { "kind": "local", "size": 8, "type": "local float*", "name": "" },
+                { "kind": "struct", "size": 12, "type": "struct Pt", "name": "p" },
+            ])
+        );
+        assert_eq!(params_text(VALUE).unwrap(), "(global int* out, local float*, struct Pt p (12 bytes))");
+        assert_eq!(params_text("").unwrap(), "()");
+    }
+
+    #[test]
+    fn a_malformed_record_shows_as_it_is() {
+        let value = PropertyValue::String("pointer\t8\tint*\tp".into());
+        assert_eq!(value_json(sycl_format::sets::KERNEL_ARGUMENTS, "k", &value), json!("pointer\t8\tint*\tp"));
+        assert_eq!(params_text("pointer\t8\tint*\tp"), None);
+    }
 }

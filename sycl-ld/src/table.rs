@@ -7,7 +7,8 @@
 //! lists each set as `[SET NAME]` followed by `name=TYPE|VALUE` lines, with DPC++'s type
 //! numbers: 1 for a decimal uint32, 2 for a byte array in hex, 3 for a string. A string is
 //! written with `\` as `\\` and a newline as `\n` (a `SYCL/call graph` value separates its
-//! callees with newlines), so that every property stays on one line.
+//! callees with newlines, a `SYCL/kernel arguments` value its parameters), so that every
+//! property stays on one line.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;

@@ -547,3 +547,168 @@ __kernel void storage_only(__global float *o, __global half *h) { o[0] = vload_h
     assert_eq!(aspects("dbl"), [n("fp64")]);
     assert!(aspects("storage_only").is_empty(), "half pointers for vload_half need no fp16");
 }
+
+/// Kernels as people write them: buffers, sizes, scalars of every width, vectors, local
+/// scratch, structs by value (sizes checked against clang's own `sizeof`), images and samplers.
+const PARAMS: &str = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n\
+typedef struct { float x; int n; char c; } Pt;\n\
+struct Big { double d; char c; float4 v; };\n\
+struct S3 { float3 p; short s; };\n\
+struct __attribute__((packed)) Pk { char c; int i; };\n\
+struct Nest { char c; struct Big b; };\n\
+kernel void sizes(global int *out) {\n\
+  out[0] = sizeof(Pt); out[1] = sizeof(struct Big); out[2] = sizeof(struct S3);\n\
+  out[3] = sizeof(struct Pk); out[4] = sizeof(struct Nest);\n\
+}\n\
+kernel void reduce(global const float *restrict in, global float *out, local float *scratch, uint n) {\n\
+  size_t l = get_local_id(0);\n\
+  scratch[l] = l < n ? in[get_global_id(0)] : 0.0f;\n\
+  barrier(CLK_LOCAL_MEM_FENCE);\n\
+  if (l == 0) out[get_group_id(0)] = scratch[0];\n\
+}\n\
+kernel void scalars(global long *out, constant float *c, char ch, uchar uc, short sh, int i, ulong ul,\n\
+                    half h, float f, double d, float4 v, float3 v3, char3 c3, double2 d2, half4 h4) {\n\
+  out[0] = ch + uc + sh + i + ul + (long)h + (long)f + (long)d + (long)v.x + (long)v3.y + c3.z + (long)d2.x + (long)h4.w + (long)c[0];\n\
+}\n\
+kernel void structs(global int *out, Pt p, struct Big b, struct S3 s3, struct Pk pk, struct Nest nest, local Pt *lp) {\n\
+  out[0] = (int)p.x + p.n + (int)b.d + s3.s + pk.i + nest.c + lp[0].n;\n\
+}\n\
+kernel void images(read_only image2d_t img, sampler_t smp, write_only image3d_t dst, global float4 *out) {\n\
+  out[0] = read_imagef(img, smp, (int2)(0, 0));\n\
+}\n\
+kernel void nothing(void) {}\n";
+
+/// A parameter as (kind, size, type, name).
+type Param<'a> = (sycl_format::ParamKind, u32, &'a str, &'a str);
+
+#[test]
+fn every_kernel_image_records_its_parameters_as_clang_compiles_them() {
+    use sycl_format::ParamKind::*;
+    let mut unit = Unit::new();
+    unit.build("params", &[("params.cl", PARAMS)], |b| {
+        b.targets(["spir64", "pocl_cpu"]);
+    });
+    let set = unit.link_shared();
+    let spirv: Vec<&sycl_format::Image> = set.images.iter().filter(|i| i.target == "spir64").collect();
+    let pocl: Vec<&sycl_format::Image> = set.images.iter().filter(|i| i.target == "pocl_cpu").collect();
+    assert!(!pocl.is_empty());
+    let expected: [(&str, Vec<Param<'_>>); 6] = [
+        ("sizes", vec![(Global, 8, "global int*", "out")]),
+        (
+            "reduce",
+            vec![
+                (Global, 8, "global float*", "in"),
+                (Global, 8, "global float*", "out"),
+                (Local, 8, "local float*", "scratch"),
+                (Scalar, 4, "int", "n"),
+            ],
+        ),
+        (
+            "scalars",
+            vec![
+                (Global, 8, "global long*", "out"),
+                (Constant, 8, "constant float*", "c"),
+                (Scalar, 1, "char", "ch"),
+                (Scalar, 1, "char", "uc"),
+                (Scalar, 2, "short", "sh"),
+                (Scalar, 4, "int", "i"),
+                (Scalar, 8, "long", "ul"),
+                (Scalar, 2, "half", "h"),
+                (Scalar, 4, "float", "f"),
+                (Scalar, 8, "double", "d"),
+                (Scalar, 16, "float4", "v"),
+                (Scalar, 16, "float3", "v3"),
+                (Scalar, 4, "char3", "c3"),
+                (Scalar, 16, "double2", "d2"),
+                (Scalar, 8, "half4", "h4"),
+            ],
+        ),
+        (
+            "structs",
+            vec![
+                (Global, 8, "global int*", "out"),
+                (Struct, 12, "struct Pt", "p"),
+                (Struct, 32, "struct Big", "b"),
+                (Struct, 32, "struct S3", "s3"),
+                (Struct, 5, "struct Pk", "pk"),
+                (Struct, 48, "struct Nest", "nest"),
+                (Local, 8, "local struct Pt*", "lp"),
+            ],
+        ),
+        (
+            "images",
+            vec![
+                (Image, 8, "read_only image2d_t", "img"),
+                (Sampler, 8, "sampler_t", "smp"),
+                (Image, 8, "write_only image3d_t", "dst"),
+                (Global, 8, "global float4*", "out"),
+            ],
+        ),
+        ("nothing", vec![]),
+    ];
+    for (kernel, params) in &expected {
+        let image = spirv.iter().find(|i| i.kernels.contains(&kernel.to_string())).unwrap();
+        let found = image.kernel_params(kernel).unwrap_or_else(|| panic!("{kernel} has a record")).unwrap();
+        let found: Vec<Param<'_>> =
+            found.iter().map(|p| (p.kind, p.size, p.ty.as_str(), p.name.as_str())).collect();
+        assert_eq!(&found, params, "{kernel}");
+        // Ahead-of-time images carry the same record.
+        if let Some(aot) = pocl.iter().find(|i| i.kernels.contains(&kernel.to_string())) {
+            assert_eq!(aot.kernel_params(kernel), image.kernel_params(kernel), "{kernel} for pocl_cpu");
+        }
+    }
+    let reduce = spirv.iter().find(|i| i.kernels.contains(&"reduce".to_string())).unwrap();
+    let params = reduce.kernel_params("reduce").unwrap().unwrap();
+    assert_eq!(sycl_format::kernel_signature(&params), "(global float*, global float*, local float*, int)");
+    assert!(
+        set.images.iter().filter(|i| i.kernels.is_empty()).all(|i| i.property_set(sets::KERNEL_ARGUMENTS).is_none()),
+        "images without kernels have no such set"
+    );
+
+    // The sizes clang itself gives the structs (`sizes` stores them as constants).
+    let (rows, _) = unit.post_link(SplitMode::PerKernel);
+    let sizes = rows.iter().find(|r| r.symbols == ["sizes"]).unwrap();
+    let record = sizes.properties.iter().find(|s| s.name == sets::KERNEL_ARGUMENTS).expect("the table has the set");
+    let value = sycl_format::PropertyValue::String("global\t8\tglobal int*\tout".into());
+    assert_eq!(record.properties, [sycl_format::Property::new("sizes", value)], "the file table keeps the value");
+    let module = sycl_spirv::load(&sizes.spirv).unwrap();
+    let stored: Vec<u32> = module
+        .types_global_values
+        .iter()
+        .filter(|i| i.class.opname == "Constant")
+        .filter_map(|i| match i.operands.first() {
+            Some(sycl_spirv::dr::Operand::LiteralBit32(v)) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    for size in [12, 32, 5, 48] {
+        assert!(stored.contains(&size), "clang's sizeof gives {size}: {stored:?}");
+    }
+}
+
+#[test]
+fn c_plus_plus_for_opencl_structs_keep_their_qualified_names() {
+    let mut unit = Unit::new();
+    let src = "namespace geo { struct Pt { float x; int n; }; }\n\
+class Cl { public: int v; char c; };\n\
+kernel void cpp_k(global int *out, geo::Pt p, Cl c) { out[0] = p.n + c.v; }\n";
+    unit.build("cpp", &[("k.clcpp", src)], |_| {});
+    let set = unit.link_shared();
+    let params = set.images[0].kernel_params("cpp_k").unwrap().unwrap();
+    let shown: Vec<String> = params.iter().map(|p| format!("{} ({} bytes)", p.declaration(), p.size)).collect();
+    assert_eq!(shown, ["global int* out (8 bytes)", "struct geo::Pt p (8 bytes)", "class Cl c (8 bytes)"]);
+}
+
+#[test]
+fn device_library_files_record_kernel_parameters_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("lib.cl");
+    std::fs::write(&source, "kernel void scale(global float *data, float factor) { data[get_global_id(0)] *= factor; }\n").unwrap();
+    let out = dir.path().join("lib.sycldev");
+    let status = Command::new(env!("CARGO_BIN_EXE_sycl-ld")).arg("device-lib").arg("-o").arg(&out).arg(&source).status().unwrap();
+    assert!(status.success());
+    let set = ImageSet::decode(&std::fs::read(&out).unwrap()).unwrap();
+    let params = set.images[0].kernel_params("scale").expect("a record").unwrap();
+    let declared: Vec<String> = params.iter().map(|p| p.declaration()).collect();
+    assert_eq!(declared, ["global float* data", "float factor"]);
+}

@@ -1,7 +1,8 @@
 //! SPIR-V for device linking: loading modules (including what `rspirv`'s own loader refuses),
 //! reading their symbols, linking several relocatable modules into one, and the post-link that
-//! turns a link unit's code into device images with exported and imported symbol lists and
-//! the call graphs that let the runtime refuse recursion across images.
+//! turns a link unit's code into device images with exported and imported symbol lists, the
+//! call graphs that let the runtime refuse recursion across images, and each kernel's
+//! parameters, which let it check a launch's arguments.
 //!
 //! Everything here is deterministic: the same inputs in the same order give byte-identical
 //! output, and the work grows linearly with the size of the input.
@@ -11,6 +12,7 @@ mod features;
 mod fnptr;
 mod link;
 mod load;
+mod params;
 mod postlink;
 pub mod spec;
 pub mod vfunc;
@@ -21,6 +23,7 @@ pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
 pub use fnptr::lower_function_pointers;
 pub use link::{link, LinkInput, Linked};
 pub use load::{assemble, load};
+pub use params::kernel_params;
 pub use postlink::{post_link, PostLink, PostLinkImage, PostLinkOptions, Requirements, Source};
 pub use rspirv::dr;
 pub use symbols::{can_be_imported, Linkage, Symbols};

@@ -12,14 +12,15 @@
 //! that pass canBeImportedFunction are recorded as imports, per image. An image holds only the
 //! module-scope values its functions use (which also drops the stray string variables that
 //! clang leaves behind for `__attribute__((annotate))`). Each image records its reduced call
-//! graph, from the image as written (see [`crate::calls`]).
+//! graph and its kernels' parameters, from the image as written (see [`crate::calls`] and
+//! [`crate::params`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use rspirv::dr::{Function, Instruction, Module, Operand};
 use rspirv::spirv::{Decoration, LinkageType, Op, Word};
 use sycl_format::aspects::{aspect_name, target_aspect};
-use sycl_format::{DeviceConfig, SplitMode};
+use sycl_format::{DeviceConfig, KernelParam, SplitMode};
 
 use crate::calls::reduced_call_graph;
 use crate::features::Features;
@@ -71,6 +72,9 @@ pub struct PostLinkImage {
     /// an import through direct calls or lies on a call cycle, by name, with its callees that
     /// are such functions or imports, sorted. Empty for most images.
     pub call_graph: BTreeMap<String, Vec<String>>,
+    /// Each kernel's parameters (`SYCL/kernel arguments`), in the order of `kernels`, read
+    /// from the image as written.
+    pub kernel_params: Vec<(String, Vec<KernelParam>)>,
     pub spirv: Vec<u8>,
 }
 
@@ -356,6 +360,7 @@ fn finish(
     imported.retain(|name| !virtual_names.contains(name));
     let spec_constants = constants_of(&module, options.spec_constants);
     let call_graph = reduced_call_graph(&module, &imported);
+    let kernel_params = crate::params::kernel_params(&module, &kernels);
     PostLinkImage {
         kernels,
         exported,
@@ -364,6 +369,7 @@ fn finish(
         spec_constants,
         virtual_functions,
         call_graph,
+        kernel_params,
         spirv: assemble(&module),
     }
 }
@@ -926,6 +932,23 @@ mod tests {
         assert_eq!(images[0].kernels, ["k", "k2", "k3"]);
         assert_eq!(images[0].call_graph, graph(&[("fib", &["fib"]), ("helper", &["g"]), ("k", &["helper"])]));
         assert_eq!(images[1].call_graph, graph(&[("f", &["g"])]));
+    }
+
+    #[test]
+    fn kernel_images_record_their_kernels_parameters() {
+        let int = sycl_format::KernelParam {
+            kind: sycl_format::ParamKind::Scalar,
+            size: 4,
+            ty: "int".into(),
+            name: String::new(),
+        };
+        let images = run(recursive_unit(), SplitMode::Off).images;
+        let expected: Vec<(String, Vec<KernelParam>)> =
+            ["k", "k2", "k3"].iter().map(|k| (k.to_string(), vec![int.clone()])).collect();
+        assert_eq!(images[0].kernel_params, expected, "in the order of the image's kernels");
+        assert!(images[1].kernel_params.is_empty(), "an exports image has no kernels");
+        let images = run(unit(), SplitMode::PerKernel).images;
+        assert_eq!(images[0].kernel_params, [("k".to_string(), vec![])], "a kernel without parameters has a record");
     }
 
     #[test]
