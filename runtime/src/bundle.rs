@@ -346,6 +346,11 @@ impl KernelBundle<Executable> {
     pub(crate) fn device_is(&self, queue: &Queue) -> bool {
         Arc::ptr_eq(&self.device(), &queue.device())
     }
+
+    /// The registry the bundle's images come from.
+    pub(crate) fn registry(&self) -> Arc<Registry> {
+        self.inner.registry.clone()
+    }
 }
 
 fn input(queue: &Queue, registry: Arc<Registry>, mut images: Vec<ImageId>) -> KernelBundle<Input> {

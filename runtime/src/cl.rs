@@ -331,6 +331,12 @@ impl Kernel {
         .map_err(cl_err("clSetKernelArg"))
     }
 
+    /// A `local` pointer argument: `size` bytes of local memory per work-group.
+    pub(crate) fn set_local(&self, index: u32, size: usize) -> Result<(), Error> {
+        // SAFETY: a NULL value with a size asks the driver to allocate that much local memory.
+        unsafe { cl3::kernel::set_kernel_arg(self.0, index, size, ptr::null()) }.map_err(cl_err("clSetKernelArg"))
+    }
+
     pub(crate) fn set_bytes(&self, index: u32, bytes: &[u8]) -> Result<(), Error> {
         // SAFETY: the driver copies `bytes.len()` bytes and checks the size against the
         // parameter's type, failing with CL_INVALID_ARG_SIZE on a mismatch.

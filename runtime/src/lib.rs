@@ -45,7 +45,7 @@ pub use bundle::{
     BundleState, DeviceImage, Executable, Input, KernelBundle, Object, SpecConstant,
 };
 pub use library::{load_device_library, load_device_library_with, DeviceLibrary, LibraryScope};
-pub use queue::{Buffer, GlobalRange, KernelArg, Launch, NoGlobalRange, Pod, Queue};
+pub use queue::{Buffer, GlobalRange, KernelArg, Launch, Local, NoGlobalRange, Pod, Queue};
 pub use resolve::STRICT_ENV;
 
 use cache::DiskCache;
@@ -178,6 +178,9 @@ pub enum Error {
     Translate(String),
     #[error("{call} failed with {}", cl::error_name(*code))]
     OpenCl { call: &'static str, code: i32 },
+    /// An OpenCL call made for a kernel's launch failed.
+    #[error("kernel `{kernel}`: {call} failed with {}", cl::error_name(*code))]
+    KernelCall { kernel: String, call: &'static str, code: i32 },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("invalid object: {0}")]

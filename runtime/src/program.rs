@@ -91,13 +91,21 @@ pub(crate) struct PooledKernel {
     pub kernel: crate::cl::Kernel,
     /// By argument index.
     pub set: Vec<SetArg>,
+    /// The kernel's parameters, looked up at its first launch.
+    pub signature: Option<Signature>,
 }
+
+/// A kernel's parameters as its image records them (`None`: no record, the driver alone
+/// checks the arguments).
+pub(crate) struct Signature(pub Option<Arc<[sycl_format::KernelParam]>>);
 
 /// An argument as it was set: the buffer (held weakly, so a pooled kernel never keeps a
 /// buffer alive, and compared by identity, which the weak reference keeps unique) or the bytes.
 pub(crate) enum SetArg {
     Mem(std::sync::Weak<crate::cl::Mem>),
     Bytes(Vec<u8>),
+    /// Bytes of local memory.
+    Local(usize),
 }
 
 /// A program and every binary it was built from.
@@ -229,7 +237,7 @@ impl DeviceState {
         let pooled = self.caches().kernels.get_mut(&key).and_then(|(_, pool)| pool.get_mut(name)?.pop());
         match pooled {
             Some(kernel) => Ok(kernel),
-            None => Ok(PooledKernel { kernel: crate::cl::Kernel::new(program, name)?, set: Vec::new() }),
+            None => Ok(PooledKernel { kernel: crate::cl::Kernel::new(program, name)?, set: Vec::new(), signature: None }),
         }
     }
 

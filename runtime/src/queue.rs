@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
 use crate::cl::{self, Mem};
-use crate::program::{DeviceState, Options, PooledKernel, SetArg, SpecValues};
+use sycl_format::{KernelParam, ParamKind};
+
+use crate::program::{DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues};
 use crate::registry::Registry;
 use crate::trace::trace;
 use crate::{runtime, Error};
@@ -171,7 +173,9 @@ impl<T: Pod> Buffer<T> {
     }
 }
 
-/// A value a kernel can take as an argument: a buffer, or a scalar.
+/// A value a kernel can take as an argument: a buffer (for a `global` or `constant` pointer),
+/// [`Local`] memory (for a `local` pointer), or a plain value (a scalar, a vector or a
+/// `#[repr(C)]` struct passed by value).
 pub trait KernelArg {
     #[doc(hidden)]
     fn to_arg(&self) -> ArgValue;
@@ -182,7 +186,20 @@ pub struct ArgValue(Arg);
 
 enum Arg {
     Mem(Arc<Mem>),
-    Bytes(Vec<u8>),
+    /// The value's bytes and its Rust type, for messages.
+    Bytes(Vec<u8>, &'static str),
+    /// Bytes of local memory per work-group.
+    Local(usize),
+}
+
+impl Arg {
+    fn describe(&self) -> String {
+        match self {
+            Arg::Mem(_) => "a buffer".into(),
+            Arg::Bytes(bytes, ty) => format!("{ty} ({} bytes)", bytes.len()),
+            Arg::Local(bytes) => format!("local memory ({bytes} bytes)"),
+        }
+    }
 }
 
 impl<T: Pod> KernelArg for &Buffer<T> {
@@ -193,8 +210,73 @@ impl<T: Pod> KernelArg for &Buffer<T> {
 
 impl<T: Pod> KernelArg for T {
     fn to_arg(&self) -> ArgValue {
-        ArgValue(Arg::Bytes(as_bytes(std::slice::from_ref(self)).to_vec()))
+        ArgValue(Arg::Bytes(as_bytes(std::slice::from_ref(self)).to_vec(), std::any::type_name::<T>()))
     }
+}
+
+/// Local (work-group) memory for a kernel's `local T*` parameter: `len` values of `T` for each
+/// work-group, allocated by the driver at launch.
+#[derive(Debug, Clone, Copy)]
+pub struct Local<T: Pod> {
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> Local<T> {
+    pub fn new(len: usize) -> Local<T> {
+        Local { len, _t: PhantomData }
+    }
+}
+
+impl<T: Pod> KernelArg for Local<T> {
+    fn to_arg(&self) -> ArgValue {
+        ArgValue(Arg::Local(self.len * std::mem::size_of::<T>()))
+    }
+}
+
+/// Checks a launch's arguments against the kernel's parameters as its image records them,
+/// so that a mistake is named before the driver answers with a bare error code.
+fn check_arguments(kernel: &str, params: &[KernelParam], args: &[ArgValue]) -> Result<(), Error> {
+    if params.len() != args.len() {
+        return Err(Error::InvalidArgument(format!(
+            "kernel `{kernel}` takes {} argument{} {}; got {}",
+            params.len(),
+            if params.len() == 1 { "" } else { "s" },
+            sycl_format::kernel_signature(params),
+            args.len()
+        )));
+    }
+    for (i, (param, ArgValue(arg))) in params.iter().zip(args).enumerate() {
+        let wanted = match (param.kind, arg) {
+            (ParamKind::Global | ParamKind::Constant, Arg::Mem(_)) | (ParamKind::Local, Arg::Local(_)) => continue,
+            (ParamKind::Scalar | ParamKind::Struct, Arg::Bytes(bytes, _)) if param.size == 0 || bytes.len() == param.size as usize => continue,
+            (ParamKind::Global | ParamKind::Constant, _) => "a buffer (`&Buffer<T>`)".to_string(),
+            (ParamKind::Local, _) => "local memory (`sycl_runtime::Local::<T>::new(len)`)".to_string(),
+            (ParamKind::Scalar | ParamKind::Struct, _) => format!("a {}-byte value", param.size),
+            (kind, _) => format!("a {} argument, which launches cannot pass yet", kind.name()),
+        };
+        return Err(Error::InvalidArgument(format!(
+            "kernel `{kernel}` argument {i} ({}) takes {wanted}; got {}",
+            param.declaration(),
+            arg.describe()
+        )));
+    }
+    Ok(())
+}
+
+/// The kernel's parameters from the first image of a form the device uses that records them
+/// (`None`: no image does, so the driver alone checks the arguments).
+pub(crate) fn signature(device: &DeviceState, registry: &Registry, kernel: &str) -> Option<Arc<[KernelParam]>> {
+    for variant in device.variants(&Options::default()) {
+        for &id in registry.kernel_images(variant, kernel) {
+            match registry.image(id).kernel_params(kernel) {
+                Some(Ok(params)) => return Some(params.into()),
+                Some(Err(e)) => log::warn!("{}: malformed parameters of kernel `{kernel}`: {e}", registry.describe(id)),
+                None => {}
+            }
+        }
+    }
+    None
 }
 
 type Selector = Box<ImageSelector>;
@@ -274,7 +356,7 @@ impl Launch<'_, GlobalRange> {
         if bundle.is_none() && spec.0.is_empty() {
             return queue.launch_plain(kernel, &args, global, local);
         }
-        let program = match bundle {
+        let (registry, program) = match bundle {
             Some((bundle, select)) => {
                 if !bundle.device_is(queue) {
                     return Err(Error::InvalidArgument(format!("kernel {kernel}: the bundle is for another device")));
@@ -284,17 +366,19 @@ impl Launch<'_, GlobalRange> {
                         "kernel {kernel}: set specialization constants on the bundle's input, not on a launch that uses a bundle"
                     )));
                 }
-                bundle.program_for(kernel, select.as_deref())?
+                (bundle.registry(), bundle.program_for(kernel, select.as_deref())?)
             }
             None => {
                 let rt = runtime();
                 let options = Options { flags: String::new(), spec };
-                queue.inner.device.program_for(&rt.registry(), rt.disk.as_ref(), kernel, &options)?
+                let registry = rt.registry();
+                let program = queue.inner.device.program_for(&registry, rt.disk.as_ref(), kernel, &options)?;
+                (registry, program)
             }
         };
         let device = &queue.inner.device;
         let k = device.take_kernel(&program, kernel)?;
-        let k = queue.enqueue(kernel, k, &args, global, local)?;
+        let k = queue.enqueue(&registry, kernel, k, &args, global, local)?;
         device.return_kernel(&program, kernel, k);
         Ok(())
     }
@@ -324,7 +408,7 @@ impl Queue {
                 (kernel.to_string(), program, object)
             }
         };
-        let object = self.enqueue(kernel, object, args, global, local)?;
+        let object = self.enqueue(&registry, kernel, object, args, global, local)?;
         let mut slot = self.inner.last.lock().unwrap_or_else(|e| e.into_inner());
         // Another thread's launch may have filled the slot meanwhile: its object is pooled
         // (unless it was resolved in a registry that is gone).
@@ -341,15 +425,29 @@ impl Queue {
     /// failed (then it is dropped, never pooled with arguments it may not have).
     fn enqueue(
         &self,
+        registry: &Registry,
         kernel: &str,
         mut object: PooledKernel,
         args: &[ArgValue],
         global: &[usize],
         local: Option<&[usize]>,
     ) -> Result<PooledKernel, Error> {
-        set_arguments(&mut object, args)
-            .map_err(|(i, e)| Error::InvalidArgument(format!("kernel {kernel}, argument {i}: {e}")))?;
-        self.inner.queue.enqueue(&object.kernel, global, local)?;
+        let signature = object.signature.get_or_insert_with(|| Signature(signature(&self.inner.device, registry, kernel)));
+        if let Signature(Some(params)) = signature {
+            check_arguments(kernel, params, args)?;
+        }
+        let in_kernel = |e: Error| match e {
+            Error::OpenCl { call, code } => Error::KernelCall { kernel: kernel.to_string(), call, code },
+            e => e,
+        };
+        set_arguments(&mut object, args).map_err(|(i, e)| match in_kernel(e) {
+            Error::KernelCall { kernel, call, code } => Error::InvalidArgument(format!(
+                "kernel `{kernel}` argument {i}: {call} failed with {}",
+                cl::error_name(code)
+            )),
+            e => e,
+        })?;
+        self.inner.queue.enqueue(&object.kernel, global, local).map_err(in_kernel)?;
         Ok(object)
     }
 }
@@ -414,7 +512,8 @@ fn set_arguments(k: &mut PooledKernel, args: &[ArgValue]) -> Result<(), (usize, 
     for (i, arg) in args.iter().enumerate() {
         let unchanged = match (&arg.0, k.set.get(i)) {
             (Arg::Mem(mem), Some(SetArg::Mem(was))) => std::ptr::eq(was.as_ptr(), Arc::as_ptr(mem)),
-            (Arg::Bytes(bytes), Some(SetArg::Bytes(was))) => was == bytes,
+            (Arg::Bytes(bytes, _), Some(SetArg::Bytes(was))) => was == bytes,
+            (Arg::Local(size), Some(SetArg::Local(was))) => was == size,
             _ => false,
         };
         if unchanged {
@@ -422,7 +521,8 @@ fn set_arguments(k: &mut PooledKernel, args: &[ArgValue]) -> Result<(), (usize, 
         }
         let now = match &arg.0 {
             Arg::Mem(mem) => k.kernel.set_mem(i as u32, mem).map(|()| SetArg::Mem(Arc::downgrade(mem))),
-            Arg::Bytes(bytes) => k.kernel.set_bytes(i as u32, bytes).map(|()| SetArg::Bytes(bytes.clone())),
+            Arg::Bytes(bytes, _) => k.kernel.set_bytes(i as u32, bytes).map(|()| SetArg::Bytes(bytes.clone())),
+            Arg::Local(size) => k.kernel.set_local(i as u32, *size).map(|()| SetArg::Local(*size)),
         }
         .map_err(|e| (i, e))?;
         match k.set.get_mut(i) {
