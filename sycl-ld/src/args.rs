@@ -25,11 +25,24 @@ pub struct LinkLine {
     pub inputs: Vec<Input>,
     pub search_paths: Vec<PathBuf>,
     pub shared: bool,
+    /// Where the command line has an argument that only `ld` takes, bare: the line was
+    /// written for `ld` (rustc's `ld` flavor, which it picks for a linker named `*-ld`), and
+    /// `cc` would refuse it. An index into the parsed arguments.
+    pub ld_only_arg: Option<usize>,
 }
 
 /// Driver options whose value is the next argument.
 const TAKES_VALUE: &[&str] =
     &["-o", "-L", "-l", "-x", "-Xlinker", "-T", "-e", "-u", "-z", "-B", "-I", "-isystem", "-MF", "-MT"];
+
+/// Arguments that rustc's `ld` and `ld.lld` flavors pass bare and its `cc` flavor behind
+/// `-Wl,`, and that `cc` refuses: every `ld`-flavored link of rustc 1.95 (executables, shared
+/// libraries, build scripts and proc macros, debug or release) has `--as-needed` and
+/// `--eh-frame-hdr`; shared libraries have `--no-undefined-version` first. Only arguments `cc`
+/// refuses, so that no command line `cc` would take is taken for `ld`'s (`-Bstatic`,
+/// `-z relro` and `-pie` are accepted by both).
+const LD_ONLY: &[&[u8]] =
+    &[b"--as-needed", b"--no-as-needed", b"--eh-frame-hdr", b"--gc-sections", b"--no-undefined-version", b"--strip-debug"];
 
 /// Expands `@file` arguments recursively, as GCC does: a response file holds arguments
 /// separated by white space, with quotes and backslash escapes. An `@name` that is not a
@@ -154,6 +167,9 @@ pub fn parse(args: &[OsString]) -> LinkLine {
             i += 1;
         } else if !arg.starts_with(b"-") || arg == b"-" {
             line.inputs.push(Input::File(path(arg)));
+        } else if line.ld_only_arg.is_none() && LD_ONLY.contains(&arg) {
+            // Only the options nothing above took reach here: a handful per rustc link.
+            line.ld_only_arg = Some(i - 1);
         }
     }
     line
@@ -288,6 +304,20 @@ mod tests {
             ]
         );
         assert!(!line.shared);
+    }
+
+    #[test]
+    fn an_ld_command_line_is_told_from_a_cc_one() {
+        let lines = |text: &str| text.lines().map(OsString::from).collect::<Vec<_>>();
+        let ld = lines(include_str!("../tests/data/rustc-1.95-ld-flavor.args"));
+        let at = parse(&ld).ld_only_arg.expect("rustc's ld flavor");
+        assert_eq!(ld[at], "--as-needed");
+        let cc = lines(include_str!("../tests/data/rustc-1.95-gcc-flavor.args"));
+        assert_eq!(parse(&cc).ld_only_arg, None);
+        // What cc takes too is no sign of an ld command line.
+        let both = os(&["main.o", "-Bstatic", "-z", "relro", "-pie", "--sycl-add-images=x", "-o", "out"]);
+        assert_eq!(parse(&both).ld_only_arg, None);
+        assert_eq!(parse(&os(&["-shared", "--no-undefined-version", "--as-needed"])).ld_only_arg, Some(1));
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod embed;
 mod inspect;
 mod scan;
 mod table;
+mod usage;
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -58,6 +59,11 @@ fn real_linker() -> OsString {
 fn link(args: Vec<OsString>) -> Result<ExitCode> {
     let expanded = args::expand_response_files(&args)?;
     let line = args::parse(&expanded);
+    if let Some(at) = line.ld_only_arg {
+        // Before the scan: cc would refuse the line whatever the scan found.
+        let named = std::env::args_os().next().unwrap_or_default();
+        return Err(usage::ld_flavor_error(&expanded[at], &expanded, &named.to_string_lossy()));
+    }
     let mut found = scan::scan(&line)?;
     // Our own option: prebuilt images to add. Taken out, so the real linker never sees it.
     let added: Vec<PathBuf> = expanded
