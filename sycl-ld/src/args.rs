@@ -8,6 +8,9 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use sycl_format::SplitMode;
+
+use crate::usage::Command;
 
 /// An input of the link, in command-line order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,28 +218,40 @@ fn linker_options<'a>(parts: impl Iterator<Item = &'a [u8]>, line: &mut LinkLine
 }
 
 /// The command line of `sycl-ld post-link` and `sycl-ld device-lib`:
-/// `[--split MODE] -o OUT INPUT...`, as (split, out, inputs); `usage` is the error text.
-pub fn parse_tool_args(args: &[OsString], usage: &str) -> Result<(Option<sycl_format::SplitMode>, PathBuf, Vec<PathBuf>)> {
+/// `[--split MODE] -o OUT INPUT...`, as (split, out, inputs). Inputs must exist: the scan
+/// passes over what it cannot open, as a link must, and would report only "no device code".
+pub fn parse_tool_args(args: &[OsString], command: &'static Command) -> Result<(Option<SplitMode>, PathBuf, Vec<PathBuf>)> {
     let (mut split, mut out, mut inputs) = (None, None, Vec::new());
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.to_str() {
             Some("--split") => {
-                let v = it.next().and_then(|v| v.to_str()).ok_or_else(|| anyhow::anyhow!("{usage}"))?;
-                split = Some(
-                    sycl_format::SplitMode::parse(v).ok_or_else(|| anyhow::anyhow!("unknown split mode `{v}`"))?,
-                );
+                let v = it.next().ok_or_else(|| command.error(format!("`--split` needs a mode ({})", split_modes())))?;
+                let v = v.to_string_lossy();
+                let mode = SplitMode::parse(&v)
+                    .ok_or_else(|| command.error(format!("unknown split mode `{v}` ({})", split_modes())))?;
+                split = Some(mode);
             }
-            Some("-o") => out = Some(PathBuf::from(it.next().ok_or_else(|| anyhow::anyhow!("{usage}"))?)),
-            Some(s) if s.starts_with('-') => anyhow::bail!("unknown option {s}\n{usage}"),
-            _ => inputs.push(PathBuf::from(arg)),
+            Some("-o") => out = Some(PathBuf::from(it.next().ok_or_else(|| command.error("`-o` needs a path"))?)),
+            Some(s) if s.starts_with('-') => return Err(command.error(format!("unknown option `{s}`"))),
+            _ => inputs.push(command.existing(Path::new(arg))?.to_path_buf()),
         }
     }
-    let out = out.ok_or_else(|| anyhow::anyhow!("{usage}"))?;
+    let out = out.ok_or_else(|| command.error("no output given (`-o`)"))?;
     if inputs.is_empty() {
-        anyhow::bail!("{usage}");
+        return Err(command.error("no inputs given"));
     }
     Ok((split, out, inputs))
+}
+
+/// The split modes, as a list for messages.
+pub fn split_modes() -> String {
+    [SplitMode::PerKernel, SplitMode::PerSource, SplitMode::Off, SplitMode::Auto].map(SplitMode::name).join(", ")
+}
+
+/// The inputs, as a list for messages.
+pub fn list(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// Where the linker would find an `-l` library: along the search paths, `lib{name}.so` before

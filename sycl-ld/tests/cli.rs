@@ -1,7 +1,8 @@
 //! `sycl-ld` as cargo runs it: exact pass-through without device code, images appended with
 //! it, device-link errors reported without running the linker, an `ld` command line refused
-//! with the configuration that fixes it. The real linker is replaced by a script that records
-//! its arguments.
+//! with the configuration that fixes it. And as a person runs it: its own help, each
+//! command's, and what wrong arguments get. The real linker is replaced by a script that
+//! records its arguments.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -358,4 +359,103 @@ fn rustc_links_through_sycl_ld_with_the_gcc_flavor_only() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(f.linker_args().unwrap().contains(&"-Wl,--as-needed".to_string()));
     assert_eq!(std::fs::read_to_string(f.path("hello")).unwrap(), "linked\n");
+}
+
+#[test]
+fn help_is_sycl_lds_own() {
+    let f = Fixture::new();
+    for args in [&["--help"][..], &["-h"], &["help"]] {
+        let out = f.sycl_ld().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_expected("help.txt", &normalized(&out.stdout));
+    }
+    // Without arguments, the same on stderr, as for a wrong command line.
+    let out = f.sycl_ld().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_expected("help.txt", &normalized(&out.stderr));
+    assert!(f.linker_args().is_none(), "the linker must not run");
+}
+
+#[test]
+fn a_help_among_link_arguments_is_the_linkers() {
+    let f = Fixture::new();
+    for args in [&["--help", "-o", "out"][..], &["main.o", "-h"], &["--version", "main.o"]] {
+        let out = f.link(args, 0);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stdout.is_empty(), "{args:?}: no help of our own");
+        assert_eq!(&f.linker_args().unwrap()[..args.len()], args);
+    }
+}
+
+#[test]
+fn the_version_names_the_real_linker() {
+    let f = Fixture::new();
+    let out = f.sycl_ld().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let fake = f.path("fake-cc");
+    let expected = format!("sycl-ld {}\nreal linker: {} (SYCL_LD_LINKER)\n", env!("CARGO_PKG_VERSION"), fake.display());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+    let out = f.sycl_ld().arg("--version").env_remove("SYCL_LD_LINKER").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("sycl-ld {}\nreal linker: cc\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn every_command_has_its_own_help() {
+    let f = Fixture::new();
+    let mut all = String::new();
+    for name in ["inspect", "post-link", "aspect-filter", "device-lib", "help"] {
+        let out = f.sycl_ld().args([name, "--help"]).output().unwrap();
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let help = String::from_utf8(out.stdout).unwrap();
+        let out = f.sycl_ld().args(["help", name]).output().unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), help, "`help {name}` is `{name} --help`");
+        all += &format!("$ sycl-ld {name} --help\n{help}\n");
+    }
+    assert_expected("command-help.txt", &all);
+}
+
+/// Each command given what it cannot use: the message names the problem (the missing file,
+/// the unknown option), a wrong argument is followed by the usage, and nothing panics.
+#[test]
+fn wrong_arguments_are_named_and_answered_with_the_usage() {
+    let f = Fixture::new();
+    std::fs::write(f.path("notes.txt"), "not a table, not an object\n").unwrap();
+    let cases: &[&[&str]] = &[
+        &["inspect"],
+        &["inspect", "--bogus"],
+        &["inspect", "notes.txt", "notes.txt"],
+        &["inspect", "missing.bin"],
+        &["inspect", "notes.txt"],
+        &["post-link"],
+        &["post-link", "-o"],
+        &["post-link", "-o", "out"],
+        &["post-link", "--split"],
+        &["post-link", "--split", "sometimes", "-o", "out", "notes.txt"],
+        &["post-link", "-o", "out", "missing.o"],
+        &["post-link", "-o", "out", "notes.txt"],
+        &["aspect-filter"],
+        &["aspect-filter", "--target"],
+        &["aspect-filter", "--target", "pocl_cpu"],
+        &["aspect-filter", "--target", "pocl_cpu", "missing.txt"],
+        &["aspect-filter", "--target", "pocl_cpu", "--device-config", "missing.toml", "notes.txt"],
+        &["aspect-filter", "--target", "pocl_cpu", "notes.txt"],
+        &["device-lib", "-o", "out.sydl"],
+        &["device-lib", "-o", "out.sydl", "missing.cl"],
+        &["device-lib", "-o", "out.sydl", "notes.txt"],
+        &["help", "nope"],
+        &["help", "inspect", "post-link"],
+    ];
+    let mut all = String::new();
+    for args in cases {
+        let out = f.sycl_ld().args(*args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && !err.contains("panicked"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let code = out.status.code().unwrap();
+        if code == 2 {
+            assert!(err.trim_end().lines().last().unwrap().starts_with(&format!("usage: sycl-ld {}", args[0])), "{err}");
+        }
+        all += &format!("$ sycl-ld {}\n{err}[exit {code}]\n\n", args.join(" "));
+    }
+    assert_expected("usage-errors.txt", &all);
 }
