@@ -1,4 +1,5 @@
-//! Links the `sycl-ld` executable as position-dependent (`-no-pie`).
+//! Links the `sycl-ld` executable as position-dependent (`-no-pie`), and tells it the target
+//! it is built for (`SYCL_LD_TARGET`).
 //!
 //! Cargo runs `sycl-ld` for every link, build scripts' and proc macros' included, and most
 //! of those are pass-throughs whose whole cost is this process's start. A position-independent
@@ -14,5 +15,8 @@ fn main() {
         // rustc passes `-pie` to its `cc`; the last of `-pie`/`-no-pie` wins.
         println!("cargo:rustc-link-arg-bin=sycl-ld=-no-pie");
     }
+    // The `[target.…]` table that sycl-ld's help shows, and its errors when a command line
+    // does not tell.
+    println!("cargo:rustc-env=SYCL_LD_TARGET={}", std::env::var("TARGET").unwrap_or_default());
     println!("cargo:rerun-if-changed=build.rs");
 }

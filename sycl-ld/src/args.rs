@@ -8,6 +8,9 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use sycl_format::SplitMode;
+
+use crate::usage::Command;
 
 /// An input of the link, in command-line order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,11 +28,24 @@ pub struct LinkLine {
     pub inputs: Vec<Input>,
     pub search_paths: Vec<PathBuf>,
     pub shared: bool,
+    /// Where the command line has an argument that only `ld` takes, bare: the line was
+    /// written for `ld` (rustc's `ld` flavor, which it picks for a linker named `*-ld`), and
+    /// `cc` would refuse it. An index into the parsed arguments.
+    pub ld_only_arg: Option<usize>,
 }
 
 /// Driver options whose value is the next argument.
 const TAKES_VALUE: &[&str] =
     &["-o", "-L", "-l", "-x", "-Xlinker", "-T", "-e", "-u", "-z", "-B", "-I", "-isystem", "-MF", "-MT"];
+
+/// Arguments that rustc's `ld` and `ld.lld` flavors pass bare and its `cc` flavor behind
+/// `-Wl,`, and that `cc` refuses: every `ld`-flavored link of rustc 1.95 (executables, shared
+/// libraries, build scripts and proc macros, debug or release) has `--as-needed` and
+/// `--eh-frame-hdr`; shared libraries have `--no-undefined-version` first. Only arguments `cc`
+/// refuses, so that no command line `cc` would take is taken for `ld`'s (`-Bstatic`,
+/// `-z relro` and `-pie` are accepted by both).
+const LD_ONLY: &[&[u8]] =
+    &[b"--as-needed", b"--no-as-needed", b"--eh-frame-hdr", b"--gc-sections", b"--no-undefined-version", b"--strip-debug"];
 
 /// Expands `@file` arguments recursively, as GCC does: a response file holds arguments
 /// separated by white space, with quotes and backslash escapes. An `@name` that is not a
@@ -154,6 +170,9 @@ pub fn parse(args: &[OsString]) -> LinkLine {
             i += 1;
         } else if !arg.starts_with(b"-") || arg == b"-" {
             line.inputs.push(Input::File(path(arg)));
+        } else if line.ld_only_arg.is_none() && LD_ONLY.contains(&arg) {
+            // Only the options nothing above took reach here: a handful per rustc link.
+            line.ld_only_arg = Some(i - 1);
         }
     }
     line
@@ -199,28 +218,40 @@ fn linker_options<'a>(parts: impl Iterator<Item = &'a [u8]>, line: &mut LinkLine
 }
 
 /// The command line of `sycl-ld post-link` and `sycl-ld device-lib`:
-/// `[--split MODE] -o OUT INPUT...`, as (split, out, inputs); `usage` is the error text.
-pub fn parse_tool_args(args: &[OsString], usage: &str) -> Result<(Option<sycl_format::SplitMode>, PathBuf, Vec<PathBuf>)> {
+/// `[--split MODE] -o OUT INPUT...`, as (split, out, inputs). Inputs must exist: the scan
+/// passes over what it cannot open, as a link must, and would report only "no device code".
+pub fn parse_tool_args(args: &[OsString], command: &'static Command) -> Result<(Option<SplitMode>, PathBuf, Vec<PathBuf>)> {
     let (mut split, mut out, mut inputs) = (None, None, Vec::new());
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.to_str() {
             Some("--split") => {
-                let v = it.next().and_then(|v| v.to_str()).ok_or_else(|| anyhow::anyhow!("{usage}"))?;
-                split = Some(
-                    sycl_format::SplitMode::parse(v).ok_or_else(|| anyhow::anyhow!("unknown split mode `{v}`"))?,
-                );
+                let v = it.next().ok_or_else(|| command.error(format!("`--split` needs a mode ({})", split_modes())))?;
+                let v = v.to_string_lossy();
+                let mode = SplitMode::parse(&v)
+                    .ok_or_else(|| command.error(format!("unknown split mode `{v}` ({})", split_modes())))?;
+                split = Some(mode);
             }
-            Some("-o") => out = Some(PathBuf::from(it.next().ok_or_else(|| anyhow::anyhow!("{usage}"))?)),
-            Some(s) if s.starts_with('-') => anyhow::bail!("unknown option {s}\n{usage}"),
-            _ => inputs.push(PathBuf::from(arg)),
+            Some("-o") => out = Some(PathBuf::from(it.next().ok_or_else(|| command.error("`-o` needs a path"))?)),
+            Some(s) if s.starts_with('-') => return Err(command.error(format!("unknown option `{s}`"))),
+            _ => inputs.push(command.existing(Path::new(arg))?.to_path_buf()),
         }
     }
-    let out = out.ok_or_else(|| anyhow::anyhow!("{usage}"))?;
+    let out = out.ok_or_else(|| command.error("no output given (`-o`)"))?;
     if inputs.is_empty() {
-        anyhow::bail!("{usage}");
+        return Err(command.error("no inputs given"));
     }
     Ok((split, out, inputs))
+}
+
+/// The split modes, as a list for messages.
+pub fn split_modes() -> String {
+    [SplitMode::PerKernel, SplitMode::PerSource, SplitMode::Off, SplitMode::Auto].map(SplitMode::name).join(", ")
+}
+
+/// The inputs, as a list for messages.
+pub fn list(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// Where the linker would find an `-l` library: along the search paths, `lib{name}.so` before
@@ -288,6 +319,20 @@ mod tests {
             ]
         );
         assert!(!line.shared);
+    }
+
+    #[test]
+    fn an_ld_command_line_is_told_from_a_cc_one() {
+        let lines = |text: &str| text.lines().map(OsString::from).collect::<Vec<_>>();
+        let ld = lines(include_str!("../tests/data/rustc-1.95-ld-flavor.args"));
+        let at = parse(&ld).ld_only_arg.expect("rustc's ld flavor");
+        assert_eq!(ld[at], "--as-needed");
+        let cc = lines(include_str!("../tests/data/rustc-1.95-gcc-flavor.args"));
+        assert_eq!(parse(&cc).ld_only_arg, None);
+        // What cc takes too is no sign of an ld command line.
+        let both = os(&["main.o", "-Bstatic", "-z", "relro", "-pie", "--sycl-add-images=x", "-o", "out"]);
+        assert_eq!(parse(&both).ld_only_arg, None);
+        assert_eq!(parse(&os(&["-shared", "--no-undefined-version", "--as-needed"])).ld_only_arg, Some(1));
     }
 
     #[test]

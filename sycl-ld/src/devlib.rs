@@ -20,10 +20,7 @@ pub const ADD_IMAGES: &str = "--sycl-add-images=";
 
 /// `sycl-ld device-lib [--split MODE] -o OUT INPUT...`
 pub fn run(args: &[OsString]) -> Result<ExitCode> {
-    let (split, out, inputs) = crate::args::parse_tool_args(
-        args,
-        "usage: sycl-ld device-lib [--split MODE] -o OUT INPUT... (.cl, .clcpp, archives, objects)",
-    )?;
+    let (split, out, inputs) = crate::args::parse_tool_args(args, &crate::usage::DEVICE_LIB)?;
     let work = tempfile::tempdir().context("creating a temporary directory")?;
     let sources: Vec<&PathBuf> =
         inputs.iter().filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("cl" | "clcpp"))).collect();
@@ -39,7 +36,10 @@ pub fn run(args: &[OsString]) -> Result<ExitCode> {
     line.inputs.extend(inputs.iter().filter(|p| !sources.contains(p)).map(|p| Input::File(p.clone())));
     let found = scan::scan(&line)?;
     if found.objects.is_empty() {
-        bail!("no device code in the inputs");
+        bail!(
+            "no device code in {} (device-lib takes .cl and .clcpp sources, and objects and archives that sycl-build made)",
+            crate::args::list(&inputs)
+        );
     }
     let mut settings = Settings::of(&found.objects)?;
     settings.split = split.unwrap_or(settings.split);
@@ -56,7 +56,7 @@ pub fn run(args: &[OsString]) -> Result<ExitCode> {
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.sycl-ld-{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", path.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         anyhow!("moving {} into place: {e}", path.display())

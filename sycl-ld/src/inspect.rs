@@ -5,23 +5,25 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use serde_json::{json, Map, Value};
 use sycl_format::aspects::aspect_name;
 use sycl_format::{ImageSet, ParamKind, PropertyValue};
 
 pub fn run(args: &[OsString]) -> Result<ExitCode> {
+    let command = &crate::usage::INSPECT;
     let mut json_out = false;
     let mut file = None;
     for arg in args {
         match arg.to_str() {
             Some("--json") => json_out = true,
-            Some(s) if s.starts_with('-') => bail!("inspect: unknown option {s}\nusage: sycl-ld inspect FILE [--json]"),
+            Some(s) if s.starts_with('-') => return Err(command.error(format!("unknown option `{s}`"))),
             _ if file.is_none() => file = Some(PathBuf::from(arg)),
-            _ => bail!("inspect: more than one file given\nusage: sycl-ld inspect FILE [--json]"),
+            _ => return Err(command.error("more than one file given")),
         }
     }
-    let path = file.ok_or_else(|| anyhow!("usage: sycl-ld inspect FILE [--json]"))?;
+    let path = file.ok_or_else(|| command.error("no file given"))?;
+    command.existing(&path)?;
     let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
     let object = object::File::parse(&*bytes).map_err(|e| anyhow!("{}: not an object file: {e}", path.display()))?;
     let set = crate::scan::embedded_images(&object)

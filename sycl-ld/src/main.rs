@@ -2,11 +2,14 @@
 //! images, then runs the real linker; without device code it runs the real linker on the
 //! command line as given. Either way the output appears complete or not at all.
 //!
-//! Subcommands (a linker is never given these words first):
+//! Commands (a linker is never given these words first), each described in `usage.rs`:
 //! - `sycl-ld inspect FILE [--json]` lists the images embedded in a binary;
 //! - `sycl-ld post-link [--split MODE] -o DIR INPUT...` writes a unit's images as a file table;
 //! - `sycl-ld aspect-filter --target T [--device-config FILE] [-o OUT] TABLE` keeps the rows
-//!   a target can run (seed 003's `sycl-aspect-filter`).
+//!   a target can run (DPC++'s `sycl-aspect-filter`);
+//! - `sycl-ld device-lib [--split MODE] -o OUT INPUT...` makes a device library file;
+//! - `sycl-ld help [COMMAND]`, `--help`, `-h` or no arguments: sycl-ld's own help, never the
+//!   real linker's (a `--help` among other link arguments is the linker's); `--version`.
 
 mod aot;
 mod args;
@@ -15,6 +18,7 @@ mod embed;
 mod inspect;
 mod scan;
 mod table;
+mod usage;
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -28,19 +32,68 @@ const LINKER_ENV: &str = "SYCL_LD_LINKER";
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let result = match args.first().and_then(|a| a.to_str()) {
-        Some("inspect") => inspect::run(&args[1..]),
-        Some("post-link") => table::post_link(&args[1..]),
-        Some("aspect-filter") => table::aspect_filter(&args[1..]),
-        Some("device-lib") => devlib::run(&args[1..]),
+        // What a person types to learn what this is; rustc never calls a linker so.
+        None => {
+            eprint!("{}", usage::help(&this_executable()));
+            return ExitCode::from(2);
+        }
+        Some("--help" | "-h") if args.len() == 1 => print(usage::help(&this_executable())),
+        Some("--version") if args.len() == 1 => {
+            print(usage::version(&real_linker(), std::env::var_os(LINKER_ENV).is_some_and(|v| !v.is_empty())))
+        }
+        Some("help") => command(&usage::HELP, &args[1..], help),
+        Some("inspect") => command(&usage::INSPECT, &args[1..], inspect::run),
+        Some("post-link") => command(&usage::POST_LINK, &args[1..], table::post_link),
+        Some("aspect-filter") => command(&usage::ASPECT_FILTER, &args[1..], table::aspect_filter),
+        Some("device-lib") => command(&usage::DEVICE_LIB, &args[1..], devlib::run),
         _ => link(args),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("sycl-ld: error: {e:#}");
-            ExitCode::FAILURE
+            match e.downcast_ref::<usage::UsageError>() {
+                Some(usage) => {
+                    eprintln!("{}", usage.command.usage());
+                    ExitCode::from(2)
+                }
+                None => ExitCode::FAILURE,
+            }
         }
     }
+}
+
+fn print(text: String) -> Result<ExitCode> {
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A command, or its help when `--help` or `-h` is among its arguments.
+fn command(usage: &'static usage::Command, args: &[OsString], run: fn(&[OsString]) -> Result<ExitCode>) -> Result<ExitCode> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        return print(usage.help());
+    }
+    run(args)
+}
+
+/// `sycl-ld help [COMMAND]`.
+fn help(args: &[OsString]) -> Result<ExitCode> {
+    match args {
+        [] => print(usage::help(&this_executable())),
+        [name] => match name.to_str().and_then(usage::command) {
+            Some(command) => print(command.help()),
+            None => {
+                let names: Vec<&str> = usage::COMMANDS.iter().map(|c| c.name).collect();
+                Err(usage::HELP.error(format!("no command `{}` (commands: {})", name.to_string_lossy(), names.join(", "))))
+            }
+        },
+        _ => Err(usage::HELP.error("one command at most")),
+    }
+}
+
+/// This executable's path, for the configuration that the help shows.
+fn this_executable() -> String {
+    std::env::current_exe().map_or_else(|_| "path/to/sycl-ld".into(), |p| p.display().to_string())
 }
 
 /// `SYCL_LD_VERBOSE=1` prints what was found and what was added to the link.
@@ -58,6 +111,11 @@ fn real_linker() -> OsString {
 fn link(args: Vec<OsString>) -> Result<ExitCode> {
     let expanded = args::expand_response_files(&args)?;
     let line = args::parse(&expanded);
+    if let Some(at) = line.ld_only_arg {
+        // Before the scan: cc would refuse the line whatever the scan found.
+        let named = std::env::args_os().next().unwrap_or_default();
+        return Err(usage::ld_flavor_error(&expanded[at], &expanded, &named.to_string_lossy()));
+    }
     let mut found = scan::scan(&line)?;
     // Our own option: prebuilt images to add. Taken out, so the real linker never sees it.
     let added: Vec<PathBuf> = expanded

@@ -1,6 +1,6 @@
 //! File tables, as DPC++'s tools pass them around: `sycl-ld post-link` writes one row per
 //! device image (code, properties, symbols), and `sycl-ld aspect-filter` drops the rows a
-//! target cannot run (seed 003's `sycl-aspect-filter`).
+//! target cannot run (DPC++'s `sycl-aspect-filter`).
 //!
 //! A table is text: a header `[Code|Properties|Symbols]`, then one row of `|`-separated
 //! paths per image (relative paths are relative to the table's directory). A properties file
@@ -18,21 +18,20 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context, Result};
 use sycl_format::{sets, DeviceConfig, DeviceRequirements, Property, PropertySet, PropertyValue};
 
-use crate::args::{parse, parse_tool_args, Input};
+use crate::args::{list, parse, parse_tool_args, Input};
 use crate::embed::{self, Settings};
-use crate::scan;
+use crate::{scan, usage};
 
 const HEADER: &str = "[Code|Properties|Symbols]";
 
 /// `sycl-ld post-link [--split MODE] -o DIR INPUT...`
 pub fn post_link(args: &[OsString]) -> Result<ExitCode> {
-    let (split, out_dir, inputs) =
-        parse_tool_args(args, "usage: sycl-ld post-link [--split MODE] -o DIR INPUT...")?;
+    let (split, out_dir, inputs) = parse_tool_args(args, &usage::POST_LINK)?;
     let mut line = parse(&[]);
-    line.inputs = inputs.into_iter().map(Input::File).collect();
+    line.inputs = inputs.iter().cloned().map(Input::File).collect();
     let found = scan::scan(&line)?;
     if found.objects.is_empty() {
-        bail!("no device objects in the inputs");
+        bail!("no device objects in {} (post-link takes objects, archives and rlibs that sycl-build made)", list(&inputs));
     }
     let mut settings = Settings::of(&found.objects)?;
     if let Some(split) = split {
@@ -63,23 +62,39 @@ pub fn post_link(args: &[OsString]) -> Result<ExitCode> {
 
 /// `sycl-ld aspect-filter --target T [--device-config FILE] [-o OUT] TABLE`
 pub fn aspect_filter(args: &[OsString]) -> Result<ExitCode> {
-    const USAGE: &str = "usage: sycl-ld aspect-filter --target T [--device-config FILE] [-o OUT] TABLE";
+    let command = &usage::ASPECT_FILTER;
     let (mut target, mut config_path, mut output, mut table) = (None, None, None, None);
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        let mut value = || it.next().cloned().ok_or_else(|| anyhow!(USAGE));
+        let mut value = |what: &str| {
+            let flag = arg.to_string_lossy();
+            it.next().cloned().ok_or_else(|| command.error(format!("`{flag}` needs {what}")))
+        };
         match arg.to_str() {
-            Some("--target") => target = Some(value()?.to_string_lossy().into_owned()),
-            Some("--device-config") => config_path = Some(PathBuf::from(value()?)),
-            Some("-o") => output = Some(PathBuf::from(value()?)),
-            Some(s) if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
+            Some("--target") => target = Some(value("a target")?.to_string_lossy().into_owned()),
+            Some("--device-config") => config_path = Some(PathBuf::from(value("a path")?)),
+            Some("-o") => output = Some(PathBuf::from(value("a path")?)),
+            Some(s) if s.starts_with('-') => return Err(command.error(format!("unknown option `{s}`"))),
             _ if table.is_none() => table = Some(PathBuf::from(arg)),
-            _ => bail!("{USAGE}"),
+            _ => return Err(command.error("more than one table given")),
         }
     }
-    let (target, table) = (target.ok_or_else(|| anyhow!(USAGE))?, table.ok_or_else(|| anyhow!(USAGE))?);
+    let target = target.ok_or_else(|| command.error("no target given (`--target`)"))?;
+    let table = table.ok_or_else(|| command.error("no table given"))?;
+    command.existing(&table)?;
+    // Read before the table, which may not need it: a configuration named but unreadable is
+    // an error whatever the table holds.
+    let config = match &config_path {
+        Some(path) => {
+            let text = std::fs::read_to_string(command.existing(path)?)
+                .with_context(|| format!("reading the device configuration {}", path.display()))?;
+            DeviceConfig::parse(&text, &path.display().to_string()).map_err(|e| anyhow!(e))?
+        }
+        None => DeviceConfig::default_config(),
+    };
     let text = std::fs::read_to_string(&table).with_context(|| format!("reading {}", table.display()))?;
-    let filtered = filter_table(&text, table.parent().unwrap_or(Path::new(".")), &target, config_path.as_deref())?;
+    let filtered = filter_table(&text, table.parent().unwrap_or(Path::new(".")), &target, &config)
+        .with_context(|| table.display().to_string())?;
     match output {
         Some(path) => std::fs::write(&path, filtered).with_context(|| format!("writing {}", path.display()))?,
         None => print!("{filtered}"),
@@ -87,21 +102,16 @@ pub fn aspect_filter(args: &[OsString]) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The seed's steps: a table without a Properties column passes whole; the target must have
-/// an entry; a row stays when its image has no device requirements or the entry accepts them.
-pub fn filter_table(text: &str, base: &Path, target: &str, config_path: Option<&Path>) -> Result<String> {
+/// DPC++'s steps: a table without a Properties column passes whole; the target must have an
+/// entry; a row stays when its image has no device requirements or the entry accepts them.
+pub fn filter_table(text: &str, base: &Path, target: &str, config: &DeviceConfig) -> Result<String> {
     let mut lines = text.lines();
     let header = lines.next().ok_or_else(|| anyhow!("empty file table"))?;
-    let columns: Vec<&str> = header.trim().trim_start_matches('[').trim_end_matches(']').split('|').collect();
-    let Some(props_column) = columns.iter().position(|c| *c == "Properties") else {
+    let columns = header.trim().strip_prefix('[').and_then(|h| h.strip_suffix(']')).ok_or_else(|| {
+        anyhow!("not a file table: its first line is not a header such as `{HEADER}`")
+    })?;
+    let Some(props_column) = columns.split('|').position(|c| c == "Properties") else {
         return Ok(text.to_string());
-    };
-    let config = match config_path {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            DeviceConfig::parse(&text, &path.display().to_string()).map_err(|e| anyhow!(e))?
-        }
-        None => DeviceConfig::default_config(),
     };
     let entry = config.target(target).ok_or_else(|| {
         let known: Vec<&str> = config.targets.keys().map(String::as_str).collect();
@@ -220,12 +230,15 @@ mod tests {
         std::fs::write(dir.path().join("a.props"), write_properties(&[])).unwrap();
         std::fs::write(dir.path().join("b.props"), write_properties(&[fp16])).unwrap();
         let table = format!("{HEADER}\na.spv|a.props|a.sym\nb.spv|b.props|b.sym\n");
-        let pocl = filter_table(&table, dir.path(), "pocl_cpu", None).unwrap();
+        let config = DeviceConfig::default_config();
+        let pocl = filter_table(&table, dir.path(), "pocl_cpu", &config).unwrap();
         assert_eq!(pocl, format!("{HEADER}\na.spv|a.props|a.sym\n"));
-        let intel = filter_table(&table, dir.path(), "intel_cpu_x86_64", None).unwrap();
+        let intel = filter_table(&table, dir.path(), "intel_cpu_x86_64", &config).unwrap();
         assert_eq!(intel, table);
-        assert!(filter_table(&table, dir.path(), "no_such_target", None).unwrap_err().to_string().contains("no entry for target `no_such_target`"));
+        assert!(filter_table(&table, dir.path(), "no_such_target", &config).unwrap_err().to_string().contains("no entry for target `no_such_target`"));
         let no_props = "[Code|Symbols]\na.spv|a.sym\n";
-        assert_eq!(filter_table(no_props, dir.path(), "no_such_target", None).unwrap(), no_props);
+        assert_eq!(filter_table(no_props, dir.path(), "no_such_target", &config).unwrap(), no_props);
+        let not_a_table = filter_table("int main() {}\n", dir.path(), "pocl_cpu", &config).unwrap_err().to_string();
+        assert!(not_a_table.starts_with("not a file table"), "{not_a_table}");
     }
 }

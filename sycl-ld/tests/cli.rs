@@ -1,8 +1,11 @@
 //! `sycl-ld` as cargo runs it: exact pass-through without device code, images appended with
-//! it, device-link errors reported without running the linker. The real linker is replaced
-//! by a script that records its arguments.
+//! it, device-link errors reported without running the linker, an `ld` command line refused
+//! with the configuration that fixes it. And as a person runs it: its own help, each
+//! command's, and what wrong arguments get. The real linker is replaced by a script that
+//! records its arguments.
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use object::{Object, ObjectSection};
@@ -29,14 +32,20 @@ impl Fixture {
         self.dir.path().join(name)
     }
 
-    fn link(&self, args: &[&str], exit: i32) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_sycl-ld"))
-            .args(args)
+    /// `sycl-ld` in the fixture's directory, with the fake linker and none of the caller's
+    /// RUSTFLAGS (which the `ld` command line's error mentions).
+    fn sycl_ld(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sycl-ld"));
+        command
             .env("SYCL_LD_LINKER", self.path("fake-cc"))
-            .env("FAKE_EXIT", exit.to_string())
-            .current_dir(self.dir.path())
-            .output()
-            .unwrap()
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .current_dir(self.dir.path());
+        command
+    }
+
+    fn link(&self, args: &[&str], exit: i32) -> Output {
+        self.sycl_ld().args(args).env("FAKE_EXIT", exit.to_string()).output().unwrap()
     }
 
     /// What the fake linker was given, or None when it did not run.
@@ -263,4 +272,190 @@ fn an_unwritable_output_is_the_linkers_error_and_leaves_nothing() {
         .unwrap();
     assert!(!out.status.success());
     assert!(!std::path::Path::new("/nonexistent-dir").exists());
+}
+
+/// A command line rustc 1.95 passed to a linker for a hello world, one argument a line:
+/// captured with a script as the linker (named `sycl-ld`), without and with
+/// `-C linker-flavor=gcc`; the checkout's paths replaced by `/home/user/...`.
+fn captured(name: &str) -> Vec<OsString> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name);
+    std::fs::read_to_string(&path).unwrap().lines().map(OsString::from).collect()
+}
+
+/// Compares `actual` with `tests/expected/NAME`, or rewrites the file under `SYCL_TEST_BLESS=1`.
+fn assert_expected(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/expected").join(name);
+    if std::env::var_os("SYCL_TEST_BLESS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with SYCL_TEST_BLESS=1 to create it)", path.display()));
+    assert_eq!(actual, expected, "output differs from {} (SYCL_TEST_BLESS=1 rewrites it)", path.display());
+}
+
+/// sycl-ld's output with its own path as `SYCL_LD`, so that the expected files hold anywhere.
+fn normalized(bytes: &[u8]) -> String {
+    let exe = env!("CARGO_BIN_EXE_sycl-ld");
+    let canonical = std::fs::canonicalize(exe).unwrap();
+    String::from_utf8_lossy(bytes).replace(&*canonical.to_string_lossy(), "SYCL_LD").replace(exe, "SYCL_LD")
+}
+
+#[test]
+fn rustcs_ld_command_line_is_refused_with_the_configuration_that_fixes_it() {
+    let f = Fixture::new();
+    let out = f.sycl_ld().args(captured("rustc-1.95-ld-flavor.args")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(f.linker_args().is_none(), "cc must not run: it would refuse `--as-needed`");
+    assert_expected("ld-flavor.txt", &normalized(&out.stderr));
+}
+
+#[test]
+fn with_rustflags_in_the_environment_the_error_says_cargo_ignores_the_configs() {
+    let f = Fixture::new();
+    let out = f.sycl_ld().args(captured("rustc-1.95-ld-flavor.args")).env("RUSTFLAGS", "-C opt-level=1").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("RUSTFLAGS is set in the environment, so cargo ignores every `rustflags`"), "{err}");
+    assert!(err.contains("add `-C linker-flavor=gcc` to RUSTFLAGS instead"), "{err}");
+}
+
+#[test]
+fn rustcs_cc_command_line_passes_through_untouched() {
+    let f = Fixture::new();
+    let args = captured("rustc-1.95-gcc-flavor.args");
+    let out = f.sycl_ld().args(&args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = f.linker_args().unwrap();
+    assert_eq!(got[..args.len()], args.iter().map(|a| a.to_str().unwrap()).collect::<Vec<_>>()[..]);
+    assert_eq!(got[args.len()], "-o", "then only the staged output");
+    assert_eq!(got.len(), args.len() + 2);
+}
+
+/// The mistake itself: rustc given sycl-ld as its linker, without and with the flavor.
+#[test]
+fn rustc_links_through_sycl_ld_with_the_gcc_flavor_only() {
+    let f = Fixture::new();
+    std::fs::write(f.path("hello.rs"), "fn main() {}\n").unwrap();
+    let rustc = |flavor: &[&str]| {
+        Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()))
+            .args(["hello.rs", "-o", "hello", "-C"])
+            .arg(format!("linker={}", env!("CARGO_BIN_EXE_sycl-ld")))
+            .args(flavor)
+            .env("SYCL_LD_LINKER", f.path("fake-cc"))
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .current_dir(f.dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = rustc(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("rustc passed an `ld` command line") && err.contains(r#"rustflags = ["-C", "linker-flavor=gcc"]"#), "{err}");
+    assert!(f.linker_args().is_none(), "cc must not run");
+
+    let out = rustc(&["-C", "linker-flavor=gcc"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(f.linker_args().unwrap().contains(&"-Wl,--as-needed".to_string()));
+    assert_eq!(std::fs::read_to_string(f.path("hello")).unwrap(), "linked\n");
+}
+
+#[test]
+fn help_is_sycl_lds_own() {
+    let f = Fixture::new();
+    for args in [&["--help"][..], &["-h"], &["help"]] {
+        let out = f.sycl_ld().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_expected("help.txt", &normalized(&out.stdout));
+    }
+    // Without arguments, the same on stderr, as for a wrong command line.
+    let out = f.sycl_ld().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_expected("help.txt", &normalized(&out.stderr));
+    assert!(f.linker_args().is_none(), "the linker must not run");
+}
+
+#[test]
+fn a_help_among_link_arguments_is_the_linkers() {
+    let f = Fixture::new();
+    for args in [&["--help", "-o", "out"][..], &["main.o", "-h"], &["--version", "main.o"]] {
+        let out = f.link(args, 0);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stdout.is_empty(), "{args:?}: no help of our own");
+        assert_eq!(&f.linker_args().unwrap()[..args.len()], args);
+    }
+}
+
+#[test]
+fn the_version_names_the_real_linker() {
+    let f = Fixture::new();
+    let out = f.sycl_ld().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let fake = f.path("fake-cc");
+    let expected = format!("sycl-ld {}\nreal linker: {} (SYCL_LD_LINKER)\n", env!("CARGO_PKG_VERSION"), fake.display());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+    let out = f.sycl_ld().arg("--version").env_remove("SYCL_LD_LINKER").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("sycl-ld {}\nreal linker: cc\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn every_command_has_its_own_help() {
+    let f = Fixture::new();
+    let mut all = String::new();
+    for name in ["inspect", "post-link", "aspect-filter", "device-lib", "help"] {
+        let out = f.sycl_ld().args([name, "--help"]).output().unwrap();
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let help = String::from_utf8(out.stdout).unwrap();
+        let out = f.sycl_ld().args(["help", name]).output().unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), help, "`help {name}` is `{name} --help`");
+        all += &format!("$ sycl-ld {name} --help\n{help}\n");
+    }
+    assert_expected("command-help.txt", &all);
+}
+
+/// Each command given what it cannot use: the message names the problem (the missing file,
+/// the unknown option), a wrong argument is followed by the usage, and nothing panics.
+#[test]
+fn wrong_arguments_are_named_and_answered_with_the_usage() {
+    let f = Fixture::new();
+    std::fs::write(f.path("notes.txt"), "not a table, not an object\n").unwrap();
+    let cases: &[&[&str]] = &[
+        &["inspect"],
+        &["inspect", "--bogus"],
+        &["inspect", "notes.txt", "notes.txt"],
+        &["inspect", "missing.bin"],
+        &["inspect", "notes.txt"],
+        &["post-link"],
+        &["post-link", "-o"],
+        &["post-link", "-o", "out"],
+        &["post-link", "--split"],
+        &["post-link", "--split", "sometimes", "-o", "out", "notes.txt"],
+        &["post-link", "-o", "out", "missing.o"],
+        &["post-link", "-o", "out", "notes.txt"],
+        &["aspect-filter"],
+        &["aspect-filter", "--target"],
+        &["aspect-filter", "--target", "pocl_cpu"],
+        &["aspect-filter", "--target", "pocl_cpu", "missing.txt"],
+        &["aspect-filter", "--target", "pocl_cpu", "--device-config", "missing.toml", "notes.txt"],
+        &["aspect-filter", "--target", "pocl_cpu", "notes.txt"],
+        &["device-lib", "-o", "out.sydl"],
+        &["device-lib", "-o", "out.sydl", "missing.cl"],
+        &["device-lib", "-o", "out.sydl", "notes.txt"],
+        &["help", "nope"],
+        &["help", "inspect", "post-link"],
+    ];
+    let mut all = String::new();
+    for args in cases {
+        let out = f.sycl_ld().args(*args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && !err.contains("panicked"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let code = out.status.code().unwrap();
+        if code == 2 {
+            assert!(err.trim_end().lines().last().unwrap().starts_with(&format!("usage: sycl-ld {}", args[0])), "{err}");
+        }
+        all += &format!("$ sycl-ld {}\n{err}[exit {code}]\n\n", args.join(" "));
+    }
+    assert_expected("usage-errors.txt", &all);
 }
