@@ -1,6 +1,6 @@
 //! Device aspects (SYCL 2020 `enum class aspect`), with DPC++'s numbering where DPC++ has
 //! the aspect, so property values read the same as DPC++'s. Targets named by fixed targets
-//! and device configuration entries get aspects of their own (`target_*`), as seed 003 asks
+//! and device configuration entries get aspects of their own (`target_*`), as DPC++'s optional kernel features design asks
 //! ("each target device has a corresponding aspect").
 
 /// (name, number) of every aspect this toolkit knows.
@@ -48,7 +48,7 @@ pub fn target_aspect(target: &str) -> Option<u32> {
 }
 
 /// A `u32` array property value (aspects, sub-group sizes, work-group sizes), little-endian,
-/// as the seed's `SYCL/device requirements` byte arrays are.
+/// as DPC++'s `SYCL/device requirements` byte arrays are.
 pub fn encode_u32s(values: &[u32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }

@@ -1,6 +1,6 @@
-//! The device configuration file (seed 003): one entry per target with the aspects it has
-//! and the sub-group sizes it supports. TOML here instead of the seed's YAML; aspects may be
-//! given by name or by number, as the seed allows. The default file ships with `sycl-build`
+//! The device configuration file (DPC++'s optional kernel features design): one entry per target with the aspects it has
+//! and the sub-group sizes it supports. TOML here instead of DPC++'s YAML; aspects may be
+//! given by name or by number, as DPC++ allows. The default file ships with `sycl-build`
 //! (`sycl-build/device-config.toml`); a user file replaces it.
 
 use std::collections::BTreeMap;

@@ -62,7 +62,7 @@ pub const NOTE_TYPE_IMAGES: u32 = 0x5359_0001;
 /// images (it hashes them itself when the note is missing).
 pub const NOTE_TYPE_PAYLOAD_HASH: u32 = 0x5359_0002;
 
-/// Property-set names, as the seeds spell them.
+/// Property-set names, as DPC++ spells them.
 pub mod sets {
     pub const EXPORTED_SYMBOLS: &str = "SYCL/exported symbols";
     pub const IMPORTED_SYMBOLS: &str = "SYCL/imported symbols";
@@ -150,7 +150,7 @@ pub struct DeviceObject {
     pub source: String,
     /// The split mode the crate asked for (`None`: the default, `auto`).
     pub split: Option<SplitMode>,
-    /// The seed's `-fsycl-fixed-targets` for this source (empty: none).
+    /// DPC++'s `-fsycl-fixed-targets` for this source (empty: none).
     pub fixed_targets: Vec<String>,
     /// Targets to build images for (`spir64`, or ahead-of-time targets); empty: `spir64`.
     pub targets: Vec<String>,

@@ -1,4 +1,4 @@
-//! Property sets: the named, typed key/value lists attached to every device image (the seeds'
+//! Property sets: the named, typed key/value lists attached to every device image (DPC++'s
 //! `_sycl_device_binary_property_set_struct`). Value types keep DPC++'s numbering.
 
 use crate::codec::Encoder;

@@ -1,4 +1,4 @@
-//! The `SYCL/device requirements` property set (seed 003): what a device must have to run an
+//! The `SYCL/device requirements` property set (DPC++'s optional kernel features design): what a device must have to run an
 //! image, and the aspect filter's rule for whether a configured target can.
 
 use crate::aspects::{decode_u32s, encode_u32s};
@@ -34,7 +34,7 @@ impl DeviceRequirements {
             add(REQD_SUB_GROUP_SIZE, &self.reqd_sub_group_sizes);
         }
         if !self.reqd_work_group_sizes.is_empty() {
-            // <dim_count> <dim0> ... per entry, as the seed lays it out.
+            // <dim_count> <dim0> ... per entry, as DPC++ lays it out.
             let flat: Vec<u32> = self
                 .reqd_work_group_sizes
                 .iter()
@@ -79,7 +79,7 @@ impl DeviceRequirements {
         Ok(out)
     }
 
-    /// The seed's aspect filter: whether target `entry` can run an image with these
+    /// DPC++'s aspect filter: whether target `entry` can run an image with these
     /// requirements (every aspect, every sub-group size, and one of the fixed targets).
     pub fn accepted_by(&self, entry: &TargetConfig) -> bool {
         self.aspects.iter().all(|a| entry.has_aspect(*a))
@@ -108,7 +108,7 @@ mod tests {
     }
 
     #[test]
-    fn the_aspect_filter_follows_the_seed() {
+    fn the_aspect_filter_follows_dpcpp() {
         let config = DeviceConfig::default_config();
         let (intel, pocl) = (config.target("intel_cpu_x86_64").unwrap(), config.target("pocl_cpu").unwrap());
         let fp16 = DeviceRequirements { aspects: vec![5], ..Default::default() };

@@ -94,7 +94,7 @@ pub fn images_for_targets(images: &[PostLinkImage], settings: &Settings) -> Resu
         for image in images {
             let requirements = requirements_of(image);
             if entry.is_some_and(|e| !requirements.accepted_by(e)) {
-                continue; // the seed's aspect filter: this target cannot run it
+                continue; // DPC++'s aspect filter: this target cannot run it
             }
             let data = match format {
                 ImageFormat::SpirV => image.spirv.clone(),

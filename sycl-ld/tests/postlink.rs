@@ -1,4 +1,4 @@
-//! The post-link of seeds 000, 001 and 003, through `sycl-ld post-link` and real links of
+//! The post-link (DPC++'s dynamic linking, shared libraries and optional kernel features designs), through `sycl-ld post-link` and real links of
 //! device sources compiled by `sycl-build`: split modes, exports and imports, optional
 //! features, required sizes, fixed targets, the diagnostics' texts, ahead-of-time filtering
 //! and determinism.
@@ -179,7 +179,7 @@ fn kernels_of_one_source_share_an_image_unless_split_per_kernel() {
 }
 
 #[test]
-fn seed_000_per_source_duplicates_lib_device_func_but_exports_it_once() {
+fn per_source_duplicates_lib_device_func_but_exports_it_once() {
     let mut unit = Unit::new();
     unit.build(
         "lib",

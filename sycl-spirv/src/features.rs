@@ -1,4 +1,4 @@
-//! Optional kernel features (seed 003) on SPIR-V: the aspects each function uses, from the
+//! Optional kernel features (DPC++'s design of that name) on SPIR-V: the aspects each function uses, from the
 //! value types it touches (half → fp16, double → fp64, 64-bit atomics → atomic64, images →
 //! image), propagated up the static call graph; the aspects it declares with
 //! `SYCL_DEVICE_HAS(...)`; the required work-group and sub-group sizes of kernels; and the call
@@ -269,7 +269,7 @@ impl Features {
         None
     }
 
-    /// The seed's front-end warning for every function that declares aspects with
+    /// DPC++'s front-end warning for every function that declares aspects with
     /// `SYCL_DEVICE_HAS` and uses one it did not declare (plus unknown aspect names).
     pub fn undeclared_use_warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -298,7 +298,7 @@ impl Features {
         out
     }
 
-    /// A warning in the seed's shape: the message, then the call chain, with locations when
+    /// A warning in DPC++'s shape: the message, then the call chain, with locations when
     /// the module has line information.
     pub fn chain_warning(&self, message: &str, path: &[(Word, Option<Location>)], at: Option<&Location>) -> String {
         let mut out = match at {

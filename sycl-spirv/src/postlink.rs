@@ -1,11 +1,11 @@
 //! Post-link: from one link unit's linked module to device images.
 //!
-//! The seeds' rules. Entry points are kernels and SYCL_EXTERNAL functions, and they are
+//! DPC++'s rules (docs/DESIGN.md). Entry points are kernels and SYCL_EXTERNAL functions, and they are
 //! grouped by the split mode (per kernel, per source, or all together), never kernels with
 //! exported functions: SYCL_EXTERNAL functions are exported only from images without kernels
-//! (seed 001). Each group is split again so that an image holds only entry points with the
+//! (DPC++'s shared libraries design). Each group is split again so that an image holds only entry points with the
 //! same used aspects, required work-group size and required sub-group size, or, for sources
-//! compiled with fixed targets, the same fixed targets (seed 003). Kernel images are
+//! compiled with fixed targets, the same fixed targets (optional kernel features). Kernel images are
 //! self-contained: every function they reach is copied in, SYCL_EXTERNAL ones internalized.
 //! An exported function that calls a SYCL_EXTERNAL function of another image does not copy
 //! it: the call stays an import. Every other definition is internalized, and declarations
@@ -66,7 +66,7 @@ pub struct PostLinkImage {
     pub requirements: Requirements,
     /// The named specialization constants the image uses.
     pub spec_constants: Vec<SpecConstant>,
-    /// The image's part in virtual-function sets (seed 002).
+    /// The image's part in virtual-function sets.
     pub virtual_functions: VirtualFunctions,
     /// The image's reduced call graph (`SYCL/call graph`): each defined function that reaches
     /// an import through direct calls or lies on a call cycle, by name, with its callees that
@@ -95,7 +95,7 @@ pub struct PostLink {
     pub images: Vec<PostLinkImage>,
     /// The split mode applied (`auto` resolved).
     pub split: SplitMode,
-    /// Diagnostics in the seed's words, one per entry (lines separated by newlines).
+    /// Diagnostics in DPC++'s words, one per entry (lines separated by newlines).
     pub warnings: Vec<String>,
 }
 

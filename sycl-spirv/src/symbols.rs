@@ -1,5 +1,5 @@
 //! What a module defines and needs: kernels, linkage attributes, SYCL_EXTERNAL markers, and
-//! the seed's canBeImportedFunction rule.
+//! DPC++'s canBeImportedFunction rule.
 
 use std::collections::{HashMap, HashSet};
 
@@ -127,7 +127,7 @@ fn user_semantic(inst: &Instruction, semantic: &str) -> Option<Word> {
     }
 }
 
-/// The seed's canBeImportedFunction, for a declaration that is already known to be a function
+/// DPC++'s canBeImportedFunction, for a declaration that is already known to be a function
 /// (SPIR-V has no intrinsics, and declarations carry no SYCL_EXTERNAL marker: in device code
 /// only a SYCL_EXTERNAL function may be called without a definition, so every remaining
 /// declaration is one):
@@ -157,7 +157,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn import_rules_follow_the_seed() {
+    fn import_rules_follow_dpcpp() {
         assert!(can_be_imported("LibDeviceFunc"));
         assert!(can_be_imported("_ZN2ns1fEi"));
         assert!(!can_be_imported("__spirv_BuiltInGlobalInvocationId"));

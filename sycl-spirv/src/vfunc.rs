@@ -1,4 +1,4 @@
-//! Virtual-function sets (seed 002) on SPIR-V with `SPV_INTEL_function_pointers`.
+//! Virtual-function sets (DPC++'s virtual functions design) on SPIR-V with `SPV_INTEL_function_pointers`.
 //!
 //! `SYCL_INDIRECTLY_CALLABLE(set)` marks a function as a member of a set
 //! (`UserSemantic "sycl-indirectly-callable:SET"`); `SYCL_CALLS_INDIRECTLY(a, b)` marks a
@@ -60,7 +60,7 @@ impl VirtualSets {
 }
 
 /// A copy of `module` in which every function of `functions` has an empty body: it returns an
-/// undefined value of its return type (the seed's dummy image; nothing may rely on what a
+/// undefined value of its return type (DPC++'s dummy image; nothing may rely on what a
 /// dummy returns, and `OpUndef`, unlike `OpConstantNull`, is valid for every OpenCL type).
 pub fn with_empty_bodies(module: &Module, functions: &[Word]) -> Module {
     let mut out = module.clone();

@@ -1,4 +1,4 @@
-//! Kernel bundles (seed 004) and specialization constants, on the real devices.
+//! Kernel bundles (SYCL 2020's kernel_bundle) and specialization constants, on the real devices.
 
 use std::process::Command;
 

@@ -1,4 +1,4 @@
-//! Device code from files and function pointers across libraries (issue 8, seed 000's other
+//! Device code from files and function pointers across libraries (DPC++'s other
 //! ways of supplying device code).
 
 use std::process::Command;

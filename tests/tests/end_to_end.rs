@@ -15,7 +15,7 @@ fn count(haystack: &str, prefix: &str) -> usize {
 }
 
 #[test]
-fn seed_example_links_the_library_function_at_run_time() {
+fn the_demo_links_the_library_function_at_run_time() {
     let (out, trace) = run_ok("app");
     assert_eq!(out, "0 2 4 6 8 10 12 14\n");
     assert!(trace.lines().any(|l| l.starts_with("sycl: discover ") && l.ends_with("/app: 2 images")), "{trace}");

@@ -39,7 +39,7 @@ fn inspect_json_of_every_fixture() {
 }
 
 #[test]
-fn inspect_shows_the_seed_symbols_on_both_sides() {
+fn inspect_shows_the_demo_symbols_on_both_sides() {
     let app: serde_json::Value = serde_json::from_str(&inspect("app", true)).unwrap();
     let lib: serde_json::Value = serde_json::from_str(&inspect("deps/libhelpers.so", true)).unwrap();
     assert_eq!(app["images"][0]["imported"], serde_json::json!(["LibDeviceFunc"]));
@@ -51,7 +51,7 @@ fn inspect_shows_the_seed_symbols_on_both_sides() {
 }
 
 #[test]
-fn inspect_text_of_the_seed_app() {
+fn inspect_text_of_the_demo_app() {
     // Sizes of SPIR-V differ with compiler versions; the text form keeps them, so mask them.
     let text = inspect("app", false);
     let masked: String = text

@@ -32,7 +32,7 @@ fn the_demo_runs_on_pocl_too() {
 }
 
 #[test]
-fn pocl_refuses_what_it_cannot_run_with_the_seeds_messages() {
+fn pocl_refuses_what_it_cannot_run_with_dpcpps_messages() {
     let (out, trace) = ok(&run_fixture_with("not_supported", &[("SYCL_DEVICE", "pocl")]));
     let expected = [
         "K2: kernel_not_supported: Kernel uses optional feature corresponding to 'aspect::fp16' but device does not support this aspect.",

@@ -1,10 +1,10 @@
-//! Virtual-function sets (seed 002): outlined set images, dummies, linking by device
+//! Virtual-function sets: outlined set images, dummies, linking by device
 //! capability, a set from a shared library, a missing set, objects that survive a rebuild.
 
 use sycl_tests::{run_fixture_with, stderr, stdout};
 
 #[test]
-fn the_seeds_examples_run_on_intel_with_the_real_sets() {
+fn the_design_examples_run_on_intel_with_the_real_sets() {
     let out = run_fixture_with("vfunc-app", &[("SYCL_DEVICE", "intel")]);
     let (o, trace) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{o}{trace}");
@@ -31,7 +31,7 @@ fn the_seeds_examples_run_on_intel_with_the_real_sets() {
 }
 
 #[test]
-fn the_seeds_examples_run_on_pocl_with_the_dummy_where_fp16_is_missing() {
+fn the_design_examples_run_on_pocl_with_the_dummy_where_fp16_is_missing() {
     let out = run_fixture_with("vfunc-app", &[("SYCL_DEVICE", "pocl")]);
     let (o, trace) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "no process crash: {o}{trace}");
