@@ -5,19 +5,30 @@
 //! Everything here is deterministic: the same inputs in the same order give byte-identical
 //! output, and the work grows linearly with the size of the input.
 
+//!
+//! Without the default `link` feature only loading, symbols, specialization constants and the
+//! feature analysis are compiled: what `sycl-build` runs in every device crate's build script.
+
 mod features;
+#[cfg(feature = "link")]
 mod fnptr;
+#[cfg(feature = "link")]
 mod link;
 mod load;
+#[cfg(feature = "link")]
 mod postlink;
 pub mod spec;
+#[cfg(feature = "link")]
 pub mod vfunc;
 mod symbols;
 
 pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
+#[cfg(feature = "link")]
 pub use fnptr::lower_function_pointers;
+#[cfg(feature = "link")]
 pub use link::{link, LinkInput, Linked};
 pub use load::{assemble, load};
+#[cfg(feature = "link")]
 pub use postlink::{post_link, PostLink, PostLinkImage, PostLinkOptions, Requirements, Source};
 pub use rspirv::dr;
 pub use symbols::{can_be_imported, Linkage, Symbols};
