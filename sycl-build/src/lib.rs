@@ -15,6 +15,7 @@
 //! Sources include `<sycl/device.h>` for `SYCL_EXTERNAL`.
 
 mod archive;
+mod elf;
 mod tool;
 
 use std::env;
@@ -24,8 +25,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use object::write::Object;
-use object::{Architecture, BinaryFormat, Endianness, SectionKind};
 use sycl_format::aspects::aspect_name;
 use sycl_format::{DeviceConfig, DeviceObject, DEVICE_OBJECT_MEMBER_PREFIX, DEVICE_OBJECT_SECTION};
 use sycl_spirv::Features;
@@ -526,13 +525,9 @@ fn read_depfile(path: &Path) -> Result<Vec<PathBuf>, Error> {
 /// An x86-64 ELF relocatable object whose only content is the device object, in a section
 /// marked `SHF_EXCLUDE` so that a static linker that pulls the member in drops the bytes.
 fn elf_object(device_object: &DeviceObject) -> Vec<u8> {
-    let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
-    let section = obj.add_section(vec![], DEVICE_OBJECT_SECTION.as_bytes().to_vec(), SectionKind::Metadata);
-    obj.section_mut(section).flags = object::SectionFlags::Elf {
-        sh_flags: u64::from(object::elf::SHF_EXCLUDE),
-    };
-    obj.append_section_data(section, &device_object.encode(), 8);
-    obj.write().expect("writing an in-memory ELF object cannot fail")
+    /// ELF's `SHF_EXCLUDE`.
+    const SHF_EXCLUDE: u64 = 0x8000_0000;
+    elf::relocatable_with_section(DEVICE_OBJECT_SECTION, SHF_EXCLUDE, &device_object.encode(), 8)
 }
 
 /// `pub const NAME: &str = "name";` for every kernel.

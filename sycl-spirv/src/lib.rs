@@ -7,23 +7,35 @@
 //! Everything here is deterministic: the same inputs in the same order give byte-identical
 //! output, and the work grows linearly with the size of the input.
 
+//!
+//! Without the default `link` feature only loading, symbols, calls, kernel parameters,
+//! specialization constants and the feature analysis are compiled: what `sycl-build` runs in
+//! every device crate's build script.
+
 mod calls;
 mod features;
+#[cfg(feature = "link")]
 mod fnptr;
+#[cfg(feature = "link")]
 mod link;
 mod load;
 mod params;
+#[cfg(feature = "link")]
 mod postlink;
 pub mod spec;
+#[cfg(feature = "link")]
 pub mod vfunc;
 mod symbols;
 
 pub use calls::{call_cycle, cycle_warning, function_name};
 pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
+#[cfg(feature = "link")]
 pub use fnptr::lower_function_pointers;
+#[cfg(feature = "link")]
 pub use link::{link, LinkInput, Linked};
 pub use load::{assemble, load};
 pub use params::kernel_params;
+#[cfg(feature = "link")]
 pub use postlink::{post_link, PostLink, PostLinkImage, PostLinkOptions, Requirements, Source};
 pub use rspirv::dr;
 pub use symbols::{can_be_imported, Linkage, Symbols};

@@ -9,6 +9,8 @@
 //!   --workspace` with any extra arguments (without any, then a short smoke run of every fuzz
 //!   target).
 //! * `fuzz [SECONDS]` runs every fuzz target for SECONDS (see `fuzz.rs`).
+//! * `weight [ARGS]` builds the fixture workspace from clean and prints what device code costs
+//!   a workspace: build time, target size, each build script's size (see `weight.rs`).
 //! * `bench [ARGS]` builds `sycl-ld`, runs the benchmarks of `sycl-runtime` and `sycl-ld`
 //!   (their output shown as it comes), then prints one table of every ratio they measured
 //!   side by side, each with the bound it must meet and whether it did.
@@ -16,6 +18,7 @@
 use anyhow::{bail, Context, Result};
 
 mod fuzz;
+mod weight;
 use std::env;
 use std::ffi::OsString;
 use std::fs;
@@ -57,7 +60,9 @@ commands:
                  (without ARGS, then a 5-second smoke run of every fuzz target)
   fuzz [SECONDS] run every fuzz target for SECONDS each (default 60)
   bench [ARGS]   setup, build sycl-ld, run the sycl-runtime and sycl-ld benchmarks
-                 (`cargo bench -p PACKAGE --bench '*' ARGS`) and print a table of their ratios";
+                 (`cargo bench -p PACKAGE --bench '*' ARGS`) and print a table of their ratios
+  weight [ARGS]  setup, build the fixtures from clean in target/weight-fixtures (`cargo build
+                 ARGS`) and print the build time, the target size and each build script's size";
 
 fn main() -> ExitCode {
     match run() {
@@ -84,6 +89,11 @@ fn run() -> Result<ExitCode> {
         ("demo", args) => demo(args),
         ("test", args) => test(args),
         ("bench", args) => bench(args),
+        ("weight", args) => {
+            setup()?;
+            weight::weight(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         ("fuzz", args) => {
             let seconds = match args {
                 [] => 60,
