@@ -48,7 +48,8 @@ struct Seen {
     payload_hashes: Vec<u64>,
     /// The last component of its path, which `DT_NEEDED` entries name.
     file_name: String,
-    needed: Vec<String>,
+    /// Its `DT_NEEDED` entries, each followed by a NUL.
+    needed: String,
     /// Its binary, when it has device images (or a malformed payload).
     binary: Option<Arc<Binary>>,
     /// Opened `RTLD_LOCAL`: its exports serve its own group only.
@@ -58,16 +59,21 @@ struct Seen {
 /// What a look found changed.
 #[derive(Default)]
 struct Changes {
-    appeared: Vec<String>,
-    went: Vec<String>,
-    now_global: Vec<String>,
-    /// `discover` lines of the binaries found, traced after the `rediscover` line.
-    found: Vec<String>,
+    /// Binaries found, in resolution order: loaded ones (with whether opened `RTLD_LOCAL`),
+    /// then device-library files.
+    found: Vec<(Arc<Binary>, Found)>,
+    went: Vec<Arc<Binary>>,
+    now_global: Vec<Arc<Binary>>,
+}
+
+enum Found {
+    Loaded { local: bool },
+    File,
 }
 
 impl Changes {
     fn is_empty(&self) -> bool {
-        self.appeared.is_empty() && self.went.is_empty() && self.now_global.is_empty()
+        self.found.is_empty() && self.went.is_empty() && self.now_global.is_empty()
     }
 }
 
@@ -75,11 +81,26 @@ fn short(name: &str) -> &str {
     name.rsplit('/').next().unwrap_or(name)
 }
 
-fn list(names: &[String]) -> String {
+/// `liba.so, libb.so`, or `none`: loaded binaries by file name, device-library files (which
+/// have no loaded segments) by path. Formatted only when traced.
+fn names<'b>(binaries: impl Iterator<Item = &'b Binary>) -> String {
+    let names: Vec<&str> = binaries.map(|b| if b.ranges.is_empty() { &b.name[..] } else { short(&b.name) }).collect();
     if names.is_empty() {
         "none".into()
     } else {
         names.join(", ")
+    }
+}
+
+/// A `discover` line's text.
+fn found(binary: &Binary, how: &Found) -> String {
+    let count = binary.image_count;
+    match (how, &binary.error) {
+        (Found::File, _) => format!("{}: {count} image(s) from a device library file", binary.name),
+        (Found::Loaded { .. }, Some(error)) => format!("{}: malformed device images ignored: {error}", binary.name),
+        (Found::Loaded { local }, None) => {
+            format!("{}: {count} image{}{}", binary.name, if count == 1 { "" } else { "s" }, if *local { " (RTLD_LOCAL)" } else { "" })
+        }
     }
 }
 
@@ -131,13 +152,19 @@ impl Discovery {
             return false;
         }
         if !first {
-            trace!("rediscover", "appeared: {}; went: {}{}", list(&changes.appeared), list(&changes.went), match &changes.now_global[..] {
-                [] => String::new(),
-                now => format!("; now global: {}", now.join(", ")),
-            });
+            trace!(
+                "rediscover",
+                "appeared: {}; went: {}{}",
+                names(changes.found.iter().map(|(b, _)| &**b)),
+                names(changes.went.iter().map(|b| &**b)),
+                match &changes.now_global[..] {
+                    [] => String::new(),
+                    now => format!("; now global: {}", names(now.iter().map(|b| &**b))),
+                }
+            );
         }
-        for line in &changes.found {
-            trace!("discover", "{line}");
+        for (binary, how) in &changes.found {
+            trace!("discover", "{}", found(binary, how));
         }
         self.registry = Arc::new(self.assemble(groups));
         true
@@ -161,14 +188,16 @@ impl Discovery {
                 self.objects.push(kept.remove(&object.base).expect("each known object is kept once"));
                 continue;
             };
-            let display = if object.name.is_empty() && index == 0 {
-                std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "<executable>".into())
-            } else {
-                object.name.clone()
-            };
             let binary = match contents.payloads {
                 Ok(payloads) if payloads.is_empty() => None,
-                payloads => Some(Arc::new(Binary::read(BinaryId::fresh(), display.clone(), payloads, contents.ranges))),
+                payloads => {
+                    let name = if object.name.is_empty() && index == 0 {
+                        std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "<executable>".into())
+                    } else {
+                        object.name.clone()
+                    };
+                    Some(Arc::new(Binary::read(BinaryId::fresh(), name, payloads, contents.ranges)))
+                }
             };
             // The executable and objects without images are global.
             let local = index != 0
@@ -178,33 +207,22 @@ impl Discovery {
                     .as_ref()
                     .is_none_or(|scope| defines_marker(scope, binary.as_deref().expect("checked"), &object.payload_hashes));
             if let Some(binary) = &binary {
-                changes.appeared.push(short(&display).to_string());
-                changes.found.push(match &binary.error {
-                    Some(error) => {
-                        log::warn!("{display}: malformed device images ignored: {error}");
-                        format!("{display}: malformed device images ignored: {error}")
-                    }
-                    None => {
-                        let count = binary.image_count;
-                        format!("{display}: {count} image{}{}", if count == 1 { "" } else { "s" }, if local { " (RTLD_LOCAL)" } else { "" })
-                    }
-                });
+                if let Some(error) = &binary.error {
+                    log::warn!("{}: malformed device images ignored: {error}", binary.name);
+                }
+                changes.found.push((binary.clone(), Found::Loaded { local }));
             }
             self.objects.push(Seen {
+                file_name: short(&object.name).to_string(),
                 name: object.name,
                 base: object.base,
                 payload_hashes: object.payload_hashes,
-                file_name: short(&display).to_string(),
                 needed: contents.needed,
                 binary,
                 local,
             });
         }
-        for gone in before.into_values() {
-            if let Some(binary) = gone.binary {
-                changes.went.push(short(&binary.name).to_string());
-            }
-        }
+        changes.went.extend(before.into_values().filter_map(|gone| gone.binary));
         // A library opened RTLD_LOCAL becomes global when one opened RTLD_GLOBAL needs it, and
         // one closed and opened again at the same address may come back global.
         if self.objects.iter().any(|seen| seen.local) {
@@ -213,7 +231,7 @@ impl Discovery {
                 let binary = seen.binary.as_deref().expect("a local object has images");
                 if scope.as_ref().is_none_or(|scope| defines_marker(scope, binary, &seen.payload_hashes)) {
                     seen.local = false;
-                    changes.now_global.push(short(&binary.name).to_string());
+                    changes.now_global.push(seen.binary.clone().expect("checked"));
                 }
             }
         }
@@ -229,16 +247,13 @@ impl Discovery {
             self.files.drain(..).map(|(id, binary, scope)| (id, (binary, scope))).collect();
         for file in &files.list {
             let (binary, scope) = before.remove(&file.id).unwrap_or_else(|| {
-                let name = file.path.display().to_string();
-                changes.appeared.push(name.clone());
-                changes.found.push(format!("{name}: {} image(s) from a device library file", file.images.len()));
-                (Arc::new(Binary::of_images(BinaryId::fresh(), name, file.images.clone())), file.scope)
+                let binary = Arc::new(Binary::of_images(BinaryId::fresh(), file.path.display().to_string(), file.images.clone()));
+                changes.found.push((binary.clone(), Found::File));
+                (binary, file.scope)
             });
             self.files.push((file.id, binary, scope));
         }
-        for (binary, _) in before.into_values() {
-            changes.went.push(binary.name.clone());
-        }
+        changes.went.extend(before.into_values().map(|(binary, _)| binary));
     }
 
     /// For each loaded binary opened `RTLD_LOCAL`: itself and what it needs, transitively
@@ -253,8 +268,8 @@ impl Discovery {
                 let mut group = vec![i];
                 let mut next = 0;
                 while next < group.len() {
-                    for needed in &self.objects[group[next]].needed {
-                        if let Some(&j) = by_file.get(needed.as_str()) {
+                    for needed in self.objects[group[next]].needed.split_terminator('\0') {
+                        if let Some(&j) = by_file.get(needed) {
                             if !group.contains(&j) {
                                 group.push(j);
                             }

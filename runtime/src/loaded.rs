@@ -27,8 +27,9 @@ pub(crate) struct Contents {
     /// The payloads, copied out of the mapping (so they stay valid whatever happens to it
     /// later), or why the notes could not be read.
     pub payloads: Result<Vec<Arc<[u8]>>, DecodeError>,
-    /// `DT_NEEDED` entries: the libraries it depends on.
-    pub needed: Vec<String>,
+    /// `DT_NEEDED` entries, the libraries it depends on, each followed by a NUL (which no
+    /// name contains): one allocation for all.
+    pub needed: String,
     /// Address ranges of its loaded segments.
     pub ranges: Vec<(usize, usize)>,
 }
@@ -160,7 +161,7 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t
         walk.out.push(LoadedObject { name, base, payload_hashes, contents: None });
         return 0;
     }
-    let mut needed = Vec::new();
+    let mut needed = String::new();
     let mut ranges = Vec::new();
     for ph in phdrs {
         let start = info.dlpi_addr.wrapping_add(ph.p_vaddr) as usize;
@@ -179,11 +180,11 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t
     0
 }
 
-/// The `DT_NEEDED` names of a loaded object's dynamic section.
+/// The `DT_NEEDED` names of a loaded object's dynamic section, each followed by a NUL.
 ///
 /// # Safety
 /// `start..start + len` must be the object's mapped `PT_DYNAMIC` segment.
-unsafe fn needed_libraries(start: usize, len: usize, base: usize) -> Vec<String> {
+unsafe fn needed_libraries(start: usize, len: usize, base: usize) -> String {
     const DT_NULL: i64 = 0;
     const DT_NEEDED: i64 = 1;
     const DT_STRTAB: i64 = 5;
@@ -197,21 +198,20 @@ unsafe fn needed_libraries(start: usize, len: usize, base: usize) -> Vec<String>
     // SAFETY: the caller guarantees the segment is mapped; Elf64_Dyn entries are its content.
     let entries = unsafe { std::slice::from_raw_parts(start as *const Dyn, count) };
     let entries = entries.iter().take_while(|d| d.tag != DT_NULL);
+    let mut names = String::new();
     let Some(strtab) = entries.clone().find(|d| d.tag == DT_STRTAB).map(|d| d.value as usize) else {
-        return Vec::new();
+        return names;
     };
     // glibc relocates these addresses in place on x86-64; a small value is still an offset.
     let strtab = if strtab < base { base + strtab } else { strtab };
-    entries
-        .filter(|d| d.tag == DT_NEEDED)
-        .map(|d| {
-            // SAFETY: DT_NEEDED values are offsets of NUL-terminated names in the mapped
-            // string table.
-            unsafe { CStr::from_ptr((strtab + d.value as usize) as *const libc::c_char) }
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect()
+    for entry in entries.filter(|d| d.tag == DT_NEEDED) {
+        // SAFETY: DT_NEEDED values are offsets of NUL-terminated names in the mapped string
+        // table.
+        let name = unsafe { CStr::from_ptr((strtab + entry.value as usize) as *const libc::c_char) };
+        names.push_str(&name.to_string_lossy());
+        names.push('\0');
+    }
+    names
 }
 
 /// Opens a library for good, for tests of what discovery makes of it.

@@ -14,13 +14,13 @@
 //!
 //! This module never touches the loader: it only indexes what it is given.
 
-use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use hashbrown::HashTable;
 use sycl_format::{requirements, sets, DecodeError, Image, ImageFormat, ImageSet, ImageSetView, ImageView};
 
 use crate::device::Variant;
@@ -45,52 +45,22 @@ pub(crate) struct ImageId {
     pub image: u32,
 }
 
-/// A name inside a binary's payload (or, for images given as values, its table of names),
-/// shared rather than copied: the index holds one per kernel and export of every image.
-/// Hashed and compared as bytes, so it is looked up by `str::as_bytes`.
-#[derive(Clone)]
-struct Name {
-    bytes: Arc<[u8]>,
+/// Where a name lies in a binary: which of its byte sources (a payload, or the table of names
+/// of images given as values) and the range. The index refers to names this way rather than
+/// holding copies: it holds one per kernel and export of every image.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    source: u32,
     start: u32,
     end: u32,
 }
 
-impl Name {
-    /// `text`, when it lies inside `bytes` (a view of them); otherwise a copy of it.
-    fn within(bytes: &Arc<[u8]>, text: &str) -> Name {
-        let start = (text.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
-        match start.checked_add(text.len()).and_then(|end| u32::try_from(end).ok()) {
-            Some(end) if (end as usize) <= bytes.len() => Name { bytes: bytes.clone(), start: start as u32, end },
-            _ => Name { bytes: Arc::from(text.as_bytes()), start: 0, end: text.len() as u32 },
-        }
-    }
-
-    fn as_bytes(&self) -> &[u8] {
-        &self.bytes[self.start as usize..self.end as usize]
-    }
-
-    fn to_text(&self) -> String {
-        String::from_utf8_lossy(self.as_bytes()).into_owned()
-    }
-}
-
-impl PartialEq for Name {
-    fn eq(&self, other: &Name) -> bool {
-        self.as_bytes() == other.as_bytes()
-    }
-}
-
-impl Eq for Name {}
-
-impl Hash for Name {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_bytes().hash(state);
-    }
-}
-
-impl Borrow<[u8]> for Name {
-    fn borrow(&self) -> &[u8] {
-        self.as_bytes()
+impl Span {
+    /// `text`'s place in `bytes`, source `source`, when it lies inside (a view of them).
+    fn within(source: u32, bytes: &[u8], text: &[u8]) -> Option<Span> {
+        let start = (text.as_ptr() as usize).checked_sub(bytes.as_ptr() as usize)?;
+        let end = start.checked_add(text.len()).filter(|&end| end <= bytes.len())?;
+        Some(Span { source, start: u32::try_from(start).ok()?, end: u32::try_from(end).ok()? })
     }
 }
 
@@ -112,26 +82,20 @@ struct ImageRecord {
 struct Records {
     variants: Vec<Variant>,
     images: Vec<ImageRecord>,
-    names: Vec<Name>,
+    names: Vec<Span>,
     uses_function_pointers: bool,
 }
 
 impl Records {
-    fn range(&mut self, names: impl Iterator<Item = Name>) -> Range<u32> {
+    fn range(&mut self, names: impl Iterator<Item = Span>) -> Range<u32> {
         let start = self.names.len() as u32;
         self.names.extend(names);
         start..self.names.len() as u32
     }
 
-    fn push(
-        &mut self,
-        format: ImageFormat,
-        target: &str,
-        kernels: impl Iterator<Item = Name>,
-        exports: impl Iterator<Item = Name>,
-        set: Option<Name>,
-        uses: impl Iterator<Item = Name>,
-    ) {
+    /// Records an image whose names were added as `kernels`, `exports` and `uses` (ranges
+    /// from [`Records::range`]) and `set`.
+    fn push(&mut self, format: ImageFormat, target: &str, kernels: Range<u32>, exports: Range<u32>, uses: Range<u32>, set: Option<Span>) {
         let variant = match self.variants.iter().position(|v| v.format == format && v.target == target) {
             Some(at) => at,
             None => {
@@ -139,9 +103,6 @@ impl Records {
                 self.variants.len() - 1
             }
         } as u32;
-        let kernels = self.range(kernels);
-        let exports = self.range(exports);
-        let uses = self.range(uses);
         let set = set.map(|name| {
             self.names.push(name);
             self.names.len() as u32 - 1
@@ -163,13 +124,14 @@ fn calls_through_pointers(aspects: Option<&[u8]>) -> bool {
 pub(crate) struct Binary {
     pub id: BinaryId,
     pub name: String,
-    /// Its image-set payloads, copied out of the loaded object and checked. Indexed in place;
-    /// the images are copied out of them when first needed.
-    payloads: Vec<Arc<[u8]>>,
+    /// Where its names lie: its image-set payloads (copied out of the loaded object and
+    /// checked; the images are copied out of them when first needed), or for images given as
+    /// values one table of their names.
+    sources: Vec<Arc<[u8]>>,
     images: OnceLock<Arc<[Image]>>,
     variants: Vec<Variant>,
     records: Vec<ImageRecord>,
-    names: Vec<Name>,
+    names: Vec<Span>,
     pub image_count: u32,
     pub error: Option<String>,
     /// Address ranges of its loaded segments.
@@ -183,7 +145,7 @@ impl Binary {
         Binary {
             id,
             name,
-            payloads: vec![],
+            sources: vec![],
             images: OnceLock::new(),
             image_count: records.images.len() as u32,
             variants: records.variants,
@@ -205,60 +167,53 @@ impl Binary {
         ranges: Vec<(usize, usize)>,
     ) -> Binary {
         let mut records = Records::default();
-        let indexed = payloads.and_then(|payloads| {
-            for payload in &payloads {
-                for image in &ImageSetView::parse(payload)?.images {
-                    record_view(&mut records, payload, image);
+        let indexed = payloads.and_then(|mut payloads| {
+            let mut outside = Vec::new();
+            for (source, payload) in payloads.iter().enumerate() {
+                let view = ImageSetView::parse(payload)?;
+                // Most images define one kernel, or export a few symbols.
+                records.images.reserve(view.images.len());
+                records.names.reserve(2 * view.images.len());
+                for image in &view.images {
+                    record_view(&mut records, source as u32, payload, image, &mut outside);
                 }
+            }
+            if !outside.is_empty() {
+                let source = payloads.len() as u32;
+                records.names.iter_mut().filter(|span| span.source == OUTSIDE).for_each(|span| span.source = source);
+                payloads.push(Arc::from(outside));
             }
             Ok(payloads)
         });
         match indexed {
-            Ok(payloads) => Binary { payloads, ..Binary::new(id, name, ranges, records) },
+            Ok(sources) => Binary { sources, ..Binary::new(id, name, ranges, records) },
             Err(e) => Binary { error: Some(e.to_string()), ..Binary::new(id, name, ranges, Records::default()) },
         }
     }
 
     /// A binary of images given as values (a device-library file, or a benchmark's).
     pub(crate) fn of_images(id: BinaryId, name: String, images: Arc<[Image]>) -> Binary {
-        // One table holds every name, so that the index shares it as it shares payloads.
+        // One table holds every name, the binary's one source.
         let mut table = String::new();
         let mut at = |text: &str| {
-            let start = table.len();
+            let start = table.len() as u32;
             table.push_str(text);
-            start..table.len()
+            Span { source: 0, start, end: table.len() as u32 }
         };
-        type Spans = Vec<Range<usize>>;
-        let spans: Vec<(Spans, Spans, Option<Range<usize>>, Spans)> = images
-            .iter()
-            .map(|image| {
-                (
-                    image.kernels.iter().map(|k| at(k)).collect(),
-                    image.exported_symbols().map(&mut at).collect(),
-                    image.virtual_functions_set().map(|(set, _)| at(set)),
-                    image.uses_virtual_functions_sets().into_iter().map(&mut at).collect(),
-                )
-            })
-            .collect();
-        let table: Arc<[u8]> = Arc::from(table.into_bytes());
-        let name_of = |span: Range<usize>| Name { bytes: table.clone(), start: span.start as u32, end: span.end as u32 };
         let mut records = Records::default();
-        for (image, (kernels, exports, set, uses)) in images.iter().zip(spans) {
-            records.push(
-                image.format,
-                &image.target,
-                kernels.into_iter().map(name_of),
-                exports.into_iter().map(name_of),
-                set.map(name_of),
-                uses.into_iter().map(name_of),
-            );
+        for image in images.iter() {
+            let kernels = records.range(image.kernels.iter().map(|k| at(k)));
+            let exports = records.range(image.exported_symbols().map(&mut at));
+            let uses = records.range(image.uses_virtual_functions_sets().into_iter().map(&mut at));
+            let set = image.virtual_functions_set().map(|(set, _)| at(set));
+            records.push(image.format, &image.target, kernels, exports, uses, set);
             let aspects = image.property_set(sets::DEVICE_REQUIREMENTS).and_then(|set| set.get(requirements::ASPECT));
             records.uses_function_pointers |= calls_through_pointers(match aspects {
                 Some(sycl_format::PropertyValue::Bytes(bytes)) => Some(bytes),
                 _ => None,
             });
         }
-        let binary = Binary::new(id, name, vec![], records);
+        let binary = Binary { sources: vec![Arc::from(table.into_bytes())], ..Binary::new(id, name, vec![], records) };
         let _ = binary.images.set(images);
         binary
     }
@@ -266,19 +221,33 @@ impl Binary {
     /// The images, copied out of the payloads at the first call.
     pub(crate) fn images(&self) -> &[Image] {
         self.images.get_or_init(|| {
-            // The payloads were checked when indexed, and are ours: reading them again cannot fail.
-            let views = self.payloads.iter().filter_map(|p| ImageSetView::parse(p).ok());
+            // The payloads were checked when indexed, and are ours: reading them again cannot
+            // fail. (A table of names that follows them is no image set, and is skipped.)
+            let views = self.sources.iter().filter_map(|p| ImageSetView::parse(p).ok());
             views.flat_map(|view| view.images.iter().map(ImageView::to_image).collect::<Vec<_>>()).collect()
         })
     }
 
-    fn names(&self, range: &Range<u32>) -> &[Name] {
+    fn names(&self, range: &Range<u32>) -> &[Span] {
         &self.names[range.start as usize..range.end as usize]
+    }
+
+    fn bytes(&self, span: Span) -> &[u8] {
+        &self.sources[span.source as usize][span.start as usize..span.end as usize]
+    }
+
+    fn text(&self, span: Span) -> String {
+        String::from_utf8_lossy(self.bytes(span)).into_owned()
     }
 }
 
-/// Records one image of a checked payload, reading its property sets once.
-fn record_view(records: &mut Records, payload: &Arc<[u8]>, image: &ImageView<'_>) {
+/// The source of names recorded outside the payloads, until it is known.
+const OUTSIDE: u32 = u32::MAX;
+
+/// Records one image of a checked payload, `source` of its binary, reading its property sets
+/// once. A name that does not lie in the payload (which a view never gives) is copied to
+/// `outside`, which becomes the source after the payloads.
+fn record_view(records: &mut Records, source: u32, payload: &[u8], image: &ImageView<'_>, outside: &mut Vec<u8>) {
     let (mut exports, mut aspects, mut virtual_functions) = (None, None, false);
     for set in image.property_sets() {
         match set.name {
@@ -293,25 +262,41 @@ fn record_view(records: &mut Records, payload: &Arc<[u8]>, image: &ImageView<'_>
             _ => {}
         }
     }
-    let name = |text: &str| Name::within(payload, text);
-    let (set, uses): (Option<Name>, Vec<Name>) = if virtual_functions {
-        (image.virtual_functions_set().map(|(set, _)| name(set)), image.uses_virtual_functions_sets().map(name).collect())
-    } else {
-        (None, Vec::new())
+    let mut span = |text: &[u8]| {
+        Span::within(source, payload, text).unwrap_or_else(|| {
+            let start = outside.len() as u32;
+            outside.extend_from_slice(text);
+            Span { source: OUTSIDE, start, end: outside.len() as u32 }
+        })
     };
-    records.push(
-        image.format,
-        image.target,
-        image.kernels().map(name),
-        exports.into_iter().flat_map(|set| set.names()).map(name),
-        set,
-        uses.into_iter(),
-    );
+    let kernels = records.range(image.kernel_bytes().map(&mut span));
+    let exports = records.range(exports.into_iter().flat_map(|set| set.name_bytes()).map(&mut span));
+    let (uses, set) = if virtual_functions {
+        let uses = image.uses_virtual_functions_sets().map(|set| span(set.as_bytes()));
+        (records.range(uses), image.virtual_functions_set().map(|(set, _)| span(set.as_bytes())))
+    } else {
+        (0..0, None)
+    };
+    records.push(image.format, image.target, kernels, exports, uses, set);
     records.uses_function_pointers |= calls_through_pointers(aspects.flatten());
 }
 
-/// Images by kernel or symbol name, in loader order.
-type ByName = HashMap<Name, Ids, foldhash::fast::RandomState>;
+/// One name of the index and the images it names, in loader order. The name itself stays in
+/// its binary: the entry says where (the binary's position in the registry, and the span).
+struct Named {
+    binary: u32,
+    span: Span,
+    ids: Ids,
+}
+
+/// The index of one image form: images by kernel or symbol name.
+type ByName = HashTable<Named>;
+
+type Hasher = foldhash::fast::RandomState;
+
+fn bytes_of<'b>(binaries: &'b [Arc<Binary>], named: &Named) -> &'b [u8] {
+    binaries[named.binary as usize].bytes(named.span)
+}
 
 /// The images of one name: almost always one, kept without an allocation of its own.
 enum Ids {
@@ -335,25 +320,31 @@ impl Ids {
     }
 }
 
-/// The names of `variant`'s map in `maps` (one per image form: a short list).
-fn by_name<'m>(maps: &'m mut Vec<(Variant, ByName)>, variant: &Variant) -> &'m mut ByName {
-    let at = match maps.iter().position(|(v, _)| v == variant) {
-        Some(at) => at,
-        None => {
-            maps.push((variant.clone(), ByName::default()));
-            maps.len() - 1
-        }
-    };
-    &mut maps[at].1
+/// The position of `variant`'s index in `maps` (one per image form: a short list).
+fn by_name(maps: &mut Vec<(Variant, ByName)>, variant: &Variant) -> usize {
+    maps.iter().position(|(v, _)| v == variant).unwrap_or_else(|| {
+        maps.push((variant.clone(), ByName::new()));
+        maps.len() - 1
+    })
 }
 
-fn insert(names: &mut ByName, name: &Name, id: ImageId) {
-    match names.entry(name.clone()) {
-        std::collections::hash_map::Entry::Occupied(mut ids) => ids.get_mut().push(id),
-        std::collections::hash_map::Entry::Vacant(slot) => {
-            slot.insert(Ids::One([id]));
+/// Adds image `id` under the name at `span` of the binary at `binary` in `binaries`.
+fn insert(names: &mut ByName, hasher: &Hasher, binaries: &[Arc<Binary>], binary: u32, span: Span, id: ImageId) {
+    let bytes = binaries[binary as usize].bytes(span);
+    let hash = hasher.hash_one(bytes);
+    match names.entry(hash, |named| bytes_of(binaries, named) == bytes, |named| hasher.hash_one(bytes_of(binaries, named))) {
+        hashbrown::hash_table::Entry::Occupied(mut named) => named.get_mut().ids.push(id),
+        hashbrown::hash_table::Entry::Vacant(slot) => {
+            slot.insert(Named { binary, span, ids: Ids::One([id]) });
         }
     }
+}
+
+/// The images `name` names in `maps`' index of `variant`.
+fn lookup<'r>(maps: &'r [(Variant, ByName)], hasher: &Hasher, binaries: &[Arc<Binary>], variant: &Variant, name: &str) -> &'r [ImageId] {
+    let Some((_, names)) = maps.iter().find(|(v, _)| v == variant) else { return &[] };
+    let bytes = name.as_bytes();
+    names.find(hasher.hash_one(bytes), |named| bytes_of(binaries, named) == bytes).map_or(&[], |named| named.ids.as_slice())
 }
 
 /// The binaries of a registry, in resolution order, each with its `RTLD_LOCAL` group: `None`
@@ -371,6 +362,7 @@ pub(crate) struct Registry {
     /// By image form, then by name: looked up on every launch without building a key.
     kernels: Vec<(Variant, ByName)>,
     exports: Vec<(Variant, ByName)>,
+    hasher: Hasher,
     /// Virtual-function set → the images that provide it (real and dummy).
     sets: HashMap<(Variant, String), Vec<ImageId>>,
     /// Virtual-function set → the images whose kernels use it.
@@ -388,15 +380,17 @@ impl Registry {
         let mut registry = Registry { file_binaries, ..Registry::default() };
         // The kernel index sized once for every image (most are JIT SPIR-V, one kernel each).
         let images = members.iter().map(|(b, _)| b.records.len()).sum();
-        by_name(&mut registry.kernels, &Variant::spirv()).reserve(images);
+        let spirv = by_name(&mut registry.kernels, &Variant::spirv());
+        registry.kernels[spirv].1.reserve(images, |_| unreachable!("the index is empty: nothing to rehash"));
         registry.position.reserve(members.len());
+        registry.binaries.reserve(members.len());
         for (binary, group) in members {
-            registry.index(&binary);
             if let Some(group) = group {
                 registry.local_groups.insert(binary.id, group);
             }
             registry.position.insert(binary.id, registry.binaries.len());
             registry.binaries.push(binary);
+            registry.index(registry.binaries.len() - 1);
         }
         registry
     }
@@ -410,26 +404,32 @@ impl Registry {
         Registry::assemble(members, HashMap::new())
     }
 
-    fn index(&mut self, binary: &Binary) {
+    /// Indexes the images of the binary at `position`.
+    fn index(&mut self, position: usize) {
+        let binary = &self.binaries[position];
+        // Each of the binary's image forms, as an index into the registry's lists.
+        let forms: Vec<(usize, usize)> = binary
+            .variants
+            .iter()
+            .map(|variant| (by_name(&mut self.kernels, variant), by_name(&mut self.exports, variant)))
+            .collect();
+        let at = position as u32;
         for (image, record) in binary.records.iter().enumerate() {
             let id = ImageId { binary: binary.id, image: image as u32 };
+            let (kernels, exports) = forms[record.variant as usize];
+            for &span in binary.names(&record.kernels) {
+                insert(&mut self.kernels[kernels].1, &self.hasher, &self.binaries, at, span, id);
+            }
+            for &span in binary.names(&record.exports) {
+                insert(&mut self.exports[exports].1, &self.hasher, &self.binaries, at, span, id);
+            }
             let variant = &binary.variants[record.variant as usize];
-            let kernels = by_name(&mut self.kernels, variant);
-            for name in binary.names(&record.kernels) {
-                insert(kernels, name, id);
-            }
-            if !record.exports.is_empty() {
-                let exports = by_name(&mut self.exports, variant);
-                for name in binary.names(&record.exports) {
-                    insert(exports, name, id);
-                }
-            }
             if let Some(set) = record.set {
-                let set = binary.names[set as usize].to_text();
+                let set = binary.text(binary.names[set as usize]);
                 self.sets.entry((variant.clone(), set)).or_default().push(id);
             }
-            for set in binary.names(&record.uses) {
-                self.set_users.entry((variant.clone(), set.to_text())).or_default().push(id);
+            for &set in binary.names(&record.uses) {
+                self.set_users.entry((variant.clone(), binary.text(set))).or_default().push(id);
             }
         }
         self.uses_function_pointers |= binary.uses_function_pointers;
@@ -474,14 +474,12 @@ impl Registry {
 
     /// Images of this form that define `kernel`, in loader order.
     pub(crate) fn kernel_images(&self, variant: &Variant, kernel: &str) -> &[ImageId] {
-        let names = self.kernels.iter().find(|(v, _)| v == variant);
-        names.and_then(|(_, m)| m.get(kernel.as_bytes())).map_or(&[], Ids::as_slice)
+        lookup(&self.kernels, &self.hasher, &self.binaries, variant, kernel)
     }
 
     /// Images of this form that export `symbol`, in loader order.
     pub(crate) fn providers(&self, variant: &Variant, symbol: &str) -> &[ImageId] {
-        let names = self.exports.iter().find(|(v, _)| v == variant);
-        names.and_then(|(_, m)| m.get(symbol.as_bytes())).map_or(&[], Ids::as_slice)
+        lookup(&self.exports, &self.hasher, &self.binaries, variant, symbol)
     }
 
     /// Images of this form that provide virtual-function set `set` (real and dummy).
@@ -534,7 +532,7 @@ mod tests {
             vec![],
         );
         assert_eq!(binary.image_count, 2);
-        assert!(binary.names.iter().all(|n| Arc::ptr_eq(&n.bytes, &binary.payloads[0])), "names are not copied");
+        assert_eq!(binary.sources.len(), 1, "names are not copied out of the payload");
         let registry = Registry::assemble(vec![(Arc::new(binary), None)], HashMap::new());
         let spirv = Variant::spirv();
         assert_eq!(registry.kernel_images(&spirv, "k2").len(), 1);
