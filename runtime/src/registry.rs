@@ -125,8 +125,8 @@ pub(crate) struct Binary {
     pub id: BinaryId,
     pub name: String,
     /// Where its names lie: its image-set payloads (copied out of the loaded object and
-    /// checked; the images are copied out of them when first needed), or for images given as
-    /// values one table of their names.
+    /// checked; the images are copied out of them when first needed), or, for images given as
+    /// values, one table of their names.
     sources: Vec<Arc<[u8]>>,
     images: OnceLock<Arc<[Image]>>,
     variants: Vec<Variant>,
@@ -167,21 +167,15 @@ impl Binary {
         ranges: Vec<(usize, usize)>,
     ) -> Binary {
         let mut records = Records::default();
-        let indexed = payloads.and_then(|mut payloads| {
-            let mut outside = Vec::new();
+        let indexed = payloads.and_then(|payloads| {
             for (source, payload) in payloads.iter().enumerate() {
                 let view = ImageSetView::parse(payload)?;
                 // Most images define one kernel, or export a few symbols.
                 records.images.reserve(view.images.len());
                 records.names.reserve(2 * view.images.len());
                 for image in &view.images {
-                    record_view(&mut records, source as u32, payload, image, &mut outside);
+                    record_view(&mut records, source as u32, payload, image)?;
                 }
-            }
-            if !outside.is_empty() {
-                let source = payloads.len() as u32;
-                records.names.iter_mut().filter(|span| span.source == OUTSIDE).for_each(|span| span.source = source);
-                payloads.push(Arc::from(outside));
             }
             Ok(payloads)
         });
@@ -221,8 +215,7 @@ impl Binary {
     /// The images, copied out of the payloads at the first call.
     pub(crate) fn images(&self) -> &[Image] {
         self.images.get_or_init(|| {
-            // The payloads were checked when indexed, and are ours: reading them again cannot
-            // fail. (A table of names that follows them is no image set, and is skipped.)
+            // The payloads were checked when indexed, and are ours: reading them again cannot fail.
             let views = self.sources.iter().filter_map(|p| ImageSetView::parse(p).ok());
             views.flat_map(|view| view.images.iter().map(ImageView::to_image).collect::<Vec<_>>()).collect()
         })
@@ -241,13 +234,9 @@ impl Binary {
     }
 }
 
-/// The source of names recorded outside the payloads, until it is known.
-const OUTSIDE: u32 = u32::MAX;
-
 /// Records one image of a checked payload, `source` of its binary, reading its property sets
-/// once. A name that does not lie in the payload (which a view never gives) is copied to
-/// `outside`, which becomes the source after the payloads.
-fn record_view(records: &mut Records, source: u32, payload: &[u8], image: &ImageView<'_>, outside: &mut Vec<u8>) {
+/// once.
+fn record_view(records: &mut Records, source: u32, payload: &[u8], image: &ImageView<'_>) -> Result<(), DecodeError> {
     let (mut exports, mut aspects, mut virtual_functions) = (None, None, false);
     for set in image.property_sets() {
         match set.name {
@@ -262,11 +251,13 @@ fn record_view(records: &mut Records, source: u32, payload: &[u8], image: &Image
             _ => {}
         }
     }
+    // A view's names lie in its payload; one that did not would be a reader's bug, reported as
+    // this binary's error rather than a panic.
+    let mut outside = false;
     let mut span = |text: &[u8]| {
         Span::within(source, payload, text).unwrap_or_else(|| {
-            let start = outside.len() as u32;
-            outside.extend_from_slice(text);
-            Span { source: OUTSIDE, start, end: outside.len() as u32 }
+            outside = true;
+            Span { source, start: 0, end: 0 }
         })
     };
     let kernels = records.range(image.kernel_bytes().map(&mut span));
@@ -279,6 +270,10 @@ fn record_view(records: &mut Records, source: u32, payload: &[u8], image: &Image
     };
     records.push(image.format, image.target, kernels, exports, uses, set);
     records.uses_function_pointers |= calls_through_pointers(aspects.flatten());
+    if outside {
+        return Err(DecodeError::Invalid("a name outside its payload".into()));
+    }
+    Ok(())
 }
 
 /// One name of the index and the images it names, in loader order. The name itself stays in
