@@ -1,10 +1,11 @@
 //! The embedded image payload and property sets the runtime reads from loaded binaries, and
 //! the ELF notes around them.
 //! Property: note walking and decoding never panic or read out of bounds; a decoded set
-//! round-trips; the in-place view the runtime indexes with agrees with the decoded set (and
-//! its header's count with the images found); device requirements and virtual-function
-//! properties of every image decode to a value or an error; kernel parameter lists read the
-//! same in place and copied out, and one that reads re-encodes to itself.
+//! round-trips; the in-place view the runtime indexes with agrees with the decoded set, names
+//! read as bytes included (and its header's count with the images found); device requirements
+//! and virtual-function properties of every image decode to a value or an error; kernel
+//! parameter lists read the same in place and copied out, and one that reads re-encodes to
+//! itself.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -24,7 +25,10 @@ fuzz_target!(|data: &[u8]| {
             for (image, seen) in set.images.iter().zip(&view.images) {
                 assert_eq!(&seen.to_image(), image);
                 assert!(seen.kernels().eq(image.kernels.iter().map(String::as_str)));
+                assert!(seen.kernel_bytes().eq(image.kernels.iter().map(String::as_bytes)));
                 assert!(seen.exported_symbols().eq(image.exported_symbols()));
+                let exported = seen.property_set(sycl_format::sets::EXPORTED_SYMBOLS);
+                assert!(exported.into_iter().flat_map(|set| set.name_bytes()).eq(image.exported_symbols().map(str::as_bytes)));
                 assert_eq!(seen.virtual_functions_set(), image.virtual_functions_set());
                 assert_eq!(seen.uses_virtual_functions_sets().collect::<Vec<_>>(), image.uses_virtual_functions_sets());
                 let _ = image.requirements();

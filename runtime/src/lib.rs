@@ -27,6 +27,7 @@ mod cache;
 mod cl;
 mod cycles;
 mod device;
+mod discovery;
 mod library;
 mod loaded;
 mod program;
@@ -50,6 +51,7 @@ pub use resolve::STRICT_ENV;
 
 use cache::DiskCache;
 use cl::DeviceId;
+use discovery::Discovery;
 use program::DeviceState;
 use registry::Registry;
 use trace::trace;
@@ -104,23 +106,24 @@ pub mod bench_support {
     use crate::device::Variant;
     use crate::registry::Registry;
 
-    /// Finds and indexes the images of every loaded binary, as the first launch does;
-    /// returns how many images there are.
+    /// Finds and indexes the images of every loaded binary from scratch, as a process's
+    /// first discovery does; returns how many images there are.
     pub fn discover() -> usize {
-        Registry::discover().binaries.iter().map(|b| b.image_count as usize).sum()
+        crate::discovery::Discovery::new().registry().binaries.iter().map(|b| b.image_count as usize).sum()
     }
 
     /// A registry of synthetic binaries, to time image collection against its size.
-    pub struct SyntheticRegistry(Registry);
+    pub struct SyntheticRegistry(Registry, [Variant; 1]);
 
     impl SyntheticRegistry {
         pub fn new(binaries: Vec<(String, ImageSet)>) -> SyntheticRegistry {
-            SyntheticRegistry(Registry::from_binaries(binaries))
+            SyntheticRegistry(Registry::from_binaries(binaries), [Variant::spirv()])
         }
 
-        /// Collects `kernel`'s SPIR-V images; returns how many.
+        /// Collects `kernel`'s SPIR-V images, as a launch does on a device that takes SPIR-V
+        /// (whose image forms are computed once); returns how many.
         pub fn collect(&self, kernel: &str) -> Result<usize, crate::Error> {
-            crate::resolve::collect(&self.0, kernel, &[Variant::spirv()], &|_| true).map(|c| c.images.len())
+            crate::resolve::collect(&self.0, kernel, &self.1, &|_| true).map(|c| c.images.len())
         }
     }
 }
@@ -215,8 +218,9 @@ fn list(items: &[String]) -> String {
 
 /// Process-wide state, made at first use.
 struct Runtime {
-    /// Made at the first launch, after the OpenCL drivers have loaded their own libraries.
-    registry: RwLock<Option<Arc<Registry>>>,
+    /// Made at the first use of the registry (before the OpenCL drivers load, see
+    /// [`Runtime::guard_vectorizer`]); kept up to date as libraries are opened and closed.
+    discovery: RwLock<Option<Discovery>>,
     devices: Mutex<HashMap<DeviceId, Arc<DeviceState>>>,
     disk: Option<DiskCache>,
 }
@@ -224,7 +228,7 @@ struct Runtime {
 fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| Runtime {
-        registry: RwLock::new(None),
+        discovery: RwLock::new(None),
         devices: Mutex::default(),
         disk: DiskCache::open(),
     })
@@ -269,27 +273,25 @@ fn find_device<'d>(devices: &'d [cl::DeviceInfo], wanted: Option<(&str, &str)>) 
 }
 
 impl Runtime {
-    /// The current registry: rediscovered when libraries were opened or closed since the
-    /// last look, dropping every program built from a binary that is gone.
+    /// The current registry: brought up to date when libraries were opened or closed since
+    /// the last look (reading only what appeared), dropping every program built from a
+    /// binary that went.
     fn registry(&self) -> Arc<Registry> {
-        if let Some(current) = self.registry.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            if !current.is_stale() {
-                return current.clone();
+        if let Some(discovery) = self.discovery.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            if !discovery.is_stale() {
+                return discovery.registry().clone();
             }
         }
-        let mut slot = self.registry.write().unwrap_or_else(|e| e.into_inner());
-        match slot.as_ref() {
-            Some(current) if !current.is_stale() => current.clone(),
-            previous => {
-                if previous.is_some() {
-                    trace!("rediscover", "libraries were opened or closed, or device libraries loaded or unloaded");
+        let mut slot = self.discovery.write().unwrap_or_else(|e| e.into_inner());
+        match slot.as_mut() {
+            None => slot.insert(Discovery::new()).registry().clone(),
+            Some(discovery) => {
+                if discovery.is_stale() && discovery.refresh() {
+                    for device in self.devices.lock().unwrap_or_else(|e| e.into_inner()).values() {
+                        device.forget_unloaded(discovery.registry());
+                    }
                 }
-                let fresh = Arc::new(Registry::discover());
-                for device in self.devices.lock().unwrap_or_else(|e| e.into_inner()).values() {
-                    device.forget_unloaded(&fresh);
-                }
-                *slot = Some(fresh.clone());
-                fresh
+                discovery.registry().clone()
             }
         }
     }

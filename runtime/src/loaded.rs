@@ -5,24 +5,31 @@
 //! This is one of the two modules with `unsafe` code (the other is `cl`).
 
 use std::ffi::CStr;
-
 use std::sync::Arc;
 
 use sycl_format::{find_notes, payload_hash, DecodeError, NOTE_TYPE_IMAGES, NOTE_TYPE_PAYLOAD_HASH};
 
-/// One loaded object and the image-set payloads found in its note segments.
+/// One loaded object, as the loader lists it now.
 pub(crate) struct LoadedObject {
+    /// The loader's name for it (`dlpi_name`): empty for the executable.
     pub name: String,
     /// Load address: with the name, tells two loads of one file apart.
     pub base: usize,
     /// The hash of each image-set payload ([`payload_hash`]): with the name and the address,
     /// the object's identity; and the name of its scope marker symbol.
     pub payload_hashes: Vec<u64>,
+    /// What else was read of it: `None` for an object the caller already knew.
+    pub contents: Option<Contents>,
+}
+
+/// What is read of an object the first time it is seen.
+pub(crate) struct Contents {
     /// The payloads, copied out of the mapping (so they stay valid whatever happens to it
     /// later), or why the notes could not be read.
     pub payloads: Result<Vec<Arc<[u8]>>, DecodeError>,
-    /// `DT_NEEDED` entries: the libraries it depends on.
-    pub needed: Vec<String>,
+    /// `DT_NEEDED` entries, the libraries it depends on, each followed by a NUL (which no
+    /// name contains): one allocation for all.
+    pub needed: String,
     /// Address ranges of its loaded segments.
     pub ranges: Vec<(usize, usize)>,
 }
@@ -39,13 +46,14 @@ impl GlobalScope {
         (!main.is_null()).then_some(GlobalScope(main))
     }
 
-    /// Whether `symbol`, looked up in the global scope, is `object`'s: false for a library
-    /// opened `RTLD_LOCAL`, whose symbols only it and the libraries it loaded see.
-    pub(crate) fn defines(&self, object: &LoadedObject, symbol: &str) -> bool {
+    /// Whether `symbol`, looked up in the global scope, lies in `ranges` (an object's loaded
+    /// segments): false for a library opened `RTLD_LOCAL`, whose symbols only it and the
+    /// libraries it loaded see.
+    pub(crate) fn defines(&self, ranges: &[(usize, usize)], symbol: &str) -> bool {
         let Ok(name) = std::ffi::CString::new(symbol) else { return false };
         // SAFETY: dlsym on a live handle with a NUL-terminated name only looks the name up.
         let address = unsafe { libc::dlsym(self.0, name.as_ptr()) } as usize;
-        address != 0 && object.ranges.iter().any(|&(start, end)| (start..end).contains(&address))
+        address != 0 && ranges.iter().any(|&(start, end)| (start..end).contains(&address))
     }
 }
 
@@ -82,20 +90,28 @@ unsafe extern "C" fn counters_callback(info: *mut libc::dl_phdr_info, size: libc
     1 // stop after the first object
 }
 
-pub(crate) fn loaded_objects() -> Vec<LoadedObject> {
-    let mut out: Vec<LoadedObject> = Vec::new();
+/// Every loaded object, in the loader's order. `known(name, base, payload_hashes)` says which
+/// ones the caller has already read: of those only the identity is read again (the recorded
+/// payload hashes, a few note headers), so a rediscovery reads in full only what appeared.
+pub(crate) fn loaded_objects(known: &mut dyn FnMut(&str, usize, &[u64]) -> bool) -> Vec<LoadedObject> {
+    let mut walk = Walk { known, out: Vec::new() };
     // SAFETY: the callback only reads what the loader hands it for the duration of the call,
-    // and `data` is the `Vec` above, alive and exclusively borrowed for the whole iteration.
+    // and `data` is `walk` above, alive and exclusively borrowed for the whole iteration.
     unsafe {
-        libc::dl_iterate_phdr(Some(callback), (&mut out as *mut Vec<LoadedObject>).cast());
+        libc::dl_iterate_phdr(Some(callback), (&mut walk as *mut Walk<'_>).cast());
     }
-    out
+    walk.out
+}
+
+struct Walk<'k> {
+    known: &'k mut dyn FnMut(&str, usize, &[u64]) -> bool,
+    out: Vec<LoadedObject>,
 }
 
 unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `data` is the `&mut Vec` passed by `loaded_objects`; `info` is valid during the
+    // SAFETY: `data` is the `&mut Walk` passed by `loaded_objects`; `info` is valid during the
     // call, as the loader guarantees.
-    let (out, info) = unsafe { (&mut *data.cast::<Vec<LoadedObject>>(), &*info) };
+    let (walk, info) = unsafe { (&mut *data.cast::<Walk<'_>>(), &*info) };
     let name = if info.dlpi_name.is_null() {
         String::new()
     } else {
@@ -108,57 +124,67 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t
         // SAFETY: the loader gives `dlpi_phnum` program headers at `dlpi_phdr`.
         unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
     };
+    let base = info.dlpi_addr as usize;
+    // The image-set payloads of every PT_NOTE segment, read in place, and their hashes.
+    let mut payloads: Vec<&[u8]> = Vec::new();
     let mut payload_hashes = Vec::new();
-    let mut payloads = Ok(Vec::new());
-    let mut needed = Vec::new();
-    let mut ranges = Vec::new();
-    for ph in phdrs {
-        let start = info.dlpi_addr.wrapping_add(ph.p_vaddr) as usize;
-        match ph.p_type {
-            libc::PT_LOAD => ranges.push((start, start + ph.p_memsz as usize)),
-            // SAFETY: PT_DYNAMIC is mapped at its run-time address while the object is loaded.
-            libc::PT_DYNAMIC => needed = unsafe { needed_libraries(start, ph.p_memsz as usize, info.dlpi_addr as usize) },
-            _ => {}
-        }
-    }
+    let mut error = None;
     for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_NOTE) {
         let start = info.dlpi_addr.wrapping_add(ph.p_vaddr) as *const u8;
         // SAFETY: a PT_NOTE segment lies inside a loaded PT_LOAD segment of this object (the
         // static linker places allocated note sections there), so `p_memsz` bytes from its
-        // run-time address are mapped and readable while the object stays loaded.
-        let segment = unsafe { std::slice::from_raw_parts(start, ph.p_memsz as usize) };
-        match (&mut payloads, find_notes(segment, NOTE_TYPE_IMAGES, ph.p_align)) {
-            (Ok(list), Ok(found)) => {
+        // run-time address are mapped and readable while the object stays loaded, which it
+        // does for the whole callback (the loader holds its lock meanwhile).
+        let segment: &[u8] = unsafe { std::slice::from_raw_parts(start, ph.p_memsz as usize) };
+        match find_notes(segment, NOTE_TYPE_IMAGES, ph.p_align) {
+            Ok(found) if found.is_empty() => {}
+            Ok(found) => {
                 // Each payload's hash as sycl-ld recorded it, when every payload has one.
                 let recorded: Vec<u64> = find_notes(segment, NOTE_TYPE_PAYLOAD_HASH, ph.p_align)
                     .unwrap_or_default()
                     .into_iter()
                     .filter_map(|d| Some(u64::from_le_bytes(d.try_into().ok()?)))
                     .collect();
-                let recorded = (recorded.len() == found.len()).then_some(recorded);
-                for (i, payload) in found.into_iter().enumerate() {
-                    payload_hashes.push(recorded.as_ref().map_or_else(|| payload_hash(payload), |r| r[i]));
-                    list.push(Arc::from(payload));
+                if recorded.len() == found.len() {
+                    payload_hashes.extend(recorded);
+                } else {
+                    payload_hashes.extend(found.iter().map(|p| payload_hash(p)));
                 }
+                payloads.extend(found);
             }
-            (Ok(_), Err(e)) => payloads = Err(e),
-            (Err(_), _) => {}
+            Err(e) => {
+                error.get_or_insert(e);
+            }
         }
     }
-    let name = if name.is_empty() && out.is_empty() {
-        std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "<executable>".into())
-    } else {
-        name
+    if (walk.known)(&name, base, &payload_hashes) {
+        walk.out.push(LoadedObject { name, base, payload_hashes, contents: None });
+        return 0;
+    }
+    let mut needed = String::new();
+    let mut ranges = Vec::new();
+    for ph in phdrs {
+        let start = info.dlpi_addr.wrapping_add(ph.p_vaddr) as usize;
+        match ph.p_type {
+            libc::PT_LOAD => ranges.push((start, start + ph.p_memsz as usize)),
+            // SAFETY: PT_DYNAMIC is mapped at its run-time address while the object is loaded.
+            libc::PT_DYNAMIC => needed = unsafe { needed_libraries(start, ph.p_memsz as usize, base) },
+            _ => {}
+        }
+    }
+    let payloads = match error {
+        Some(e) => Err(e),
+        None => Ok(payloads.into_iter().map(Arc::from).collect()),
     };
-    out.push(LoadedObject { name, base: info.dlpi_addr as usize, payload_hashes, payloads, needed, ranges });
+    walk.out.push(LoadedObject { name, base, payload_hashes, contents: Some(Contents { payloads, needed, ranges }) });
     0
 }
 
-/// The `DT_NEEDED` names of a loaded object's dynamic section.
+/// The `DT_NEEDED` names of a loaded object's dynamic section, each followed by a NUL.
 ///
 /// # Safety
 /// `start..start + len` must be the object's mapped `PT_DYNAMIC` segment.
-unsafe fn needed_libraries(start: usize, len: usize, base: usize) -> Vec<String> {
+unsafe fn needed_libraries(start: usize, len: usize, base: usize) -> String {
     const DT_NULL: i64 = 0;
     const DT_NEEDED: i64 = 1;
     const DT_STRTAB: i64 = 5;
@@ -172,19 +198,27 @@ unsafe fn needed_libraries(start: usize, len: usize, base: usize) -> Vec<String>
     // SAFETY: the caller guarantees the segment is mapped; Elf64_Dyn entries are its content.
     let entries = unsafe { std::slice::from_raw_parts(start as *const Dyn, count) };
     let entries = entries.iter().take_while(|d| d.tag != DT_NULL);
+    let mut names = String::new();
     let Some(strtab) = entries.clone().find(|d| d.tag == DT_STRTAB).map(|d| d.value as usize) else {
-        return Vec::new();
+        return names;
     };
     // glibc relocates these addresses in place on x86-64; a small value is still an offset.
     let strtab = if strtab < base { base + strtab } else { strtab };
-    entries
-        .filter(|d| d.tag == DT_NEEDED)
-        .map(|d| {
-            // SAFETY: DT_NEEDED values are offsets of NUL-terminated names in the mapped
-            // string table.
-            unsafe { CStr::from_ptr((strtab + d.value as usize) as *const libc::c_char) }
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect()
+    for entry in entries.filter(|d| d.tag == DT_NEEDED) {
+        // SAFETY: DT_NEEDED values are offsets of NUL-terminated names in the mapped string
+        // table.
+        let name = unsafe { CStr::from_ptr((strtab + entry.value as usize) as *const libc::c_char) };
+        names.push_str(&name.to_string_lossy());
+        names.push('\0');
+    }
+    names
+}
+
+/// Opens a library for good, for tests of what discovery makes of it.
+#[cfg(test)]
+pub(crate) fn open_for_test(name: &str) {
+    let name = std::ffi::CString::new(name).unwrap();
+    // SAFETY: a NUL-terminated name; the handle is never closed, so nothing dangles.
+    let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!handle.is_null(), "dlopen {name:?} failed");
 }

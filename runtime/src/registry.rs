@@ -1,26 +1,42 @@
-//! The device images of every loaded binary, indexed at first use and again whenever the
-//! loader's counts show a library was opened or closed: kernels and exported symbols map to
-//! the images that define them, per image form, in the dynamic loader's order (executable,
+//! The device images of the loaded binaries, indexed: kernels and exported symbols map to the
+//! images that define them, per image form, in the dynamic loader's order (executable,
 //! LD_PRELOAD'ed libraries, needed libraries in load order, dlopen'ed ones in the order they
-//! were opened), so the first provider is the one the loader would pick for a host symbol.
+//! were opened, then device-library files), so the first provider is the one the loader would
+//! pick for a host symbol. `discovery` finds the binaries and keeps the registry up to date.
 //!
-//! A binary keeps the same id across rediscoveries while it stays loaded (same file, address
-//! and images), so programs built from it stay cached; a closed one's id disappears, and with
+//! A registry is an immutable snapshot. Each binary is read and indexed once, when it is first
+//! found ([`Binary::read`]): what its images define is kept as names pointing into its copied
+//! payloads, so the registry that follows a library's opening or closing is assembled from the
+//! binaries that stay without reading or parsing them again. A binary keeps its id while it
+//! stays loaded, so programs built from it stay cached; a closed one's id disappears, and with
 //! it every program built from it. A binary whose payload is malformed is recorded with its
 //! error and contributes no images; every other binary works as usual.
+//!
+//! This module never touches the loader: it only indexes what it is given.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::hash::BuildHasher;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use sycl_format::{sets, DeviceRequirements, Image, ImageFormat, ImageSet, ImageSetView, ImageView, PropertySet};
+use hashbrown::HashTable;
+use sycl_format::{requirements, sets, DecodeError, Image, ImageFormat, ImageSet, ImageSetView, ImageView};
 
 use crate::device::Variant;
-use crate::loaded::{loaded_objects, loader_counters, GlobalScope};
-use crate::trace::trace;
 
 /// A loaded binary, stable while it stays loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct BinaryId(u64);
+
+impl BinaryId {
+    /// An id never handed out before: a library opened again after it was closed is a new
+    /// binary, so nothing cached for the old one can be mistaken for it.
+    pub(crate) fn fresh() -> BinaryId {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        BinaryId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
 
 /// An image: which binary and which image in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,85 +45,253 @@ pub(crate) struct ImageId {
     pub image: u32,
 }
 
-/// A loaded executable or shared library that carries device images.
+/// Where a name lies in a binary: which of its byte sources (a payload, or the table of names
+/// of images given as values) and the range. The index refers to names this way rather than
+/// holding copies: it holds one per kernel and export of every image.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    source: u32,
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    /// `text`'s place in `bytes`, source `source`, when it lies inside (a view of them).
+    fn within(source: u32, bytes: &[u8], text: &[u8]) -> Option<Span> {
+        let start = (text.as_ptr() as usize).checked_sub(bytes.as_ptr() as usize)?;
+        let end = start.checked_add(text.len()).filter(|&end| end <= bytes.len())?;
+        Some(Span { source, start: u32::try_from(start).ok()?, end: u32::try_from(end).ok()? })
+    }
+}
+
+/// What the index needs of one image, recorded when its binary is read.
+struct ImageRecord {
+    /// Index into the binary's `variants`.
+    variant: u32,
+    /// Ranges of the binary's `names`.
+    kernels: Range<u32>,
+    exports: Range<u32>,
+    /// Virtual-function sets its kernels use.
+    uses: Range<u32>,
+    /// The virtual-function set it provides (index into `names`).
+    set: Option<u32>,
+}
+
+/// The records of a binary's images, as they are made.
+#[derive(Default)]
+struct Records {
+    variants: Vec<Variant>,
+    images: Vec<ImageRecord>,
+    names: Vec<Span>,
+    uses_function_pointers: bool,
+}
+
+impl Records {
+    fn range(&mut self, names: impl Iterator<Item = Span>) -> Range<u32> {
+        let start = self.names.len() as u32;
+        self.names.extend(names);
+        start..self.names.len() as u32
+    }
+
+    /// Records an image whose names were added as `kernels`, `exports` and `uses` (ranges
+    /// from [`Records::range`]) and `set`.
+    fn push(&mut self, format: ImageFormat, target: &str, kernels: Range<u32>, exports: Range<u32>, uses: Range<u32>, set: Option<Span>) {
+        let variant = match self.variants.iter().position(|v| v.format == format && v.target == target) {
+            Some(at) => at,
+            None => {
+                self.variants.push(Variant { format, target: target.to_string() });
+                self.variants.len() - 1
+            }
+        } as u32;
+        let set = set.map(|name| {
+            self.names.push(name);
+            self.names.len() as u32 - 1
+        });
+        self.images.push(ImageRecord { variant, kernels, exports, uses, set });
+    }
+}
+
+/// Whether a `SYCL/device requirements` aspect list (little-endian `u32`s) holds the
+/// `function_pointers` aspect.
+fn calls_through_pointers(aspects: Option<&[u8]>) -> bool {
+    static FUNCTION_POINTERS: OnceLock<u32> = OnceLock::new();
+    let wanted = *FUNCTION_POINTERS.get_or_init(|| sycl_format::aspects::aspect_number("function_pointers").expect("known aspect"));
+    aspects.is_some_and(|bytes| bytes.chunks_exact(4).any(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) == wanted))
+}
+
+/// A loaded executable or shared library, or a device-library file, that carries device
+/// images. Shared by every registry made while it stays loaded.
 pub(crate) struct Binary {
     pub id: BinaryId,
     pub name: String,
-    /// Its image-set payloads, copied out of the loaded object and checked. Discovery indexes
-    /// them in place; the images are copied out of them when first needed.
-    payloads: Vec<Arc<[u8]>>,
+    /// Where its names lie: its image-set payloads (copied out of the loaded object and
+    /// checked; the images are copied out of them when first needed), or, for images given as
+    /// values, one table of their names.
+    sources: Vec<Arc<[u8]>>,
     images: OnceLock<Arc<[Image]>>,
+    variants: Vec<Variant>,
+    records: Vec<ImageRecord>,
+    names: Vec<Span>,
     pub image_count: u32,
     pub error: Option<String>,
-    /// For a library opened `RTLD_LOCAL`: itself and the libraries it depends on, the only
-    /// binaries whose exports its images may use and that may use its exports.
-    pub local_group: Option<Vec<BinaryId>>,
     /// Address ranges of its loaded segments.
     pub ranges: Vec<(usize, usize)>,
-}
-
-#[derive(Default)]
-pub(crate) struct Registry {
-    pub binaries: Vec<Binary>,
-    position: HashMap<BinaryId, usize>,
-    /// By image form, then by name: looked up on every launch without building a key. With
-    /// foldhash rather than SipHash: the keys are names from loaded binaries, and discovery
-    /// inserts every one of them.
-    kernels: Vec<(Variant, ByName)>,
-    exports: Vec<(Variant, ByName)>,
-    /// Virtual-function set → the images that provide it (real and dummy).
-    sets: HashMap<(Variant, String), Vec<ImageId>>,
-    /// Virtual-function set → the images whose kernels use it.
-    set_users: HashMap<(Variant, String), Vec<ImageId>>,
-    /// `(dlpi_adds, dlpi_subs)` when this registry was made.
-    pub counters: (u64, u64),
-    /// The device-library files' generation when this registry was made.
-    pub files_generation: u64,
-    /// Binary id of each loaded device-library file, by load id.
-    pub file_binaries: HashMap<u64, BinaryId>,
     /// Whether any image calls through function pointers (needs aspect `function_pointers`).
     pub uses_function_pointers: bool,
 }
 
-/// For each loaded object: `None` when its symbols are in the global scope, or for one
-/// opened `RTLD_LOCAL` its group: itself and what it needs, transitively. An object is local
-/// when the marker symbol of its images (see `sycl_format::scope_marker_symbol`) is not
-/// visible in the global scope. The executable and objects without images are global.
-fn local_groups(objects: &[crate::loaded::LoadedObject], ids: &[BinaryId]) -> Vec<Option<Vec<BinaryId>>> {
-    let by_file: HashMap<&str, usize> =
-        objects.iter().enumerate().map(|(i, o)| (o.name.rsplit('/').next().unwrap_or(&o.name), i)).collect();
-    let scope = GlobalScope::open();
-    objects
-        .iter()
-        .enumerate()
-        .map(|(i, object)| {
-            let global = i == 0
-                || object.payloads.as_ref().map_or(true, Vec::is_empty)
-                || scope.as_ref().is_none_or(|scope| {
-                    object.payload_hashes.iter().any(|h| scope.defines(object, &sycl_format::scope_marker_symbol(*h)))
-                });
-            if global {
-                return None;
-            }
-            let mut group = vec![i];
-            let mut next = 0;
-            while next < group.len() {
-                for needed in &objects[group[next]].needed {
-                    if let Some(&j) = by_file.get(needed.as_str()) {
-                        if !group.contains(&j) {
-                            group.push(j);
-                        }
-                    }
+impl Binary {
+    fn new(id: BinaryId, name: String, ranges: Vec<(usize, usize)>, records: Records) -> Binary {
+        Binary {
+            id,
+            name,
+            sources: vec![],
+            images: OnceLock::new(),
+            image_count: records.images.len() as u32,
+            variants: records.variants,
+            records: records.images,
+            names: records.names,
+            error: None,
+            ranges,
+            uses_function_pointers: records.uses_function_pointers,
+        }
+    }
+
+    /// A loaded object's binary, from its payloads (already copied out of the object): each
+    /// payload checked and its images indexed in place, in one pass. A malformed payload
+    /// leaves the binary without images, its error recorded.
+    pub(crate) fn read(
+        id: BinaryId,
+        name: String,
+        payloads: Result<Vec<Arc<[u8]>>, DecodeError>,
+        ranges: Vec<(usize, usize)>,
+    ) -> Binary {
+        let mut records = Records::default();
+        let indexed = payloads.and_then(|payloads| {
+            for (source, payload) in payloads.iter().enumerate() {
+                let view = ImageSetView::parse(payload)?;
+                // Most images define one kernel, or export a few symbols.
+                records.images.reserve(view.images.len());
+                records.names.reserve(2 * view.images.len());
+                for image in &view.images {
+                    record_view(&mut records, source as u32, payload, image)?;
                 }
-                next += 1;
             }
-            Some(group.into_iter().map(|j| ids[j]).collect())
+            Ok(payloads)
+        });
+        match indexed {
+            Ok(sources) => Binary { sources, ..Binary::new(id, name, ranges, records) },
+            Err(e) => Binary { error: Some(e.to_string()), ..Binary::new(id, name, ranges, Records::default()) },
+        }
+    }
+
+    /// A binary of images given as values (a device-library file, or a benchmark's).
+    pub(crate) fn of_images(id: BinaryId, name: String, images: Arc<[Image]>) -> Binary {
+        // One table holds every name, the binary's one source.
+        let mut table = String::new();
+        let mut at = |text: &str| {
+            let start = table.len() as u32;
+            table.push_str(text);
+            Span { source: 0, start, end: table.len() as u32 }
+        };
+        let mut records = Records::default();
+        for image in images.iter() {
+            let kernels = records.range(image.kernels.iter().map(|k| at(k)));
+            let exports = records.range(image.exported_symbols().map(&mut at));
+            let uses = records.range(image.uses_virtual_functions_sets().into_iter().map(&mut at));
+            let set = image.virtual_functions_set().map(|(set, _)| at(set));
+            records.push(image.format, &image.target, kernels, exports, uses, set);
+            let aspects = image.property_set(sets::DEVICE_REQUIREMENTS).and_then(|set| set.get(requirements::ASPECT));
+            records.uses_function_pointers |= calls_through_pointers(match aspects {
+                Some(sycl_format::PropertyValue::Bytes(bytes)) => Some(bytes),
+                _ => None,
+            });
+        }
+        let binary = Binary { sources: vec![Arc::from(table.into_bytes())], ..Binary::new(id, name, vec![], records) };
+        let _ = binary.images.set(images);
+        binary
+    }
+
+    /// The images, copied out of the payloads at the first call.
+    pub(crate) fn images(&self) -> &[Image] {
+        self.images.get_or_init(|| {
+            // The payloads were checked when indexed, and are ours: reading them again cannot fail.
+            let views = self.sources.iter().filter_map(|p| ImageSetView::parse(p).ok());
+            views.flat_map(|view| view.images.iter().map(ImageView::to_image).collect::<Vec<_>>()).collect()
         })
-        .collect()
+    }
+
+    fn names(&self, range: &Range<u32>) -> &[Span] {
+        &self.names[range.start as usize..range.end as usize]
+    }
+
+    fn bytes(&self, span: Span) -> &[u8] {
+        &self.sources[span.source as usize][span.start as usize..span.end as usize]
+    }
+
+    fn text(&self, span: Span) -> String {
+        String::from_utf8_lossy(self.bytes(span)).into_owned()
+    }
 }
 
-/// Images by kernel or symbol name, in loader order.
-type ByName = HashMap<String, Ids, foldhash::fast::RandomState>;
+/// Records one image of a checked payload, `source` of its binary, reading its property sets
+/// once.
+fn record_view(records: &mut Records, source: u32, payload: &[u8], image: &ImageView<'_>) -> Result<(), DecodeError> {
+    let (mut exports, mut aspects, mut virtual_functions) = (None, None, false);
+    for set in image.property_sets() {
+        match set.name {
+            sets::EXPORTED_SYMBOLS if exports.is_none() => exports = Some(set),
+            sets::DEVICE_REQUIREMENTS if aspects.is_none() => {
+                aspects = Some(match set.get(requirements::ASPECT) {
+                    Some(sycl_format::PropertyValueView::Bytes(bytes)) => Some(bytes),
+                    _ => None,
+                })
+            }
+            sets::VIRTUAL_FUNCTIONS => virtual_functions = true,
+            _ => {}
+        }
+    }
+    // A view's names lie in its payload; one that did not would be a reader's bug, reported as
+    // this binary's error rather than a panic.
+    let mut outside = false;
+    let mut span = |text: &[u8]| {
+        Span::within(source, payload, text).unwrap_or_else(|| {
+            outside = true;
+            Span { source, start: 0, end: 0 }
+        })
+    };
+    let kernels = records.range(image.kernel_bytes().map(&mut span));
+    let exports = records.range(exports.into_iter().flat_map(|set| set.name_bytes()).map(&mut span));
+    let (uses, set) = if virtual_functions {
+        let uses = image.uses_virtual_functions_sets().map(|set| span(set.as_bytes()));
+        (records.range(uses), image.virtual_functions_set().map(|(set, _)| span(set.as_bytes())))
+    } else {
+        (0..0, None)
+    };
+    records.push(image.format, image.target, kernels, exports, uses, set);
+    records.uses_function_pointers |= calls_through_pointers(aspects.flatten());
+    if outside {
+        return Err(DecodeError::Invalid("a name outside its payload".into()));
+    }
+    Ok(())
+}
+
+/// One name of the index and the images it names, in loader order. The name itself stays in
+/// its binary: the entry says where (the binary's position in the registry, and the span).
+struct Named {
+    binary: u32,
+    span: Span,
+    ids: Ids,
+}
+
+/// The index of one image form: images by kernel or symbol name.
+type ByName = HashTable<Named>;
+
+type Hasher = foldhash::fast::RandomState;
+
+fn bytes_of<'b>(binaries: &'b [Arc<Binary>], named: &Named) -> &'b [u8] {
+    binaries[named.binary as usize].bytes(named.span)
+}
 
 /// The images of one name: almost always one, kept without an allocation of its own.
 enum Ids {
@@ -131,226 +315,138 @@ impl Ids {
     }
 }
 
-/// The names of `variant`'s map in `maps` (one per image form: a short list).
-fn by_name<'m>(maps: &'m mut Vec<(Variant, ByName)>, format: ImageFormat, target: &str) -> &'m mut ByName {
-    let at = match maps.iter().position(|(v, _)| v.format == format && v.target == target) {
-        Some(at) => at,
-        None => {
-            maps.push((Variant { format, target: target.to_string() }, ByName::default()));
-            maps.len() - 1
-        }
-    };
-    &mut maps[at].1
-}
-
-/// What the registry indexes of one image: from a view of a loaded payload, or from an image
-/// of a device-library file.
-struct Indexed<'s, K, E, U> {
-    format: ImageFormat,
-    target: &'s str,
-    kernels: K,
-    exports: E,
-    set: Option<&'s str>,
-    uses: U,
-    uses_function_pointers: bool,
-}
-
-fn calls_through_pointers(requirements: Option<&PropertySet>) -> bool {
-    requirements.is_some_and(|set| {
-        let aspect = sycl_format::aspects::aspect_number("function_pointers").expect("known aspect");
-        DeviceRequirements::from_property_set(set).is_ok_and(|r| r.aspects.contains(&aspect))
+/// The position of `variant`'s index in `maps` (one per image form: a short list).
+fn by_name(maps: &mut Vec<(Variant, ByName)>, variant: &Variant) -> usize {
+    maps.iter().position(|(v, _)| v == variant).unwrap_or_else(|| {
+        maps.push((variant.clone(), ByName::new()));
+        maps.len() - 1
     })
 }
 
-impl Binary {
-    fn new(id: BinaryId, name: String, local_group: Option<Vec<BinaryId>>, ranges: Vec<(usize, usize)>) -> Binary {
-        Binary { id, name, payloads: vec![], images: OnceLock::new(), image_count: 0, error: None, local_group, ranges }
-    }
-
-    /// The images, copied out of the payloads at the first call.
-    pub(crate) fn images(&self) -> &[Image] {
-        self.images.get_or_init(|| {
-            // The payloads were checked when indexed, and are ours: reading them again cannot fail.
-            let views = self.payloads.iter().filter_map(|p| ImageSetView::parse(p).ok());
-            views.flat_map(|view| view.images.iter().map(ImageView::to_image).collect::<Vec<_>>()).collect()
-        })
+/// Adds image `id` under the name at `span` of the binary at `binary` in `binaries`.
+fn insert(names: &mut ByName, hasher: &Hasher, binaries: &[Arc<Binary>], binary: u32, span: Span, id: ImageId) {
+    let bytes = binaries[binary as usize].bytes(span);
+    let hash = hasher.hash_one(bytes);
+    match names.entry(hash, |named| bytes_of(binaries, named) == bytes, |named| hasher.hash_one(bytes_of(binaries, named))) {
+        hashbrown::hash_table::Entry::Occupied(mut named) => named.get_mut().ids.push(id),
+        hashbrown::hash_table::Entry::Vacant(slot) => {
+            slot.insert(Named { binary, span, ids: Ids::One([id]) });
+        }
     }
 }
 
-/// A loaded object's identity: name, load address, hash of its payloads.
-type LoadKey = (String, usize, u64);
+/// The images `name` names in `maps`' index of `variant`.
+fn lookup<'r>(maps: &'r [(Variant, ByName)], hasher: &Hasher, binaries: &[Arc<Binary>], variant: &Variant, name: &str) -> &'r [ImageId] {
+    let Some((_, names)) = maps.iter().find(|(v, _)| v == variant) else { return &[] };
+    let bytes = name.as_bytes();
+    names.find(hasher.hash_one(bytes), |named| bytes_of(binaries, named) == bytes).map_or(&[], |named| named.ids.as_slice())
+}
 
-/// Ids handed out so far, by identity.
-fn binary_id(name: &str, base: usize, payload_hashes: &[u64]) -> BinaryId {
-    static IDS: Mutex<Option<HashMap<LoadKey, u64>>> = Mutex::new(None);
-    let hash = payload_hashes.iter().fold(payload_hashes.len() as u64, |h, p| h.rotate_left(5) ^ p);
-    let key = (name.to_string(), base, hash);
-    let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
-    let ids = ids.get_or_insert_with(HashMap::new);
-    let next = ids.len() as u64;
-    BinaryId(*ids.entry(key).or_insert(next))
+/// The binaries of a registry, in resolution order, each with its `RTLD_LOCAL` group: `None`
+/// when its exports serve everyone, otherwise the binaries whose exports it may use and that
+/// may use its own (itself included).
+pub(crate) type Members = Vec<(Arc<Binary>, Option<Box<[BinaryId]>>)>;
+
+#[derive(Default)]
+pub(crate) struct Registry {
+    /// In resolution order.
+    pub binaries: Vec<Arc<Binary>>,
+    position: HashMap<BinaryId, usize, foldhash::fast::RandomState>,
+    /// The groups of the binaries that have one (see [`Members`]); usually none.
+    local_groups: HashMap<BinaryId, Box<[BinaryId]>, foldhash::fast::RandomState>,
+    /// By image form, then by name: looked up on every launch without building a key.
+    kernels: Vec<(Variant, ByName)>,
+    exports: Vec<(Variant, ByName)>,
+    hasher: Hasher,
+    /// Virtual-function set → the images that provide it (real and dummy).
+    sets: HashMap<(Variant, String), Vec<ImageId>>,
+    /// Virtual-function set → the images whose kernels use it.
+    set_users: HashMap<(Variant, String), Vec<ImageId>>,
+    /// Binary id of each loaded device-library file, by load id.
+    pub file_binaries: HashMap<u64, BinaryId>,
+    /// Whether any image calls through function pointers (needs aspect `function_pointers`).
+    pub uses_function_pointers: bool,
 }
 
 impl Registry {
-    pub(crate) fn discover() -> Registry {
-        let counters = loader_counters();
-        let mut registry = Registry { counters, ..Registry::default() };
-        let objects = loaded_objects();
-        let ids: Vec<BinaryId> = objects.iter().map(|o| binary_id(&o.name, o.base, &o.payload_hashes)).collect();
-        let groups = local_groups(&objects, &ids);
-        let files = crate::library::files();
-        registry.files_generation = crate::library::generation();
+    /// The registry of `members`, in this order, from what each binary recorded when it was
+    /// read: nothing is parsed here.
+    pub(crate) fn assemble(members: Members, file_binaries: HashMap<u64, BinaryId>) -> Registry {
+        let mut registry = Registry { file_binaries, ..Registry::default() };
         // The kernel index sized once for every image (most are JIT SPIR-V, one kernel each).
-        let images: usize =
-            objects.iter().flat_map(|o| o.payloads.iter().flatten()).map(|p| ImageSetView::count_hint(p)).sum();
-        let spirv = Variant::spirv();
-        by_name(&mut registry.kernels, spirv.format, &spirv.target).reserve(images);
-        for (index, object) in objects.into_iter().enumerate() {
-            let mut binary = Binary::new(ids[index], object.name, groups[index].clone(), object.ranges);
-            match object.payloads {
-                Ok(payloads) if payloads.is_empty() => continue,
-                Ok(payloads) => binary.payloads = payloads,
-                Err(e) => binary.error = Some(e.to_string()),
+        let images = members.iter().map(|(b, _)| b.records.len()).sum();
+        let spirv = by_name(&mut registry.kernels, &Variant::spirv());
+        registry.kernels[spirv].1.reserve(images, |_| unreachable!("the index is empty: nothing to rehash"));
+        registry.position.reserve(members.len());
+        registry.binaries.reserve(members.len());
+        for (binary, group) in members {
+            if let Some(group) = group {
+                registry.local_groups.insert(binary.id, group);
             }
-            registry.add(binary);
-        }
-        // Device-library files come last in resolution order, in the order they were loaded.
-        for file in &files.list {
-            let name = file.path.display().to_string();
-            let id = binary_id(&name, usize::MAX - file.id as usize, &[]);
-            let local_group = (file.scope == crate::library::LibraryScope::Own).then(|| vec![id]);
-            trace!("discover", "{name}: {} image(s) from a device library file", file.images.len());
-            let binary = Binary::new(id, name, local_group, vec![]);
-            let _ = binary.images.set(file.images.clone());
-            registry.file_binaries.insert(file.id, id);
-            registry.add(binary);
+            registry.position.insert(binary.id, registry.binaries.len());
+            registry.binaries.push(binary);
+            registry.index(registry.binaries.len() - 1);
         }
         registry
     }
 
     /// A registry of the given binaries, in this order, as if they were loaded (benchmarks).
     pub(crate) fn from_binaries(binaries: Vec<(String, ImageSet)>) -> Registry {
-        let mut registry = Registry::default();
-        for (i, (name, set)) in binaries.into_iter().enumerate() {
-            let binary = Binary::new(binary_id(&name, i, &[]), name, None, vec![]);
-            let _ = binary.images.set(set.images.into());
-            registry.add(binary);
-        }
-        registry
+        let members = binaries
+            .into_iter()
+            .map(|(name, set)| (Arc::new(Binary::of_images(BinaryId::fresh(), name, set.images.into())), None))
+            .collect();
+        Registry::assemble(members, HashMap::new())
     }
 
-    /// Whether libraries were opened or closed since this registry was made.
-    pub(crate) fn is_stale(&self) -> bool {
-        loader_counters() != self.counters || crate::library::generation() != self.files_generation
+    /// Indexes the images of the binary at `position`.
+    fn index(&mut self, position: usize) {
+        let binary = &self.binaries[position];
+        // Each of the binary's image forms, as an index into the registry's lists.
+        let forms: Vec<(usize, usize)> = binary
+            .variants
+            .iter()
+            .map(|variant| (by_name(&mut self.kernels, variant), by_name(&mut self.exports, variant)))
+            .collect();
+        let at = position as u32;
+        for (image, record) in binary.records.iter().enumerate() {
+            let id = ImageId { binary: binary.id, image: image as u32 };
+            let (kernels, exports) = forms[record.variant as usize];
+            for &span in binary.names(&record.kernels) {
+                insert(&mut self.kernels[kernels].1, &self.hasher, &self.binaries, at, span, id);
+            }
+            for &span in binary.names(&record.exports) {
+                insert(&mut self.exports[exports].1, &self.hasher, &self.binaries, at, span, id);
+            }
+            let variant = &binary.variants[record.variant as usize];
+            if let Some(set) = record.set {
+                let set = binary.text(binary.names[set as usize]);
+                self.sets.entry((variant.clone(), set)).or_default().push(id);
+            }
+            for &set in binary.names(&record.uses) {
+                self.set_users.entry((variant.clone(), binary.text(set))).or_default().push(id);
+            }
+        }
+        self.uses_function_pointers |= binary.uses_function_pointers;
     }
 
-    /// Indexes `binary`'s images and appends it. Payloads are read in place; a malformed one
-    /// leaves the binary without images, its error recorded.
-    fn add(&mut self, mut binary: Binary) {
-        let mut count = 0u32;
-        if let Some(images) = binary.images.get().cloned() {
-            for image in images.iter() {
-                let id = ImageId { binary: binary.id, image: count };
-                self.index(
-                    id,
-                    Indexed {
-                        format: image.format,
-                        target: &image.target,
-                        kernels: image.kernels.iter().map(String::as_str),
-                        exports: image.exported_symbols(),
-                        set: image.virtual_functions_set().map(|(set, _)| set),
-                        uses: image.uses_virtual_functions_sets().into_iter(),
-                        uses_function_pointers: calls_through_pointers(image.property_set(sets::DEVICE_REQUIREMENTS)),
-                    },
-                );
-                count += 1;
-            }
-        } else if binary.error.is_none() {
-            let views: Result<Vec<ImageSetView<'_>>, _> =
-                binary.payloads.iter().map(|p| ImageSetView::parse(p)).collect();
-            match views {
-                Ok(views) => {
-                    for image in views.iter().flat_map(|v| &v.images) {
-                        let id = ImageId { binary: binary.id, image: count };
-                        let requirements = image.property_set(sets::DEVICE_REQUIREMENTS).map(|s| s.to_property_set());
-                        self.index(
-                            id,
-                            Indexed {
-                                format: image.format,
-                                target: image.target,
-                                kernels: image.kernels(),
-                                exports: image.exported_symbols(),
-                                set: image.virtual_functions_set().map(|(set, _)| set),
-                                uses: image.uses_virtual_functions_sets(),
-                                uses_function_pointers: calls_through_pointers(requirements.as_ref()),
-                            },
-                        );
-                        count += 1;
-                    }
-                }
-                Err(e) => binary.error = Some(e.to_string()),
-            }
-        }
-        match &binary.error {
-            Some(error) => {
-                trace!("discover", "{}: malformed device images ignored: {error}", binary.name);
-                log::warn!("{}: malformed device images ignored: {error}", binary.name);
-                binary.payloads.clear();
-                count = 0;
-            }
-            None => trace!(
-                "discover",
-                "{}: {count} image{}{}",
-                binary.name,
-                if count == 1 { "" } else { "s" },
-                if binary.local_group.is_some() { " (RTLD_LOCAL)" } else { "" }
-            ),
-        }
-        binary.image_count = count;
-        self.position.insert(binary.id, self.binaries.len());
-        self.binaries.push(binary);
-    }
-
-    fn index<'s>(
-        &mut self,
-        id: ImageId,
-        image: Indexed<'s, impl Iterator<Item = &'s str>, impl Iterator<Item = &'s str>, impl Iterator<Item = &'s str>>,
-    ) {
-        let insert = |names: &mut ByName, name: &str| match names.get_mut(name) {
-            Some(ids) => ids.push(id),
-            None => {
-                names.insert(name.to_string(), Ids::One([id]));
-            }
-        };
-        let kernels = by_name(&mut self.kernels, image.format, image.target);
-        image.kernels.for_each(|k| insert(kernels, k));
-        let mut exports = image.exports.peekable();
-        if exports.peek().is_some() {
-            let by_export = by_name(&mut self.exports, image.format, image.target);
-            exports.for_each(|e| insert(by_export, e));
-        }
-        let variant = || Variant { format: image.format, target: image.target.to_string() };
-        if let Some(set) = image.set {
-            self.sets.entry((variant(), set.to_string())).or_default().push(id);
-        }
-        for set in image.uses {
-            self.set_users.entry((variant(), set.to_string())).or_default().push(id);
-        }
-        self.uses_function_pointers |= image.uses_function_pointers;
+    /// The `RTLD_LOCAL` group of `binary`, when it has one.
+    pub(crate) fn local_group(&self, binary: BinaryId) -> Option<&[BinaryId]> {
+        self.local_groups.get(&binary).map(|group| &group[..])
     }
 
     /// Whether images of `requester` may use exports of `provider`: a library opened
     /// `RTLD_LOCAL` sees everything global plus its own group, and is seen by its group only.
     pub(crate) fn visible(&self, requester: BinaryId, provider: BinaryId) -> bool {
-        match &self.binary(provider).local_group {
-            None => true,
-            Some(_) => self.binary(requester).local_group.as_ref().is_some_and(|group| group.contains(&provider)),
+        if self.local_groups.is_empty() || !self.local_groups.contains_key(&provider) {
+            return true;
         }
+        self.local_group(requester).is_some_and(|group| group.contains(&provider))
     }
 
     /// The binary whose loaded segments contain `address`.
     pub(crate) fn binary_containing(&self, address: usize) -> Option<&Binary> {
-        self.binaries.iter().find(|b| b.ranges.iter().any(|&(start, end)| (start..end).contains(&address)))
+        self.binaries.iter().map(|b| &**b).find(|b| b.ranges.iter().any(|&(start, end)| (start..end).contains(&address)))
     }
 
     /// Whether `binary` is a device-library file rather than a loaded object.
@@ -378,14 +474,12 @@ impl Registry {
 
     /// Images of this form that define `kernel`, in loader order.
     pub(crate) fn kernel_images(&self, variant: &Variant, kernel: &str) -> &[ImageId] {
-        let names = self.kernels.iter().find(|(v, _)| v == variant);
-        names.and_then(|(_, m)| m.get(kernel)).map_or(&[], Ids::as_slice)
+        lookup(&self.kernels, &self.hasher, &self.binaries, variant, kernel)
     }
 
     /// Images of this form that export `symbol`, in loader order.
     pub(crate) fn providers(&self, variant: &Variant, symbol: &str) -> &[ImageId] {
-        let names = self.exports.iter().find(|(v, _)| v == variant);
-        names.and_then(|(_, m)| m.get(symbol)).map_or(&[], Ids::as_slice)
+        lookup(&self.exports, &self.hasher, &self.binaries, variant, symbol)
     }
 
     /// Images of this form that provide virtual-function set `set` (real and dummy).
@@ -407,5 +501,80 @@ impl Registry {
                 Some(e) => format!("{} (unreadable: {e})", b.name),
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sycl_format::{Image, PropertySet};
+
+    fn image(kernels: &[&str], exports: &[&str]) -> Image {
+        Image {
+            format: ImageFormat::SpirV,
+            target: "spir64".into(),
+            kernels: kernels.iter().map(|k| k.to_string()).collect(),
+            property_sets: vec![PropertySet::symbols(sets::EXPORTED_SYMBOLS, exports.iter().copied())],
+            data: vec![1, 2, 3],
+        }
+    }
+
+    fn payload(images: Vec<Image>) -> Arc<[u8]> {
+        Arc::from(ImageSet { images }.encode())
+    }
+
+    #[test]
+    fn a_read_binary_indexes_names_inside_its_payload() {
+        let binary = Binary::read(
+            BinaryId::fresh(),
+            "liba.so".into(),
+            Ok(vec![payload(vec![image(&["k1"], &["f"]), image(&["k2"], &[])])]),
+            vec![],
+        );
+        assert_eq!(binary.image_count, 2);
+        assert_eq!(binary.sources.len(), 1, "names are not copied out of the payload");
+        let registry = Registry::assemble(vec![(Arc::new(binary), None)], HashMap::new());
+        let spirv = Variant::spirv();
+        assert_eq!(registry.kernel_images(&spirv, "k2").len(), 1);
+        assert_eq!(registry.providers(&spirv, "f").len(), 1);
+        assert!(registry.kernel_images(&spirv, "f").is_empty());
+        assert_eq!(registry.image(registry.kernel_images(&spirv, "k2")[0]).kernels, ["k2"]);
+    }
+
+    #[test]
+    fn a_malformed_payload_leaves_the_binary_without_images() {
+        let mut bytes = ImageSet { images: vec![image(&["k"], &[])] }.encode();
+        bytes.truncate(bytes.len() - 1);
+        let binary = Binary::read(BinaryId::fresh(), "libbad.so".into(), Ok(vec![Arc::from(bytes)]), vec![]);
+        assert_eq!(binary.image_count, 0);
+        assert!(binary.error.is_some());
+        assert!(binary.images().is_empty());
+    }
+
+    #[test]
+    fn assembling_again_keeps_loader_order_and_drops_what_went() {
+        let a = Arc::new(Binary::read(BinaryId::fresh(), "liba.so".into(), Ok(vec![payload(vec![image(&[], &["f"])])]), vec![]));
+        let b = Arc::new(Binary::of_images(BinaryId::fresh(), "libb.so".into(), vec![image(&["k"], &["f"])].into()));
+        let spirv = Variant::spirv();
+        let both = Registry::assemble(vec![(a.clone(), None), (b.clone(), None)], HashMap::new());
+        assert_eq!(both.providers(&spirv, "f").iter().map(|i| i.binary).collect::<Vec<_>>(), [a.id, b.id]);
+        let only_b = Registry::assemble(vec![(b.clone(), None)], HashMap::new());
+        assert_eq!(only_b.providers(&spirv, "f").iter().map(|i| i.binary).collect::<Vec<_>>(), [b.id]);
+        assert!(!only_b.contains(a.id));
+    }
+
+    #[test]
+    fn local_groups_limit_visibility_both_ways() {
+        let ids: Vec<Arc<Binary>> =
+            (0..3).map(|i| Arc::new(Binary::of_images(BinaryId::fresh(), format!("lib{i}.so"), vec![image(&[], &[])].into()))).collect();
+        let (global, local, dep) = (ids[0].id, ids[1].id, ids[2].id);
+        let group: Box<[BinaryId]> = vec![local, dep].into();
+        let registry = Registry::assemble(
+            vec![(ids[0].clone(), None), (ids[1].clone(), Some(group.clone())), (ids[2].clone(), Some(group))],
+            HashMap::new(),
+        );
+        assert!(registry.visible(local, global), "a local library sees global exports");
+        assert!(registry.visible(local, dep), "and its group's");
+        assert!(!registry.visible(global, local), "a global one does not see a local library's");
     }
 }

@@ -8,7 +8,7 @@
 //! both, and strict mode (`SYCL_STRICT_EXPORTS=1`) makes it an error. Exports of a library
 //! opened `RTLD_LOCAL` serve only that library and its dependencies.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 
 use sycl_format::ImageFormat;
 
@@ -61,17 +61,18 @@ fn collect_in(
     root: ImageId,
     compatible: &dyn Fn(&sycl_format::Image) -> bool,
 ) -> Result<Vec<ImageId>, Error> {
+    // Breadth first: `images[next..]` are the images whose imports are still to resolve.
     let mut images = vec![root];
-    let mut provided: HashSet<&str> = registry.image(root).exported_symbols().collect();
-    let mut queue = VecDeque::from([root]);
-    let mut sets_done: HashSet<String> = HashSet::new();
-    let add = |id: ImageId, images: &mut Vec<ImageId>, queue: &mut VecDeque<ImageId>| {
+    let mut next = 0;
+    let mut provided: HashSet<&str, foldhash::fast::RandomState> = registry.image(root).exported_symbols().collect();
+    let mut sets_done: HashSet<String, foldhash::fast::RandomState> = HashSet::default();
+    let add = |id: ImageId, images: &mut Vec<ImageId>| {
         if !images.contains(&id) {
             images.push(id);
-            queue.push_back(id);
         }
     };
-    while let Some(id) = queue.pop_front() {
+    while let Some(&id) = images.get(next) {
+        next += 1;
         let mut sets: Vec<String> = registry.image(id).uses_virtual_functions_sets().into_iter().map(str::to_string).collect();
         for symbol in registry.image(id).imported_symbols() {
             if provided.contains(symbol) {
@@ -96,7 +97,7 @@ fn collect_in(
             }
             trace!("resolve", "{symbol} -> {} (for kernel {kernel})", registry.describe(provider));
             provided.extend(registry.image(provider).exported_symbols());
-            add(provider, &mut images, &mut queue);
+            add(provider, &mut images);
         }
         for set in sets {
             if !sets_done.insert(set.clone()) {
@@ -131,12 +132,12 @@ fn collect_in(
                     if chosen == r { "" } else { " (dummy)" }
                 );
                 provided.extend(registry.image(chosen).exported_symbols());
-                add(chosen, &mut images, &mut queue);
+                add(chosen, &mut images);
             }
             // Kernels that use the same set share the program, so objects stay valid.
             for &user in registry.set_users(variant, &set) {
                 if registry.visible(id.binary, user.binary) && compatible(registry.image(user)) {
-                    add(user, &mut images, &mut queue);
+                    add(user, &mut images);
                 }
             }
         }

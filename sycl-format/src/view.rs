@@ -106,10 +106,17 @@ impl<'a> ImageView<'a> {
         self.kernels.iter(|d| d.str_ref())
     }
 
+    /// Kernels defined by this image, as bytes: the names [`ImageView::kernels`] gives, without
+    /// checking them again (the view was checked when parsed), for indexes that compare bytes.
+    pub fn kernel_bytes(&self) -> impl Iterator<Item = &'a [u8]> {
+        self.kernels.iter(|d| d.bytes())
+    }
+
     pub fn property_sets(&self) -> impl Iterator<Item = PropertySetView<'a>> {
         self.sets.iter(|d| {
             let name = d.str_ref()?;
-            let properties = List::read(d, 12, |d| read_property(d).map(drop))?;
+            // Checked when the view was parsed: stepped over here, not checked again.
+            let properties = List::read(d, 12, skip_property)?;
             Ok(PropertySetView { name, properties })
         })
     }
@@ -190,6 +197,15 @@ impl<'a> PropertySetView<'a> {
         self.properties().map(|(name, _)| name)
     }
 
+    /// [`PropertySetView::names`] as bytes, not checked again (see [`ImageView::kernel_bytes`]).
+    pub fn name_bytes(&self) -> impl Iterator<Item = &'a [u8]> {
+        self.properties.iter(|d| {
+            let name = d.bytes()?;
+            skip_value(d)?;
+            Ok(name)
+        })
+    }
+
     pub fn get(&self, name: &str) -> Option<PropertyValueView<'a>> {
         self.properties().find(|(n, _)| *n == name).map(|(_, value)| value)
     }
@@ -215,6 +231,20 @@ impl PropertyValueView<'_> {
             PropertyValueView::Bytes(v) => PropertyValue::Bytes(v.to_vec()),
             PropertyValueView::String(v) => PropertyValue::String(v.to_string()),
         }
+    }
+}
+
+/// Steps over a property of a checked payload.
+fn skip_property(d: &mut Decoder<'_>) -> Result<(), DecodeError> {
+    d.bytes()?;
+    skip_value(d)
+}
+
+fn skip_value(d: &mut Decoder<'_>) -> Result<(), DecodeError> {
+    match d.u32()? {
+        TYPE_UINT32 => d.u32().map(drop),
+        TYPE_BYTE_ARRAY | TYPE_STRING => d.bytes().map(drop),
+        other => Err(DecodeError::Invalid(format!("unknown property type {other}"))),
     }
 }
 

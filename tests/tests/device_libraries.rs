@@ -23,7 +23,7 @@ fn a_device_library_file_satisfies_imports_while_it_is_loaded() {
         .output()
         .unwrap();
     assert!(made.status.success(), "{}", stderr(&made));
-    let out = Command::new(fixtures().join("devlib-app")).arg(&file).env("SYCL_CACHE_DISABLE", "1").output().unwrap();
+    let out = Command::new(fixtures().join("devlib-app")).arg(&file).env("SYCL_CACHE_DISABLE", "1").env("SYCL_TRACE", "1").output().unwrap();
     let (o, e) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{o}{e}");
     let lines: Vec<&str> = o.lines().collect();
@@ -36,6 +36,17 @@ fn a_device_library_file_satisfies_imports_while_it_is_loaded() {
     assert!(lines[5].contains("exports it, but was loaded with LibraryScope::Own, so only its own images may use its exports"), "{o}");
     assert_eq!(lines[6], "device library /nonexistent/lib.sydl: No such file or directory (os error 2)");
     assert_eq!(lines[7], "device library /etc/hostname: malformed device library: bad magic");
+    // Each load and unload is noticed at the next launch, which reads the file's images only
+    // when it appears and reads nothing loaded again.
+    let path = file.display().to_string();
+    let trace = |event: &str| -> Vec<String> {
+        let prefix = format!("sycl: {event} ");
+        e.lines().filter_map(|l| l.strip_prefix(prefix.as_str())).map(str::to_string).collect()
+    };
+    let appeared = format!("appeared: {path}; went: none");
+    assert_eq!(trace("rediscover"), [appeared.clone(), format!("appeared: none; went: {path}"), appeared], "{e}");
+    let discovered = format!("{path}: 2 image(s) from a device library file");
+    assert_eq!(trace("discover")[1..], [discovered.clone(), discovered], "{e}");
     // The file is an image set in the embedded encoding.
     let set = sycl_format::ImageSet::decode(&std::fs::read(&file).unwrap()).unwrap();
     assert!(set.images.iter().any(|i| i.exported_symbols().any(|s| s == "devlib_func")));

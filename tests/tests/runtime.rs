@@ -90,6 +90,60 @@ fn dlopen_and_dlclose_are_noticed_over_200_cycles() {
     assert!(growth < 8 * 1024, "resident memory grew by {growth} KiB over 190 cycles");
 }
 
+/// The trace lines of one event, without `sycl: EVENT `.
+fn events<'a>(trace: &'a str, event: &str) -> Vec<&'a str> {
+    let prefix = format!("sycl: {event} ");
+    trace.lines().filter_map(|l| l.strip_prefix(prefix.as_str())).collect()
+}
+
+#[test]
+fn start_up_discovers_once_though_the_drivers_open_libraries() {
+    let (out, trace) = ok(&run_fixture("app"));
+    assert_eq!(out, "0 2 4 6 8 10 12 14\n");
+    let discovered: Vec<&str> = events(&trace, "discover").iter().map(|l| l.rsplit('/').next().unwrap()).collect();
+    assert_eq!(discovered, ["app: 2 images", "libhelpers.so: 2 images"], "each binary read once:\n{trace}");
+    assert!(events(&trace, "rediscover").is_empty(), "loading the OpenCL drivers is no change of images:\n{trace}");
+}
+
+#[test]
+fn a_dlopen_reads_only_the_new_library_and_a_dlclose_forgets_its_programs() {
+    // Before, open (launch), close (launch), then one cycle: open (launch), close.
+    let out = Command::new(fixtures().join("dlopen-app")).arg("1").env("SYCL_CACHE_DISABLE", "1").env("SYCL_TRACE", "1").output().unwrap();
+    let (out, trace) = ok(&out);
+    assert!(out.contains("open: [1000, 1001, 1002, 1003]\n"), "{out}");
+    assert_eq!(
+        events(&trace, "rediscover"),
+        ["appeared: libplugin.so; went: none", "appeared: none; went: libplugin.so", "appeared: libplugin.so; went: none"],
+        "{trace}"
+    );
+    // Every rediscovery that found the library read it, and nothing else.
+    let after_rediscover: Vec<&str> = trace
+        .lines()
+        .zip(trace.lines().skip(1))
+        .filter(|(l, _)| l.starts_with("sycl: rediscover appeared: libplugin.so"))
+        .map(|(_, next)| next.rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(after_rediscover, ["libplugin.so: 1 image", "libplugin.so: 1 image"], "{trace}");
+    assert_eq!(events(&trace, "discover").len(), 3, "dlopen-app once, libplugin.so at each opening:\n{trace}");
+    // The executable keeps its binary (and compiled object) throughout; the closed library's
+    // programs are gone, so its reopening compiles and links again.
+    let compiles = events(&trace, "compile");
+    assert_eq!(compiles.iter().filter(|l| l.starts_with("dlopen-app image 0 ")).count(), 1, "{trace}");
+    assert_eq!(compiles.iter().filter(|l| l.starts_with("libplugin.so image 0 ")).count(), 2, "{trace}");
+    assert_eq!(events(&trace, "link").len(), 2, "{trace}");
+    assert!(events(&trace, "cache-hit").is_empty(), "no program of the closed library served:\n{trace}");
+}
+
+#[test]
+fn a_library_closed_and_opened_again_rtld_global_serves_everyone() {
+    let out = Command::new(fixtures().join("scoped-app")).arg("reopen").env("SYCL_CACHE_DISABLE", "1").env("SYCL_TRACE", "1").output().unwrap();
+    let (out, trace) = ok(&out);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "kernel_a: [1, 2, 3, 4]");
+    assert!(lines[1].starts_with("app_uses_scoped: error: unresolved device symbol `scoped_func`"), "RTLD_LOCAL first:\n{out}");
+    assert_eq!(lines[2..], ["kernel_a: [1, 2, 3, 4]", "app_uses_scoped: [1, 2, 3, 4]"], "RTLD_GLOBAL then:\n{out}\n{trace}");
+}
+
 #[test]
 fn every_image_is_compiled_once_and_reused_by_every_link() {
     let (out, trace) = ok(&run_fixture("compile_once"));
