@@ -160,7 +160,7 @@ pub(crate) fn unresolved(registry: &Registry, variant: &Variant, symbol: &str, k
         } else {
             // Loaded as a dependency of a library opened RTLD_LOCAL, or opened so itself.
             let opener = registry.binaries.iter().find(|b| {
-                b.id != p.binary && b.local_group.as_ref().is_some_and(|g| g.first() == Some(&b.id) && g.contains(&p.binary))
+                b.id != p.binary && registry.local_group(b.id).is_some_and(|g| g.first() == Some(&b.id) && g.contains(&p.binary))
             });
             let scope = match opener {
                 Some(b) => {
