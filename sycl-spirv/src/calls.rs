@@ -17,7 +17,7 @@ use rspirv::dr::{Module, Operand};
 use rspirv::spirv::{Op, Word};
 
 use crate::features::Location;
-use crate::link::untyped_sets;
+use crate::load::untyped_sets;
 use crate::load::operand_id;
 use crate::symbols::{linkage_of, Linkage};
 
@@ -243,6 +243,8 @@ impl Names {
 /// named like [`function_name`], but a name that a kernel, an export or an import of the image
 /// already has, or that an earlier node took, gets `#2`, `#3`, … so that names are unique and a
 /// name the runtime follows to another image always means the exported function.
+// Only the post-link (feature `link`) writes call graphs.
+#[cfg_attr(not(feature = "link"), allow(dead_code))]
 pub(crate) fn reduced_call_graph(module: &Module, imported: &[String]) -> BTreeMap<String, Vec<String>> {
     let graph = CallGraph::of(module);
     let names = Names::of(module);
@@ -362,12 +364,14 @@ pub(crate) fn reduced_call_graph(module: &Module, imported: &[String]) -> BTreeM
 /// Unique names: each name asked for, or when it is taken, the first of `name#2`, `name#3`, …
 /// that is free. Each base name remembers where its search stopped, so a thousand functions
 /// of one name cost a thousand tries, not half a million.
+#[cfg_attr(not(feature = "link"), allow(dead_code))]
 #[derive(Default)]
 struct Namer {
     taken: HashSet<String>,
     next_suffix: HashMap<String, usize>,
 }
 
+#[cfg_attr(not(feature = "link"), allow(dead_code))]
 impl Namer {
     fn take(&mut self, name: String) -> String {
         if !self.taken.contains(&name) {

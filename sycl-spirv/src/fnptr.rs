@@ -413,7 +413,7 @@ impl Lowering {
         module.extensions.retain(
             |e| !matches!(e.operands.first(), Some(Operand::LiteralString(s)) if s == "SPV_INTEL_function_pointers"),
         );
-        let untyped: HashSet<Word> = crate::link::untyped_sets(module).into_iter().collect();
+        let untyped: HashSet<Word> = crate::load::untyped_sets(module).into_iter().collect();
         for inst in module.all_inst_iter_mut() {
             crate::link::for_each_id(inst, &untyped, |id| *id = resolve(*id));
         }

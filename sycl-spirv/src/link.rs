@@ -13,6 +13,7 @@ use rspirv::dr::{Instruction, Module, ModuleHeader, Operand};
 use rspirv::spirv::{Op, Word};
 
 use crate::symbols::{linkage_of, Linkage};
+use crate::load::untyped_sets;
 use crate::Error;
 
 /// One module to link, with a name for messages (its source path).
@@ -377,15 +378,6 @@ pub(crate) fn for_each_id(inst: &mut Instruction, untyped_sets: &HashSet<Word>, 
     for op in operands {
         map_operand_id(op, &mut f);
     }
-}
-
-/// Ids of a module's extended instruction sets other than those rspirv has grammars for.
-pub(crate) fn untyped_sets(m: &Module) -> Vec<Word> {
-    m.ext_inst_imports
-        .iter()
-        .filter(|i| !matches!(i.operands.first(), Some(Operand::LiteralString(name)) if name == "OpenCL.std" || name == "GLSL.std.450"))
-        .filter_map(|i| i.result_id)
-        .collect()
 }
 
 fn shift_ids(m: &mut Module, offset: Word) {

@@ -7,8 +7,8 @@
 use std::collections::HashSet;
 
 use rspirv::binary::{Assemble, Consumer, ParseAction};
-use rspirv::dr::{Block, Function, Instruction, Module, ModuleHeader};
-use rspirv::spirv::Op;
+use rspirv::dr::{Block, Function, Instruction, Module, ModuleHeader, Operand};
+use rspirv::spirv::{Op, Word};
 
 use crate::Error;
 
@@ -344,6 +344,15 @@ fn check_framing(bytes: &[u8]) -> Result<(), Error> {
 }
 
 /// Serialises a module to SPIR-V bytes (little-endian words).
+/// Ids of a module's extended instruction sets other than those rspirv has grammars for.
+pub(crate) fn untyped_sets(m: &Module) -> Vec<Word> {
+    m.ext_inst_imports
+        .iter()
+        .filter(|i| !matches!(i.operands.first(), Some(Operand::LiteralString(name)) if name == "OpenCL.std" || name == "GLSL.std.450"))
+        .filter_map(|i| i.result_id)
+        .collect()
+}
+
 pub fn assemble(module: &Module) -> Vec<u8> {
     module.assemble().iter().flat_map(|w| w.to_le_bytes()).collect()
 }

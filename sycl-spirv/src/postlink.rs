@@ -24,7 +24,8 @@ use sycl_format::{DeviceConfig, KernelParam, SplitMode};
 
 use crate::calls::reduced_call_graph;
 use crate::features::Features;
-use crate::link::{max_id, untyped_sets, Linked};
+use crate::link::{max_id, Linked};
+use crate::load::untyped_sets;
 use crate::load::operand_id;
 use crate::spec::{constants_of, SpecConstant};
 use crate::symbols::{linkage_of, Linkage, Symbols};
