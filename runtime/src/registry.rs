@@ -277,8 +277,11 @@ fn record_view(records: &mut Records, source: u32, payload: &[u8], image: &Image
 }
 
 /// One name of the index and the images it names, in loader order. The name itself stays in
-/// its binary: the entry says where (the binary's position in the registry, and the span).
+/// its binary: the entry says where (the binary's position in the registry, and the span),
+/// with the name's whole hash, compared before the name so that a probe of a large index
+/// never follows an entry's pointers to another binary's name unless it is the one.
 struct Named {
+    hash: u64,
     binary: u32,
     span: Span,
     ids: Ids,
@@ -327,10 +330,11 @@ fn by_name(maps: &mut Vec<(Variant, ByName)>, variant: &Variant) -> usize {
 fn insert(names: &mut ByName, hasher: &Hasher, binaries: &[Arc<Binary>], binary: u32, span: Span, id: ImageId) {
     let bytes = binaries[binary as usize].bytes(span);
     let hash = hasher.hash_one(bytes);
-    match names.entry(hash, |named| bytes_of(binaries, named) == bytes, |named| hasher.hash_one(bytes_of(binaries, named))) {
+    let same = |named: &Named| named.hash == hash && bytes_of(binaries, named) == bytes;
+    match names.entry(hash, same, |named| named.hash) {
         hashbrown::hash_table::Entry::Occupied(mut named) => named.get_mut().ids.push(id),
         hashbrown::hash_table::Entry::Vacant(slot) => {
-            slot.insert(Named { binary, span, ids: Ids::One([id]) });
+            slot.insert(Named { hash, binary, span, ids: Ids::One([id]) });
         }
     }
 }
@@ -339,7 +343,9 @@ fn insert(names: &mut ByName, hasher: &Hasher, binaries: &[Arc<Binary>], binary:
 fn lookup<'r>(maps: &'r [(Variant, ByName)], hasher: &Hasher, binaries: &[Arc<Binary>], variant: &Variant, name: &str) -> &'r [ImageId] {
     let Some((_, names)) = maps.iter().find(|(v, _)| v == variant) else { return &[] };
     let bytes = name.as_bytes();
-    names.find(hasher.hash_one(bytes), |named| bytes_of(binaries, named) == bytes).map_or(&[], |named| named.ids.as_slice())
+    let hash = hasher.hash_one(bytes);
+    let same = |named: &Named| named.hash == hash && bytes_of(binaries, named) == bytes;
+    names.find(hash, same).map_or(&[], |named| named.ids.as_slice())
 }
 
 /// The binaries of a registry, in resolution order, each with its `RTLD_LOCAL` group: `None`
@@ -376,7 +382,7 @@ impl Registry {
         // The kernel index sized once for every image (most are JIT SPIR-V, one kernel each).
         let images = members.iter().map(|(b, _)| b.records.len()).sum();
         let spirv = by_name(&mut registry.kernels, &Variant::spirv());
-        registry.kernels[spirv].1.reserve(images, |_| unreachable!("the index is empty: nothing to rehash"));
+        registry.kernels[spirv].1.reserve(images, |named| named.hash);
         registry.position.reserve(members.len());
         registry.binaries.reserve(members.len());
         for (binary, group) in members {
