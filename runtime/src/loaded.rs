@@ -2,7 +2,7 @@
 //! in its order: the executable, then the shared libraries as they were loaded. Our image
 //! notes are read from the mapped `PT_NOTE` segments in memory; no file is opened.
 //!
-//! This is one of the two modules with `unsafe` code (the other is `cl`).
+//! Its `unsafe` blocks read what the loader hands out; see `docs/ARCHITECTURE.md` for the modules that have any.
 
 use std::ffi::CStr;
 use std::sync::Arc;
