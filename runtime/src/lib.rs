@@ -335,3 +335,17 @@ impl Runtime {
         Ok(state)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_not_found_without_any_device_images_says_to_link_through_sycl_ld() {
+        let none = Error::KernelNotFound { kernel: "diamond".into(), searched: vec![] }.to_string();
+        assert!(none.starts_with("kernel `diamond` not found in the device images of: (none: no loaded binary carries device images"), "{none}");
+        assert!(none.contains("linker = \"/path/to/sycl-ld\"") && none.contains("linker-flavor=gcc"), "{none}");
+        let some = Error::KernelNotFound { kernel: "k".into(), searched: vec!["/bin/app".into()] }.to_string();
+        assert_eq!(some, "kernel `k` not found in the device images of: /bin/app");
+    }
+}
