@@ -10,8 +10,6 @@
 
 use std::collections::HashMap;
 
-use sycl_format::{sets, PropertyValue};
-
 use crate::registry::{ImageId, Registry};
 use crate::Error;
 
@@ -21,22 +19,8 @@ type Node<'a> = (usize, &'a str);
 
 /// Fails with [`Error::CallCycle`] when the functions of `images` call each other in a cycle.
 pub(crate) fn check(registry: &Registry, kernel: &str, images: &[ImageId]) -> Result<(), Error> {
-    let graphs: Vec<HashMap<&str, Vec<&str>>> = images
-        .iter()
-        .map(|&id| {
-            let Some(set) = registry.image(id).property_set(sets::CALL_GRAPH) else { return HashMap::new() };
-            set.properties
-                .iter()
-                .map(|p| {
-                    let callees = match &p.value {
-                        PropertyValue::String(s) => s.split(sets::CALL_GRAPH_SEPARATOR).filter(|c| !c.is_empty()).collect(),
-                        _ => Vec::new(),
-                    };
-                    (p.name.as_str(), callees)
-                })
-                .collect()
-        })
-        .collect();
+    let graphs: Vec<HashMap<&str, Vec<&str>>> =
+        images.iter().map(|&id| registry.image(id).call_graph().into_iter().collect()).collect();
     if graphs.iter().all(HashMap::is_empty) {
         return Ok(());
     }

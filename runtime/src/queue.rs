@@ -436,18 +436,12 @@ impl Queue {
         if let Signature(Some(params)) = signature {
             check_arguments(kernel, params, args)?;
         }
-        let in_kernel = |e: Error| match e {
+        set_arguments(&mut object, args)
+            .map_err(|(i, e)| Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}")))?;
+        self.inner.queue.enqueue(&object.kernel, global, local).map_err(|e| match e {
             Error::OpenCl { call, code } => Error::KernelCall { kernel: kernel.to_string(), call, code },
             e => e,
-        };
-        set_arguments(&mut object, args).map_err(|(i, e)| match in_kernel(e) {
-            Error::KernelCall { kernel, call, code } => Error::InvalidArgument(format!(
-                "kernel `{kernel}` argument {i}: {call} failed with {}",
-                cl::error_name(code)
-            )),
-            e => e,
         })?;
-        self.inner.queue.enqueue(&object.kernel, global, local).map_err(in_kernel)?;
         Ok(object)
     }
 }
