@@ -6,6 +6,29 @@ use std::process::Command;
 
 use sycl_tests::{fixtures, run_fixture_with, stderr, stdout, sycl_ld};
 
+/// `sycl-ld device-lib` over `source`, written as `NAME.cl` in `dir`: the library file and
+/// what sycl-ld printed on stderr.
+fn device_lib(dir: &std::path::Path, name: &str, source: &str) -> (std::path::PathBuf, String) {
+    let source_path = dir.join(format!("{name}.cl"));
+    std::fs::write(&source_path, source).unwrap();
+    let file = dir.join(format!("{name}.sydl"));
+    let made = Command::new(sycl_ld()).args(["device-lib", "-o"]).arg(&file).arg(&source_path).output().unwrap();
+    assert!(made.status.success(), "{}", stderr(&made));
+    (file, stderr(&made))
+}
+
+/// `devlib-app FILE` on `device`, never killed by a signal.
+fn devlib_app(file: &std::path::Path, device: &str) -> std::process::Output {
+    let out = Command::new(fixtures().join("devlib-app"))
+        .arg(file)
+        .env("SYCL_CACHE_DISABLE", "1")
+        .env("SYCL_DEVICE", device)
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some(), "{device}: killed by a signal: {}", stderr(&out));
+    out
+}
+
 #[test]
 fn a_cycle_across_libraries_is_refused_before_the_driver_on_both_devices() {
     for device in ["intel", "pocl"] {
@@ -28,34 +51,19 @@ fn a_cycle_across_libraries_is_refused_before_the_driver_on_both_devices() {
 #[test]
 fn recursion_inside_one_library_is_warned_at_link_time_and_refused_at_run_time() {
     let dir = tempfile::tempdir().unwrap();
-    let source = dir.path().join("recursive.cl");
-    std::fs::write(
-        &source,
+    let (file, warnings) = device_lib(
+        dir.path(),
+        "recursive",
         "#include <sycl/device.h>\n\
          SYCL_EXTERNAL int devlib_func(int i) { return i < 2 ? i : devlib_func(i - 1) + devlib_func(i - 2); }\n\
          __kernel void devlib_kernel(__global int *out) { out[get_global_id(0)] = 42; }\n",
-    )
-    .unwrap();
-    let file = dir.path().join("recursive.sydl");
-    let made = Command::new(sycl_ld())
-        .args(["device-lib", "-o"])
-        .arg(&file)
-        .arg(&source)
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{}", stderr(&made));
-    assert!(stderr(&made).contains("devlib_func -> devlib_func"), "sycl-ld names the cycle: {}", stderr(&made));
+    );
+    assert!(warnings.contains("devlib_func -> devlib_func"), "sycl-ld names the cycle: {warnings}");
     for device in ["intel", "pocl"] {
-        let out = Command::new(fixtures().join("devlib-app"))
-            .arg(&file)
-            .env("SYCL_CACHE_DISABLE", "1")
-            .env("SYCL_DEVICE", device)
-            .output()
-            .unwrap();
+        let out = devlib_app(&file, device);
         let o = stdout(&out);
         // The fixture goes on to build the library's whole bundle, which holds the cycle too:
         // that fails (the fixture unwraps it), but the process is never killed by a signal.
-        assert!(out.status.code().is_some(), "{device}: killed by a signal: {o}{}", stderr(&out));
         assert!(stderr(&out).contains("CallCycle { kernel: \"(bundle)\""), "{device}: {}", stderr(&out));
         let loaded = o.lines().nth(1).unwrap();
         assert!(
@@ -71,9 +79,9 @@ fn a_cycle_through_a_function_pointer_is_refused_once_pocl_needs_direct_calls() 
     // The call graphs cannot see a call through a pointer; for PoCL the runtime turns such
     // calls into direct ones, and checks the program again before PoCL's compiler sees it.
     let dir = tempfile::tempdir().unwrap();
-    let source = dir.path().join("pointer_cycle.cl");
-    std::fs::write(
-        &source,
+    let (file, _) = device_lib(
+        dir.path(),
+        "pointer_cycle",
         "#include <sycl/device.h>\n\
          #pragma OPENCL EXTENSION __cl_clang_function_pointers : enable\n\
          typedef int (*int_fn)(int);\n\
@@ -81,21 +89,8 @@ fn a_cycle_through_a_function_pointer_is_refused_once_pocl_needs_direct_calls() 
          __global int_fn table[1] = { again };\n\
          int again(int x) { return x <= 0 ? 0 : table[0](x - 1) + 1; }\n\
          SYCL_EXTERNAL int devlib_func(int i) { return again(i); }\n",
-    )
-    .unwrap();
-    let file = dir.path().join("pointer_cycle.sydl");
-    let made = Command::new(sycl_ld()).args(["device-lib", "-o"]).arg(&file).arg(&source).output().unwrap();
-    assert!(made.status.success(), "{}", stderr(&made));
-    let run = |device: &str| {
-        let out = Command::new(fixtures().join("devlib-app"))
-            .arg(&file)
-            .env("SYCL_CACHE_DISABLE", "1")
-            .env("SYCL_DEVICE", device)
-            .output()
-            .unwrap();
-        assert!(out.status.code().is_some(), "{device}: killed by a signal: {}", stderr(&out));
-        stdout(&out).lines().nth(1).unwrap_or_default().to_string()
-    };
+    );
+    let run = |device: &str| stdout(&devlib_app(&file, device)).lines().nth(1).unwrap_or_default().to_string();
     assert_eq!(
         run("pocl"),
         "loaded: error: kernel `use_devlib` reaches a call cycle: again (pointer_cycle.sydl) -> again (pointer_cycle.sydl); \
