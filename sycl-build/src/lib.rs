@@ -252,7 +252,7 @@ impl Build {
             let (bc, spv, dep) =
                 (base.with_extension("bc"), base.with_extension("spv"), base.with_extension("d"));
 
-            let mut cmd = self.clang_command(&clang, std_flag, &include_dir, &["-O2"]);
+            let mut cmd = self.clang_command(&clang, std_flag, &include_dir);
             cmd.arg("-MD").arg("-MF").arg(&dep).arg("-o").arg(&bc).arg(source);
             run(&mut cmd, source, cargo)?;
             if cargo {
@@ -281,18 +281,7 @@ impl Build {
                 }
             }
             if needs_feature_check(&module, &self.fixed_targets) {
-                let mut cmd = self.clang_command(&clang, std_flag, &include_dir, &["-O0", "-Xclang", "-disable-O0-optnone"]);
-                let (check_bc, check_spv) = (base.with_extension("check.bc"), base.with_extension("check.spv"));
-                cmd.arg("-w").arg("-o").arg(&check_bc).arg(source);
-                run(&mut cmd, source, false)?;
-                run(Command::new(&llvm_spirv).arg(SPIRV_EXTENSIONS).arg(&check_bc).arg("-o").arg(&check_spv), source, false)?;
-                let bytes = fs::read(&check_spv).map_err(|error| Error::Io { path: check_spv.clone(), error })?;
-                let unoptimized = sycl_spirv::load(&bytes).map_err(|error| Error::InvalidSpirv {
-                    source_path: source.clone(),
-                    tool: "llvm-spirv",
-                    error,
-                })?;
-                let warnings = feature_warnings(&unoptimized, &self.fixed_targets, &config);
+                let warnings = feature_warnings(&module, &self.fixed_targets, &config);
                 if cargo {
                     for line in warnings.iter().flat_map(|w| w.lines()) {
                         println!("cargo:warning={line}");
@@ -339,15 +328,24 @@ impl Build {
         Ok(Compiled { archive, kernels_rs, kernels, diagnostics })
     }
 
-    /// clang for one source: target, language, kernel argument information, the given
-    /// optimisation flags, include directories, defines, then the user's flags (which may
-    /// override any of them). With `-cl-kernel-arg-info`, llvm-spirv names each kernel's
-    /// parameters (`OpName`), which an optimised build otherwise drops: the post-link records
-    /// the names in `SYCL/kernel arguments`, for the runtime's messages about a launch's
-    /// arguments, and drivers answer `clGetKernelArgInfo`.
-    fn clang_command(&self, clang: &Path, std_flag: &str, include_dir: &Path, opt: &[&str]) -> Command {
+    /// clang for one source: target, language (the user's `-cl-std=` replaces ours), kernel
+    /// argument information, include directories, defines, then the user's flags (which may
+    /// override any of them).
+    ///
+    /// SPIR-V is made from the front end's IR, before LLVM's optimisations
+    /// (`-O2 -Xclang -disable-llvm-passes`): the optimiser writes what llvm-spirv-15 cannot
+    /// translate (`freeze` after `x / n` beside `x % n`, `<64 x float>` from the SLP vectoriser
+    /// on a register tile, `<4 x i1>` from a chain of `&&`), and every device's compiler
+    /// optimises what it is given. With `-cl-kernel-arg-info`, llvm-spirv names each kernel's
+    /// parameters (`OpName`): the post-link records the names in `SYCL/kernel arguments`, for
+    /// the runtime's messages about a launch's arguments, and drivers answer `clGetKernelArgInfo`.
+    fn clang_command(&self, clang: &Path, std_flag: &str, include_dir: &Path) -> Command {
         let mut cmd = Command::new(clang);
-        cmd.args(["--target=spir64", std_flag, "-emit-llvm", "-c", "-cl-kernel-arg-info"]).args(opt);
+        cmd.args(["--target=spir64", "-emit-llvm", "-c", "-cl-kernel-arg-info"]);
+        if !self.flags.iter().any(|f| f.starts_with("-cl-std=")) {
+            cmd.arg(std_flag);
+        }
+        cmd.args(["-O2", "-Xclang", "-disable-llvm-passes"]);
         cmd.arg("-I").arg(include_dir);
         for dir in &self.includes {
             cmd.arg("-I").arg(dir);
@@ -380,8 +378,8 @@ impl Build {
 }
 
 /// Whether a source needs the feature diagnostics: it declares aspects, or it is compiled
-/// for fixed targets. (The check compiles the source a second time, unoptimised, so that
-/// call chains and source lines are those of the source, before inlining.)
+/// for fixed targets. (SPIR-V is made before LLVM's optimisations, so call chains and source
+/// lines are those of the source.)
 fn needs_feature_check(module: &sycl_spirv::dr::Module, fixed_targets: &[String]) -> bool {
     !fixed_targets.is_empty()
         || module.annotations.iter().any(|a| {
