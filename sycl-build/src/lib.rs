@@ -81,6 +81,9 @@ pub struct Compiled {
     pub kernels: Vec<String>,
     /// Diagnostics about optional features (also printed as cargo warnings).
     pub diagnostics: Vec<String>,
+    /// The compiler's warnings, line by line as clang wrote them (`FILE:LINE:COL: warning: …`,
+    /// the source line and the caret; also printed as cargo warnings).
+    pub compiler_warnings: Vec<String>,
 }
 
 /// A device-code build, configured with setters and finished with [`Build::compile`].
@@ -240,6 +243,7 @@ impl Build {
         let mut members = Vec::new();
         let mut kernels = Vec::new();
         let mut diagnostics = Vec::new();
+        let mut compiler_warnings = Vec::new();
         let mut spec_constants: Vec<(String, String)> = Vec::new();
         for (index, source) in self.files.iter().enumerate() {
             let std_flag = match source.extension().and_then(|e| e.to_str()) {
@@ -254,7 +258,13 @@ impl Build {
 
             let mut cmd = self.clang_command(&clang, std_flag, &include_dir);
             cmd.arg("-MD").arg("-MF").arg(&dep).arg("-o").arg(&bc).arg(source);
-            run(&mut cmd, source, cargo)?;
+            let warnings = run(&mut cmd, source)?;
+            if cargo {
+                for line in &warnings {
+                    println!("cargo:warning={line}");
+                }
+            }
+            compiler_warnings.extend(warnings);
             if cargo {
                 println!("cargo:rerun-if-changed={}", source.display());
                 for header in read_depfile(&dep)? {
@@ -266,7 +276,7 @@ impl Build {
 
             let mut cmd = Command::new(&llvm_spirv);
             cmd.arg(SPIRV_EXTENSIONS).arg(&bc).arg("-o").arg(&spv);
-            run(&mut cmd, source, cargo)?;
+            run(&mut cmd, source)?;
             let spirv = fs::read(&spv).map_err(|error| Error::Io { path: spv.clone(), error })?;
             let module = sycl_spirv::load(&spirv).map_err(|error| Error::InvalidSpirv {
                 source_path: source.clone(),
@@ -325,7 +335,7 @@ impl Build {
                 println!("cargo:rustc-link-arg=--sycl-add-images={}", path.display());
             }
         }
-        Ok(Compiled { archive, kernels_rs, kernels, diagnostics })
+        Ok(Compiled { archive, kernels_rs, kernels, diagnostics, compiler_warnings })
     }
 
     /// clang for one source: target, language (the user's `-cl-std=` replaces ours), kernel
@@ -479,20 +489,16 @@ pub fn link_device_library(name: &str) {
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", deps.display());
 }
 
-/// Runs a tool; its stderr becomes cargo warnings on success and the error text on failure.
-fn run(cmd: &mut Command, source: &Path, cargo: bool) -> Result<(), Error> {
+/// Runs a tool: its stderr, line by line, on success (the compiler's warnings), the error
+/// text on failure.
+fn run(cmd: &mut Command, source: &Path) -> Result<Vec<String>, Error> {
     let command = format!("{cmd:?}");
     let output = cmd.output().map_err(|error| Error::Io { path: cmd.get_program().into(), error })?;
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     if !output.status.success() {
         return Err(Error::Compile { source_path: source.to_path_buf(), command, stderr });
     }
-    if cargo {
-        for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
-            println!("cargo:warning={line}");
-        }
-    }
-    Ok(())
+    Ok(stderr.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect())
 }
 
 /// The prerequisites listed in a Makefile-style depfile written by `clang -MD`.

@@ -217,11 +217,21 @@ fn linker_options<'a>(parts: impl Iterator<Item = &'a [u8]>, line: &mut LinkLine
     }
 }
 
-/// The command line of `sycl-ld post-link` and `sycl-ld device-lib`:
-/// `[--split MODE] -o OUT INPUT...`, as (split, out, inputs). Inputs must exist: the scan
-/// passes over what it cannot open, as a link must, and would report only "no device code".
-pub fn parse_tool_args(args: &[OsString], command: &'static Command) -> Result<(Option<SplitMode>, PathBuf, Vec<PathBuf>)> {
-    let (mut split, mut out, mut inputs) = (None, None, Vec::new());
+/// The command line of `sycl-ld post-link` and `sycl-ld device-lib`.
+pub struct ToolArgs {
+    pub split: Option<SplitMode>,
+    pub out: PathBuf,
+    pub inputs: Vec<PathBuf>,
+    /// Options for the compiler of the sources among the inputs (`device-lib` only): `-D`,
+    /// `-U`, `-I`, `-cl-*` (`-cl-std=` included), `-W*` and `-w`, each as clang takes it.
+    pub compiler_options: Vec<String>,
+}
+
+/// `[--split MODE] [COMPILER OPTION...] -o OUT INPUT...`. Inputs must exist: the scan passes
+/// over what it cannot open, as a link must, and would report only "no device code".
+pub fn parse_tool_args(args: &[OsString], command: &'static Command) -> Result<ToolArgs> {
+    let compiles = command.name == crate::usage::DEVICE_LIB.name;
+    let (mut split, mut out, mut inputs, mut compiler_options) = (None, None, Vec::new(), Vec::new());
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.to_str() {
@@ -233,6 +243,11 @@ pub fn parse_tool_args(args: &[OsString], command: &'static Command) -> Result<(
                 split = Some(mode);
             }
             Some("-o") => out = Some(PathBuf::from(it.next().ok_or_else(|| command.error("`-o` needs a path"))?)),
+            Some(flag @ ("-D" | "-U" | "-I")) if compiles => {
+                let value = it.next().ok_or_else(|| command.error(format!("`{flag}` needs a value")))?;
+                compiler_options.push(format!("{flag}{}", value.to_string_lossy()));
+            }
+            Some(s) if compiles && is_compiler_option(s) => compiler_options.push(s.to_string()),
             Some(s) if s.starts_with('-') => return Err(command.error(format!("unknown option `{s}`"))),
             _ => inputs.push(command.existing(Path::new(arg))?.to_path_buf()),
         }
@@ -241,7 +256,13 @@ pub fn parse_tool_args(args: &[OsString], command: &'static Command) -> Result<(
     if inputs.is_empty() {
         return Err(command.error("no inputs given"));
     }
-    Ok((split, out, inputs))
+    Ok(ToolArgs { split, out, inputs, compiler_options })
+}
+
+/// An option `device-lib` hands to the compiler in one argument: `-DNAME[=VALUE]`, `-UNAME`,
+/// `-IDIR`, `-cl-*`, `-W*`, `-w`.
+fn is_compiler_option(arg: &str) -> bool {
+    ["-D", "-U", "-I", "-cl-", "-W"].iter().any(|p| arg.len() > p.len() && arg.starts_with(p)) || arg == "-w"
 }
 
 /// The split modes, as a list for messages.

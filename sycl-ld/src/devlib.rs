@@ -18,19 +18,23 @@ use crate::scan::{self, FoundObject};
 /// command line before the real linker sees it.
 pub const ADD_IMAGES: &str = "--sycl-add-images=";
 
-/// `sycl-ld device-lib [--split MODE] -o OUT INPUT...`
+/// `sycl-ld device-lib [--split MODE] [COMPILER OPTION...] -o OUT INPUT...`
 pub fn run(args: &[OsString]) -> Result<ExitCode> {
-    let (split, out, inputs) = crate::args::parse_tool_args(args, &crate::usage::DEVICE_LIB)?;
+    let crate::args::ToolArgs { split, out, inputs, compiler_options } =
+        crate::args::parse_tool_args(args, &crate::usage::DEVICE_LIB)?;
     let work = tempfile::tempdir().context("creating a temporary directory")?;
     let sources: Vec<&PathBuf> =
         inputs.iter().filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("cl" | "clcpp"))).collect();
     let mut line = crate::args::parse(&[]);
     if !sources.is_empty() {
-        let compiled = sycl_build::Build::new()
-            .files(sources.iter().copied())
-            .out_dir(work.path())
-            .cargo_metadata(false)
-            .try_compile("device_lib")?;
+        let mut build = sycl_build::Build::new();
+        for option in &compiler_options {
+            build.flag(option);
+        }
+        let compiled = build.files(sources.iter().copied()).out_dir(work.path()).cargo_metadata(false).try_compile("device_lib")?;
+        for line in &compiled.compiler_warnings {
+            eprintln!("{line}");
+        }
         line.inputs.push(Input::File(compiled.archive));
     }
     line.inputs.extend(inputs.iter().filter(|p| !sources.contains(p)).map(|p| Input::File(p.clone())));

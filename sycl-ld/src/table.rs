@@ -26,7 +26,7 @@ const HEADER: &str = "[Code|Properties|Symbols]";
 
 /// `sycl-ld post-link [--split MODE] -o DIR INPUT...`
 pub fn post_link(args: &[OsString]) -> Result<ExitCode> {
-    let (split, out_dir, inputs) = parse_tool_args(args, &usage::POST_LINK)?;
+    let crate::args::ToolArgs { split, out: out_dir, inputs, .. } = parse_tool_args(args, &usage::POST_LINK)?;
     let mut line = parse(&[]);
     line.inputs = inputs.iter().cloned().map(Input::File).collect();
     let found = scan::scan(&line)?;

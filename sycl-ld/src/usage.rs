@@ -73,17 +73,22 @@ options:
 
 pub const DEVICE_LIB: Command = Command {
     name: "device-lib",
-    args: "[--split MODE] -o OUT INPUT...",
+    args: "[--split MODE] [COMPILER OPTION...] -o OUT INPUT...",
     summary: "make a standalone device library file",
     details: "\
 Compiles the .cl and .clcpp INPUTs with sycl-build, device-links them with the device objects
 found in the other INPUTs (objects and archives that sycl-build made), and writes the images
 to OUT: a file that a program loads with sycl_runtime::load_device_library, or adds to a
-link with --sycl-add-images=OUT.
+link with --sycl-add-images=OUT. The compiler's warnings go to standard error.
 
 options:
     --split MODE    per_kernel, per_source, off or auto (default: auto)
     -o OUT          the file to write
+    -D NAME[=VALUE], -U NAME, -I DIR
+                    a macro defined or undefined, a directory searched for #include
+    -cl-std=VERSION the language (default: CL2.0 for .cl, clc++2021 for .clcpp)
+    -cl-OPTION      an OpenCL compiler option (-cl-fast-relaxed-math, -cl-mad-enable, ...)
+    -W..., -w       the compiler's warnings, as clang takes them
 ",
 };
 

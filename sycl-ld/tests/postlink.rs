@@ -712,3 +712,37 @@ fn device_library_files_record_kernel_parameters_too() {
     let declared: Vec<String> = params.iter().map(|p| p.declaration()).collect();
     assert_eq!(declared, ["global float* data", "float factor"]);
 }
+
+#[test]
+fn device_lib_takes_compiler_options_and_shows_the_compilers_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("inc")).unwrap();
+    std::fs::write(dir.path().join("inc/tile.h"), "#define TILE_OF(x) ((x) * TILE)\n").unwrap();
+    let source = dir.path().join("lib.cl");
+    std::fs::write(
+        &source,
+        "#include \"tile.h\"\n\
+         #ifndef TILE\n#error TILE must be defined\n#endif\n\
+         kernel void tiled(global float *data, global int *other) {\n\
+         \x20   global float *alias = other;\n\
+         \x20   data[get_global_id(0)] = TILE_OF(*alias) + WIDTH;\n\
+         }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("lib.sycldev");
+    let device_lib = |options: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sycl-ld")).arg("device-lib").args(options).arg("-o").arg(&out).arg(&source).output().unwrap()
+    };
+
+    let inc = format!("-I{}", dir.path().join("inc").display());
+    let made = device_lib(&["-D", "TILE=4", "-DWIDTH=2", &inc, "-cl-std=CL1.2", "-cl-mad-enable"]);
+    let stderr = String::from_utf8_lossy(&made.stderr);
+    assert!(made.status.success(), "{stderr}");
+    assert!(stderr.contains("lib.cl:6:19: warning: incompatible pointer types"), "clang's warning, with file and line: {stderr}");
+    let set = ImageSet::decode(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(set.images.iter().any(|i| i.kernels.iter().any(|k| k == "tiled")));
+
+    let failed = device_lib(&["-DWIDTH=2", "-I", &dir.path().join("inc").display().to_string()]);
+    assert!(!failed.status.success());
+    assert!(String::from_utf8_lossy(&failed.stderr).contains("TILE must be defined"), "{}", String::from_utf8_lossy(&failed.stderr));
+}
