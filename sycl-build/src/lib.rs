@@ -17,6 +17,7 @@
 mod archive;
 mod elf;
 mod tool;
+mod translate;
 
 use std::env;
 use std::ffi::OsString;
@@ -56,6 +57,20 @@ pub enum Error {
     UnknownSourceKind { source_path: PathBuf },
     #[error("{source_path}: compilation failed\ncommand: {command}\n{stderr}")]
     Compile { source_path: PathBuf, command: String, stderr: String },
+    #[error(
+        "{source_path}: llvm-spirv-15 cannot translate it to SPIR-V: {cause}{}\nto try: {remedy}\ntranslator: {message}\ncommand: {command}",
+        .locations.iter().map(|l| format!("\n{l}")).collect::<String>()
+    )]
+    Translate {
+        source_path: PathBuf,
+        /// The source lines involved, each as `FILE:LINE:COL` with the line and a caret.
+        locations: Vec<String>,
+        cause: String,
+        remedy: String,
+        /// The translator's own message, without a stack dump.
+        message: String,
+        command: String,
+    },
     #[error("{source_path}: {tool} produced SPIR-V that cannot be read: {error}")]
     InvalidSpirv { source_path: PathBuf, tool: &'static str, error: sycl_spirv::Error },
     #[error("{path}: {error}")]
@@ -276,7 +291,19 @@ impl Build {
 
             let mut cmd = Command::new(&llvm_spirv);
             cmd.arg(SPIRV_EXTENSIONS).arg(&bc).arg("-o").arg(&spv);
-            run(&mut cmd, source)?;
+            run(&mut cmd, source).map_err(|error| match error {
+                Error::Compile { source_path, command, stderr } => {
+                    let ir = base.with_extension("ll");
+                    let mut cmd = self.clang_command(&clang, std_flag, &include_dir);
+                    cmd.args(["-S", "-gline-tables-only", "-w"]).arg("-o").arg(&ir).arg(source);
+                    let ir = run(&mut cmd, source).ok().and_then(|_| fs::read_to_string(&ir).ok()).unwrap_or_default();
+                    let message = translate::message(&stderr);
+                    let (cause, remedy) = translate::explain(&message);
+                    let locations = translate::locate(&message, &ir).iter().map(translate::render).collect();
+                    Error::Translate { source_path, locations, cause, remedy, message, command }
+                }
+                other => other,
+            })?;
             let spirv = fs::read(&spv).map_err(|error| Error::Io { path: spv.clone(), error })?;
             let module = sycl_spirv::load(&spirv).map_err(|error| Error::InvalidSpirv {
                 source_path: source.clone(),
@@ -668,6 +695,49 @@ mod tests {
         let text = err.to_string();
         assert!(matches!(err, Error::Compile { .. }), "{text}");
         assert!(text.contains("broken.cl: compilation failed") && text.contains("undeclared_thing"), "{text}");
+    }
+
+    #[test]
+    fn a_translator_failure_names_the_source_line_the_cause_and_a_remedy() {
+        let dir = tempdir().join("untranslatable");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("cycles.h"), "static long cycles(void) {\n  return __builtin_readcyclecounter();\n}\n").unwrap();
+        let src = dir.join("timed.cl");
+        fs::write(&src, "#include \"cycles.h\"\nkernel void timed(global long *out) { out[0] = cycles(); }\n").unwrap();
+        let err = Build::new().file(&src).out_dir(&dir).cargo_metadata(false).try_compile("t").unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, Error::Translate { .. }), "{text}");
+        assert!(text.contains("cannot translate it to SPIR-V: the source uses LLVM intrinsic `llvm.readcyclecounter`"), "{text}");
+        let at = format!("{}:2:10\n      return __builtin_readcyclecounter();\n             ^", dir.join("cycles.h").display());
+        assert!(text.contains(&at), "the header's line, with a caret: {text}");
+        assert!(text.contains("to try: use an OpenCL C builtin"), "{text}");
+        assert!(!text.contains("Stack dump") && !text.contains("[Src:"), "{text}");
+    }
+
+    #[test]
+    fn what_the_optimiser_made_untranslatable_builds() {
+        // Before LLVM's optimisations: no freeze beside x / n and x % n, no <4 x i1> from a
+        // chain of &&, no <64 x float> from an 8x8 register tile.
+        let dir = tempdir().join("optimiser");
+        fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("real.cl");
+        fs::write(
+            &src,
+            "kernel void divrem(global int *out, int n) { int i = get_global_id(0); out[i] = i / n + i % n; }\n\
+             kernel void inside(global int *out, int w, int h) { int x = get_global_id(0), y = get_global_id(1);\n\
+               out[y * w + x] = x > 0 && x < w - 1 && y > 0 && y < h - 1; }\n\
+             kernel void tile(global const float *a, global const float *b, global float *c, int n) {\n\
+               float acc[8][8] = {{0}}; int r = get_global_id(1) * 8, q = get_global_id(0) * 8;\n\
+               for (int k = 0; k < n; k++) {\n\
+                 float ar[8], br[8];\n\
+                 for (int i = 0; i < 8; i++) { ar[i] = a[(r + i) * n + k]; br[i] = b[k * n + q + i]; }\n\
+                 for (int i = 0; i < 8; i++) for (int j = 0; j < 8; j++) acc[i][j] += ar[i] * br[j];\n\
+               }\n\
+               for (int i = 0; i < 8; i++) for (int j = 0; j < 8; j++) c[(r + i) * n + q + j] = acc[i][j]; }\n",
+        )
+        .unwrap();
+        let compiled = Build::new().file(&src).out_dir(&dir).cargo_metadata(false).try_compile("t").unwrap();
+        assert_eq!(compiled.kernels, ["divrem", "inside", "tile"]);
     }
 
     #[test]
