@@ -6,7 +6,7 @@
 //! ```
 //!
 //! Each `.cl` (OpenCL C) or `.clcpp` (C++ for OpenCL) source becomes relocatable SPIR-V
-//! (clang-15, then llvm-spirv-15), wrapped as a device object in a static archive that cargo
+//! (clang-15, opt-15, then llvm-spirv-15), wrapped as a device object in a static archive that cargo
 //! links into the crate like any native library. The archive rides along in the crate's rlib,
 //! so a crate used as a dependency brings its device code to the final link, where `sycl-ld`
 //! finds it. The builder also writes `$OUT_DIR/sycl-kernels-NAME.rs` with one constant per
@@ -40,6 +40,49 @@ pub const TARGETS: &[&str] = &["spir64", "intel_cpu_x86_64", "pocl_cpu"];
 
 /// SPIR-V extensions the translator may use: function pointers, for virtual functions.
 const SPIRV_EXTENSIONS: &str = "--spirv-ext=+SPV_INTEL_function_pointers";
+
+/// What `opt-15` runs between the front end and the translator: LLVM 15's `default<O2>`
+/// pipeline, as `opt-15 -passes='default<O2>' -print-pipeline-passes` prints it, less the four
+/// passes that write what llvm-spirv-15 cannot translate: `div-rem-pairs` (a `freeze` after
+/// `x / n` beside `x % n`), `loop-vectorize`, `slp-vectorizer` (`<64 x float>` from a register
+/// tile, `freeze <4 x i1>` from a chain of `&&`) and `vector-combine`. The devices' compilers
+/// vectorise for themselves; Intel's CPU runtime needs the rest of the pipeline to see through
+/// index arithmetic (without it, gathers: `runtime/benches/kernel_time.rs`).
+const OPT_PIPELINE: &str = concat!(
+    "verify,annotation2metadata,forceattrs,inferattrs,coro-early,",
+    "function<eager-inv>(lower-expect,",
+    "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;no-switch-range-to-icmp;no-switch-to-lookup;keep-loops;no-hoist-common-insts;no-sink-common-insts>,",
+    "sroa,early-cse<>),openmp-opt,ipsccp,called-value-propagation,globalopt,",
+    "function(mem2reg),deadargelim,function<eager-inv>(instcombine,",
+    "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;keep-loops;no-hoist-common-insts;no-sink-common-insts>),",
+    "require<globals-aa>,function(invalidate<aa>),require<profile-summary>,",
+    "cgscc(devirt<4>(inline<only-mandatory>,inline,function-attrs,openmp-opt-cgscc,",
+    "function<eager-inv>(sroa,early-cse<memssa>,speculative-execution,jump-threading,",
+    "correlated-propagation,",
+    "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;keep-loops;no-hoist-common-insts;no-sink-common-insts>,",
+    "instcombine,libcalls-shrinkwrap,tailcallelim,",
+    "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;keep-loops;no-hoist-common-insts;no-sink-common-insts>,",
+    "reassociate,require<opt-remark-emit>,loop-mssa(loop-instsimplify,loop-simplifycfg,",
+    "licm<no-allowspeculation>,loop-rotate,licm<allowspeculation>,",
+    "simple-loop-unswitch<no-nontrivial;trivial>),",
+    "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;keep-loops;no-hoist-common-insts;no-sink-common-insts>,",
+    "instcombine,loop(loop-idiom,indvars,loop-deletion,loop-unroll-full),sroa,",
+    "mldst-motion<no-split-footer-bb>,gvn<>,sccp,bdce,instcombine,jump-threading,",
+    "correlated-propagation,adce,memcpyopt,dse,loop-mssa(licm<allowspeculation>),coro-elide,",
+    "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;keep-loops;hoist-common-insts;sink-common-insts>,",
+    "instcombine),coro-split)),coro-cleanup,globalopt,globaldce,elim-avail-extern,",
+    "rpo-function-attrs,recompute-globalsaa,function<eager-inv>(float2int,",
+    "lower-constant-intrinsics,loop(loop-rotate,loop-deletion),loop-distribute,",
+    "inject-tli-mappings,loop-load-elim,instcombine,",
+    "simplifycfg<bonus-inst-threshold=1;forward-switch-cond;switch-range-to-icmp;switch-to-lookup;no-keep-loops;hoist-common-insts;sink-common-insts>,",
+    "instcombine,loop-unroll<O2>,transform-warning,instcombine,require<opt-remark-emit>,",
+    "loop-mssa(licm<allowspeculation>),alignment-from-assumptions,loop-sink,instsimplify,",
+    "tailcallelim,",
+    "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;keep-loops;no-hoist-common-insts;no-sink-common-insts>),",
+    "globaldce,constmerge,cg-profile,rel-lookup-table-converter,function(annotation-remarks),",
+    "verify",
+);
+
 
 /// Environment variable naming a device configuration file (after the builder's setter).
 pub const DEVICE_CONFIG_ENV: &str = "SYCL_DEVICE_CONFIG";
@@ -109,6 +152,7 @@ pub struct Build {
     defines: Vec<(String, Option<String>)>,
     flags: Vec<String>,
     clang: Option<PathBuf>,
+    opt: Option<PathBuf>,
     llvm_spirv: Option<PathBuf>,
     out_dir: Option<PathBuf>,
     cargo_metadata: Option<bool>,
@@ -162,6 +206,12 @@ impl Build {
     }
 
     /// Uses this translator instead of `$SYCL_LLVM_SPIRV` or `llvm-spirv-15` on PATH.
+    /// Uses this opt instead of `$SYCL_OPT` or `opt-15` on PATH.
+    pub fn opt(&mut self, path: impl AsRef<Path>) -> &mut Build {
+        self.opt = Some(path.as_ref().to_path_buf());
+        self
+    }
+
     pub fn llvm_spirv(&mut self, path: impl AsRef<Path>) -> &mut Build {
         self.llvm_spirv = Some(path.as_ref().to_path_buf());
         self
@@ -236,6 +286,7 @@ impl Build {
         };
         let package = env::var("CARGO_PKG_NAME").unwrap_or_default();
         let clang = Tool::CLANG.find(self.clang.as_deref(), cargo)?;
+        let opt = Tool::OPT.find(self.opt.as_deref(), cargo)?;
         let llvm_spirv = Tool::LLVM_SPIRV.find(self.llvm_spirv.as_deref(), cargo)?;
         let (config, config_text) = self.load_device_config(cargo)?;
         for target in &self.targets {
@@ -289,9 +340,17 @@ impl Build {
                 }
             }
 
-            let mut cmd = Command::new(&llvm_spirv);
-            cmd.arg(SPIRV_EXTENSIONS).arg(&bc).arg("-o").arg(&spv);
-            run(&mut cmd, source).map_err(|error| match error {
+            let optimised = base.with_extension("opt.bc");
+            let mut cmd = Command::new(&opt);
+            cmd.arg(format!("-passes={OPT_PIPELINE}")).arg(&bc).arg("-o").arg(&optimised);
+            run(&mut cmd, source)?;
+            // Should the translator refuse what the optimiser made, the front end's IR is
+            // translated instead: the devices' compilers optimise it themselves.
+            let translated = match to_spirv(&llvm_spirv, &optimised, &spv, source) {
+                Ok(translated) => Ok((translated, false)),
+                Err(_) => to_spirv(&llvm_spirv, &bc, &spv, source).map(|t| (t, true)),
+            };
+            let ((spirv, module), from_front_end) = translated.map_err(|error| match error {
                 Error::Compile { source_path, command, stderr } => {
                     let ir = base.with_extension("ll");
                     let mut cmd = self.clang_command(&clang, std_flag, &include_dir);
@@ -304,12 +363,6 @@ impl Build {
                 }
                 other => other,
             })?;
-            let spirv = fs::read(&spv).map_err(|error| Error::Io { path: spv.clone(), error })?;
-            let module = sycl_spirv::load(&spirv).map_err(|error| Error::InvalidSpirv {
-                source_path: source.clone(),
-                tool: "llvm-spirv",
-                error,
-            })?;
             let symbols = sycl_spirv::Symbols::of(&module);
             kernels.extend(symbols.kernels.into_iter().map(|(name, _)| name));
             for constant in sycl_spirv::spec::declared(&module) {
@@ -318,7 +371,13 @@ impl Build {
                 }
             }
             if needs_feature_check(&module, &self.fixed_targets) {
-                let warnings = feature_warnings(&module, &self.fixed_targets, &config);
+                // On the front end's IR, whose call chains are the source's (no inlining).
+                let front_end = if from_front_end {
+                    module.clone()
+                } else {
+                    to_spirv(&llvm_spirv, &bc, &base.with_extension("check.spv"), source)?.1
+                };
+                let warnings = feature_warnings(&front_end, &self.fixed_targets, &config);
                 if cargo {
                     for line in warnings.iter().flat_map(|w| w.lines()) {
                         println!("cargo:warning={line}");
@@ -369,11 +428,9 @@ impl Build {
     /// argument information, include directories, defines, then the user's flags (which may
     /// override any of them).
     ///
-    /// SPIR-V is made from the front end's IR, before LLVM's optimisations
-    /// (`-O2 -Xclang -disable-llvm-passes`): the optimiser writes what llvm-spirv-15 cannot
-    /// translate (`freeze` after `x / n` beside `x % n`, `<64 x float>` from the SLP vectoriser
-    /// on a register tile, `<4 x i1>` from a chain of `&&`), and every device's compiler
-    /// optimises what it is given. With `-cl-kernel-arg-info`, llvm-spirv names each kernel's
+    /// The front end alone runs (`-O2 -Xclang -disable-llvm-passes`); `opt-15` then runs the
+    /// passes whose output llvm-spirv-15 can translate ([`OPT_PIPELINE`]). With
+    /// `-cl-kernel-arg-info`, llvm-spirv names each kernel's
     /// parameters (`OpName`): the post-link records the names in `SYCL/kernel arguments`, for
     /// the runtime's messages about a launch's arguments, and drivers answer `clGetKernelArgInfo`.
     fn clang_command(&self, clang: &Path, std_flag: &str, include_dir: &Path) -> Command {
@@ -514,6 +571,18 @@ pub fn link_device_library(name: &str) {
     println!("cargo:rustc-link-search=native={}", deps.display());
     println!("cargo:rustc-link-lib=dylib={name}");
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", deps.display());
+}
+
+/// `llvm-spirv-15 BC -o SPV`: the SPIR-V and its module.
+fn to_spirv(llvm_spirv: &Path, bc: &Path, spv: &Path, source: &Path) -> Result<(Vec<u8>, sycl_spirv::dr::Module), Error> {
+    run(Command::new(llvm_spirv).arg(SPIRV_EXTENSIONS).arg(bc).arg("-o").arg(spv), source)?;
+    let spirv = fs::read(spv).map_err(|error| Error::Io { path: spv.to_path_buf(), error })?;
+    let module = sycl_spirv::load(&spirv).map_err(|error| Error::InvalidSpirv {
+        source_path: source.to_path_buf(),
+        tool: "llvm-spirv",
+        error,
+    })?;
+    Ok((spirv, module))
 }
 
 /// Runs a tool: its stderr, line by line, on success (the compiler's warnings), the error

@@ -16,6 +16,7 @@ pub struct Tool {
 impl Tool {
     pub const CLANG: Tool =
         Tool { name: "clang-15", env: "SYCL_CLANG", debian_package: "clang-15" };
+    pub const OPT: Tool = Tool { name: "opt-15", env: "SYCL_OPT", debian_package: "llvm-15" };
     pub const LLVM_SPIRV: Tool =
         Tool { name: "llvm-spirv-15", env: "SYCL_LLVM_SPIRV", debian_package: "llvm-spirv-15" };
 

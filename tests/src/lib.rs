@@ -14,16 +14,39 @@ pub fn sycl_ld() -> PathBuf {
     repo_root().join("target/debug/sycl-ld")
 }
 
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+/// [`sycl_ld`], after building it once per test process (a no-op when up to date).
+pub fn built_sycl_ld() -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| run_ok(cargo().args(["build", "-q", "-p", "sycl-ld"]).current_dir(repo_root())));
+    sycl_ld()
+}
+
 /// The fixture build output directory, after building `sycl-ld` and the fixtures once per
 /// test process (both are no-ops when up to date).
 pub fn fixtures() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        run_ok(Command::new(&cargo).args(["build", "-q", "-p", "sycl-ld"]).current_dir(repo_root()));
-        run_ok(Command::new(&cargo).args(["build", "-q"]).current_dir(repo_root().join("fixtures")));
+        built_sycl_ld();
+        run_ok(cargo().args(["build", "-q"]).current_dir(repo_root().join("fixtures")));
         repo_root().join("fixtures/target/debug")
     })
+}
+
+/// `sycl-ld device-lib OPTIONS... -o OUT SOURCES...` with the built `sycl-ld`: a device
+/// library file from sources (compiler options such as `-D`, `-I`, `-cl-std=` in `options`).
+pub fn device_lib(options: &[&str], out: &Path, sources: &[&Path]) -> Output {
+    Command::new(built_sycl_ld())
+        .arg("device-lib")
+        .args(options)
+        .arg("-o")
+        .arg(out)
+        .args(sources)
+        .output()
+        .unwrap_or_else(|e| panic!("running sycl-ld device-lib: {e}"))
 }
 
 fn run_ok(cmd: &mut Command) {

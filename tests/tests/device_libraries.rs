@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use sycl_tests::{fixtures, repo_root, run_fixture_with, stderr, stdout, sycl_ld};
+use sycl_tests::{device_lib, fixtures, repo_root, run_fixture_with, stderr, stdout};
 
 #[test]
 fn a_device_image_made_separately_defines_the_device_version() {
@@ -16,12 +16,7 @@ fn a_device_image_made_separately_defines_the_device_version() {
 fn a_device_library_file_satisfies_imports_while_it_is_loaded() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("devlib.sydl");
-    let made = Command::new(sycl_ld())
-        .args(["device-lib", "-o"])
-        .arg(&file)
-        .arg(repo_root().join("fixtures/devlib-app/device/devlib.cl"))
-        .output()
-        .unwrap();
+    let made = device_lib(&[], &file, &[&repo_root().join("fixtures/devlib-app/device/devlib.cl")]);
     assert!(made.status.success(), "{}", stderr(&made));
     let out = Command::new(fixtures().join("devlib-app")).arg(&file).env("SYCL_CACHE_DISABLE", "1").env("SYCL_TRACE", "1").output().unwrap();
     let (o, e) = (stdout(&out), stderr(&out));

@@ -4,15 +4,15 @@
 
 use std::process::Command;
 
-use sycl_tests::{fixtures, run_fixture_with, stderr, stdout, sycl_ld};
+use sycl_tests::{device_lib, fixtures, run_fixture_with, stderr, stdout};
 
 /// `sycl-ld device-lib` over `source`, written as `NAME.cl` in `dir`: the library file and
 /// what sycl-ld printed on stderr.
-fn device_lib(dir: &std::path::Path, name: &str, source: &str) -> (std::path::PathBuf, String) {
+fn source_lib(dir: &std::path::Path, name: &str, source: &str) -> (std::path::PathBuf, String) {
     let source_path = dir.join(format!("{name}.cl"));
     std::fs::write(&source_path, source).unwrap();
     let file = dir.join(format!("{name}.sydl"));
-    let made = Command::new(sycl_ld()).args(["device-lib", "-o"]).arg(&file).arg(&source_path).output().unwrap();
+    let made = device_lib(&[], &file, &[&source_path]);
     assert!(made.status.success(), "{}", stderr(&made));
     (file, stderr(&made))
 }
@@ -51,7 +51,7 @@ fn a_cycle_across_libraries_is_refused_before_the_driver_on_both_devices() {
 #[test]
 fn recursion_inside_one_library_is_warned_at_link_time_and_refused_at_run_time() {
     let dir = tempfile::tempdir().unwrap();
-    let (file, warnings) = device_lib(
+    let (file, warnings) = source_lib(
         dir.path(),
         "recursive",
         "#include <sycl/device.h>\n\
@@ -79,7 +79,7 @@ fn a_cycle_through_a_function_pointer_is_refused_once_pocl_needs_direct_calls() 
     // The call graphs cannot see a call through a pointer; for PoCL the runtime turns such
     // calls into direct ones, and checks the program again before PoCL's compiler sees it.
     let dir = tempfile::tempdir().unwrap();
-    let (file, _) = device_lib(
+    let (file, _) = source_lib(
         dir.path(),
         "pointer_cycle",
         "#include <sycl/device.h>\n\

@@ -29,6 +29,7 @@ use std::process::{Command, ExitCode, ExitStatus, Output, Stdio};
 /// Debian packages the toolchain and the OpenCL platforms need.
 const APT_PACKAGES: &[&str] = &[
     "clang-15",
+    "llvm-15",
     "llvm-spirv-15",
     "spirv-tools",
     "ocl-icd-opencl-dev",
