@@ -1,10 +1,12 @@
 //! Kernel execution time with SPIR-V made two ways, on both CPU devices (Intel's OpenCL
 //! runtime and PoCL):
-//! - new: what `sycl-build` makes now, from the front end's IR (`-O2 -Xclang
-//!   -disable-llvm-passes`), leaving all optimisation to the device's compiler;
-//! - old: the same build with LLVM's passes on (clang `-O2`), as `sycl-build` made it before.
-//!   It runs through `sycl_build::Build` too, with a clang wrapper that drops
-//!   `-Xclang -disable-llvm-passes` from its command line, so every other flag is the same.
+//! - new: what `sycl-build` makes now: the front end alone (`-O2 -Xclang
+//!   -disable-llvm-passes`), then `opt-15` with LLVM's `-O2` pipeline less the passes whose
+//!   output llvm-spirv-15 cannot translate (vectorisers, div-rem pairs);
+//! - old: clang `-O2` with every LLVM pass, straight to the translator, as `sycl-build` made it
+//!   before. It runs through `sycl_build::Build` too, with a clang wrapper that drops
+//!   `-Xclang -disable-llvm-passes` from its command line, so every other flag is the same,
+//!   and an `opt` that copies its input.
 //!
 //! Each way's objects become a device library file (`sycl-ld device-lib`), loaded into this
 //! process; each kernel runs from its library's bundle through the runtime, with buffers of
@@ -56,14 +58,25 @@ done
 exec "${SYCL_CLANG:-clang-15}" "$@"
 "#;
 
+/// An opt that leaves the bitcode as it is: `opt -passes=… IN -o OUT` copies IN to OUT.
+const OPT_NOTHING: &str = r#"#!/bin/sh
+for a do
+    case "$a" in -passes=*) ;; -o) out=1 ;; *) if [ -n "$out" ]; then output="$a"; out=; else input="$a"; fi ;; esac
+done
+exec cp "$input" "$output"
+"#;
+
 fn main() {
     let (warmup, rounds) = if common::bench_mode() { (3, 40) } else { (1, 1) };
     let dir = tempfile::Builder::new().prefix("sycl-bench-kernel-time").tempdir().unwrap();
     let sycl_ld = common::sycl_ld();
-    let wrapper = dir.path().join("clang-with-passes");
-    std::fs::write(&wrapper, CLANG_WITH_PASSES).unwrap();
-    run_ok(Command::new("chmod").arg("+x").arg(&wrapper));
-    let old = device_library(&sycl_ld, dir.path(), "old", Some(&wrapper));
+    let wrappers = [("clang-with-passes", CLANG_WITH_PASSES), ("opt-nothing", OPT_NOTHING)].map(|(name, text)| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        run_ok(Command::new("chmod").arg("+x").arg(&path));
+        path
+    });
+    let old = device_library(&sycl_ld, dir.path(), "old", Some(&wrappers));
     let new = device_library(&sycl_ld, dir.path(), "new", None);
     assert_ne!(
         std::fs::read(old.path()).unwrap(),
@@ -71,7 +84,7 @@ fn main() {
         "the two ways made the same images: the wrapper did not turn LLVM's passes on"
     );
 
-    println!("kernel time: SPIR-V from the front end's IR (new) / from clang -O2 (old); per launch + wait, {rounds} samples each");
+    println!("kernel time: SPIR-V as sycl-build makes it (new) / from clang -O2 (old); per launch + wait, {rounds} samples each");
     println!("  load average before: {}", load_average());
     println!("  {:<6} {:<17} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11}", "device", "kernel", "old med", "new med", "old min", "new min", "med new/old", "min new/old");
     let (mut all_median, mut all_min) = (Vec::new(), Vec::new());
@@ -97,7 +110,7 @@ fn main() {
             device_min.push(new_min / old_min);
         }
         ratio(
-            &format!("kernel time on {device}: SPIR-V from front-end IR / from clang -O2"),
+            &format!("kernel time on {device}: SPIR-V as sycl-build makes it / from clang -O2"),
             geomean(&device_median),
             "<= 1.02",
             &format!("geomean of {} kernels' medians; of minima {:.4}", device_median.len(), geomean(&device_min)),
@@ -107,21 +120,21 @@ fn main() {
     }
     println!("  load average after: {}", load_average());
     ratio(
-        "kernel time, both devices: SPIR-V from front-end IR / from clang -O2",
+        "kernel time, both devices: SPIR-V as sycl-build makes it / from clang -O2",
         geomean(&all_median),
         "<= 1.02",
         &format!("geomean of {} kernel-device medians; of minima {:.4}", all_median.len(), geomean(&all_min)),
     );
 }
 
-/// The device sources built one way (`clang`: the wrapper for the old way, `None` for
-/// sycl-build's own command), made into a device library file and loaded.
-fn device_library(sycl_ld: &Path, dir: &Path, way: &str, clang: Option<&Path>) -> DeviceLibrary {
+/// The device sources built one way (`tools`: the clang and opt wrappers for the old way,
+/// `None` for sycl-build's own commands), made into a device library file and loaded.
+fn device_library(sycl_ld: &Path, dir: &Path, way: &str, tools: Option<&[std::path::PathBuf; 2]>) -> DeviceLibrary {
     let root = repo_root();
     let mut b = sycl_build::Build::new();
     b.files(SOURCES.iter().map(|s| root.join(s))).define("BINS", "64").out_dir(dir.join(way)).cargo_metadata(false);
-    if let Some(clang) = clang {
-        b.clang(clang);
+    if let Some([clang, opt]) = tools {
+        b.clang(clang).opt(opt);
     }
     let compiled = b.try_compile(way).unwrap_or_else(|e| panic!("building the {way} way: {e}"));
     let file = dir.join(format!("{way}.sydl"));
