@@ -278,6 +278,8 @@ impl Build {
             cmd.arg(SPIRV_EXTENSIONS).arg(&bc).arg("-o").arg(&spv);
             run(&mut cmd, source)?;
             let spirv = fs::read(&spv).map_err(|error| Error::Io { path: spv.clone(), error })?;
+            // C99 `inline` functions come out as bodies with `Import` linkage: local definitions.
+            let spirv = sycl_spirv::localize_inline_definitions(&spirv).unwrap_or(spirv);
             let module = sycl_spirv::load(&spirv).map_err(|error| Error::InvalidSpirv {
                 source_path: source.clone(),
                 tool: "llvm-spirv",

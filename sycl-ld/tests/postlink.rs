@@ -746,3 +746,24 @@ fn device_lib_takes_compiler_options_and_shows_the_compilers_warnings() {
     assert!(!failed.status.success());
     assert!(String::from_utf8_lossy(&failed.stderr).contains("TILE must be defined"), "{}", String::from_utf8_lossy(&failed.stderr));
 }
+
+#[test]
+fn c99_inline_helpers_are_defined_in_the_image() {
+    // clang emits an `inline` (neither static nor extern) function available_externally, and
+    // llvm-spirv-15 writes it as a body with Import linkage; OpenCL drivers build such
+    // programs (Rodinia's cfd, SHOC's scan and fft...), so device-lib must too.
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("lib.cl");
+    std::fs::write(
+        &source,
+        "inline float sq(float x) { return x * x; }\n\
+         kernel void squares(global float *data) { data[get_global_id(0)] = sq(data[get_global_id(0)]); }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("lib.sycldev");
+    let made = Command::new(env!("CARGO_BIN_EXE_sycl-ld")).arg("device-lib").arg("-o").arg(&out).arg(&source).output().unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let set = ImageSet::decode(&std::fs::read(&out).unwrap()).unwrap();
+    let image = set.images.iter().find(|i| i.kernels.iter().any(|k| k == "squares")).expect("the kernel's image");
+    assert_eq!(image.imported_symbols().count(), 0, "sq is defined in the image, not imported");
+}
