@@ -577,6 +577,8 @@ pub fn link_device_library(name: &str) {
 fn to_spirv(llvm_spirv: &Path, bc: &Path, spv: &Path, source: &Path) -> Result<(Vec<u8>, sycl_spirv::dr::Module), Error> {
     run(Command::new(llvm_spirv).arg(SPIRV_EXTENSIONS).arg(bc).arg("-o").arg(spv), source)?;
     let spirv = fs::read(spv).map_err(|error| Error::Io { path: spv.to_path_buf(), error })?;
+    // C99 `inline` functions come out as bodies with `Import` linkage: local definitions.
+    let spirv = sycl_spirv::localize_inline_definitions(&spirv).unwrap_or(spirv);
     let module = sycl_spirv::load(&spirv).map_err(|error| Error::InvalidSpirv {
         source_path: source.to_path_buf(),
         tool: "llvm-spirv",

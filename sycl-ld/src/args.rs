@@ -223,7 +223,7 @@ pub struct ToolArgs {
     pub out: PathBuf,
     pub inputs: Vec<PathBuf>,
     /// Options for the compiler of the sources among the inputs (`device-lib` only): `-D`,
-    /// `-U`, `-I`, `-cl-*` (`-cl-std=` included), `-W*` and `-w`, each as clang takes it.
+    /// `-U`, `-I`, `-cl-*` (`-cl-std=` included), `-W*`, `-w` and `-g`, each as clang takes it.
     pub compiler_options: Vec<String>,
 }
 
@@ -260,9 +260,9 @@ pub fn parse_tool_args(args: &[OsString], command: &'static Command) -> Result<T
 }
 
 /// An option `device-lib` hands to the compiler in one argument: `-DNAME[=VALUE]`, `-UNAME`,
-/// `-IDIR`, `-cl-*`, `-W*`, `-w`.
+/// `-IDIR`, `-cl-*`, `-W*`, `-w`, and `-g` (debug information, an OpenCL build option too).
 fn is_compiler_option(arg: &str) -> bool {
-    ["-D", "-U", "-I", "-cl-", "-W"].iter().any(|p| arg.len() > p.len() && arg.starts_with(p)) || arg == "-w"
+    ["-D", "-U", "-I", "-cl-", "-W"].iter().any(|p| arg.len() > p.len() && arg.starts_with(p)) || arg == "-w" || arg == "-g"
 }
 
 /// The split modes, as a list for messages.

@@ -78,6 +78,8 @@ pub fn added_images(paths: &[PathBuf]) -> Result<(Vec<FoundObject>, ImageSet)> {
             let images = ImageSet::decode(&bytes).with_context(|| format!("{}: malformed device library", path.display()))?;
             set.images.extend(images.images);
         } else if bytes.starts_with(&[0x03, 0x02, 0x23, 0x07]) {
+            // llvm-spirv's output, as sycl-build takes it (C99 inline definitions made local).
+            let bytes = sycl_spirv::localize_inline_definitions(&bytes).unwrap_or(bytes);
             sycl_spirv::load(&bytes).with_context(|| format!("{}: malformed SPIR-V", path.display()))?;
             let object = DeviceObject {
                 package: "(added image)".into(),

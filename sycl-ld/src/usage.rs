@@ -89,6 +89,7 @@ options:
     -cl-std=VERSION the language (default: CL2.0 for .cl, clc++2021 for .clcpp)
     -cl-OPTION      an OpenCL compiler option (-cl-fast-relaxed-math, -cl-mad-enable, ...)
     -W..., -w       the compiler's warnings, as clang takes them
+    -g              debug information, as clang makes it
 ",
 };
 

@@ -699,15 +699,29 @@ kernel void cpp_k(global int *out, geo::Pt p, Cl c) { out[0] = p.n + c.v; }\n";
     assert_eq!(shown, ["global int* out (8 bytes)", "struct geo::Pt p (8 bytes)", "class Cl c (8 bytes)"]);
 }
 
+/// `sycl-ld device-lib OPTIONS -o lib.sycldev lib.cl` on `source`: the file's images.
+fn device_lib_of(source: &str, options: &[&str]) -> ImageSet {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lib.cl");
+    std::fs::write(&path, source).unwrap();
+    let out = dir.path().join("lib.sycldev");
+    let made = Command::new(env!("CARGO_BIN_EXE_sycl-ld"))
+        .arg("device-lib")
+        .args(options)
+        .arg("-o")
+        .arg(&out)
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    ImageSet::decode(&std::fs::read(&out).unwrap()).unwrap()
+}
+
+const SCALE: &str = "kernel void scale(global float *data, float factor) { data[get_global_id(0)] *= factor; }\n";
+
 #[test]
 fn device_library_files_record_kernel_parameters_too() {
-    let dir = tempfile::tempdir().unwrap();
-    let source = dir.path().join("lib.cl");
-    std::fs::write(&source, "kernel void scale(global float *data, float factor) { data[get_global_id(0)] *= factor; }\n").unwrap();
-    let out = dir.path().join("lib.sycldev");
-    let status = Command::new(env!("CARGO_BIN_EXE_sycl-ld")).arg("device-lib").arg("-o").arg(&out).arg(&source).status().unwrap();
-    assert!(status.success());
-    let set = ImageSet::decode(&std::fs::read(&out).unwrap()).unwrap();
+    let set = device_lib_of(SCALE, &[]);
     let params = set.images[0].kernel_params("scale").expect("a record").unwrap();
     let declared: Vec<String> = params.iter().map(|p| p.declaration()).collect();
     assert_eq!(declared, ["global float* data", "float factor"]);
@@ -745,4 +759,35 @@ fn device_lib_takes_compiler_options_and_shows_the_compilers_warnings() {
     let failed = device_lib(&["-DWIDTH=2", "-I", &dir.path().join("inc").display().to_string()]);
     assert!(!failed.status.success());
     assert!(String::from_utf8_lossy(&failed.stderr).contains("TILE must be defined"), "{}", String::from_utf8_lossy(&failed.stderr));
+}
+
+#[test]
+fn c99_inline_helpers_are_defined_in_the_image() {
+    // clang emits an `inline` (neither static nor extern) function available_externally, and
+    // llvm-spirv-15 writes it as a body with Import linkage; OpenCL drivers build such
+    // programs (Rodinia's cfd, SHOC's scan and fft...), so device-lib must too.
+    let set = device_lib_of(
+        "inline float sq(float x) { return x * x; }\n\
+         kernel void squares(global float *data) { data[get_global_id(0)] = sq(data[get_global_id(0)]); }\n",
+        &[],
+    );
+    let image = set.images.iter().find(|i| i.kernels.iter().any(|k| k == "squares")).expect("the kernel's image");
+    assert_eq!(image.imported_symbols().count(), 0, "sq is defined in the image, not imported");
+}
+
+#[test]
+fn device_lib_takes_g_as_the_drivers_do() {
+    // `-g` is an OpenCL build option (clBuildProgram takes it on both devices): debug
+    // information in the images, as clang makes it.
+    let set = device_lib_of(SCALE, &["-g"]);
+    let module = sycl_spirv::load(&set.images[0].data).unwrap();
+    let sets: Vec<String> = module
+        .ext_inst_imports
+        .iter()
+        .filter_map(|i| match i.operands.first() {
+            Some(sycl_spirv::dr::Operand::LiteralString(s)) => Some(s.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(sets.iter().any(|s| s.contains("DebugInfo")), "debug information in the image: {sets:?}");
 }

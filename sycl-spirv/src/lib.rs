@@ -16,6 +16,7 @@ mod calls;
 mod features;
 #[cfg(feature = "link")]
 mod fnptr;
+mod inline;
 #[cfg(feature = "link")]
 mod link;
 mod load;
@@ -33,6 +34,7 @@ pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
 pub use fnptr::lower_function_pointers;
 #[cfg(feature = "link")]
 pub use link::{link, LinkInput, Linked};
+pub use inline::localize_inline_definitions;
 pub use load::{assemble, load};
 pub use params::kernel_params;
 #[cfg(feature = "link")]
