@@ -84,6 +84,9 @@ const OPT_PIPELINE: &str = concat!(
 );
 
 
+/// The macro OpenCL drivers define to the device's OpenCL version (`300`), and clang does not.
+const OPENCL_VERSION_MACRO: &str = "__OPENCL_VERSION__";
+
 /// Environment variable naming a device configuration file (after the builder's setter).
 pub const DEVICE_CONFIG_ENV: &str = "SYCL_DEVICE_CONFIG";
 
@@ -440,6 +443,11 @@ impl Build {
             cmd.arg(std_flag);
         }
         cmd.args(["-O2", "-Xclang", "-disable-llvm-passes"]);
+        // What an OpenCL driver defines and clang does not: the device's OpenCL version. The
+        // SPIR-V serves every device; the devices it runs on are OpenCL 3.0 ones.
+        if !self.defines.iter().any(|(k, _)| k == OPENCL_VERSION_MACRO) && !self.flags.iter().any(|f| f.contains(OPENCL_VERSION_MACRO)) {
+            cmd.arg(format!("-D{OPENCL_VERSION_MACRO}=300"));
+        }
         cmd.arg("-I").arg(include_dir);
         for dir in &self.includes {
             cmd.arg("-I").arg(dir);
@@ -450,7 +458,9 @@ impl Build {
                 None => format!("-D{k}"),
             });
         }
-        cmd.args(&self.flags);
+        // Options drivers take that clang does not, and that change nothing in the SPIR-V:
+        // Intel's `-cl-no-subgroup-ifp` (sub-groups without independent forward progress).
+        cmd.args(self.flags.iter().filter(|f| *f != "-cl-no-subgroup-ifp"));
         cmd
     }
 
@@ -809,6 +819,19 @@ mod tests {
         .unwrap();
         let compiled = Build::new().file(&src).out_dir(&dir).cargo_metadata(false).try_compile("t").unwrap();
         assert_eq!(compiled.kernels, ["divrem", "inside", "tile"]);
+    }
+
+    #[test]
+    fn the_macros_an_opencl_driver_defines_are_defined() {
+        let dir = tempdir().join("macros");
+        fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("version.cl");
+        fs::write(&src, "#if __OPENCL_VERSION__ != 300\n#error wrong version\n#endif\nkernel void v(global int *o) { o[0] = __OPENCL_VERSION__; }\n").unwrap();
+        Build::new().file(&src).out_dir(&dir).cargo_metadata(false).try_compile("t").unwrap();
+        let mut own = Build::new();
+        own.file(&src).out_dir(&dir).cargo_metadata(false).define("__OPENCL_VERSION__", "120");
+        let err = own.try_compile("t").unwrap_err().to_string();
+        assert!(err.contains("wrong version") && !err.contains("macro redefined"), "the user's definition wins: {err}");
     }
 
     #[test]
