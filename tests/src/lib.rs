@@ -14,16 +14,31 @@ pub fn sycl_ld() -> PathBuf {
     repo_root().join("target/debug/sycl-ld")
 }
 
+/// `sycl-ld`, after building it once per test process (a no-op when up to date).
+pub fn built_sycl_ld() -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| run_ok(Command::new(cargo()).args(["build", "-q", "-p", "sycl-ld"]).current_dir(repo_root())));
+    sycl_ld()
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
 /// The fixture build output directory, after building `sycl-ld` and the fixtures once per
 /// test process (both are no-ops when up to date).
 pub fn fixtures() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        run_ok(Command::new(&cargo).args(["build", "-q", "-p", "sycl-ld"]).current_dir(repo_root()));
-        run_ok(Command::new(&cargo).args(["build", "-q"]).current_dir(repo_root().join("fixtures")));
+        built_sycl_ld();
+        run_ok(Command::new(cargo()).args(["build", "-q"]).current_dir(repo_root().join("fixtures")));
         repo_root().join("fixtures/target/debug")
     })
+}
+
+/// `sycl-ld device-lib OPTIONS -o OUT SOURCE`: a device library file made of one source.
+pub fn device_lib(source: &Path, options: &[&str], out: &Path) {
+    run_ok(Command::new(built_sycl_ld()).arg("device-lib").args(options).arg("-o").arg(out).arg(source));
 }
 
 fn run_ok(cmd: &mut Command) {
