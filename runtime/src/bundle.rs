@@ -487,7 +487,7 @@ pub fn link(objects: &[&KernelBundle<Object>], properties: &[BuildProperty]) -> 
         // Build properties are compiler options; clLinkProgram takes almost none of them.
         device.link_objects(&ordered, "", &names).map_err(|e| logged(properties, e))?
     } else {
-        let bitcode = link_to_spir(&registry, "(bundle)", &images, &spec)?;
+        let bitcode = link_to_spir(&registry, "(bundle)", &images, &spec, &device.caps)?;
         device.build_binary(&bitcode, &flags, &names).map_err(|e| logged(properties, e))?
     };
     images.sort();

@@ -44,6 +44,8 @@ pub(crate) struct DeviceInfo {
     pub compiler_available: bool,
     pub linker_available: bool,
     pub max_work_group_size: usize,
+    /// `CL_DEVICE_SINGLE_FP_CONFIG`.
+    pub single_fp_config: u64,
     /// `CL_DEVICE_SUB_GROUP_SIZES_INTEL`; empty when the device has no sub-groups to offer.
     pub sub_group_sizes: Vec<usize>,
 }
@@ -94,6 +96,7 @@ pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
                 compiler_available: word(cl3::device::CL_DEVICE_COMPILER_AVAILABLE) != 0,
                 linker_available: word(cl3::device::CL_DEVICE_LINKER_AVAILABLE) != 0,
                 max_work_group_size: word(cl3::device::CL_DEVICE_MAX_WORK_GROUP_SIZE) as usize,
+                single_fp_config: word(cl3::device::CL_DEVICE_SINGLE_FP_CONFIG),
                 sub_group_sizes: device_words(id, CL_DEVICE_SUB_GROUP_SIZES_INTEL).into_iter().map(|v| v as usize).collect(),
             });
         }

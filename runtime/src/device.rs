@@ -1,7 +1,7 @@
 //! What a device can do, from its own queries: aspects (fp16, fp64, atomic64, image, …, and
 //! the `target_*` aspect of the configured target it is), sub-group sizes, work-group limit,
-//! whether it takes SPIR-V and links; which image forms it prefers; and seed 003's check of an
-//! image's device requirements, with the seed's messages.
+//! whether it takes SPIR-V and links, whether it has fused multiply-add; which image forms it
+//! prefers; and seed 003's check of an image's device requirements, with the seed's messages.
 
 use std::collections::BTreeSet;
 
@@ -13,6 +13,7 @@ use crate::cl::DeviceInfo;
 pub(crate) const CL_DEVICE_TYPE_CPU: u64 = 1 << 1;
 pub(crate) const CL_DEVICE_TYPE_GPU: u64 = 1 << 2;
 pub(crate) const CL_DEVICE_TYPE_ACCELERATOR: u64 = 1 << 3;
+const CL_FP_FMA: u64 = 1 << 5;
 
 /// An image form a device can use: its format and the target it was made for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -37,6 +38,9 @@ pub(crate) struct Capabilities {
     pub links_spirv: bool,
     /// The configured target this device is, if any (`intel_cpu_x86_64`, `pocl_cpu`, …).
     pub target: Option<&'static str>,
+    /// Fused multiply-add in hardware (`CL_FP_FMA` among the single-precision capabilities,
+    /// which PoCL reports when the processor has FMA; double precision always reports it).
+    pub fma: bool,
 }
 
 impl Capabilities {
@@ -97,6 +101,7 @@ impl Capabilities {
             max_work_group_size: info.max_work_group_size,
             links_spirv: info.il_version.contains("SPIR-V") && info.linker_available,
             target,
+            fma: info.single_fp_config & CL_FP_FMA != 0,
         }
     }
 
@@ -161,7 +166,8 @@ mod tests {
     fn caps(aspects: &[&str], sub_groups: &[u32], target: Option<&'static str>) -> Capabilities {
         let mut set: BTreeSet<u32> = aspects.iter().map(|a| aspect_number(a).unwrap()).collect();
         set.extend(target.and_then(target_aspect));
-        Capabilities { aspects: set, sub_group_sizes: sub_groups.to_vec(), max_work_group_size: 4096, links_spirv: false, target }
+        let sub_group_sizes = sub_groups.to_vec();
+        Capabilities { aspects: set, sub_group_sizes, max_work_group_size: 4096, links_spirv: false, target, fma: true }
     }
 
     #[test]

@@ -96,6 +96,30 @@ pub mod test_support {
         let names: Vec<String> = (0..objects.len()).map(|i| format!("source {i}")).collect();
         device.link_objects(&objects, "", &names).map(drop)
     }
+
+    /// Builds OpenCL C `source` on the queue's device as the driver builds a source itself
+    /// (`clCreateProgramWithSource`, `clBuildProgram` with `options`) and runs `kernel` over
+    /// `global` work-items, so that a test can compare the driver's own build of a source with
+    /// the program the runtime makes of the same source's images.
+    pub fn run_source(
+        queue: &crate::Queue,
+        source: &str,
+        options: &str,
+        kernel: &str,
+        args: &[&dyn crate::KernelArg],
+        global: usize,
+    ) -> Result<(), Error> {
+        let device = queue.device();
+        let program = Program::from_source(&device.context, source)?;
+        program.build(device.id, options).map_err(|(code, log)| Error::Build {
+            device: device.name.clone(),
+            what: format!("building a source ({})", crate::cl::error_name(code)),
+            hint: crate::program::hint(crate::program::Step::Build, code, &log, options),
+            log,
+        })?;
+        let args: Vec<_> = args.iter().map(|a| a.to_arg()).collect();
+        queue.run_program(&program, kernel, &args, &[global])
+    }
 }
 
 /// Entry points for the benchmarks, which measure internals no user calls directly.

@@ -308,7 +308,7 @@ impl DeviceState {
             }
             (_, false) => {
                 trace!("link", "{kernel} on {} (linked by the runtime, translated to SPIR): {}", self.name, names.join(" + "));
-                let bitcode = link_to_spir(registry, kernel, &collected.images, &options.spec)?;
+                let bitcode = link_to_spir(registry, kernel, &collected.images, &options.spec, &self.caps)?;
                 self.build_binary(&bitcode, &options.flags, &names)?
             }
         };
@@ -399,6 +399,9 @@ impl DeviceState {
             .part(self.identity.as_bytes())
             .part(options.flags.as_bytes())
             .part(format!("{:?}/{}", collected.variant.format, collected.variant.target).as_bytes());
+        if !self.caps.links_spirv && collected.variant.format != ImageFormat::SpirBitcode {
+            key.part(SPIR_REWRITES.as_bytes());
+        }
         for (name, value) in &options.spec.0 {
             key.part(name.as_bytes()).part(value);
         }
@@ -408,6 +411,10 @@ impl DeviceState {
         key.finish()
     }
 }
+
+/// What [`link_to_spir`] rewrites, part of the persistent cache's key for programs built that
+/// way: a program built before a rule changed is not reused.
+pub(crate) const SPIR_REWRITES: &str = "spir-rewrites 1: function pointers, generic builtins, mad as fma with FMA";
 
 /// The driver step that failed, for [`hint`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -454,7 +461,15 @@ pub(crate) fn hint(step: Step, code: i32, log: &str, flags: &str) -> String {
 
 /// Links SPIR-V images with our own linker and translates the result to SPIR bitcode, for
 /// devices that take neither SPIR-V nor a link step; specialization values are baked in.
-pub(crate) fn link_to_spir(registry: &Registry, kernel: &str, images: &[ImageId], spec: &SpecValues) -> Result<Vec<u8>, Error> {
+/// Builtins the device's library lacks are rewritten into ones it has, and `mad` computed as
+/// the device's own build of the source computes it (see [`SPIR_REWRITES`]).
+pub(crate) fn link_to_spir(
+    registry: &Registry,
+    kernel: &str,
+    images: &[ImageId],
+    spec: &SpecValues,
+    caps: &Capabilities,
+) -> Result<Vec<u8>, Error> {
     let mut inputs = Vec::with_capacity(images.len());
     for &id in images {
         let module = sycl_spirv::load(&registry.image(id).data)
@@ -465,6 +480,15 @@ pub(crate) fn link_to_spir(registry: &Registry, kernel: &str, images: &[ImageId]
     // PoCL's kernel compiler cannot take calls through pointers; the whole program is here, so
     // they become switches over the functions whose addresses are taken.
     sycl_spirv::lower_function_pointers(&mut linked.module).map_err(|e| Error::Translate(e.to_string()))?;
+    // Under OpenCL C 2.0 every builtin taking a pointer takes a generic one, and PoCL 3.1's
+    // library has none for the generic address space: each gets a global, local or private one.
+    let generic = sycl_spirv::lower_generic_builtins(&mut linked.module).map_err(|e| Error::Translate(e.to_string()))?;
+    // clang's contractions (`llvm.fmuladd`) reach the device as `mad`, which PoCL's library
+    // computes unfused, where its own build fuses them on hardware with FMA.
+    let fused = if caps.fma { sycl_spirv::fuse_mad(&mut linked.module) } else { 0 };
+    if generic + fused > 0 {
+        trace!("spir-rewrite", "{kernel}: {generic} builtin(s) on generic pointers made specific, {fused} mad as fma");
+    }
     // Lowering turns calls through pointers into direct calls: a cycle through a pointer (which
     // the images' call graphs cannot show) is now one PoCL's compiler would die of.
     if let Some(cycle) = sycl_spirv::call_cycle(&linked.module) {

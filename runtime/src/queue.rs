@@ -446,6 +446,23 @@ impl Queue {
     }
 }
 
+impl Queue {
+    /// Runs `kernel` of a program built outside the registry (a test's source), with `args`.
+    pub(crate) fn run_program(
+        &self,
+        program: &cl::Program,
+        kernel: &str,
+        args: &[ArgValue],
+        global: &[usize],
+    ) -> Result<(), Error> {
+        let mut object = PooledKernel { kernel: cl::Kernel::new(program, kernel)?, set: Vec::new(), signature: None };
+        set_arguments(&mut object, args)
+            .map_err(|(i, e)| Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}")))?;
+        self.inner.queue.enqueue(&object.kernel, global, None)?;
+        self.inner.queue.finish()
+    }
+}
+
 /// A global range or a work-group size: up to three dimensions, kept without allocating (a
 /// launch is built for every kernel run). More than three are refused at `run`.
 #[derive(Debug, Clone, Copy)]

@@ -318,7 +318,8 @@ impl Features {
     }
 }
 
-fn is_atomic(op: Op) -> bool {
+/// Whether `op` is an atomic on the memory its first operand points to.
+pub(crate) fn is_atomic(op: Op) -> bool {
     matches!(
         op,
         Op::AtomicLoad
@@ -340,6 +341,8 @@ fn is_atomic(op: Op) -> bool {
             | Op::AtomicFAddEXT
             | Op::AtomicFMinEXT
             | Op::AtomicFMaxEXT
+            | Op::AtomicFlagTestAndSet
+            | Op::AtomicFlagClear
     )
 }
 

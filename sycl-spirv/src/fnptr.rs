@@ -351,15 +351,7 @@ impl Lowering {
         module.functions[f].blocks[b].instructions.push(Instruction::new(Op::Switch, None, None, switch));
 
         // Whatever followed this block now follows the merge block.
-        for block in &mut module.functions[f].blocks {
-            for phi in block.instructions.iter_mut().filter(|i| i.class.opcode == Op::Phi) {
-                for parent in phi.operands.iter_mut().skip(1).step_by(2) {
-                    if *parent == Operand::IdRef(this) {
-                        *parent = Operand::IdRef(merge);
-                    }
-                }
-            }
-        }
+        crate::builtins::retarget_phis(&mut module.functions[f], this, merge);
         cases.push(Block { label: Some(Instruction::new(Op::Label, None, Some(merge), vec![])), instructions: merged });
         let at = b + 1;
         module.functions[f].blocks.splice(at..at, cases);

@@ -12,6 +12,8 @@
 //! specialization constants and the feature analysis are compiled: what `sycl-build` runs in
 //! every device crate's build script.
 
+#[cfg(feature = "link")]
+mod builtins;
 mod calls;
 mod features;
 #[cfg(feature = "link")]
@@ -28,6 +30,8 @@ pub mod spec;
 pub mod vfunc;
 mod symbols;
 
+#[cfg(feature = "link")]
+pub use builtins::{fuse_mad, lower_generic_builtins};
 pub use calls::{call_cycle, cycle_warning, function_name};
 pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
 #[cfg(feature = "link")]

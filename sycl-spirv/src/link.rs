@@ -464,6 +464,47 @@ mod tests {
         assert_eq!(err.to_string(), "symbol `f` is defined in both a.cl and b.cl");
     }
 
+    /// A module calling `vload4` and `vstore_half_rte` on a global pointer.
+    fn vector_io() -> Module {
+        let mut b = Builder::new();
+        b.capability(spirv::Capability::Kernel);
+        b.capability(spirv::Capability::Addresses);
+        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let cl = b.ext_inst_import("OpenCL.std");
+        let (void, float, long) = (b.type_void(), b.type_float(32, None), b.type_int(64, 0));
+        let float4 = b.type_vector(float, 4);
+        let global = b.type_pointer(None, spirv::StorageClass::CrossWorkgroup, float);
+        let fn_ty = b.type_function(void, vec![global]);
+        let zero = b.constant_bit64(long, 0);
+        b.begin_function(void, None, FunctionControl::NONE, fn_ty).unwrap();
+        let p = b.function_parameter(global).unwrap();
+        b.begin_block(None).unwrap();
+        let v = b
+            .ext_inst(float4, None, cl, spirv::OpenclStd100Op::vloadn as u32, [p, zero, 4].map(Operand::IdRef))
+            .unwrap();
+        let x = b.composite_extract(float, None, v, [0]).unwrap();
+        let rte = spirv::FPRoundingMode::RTE as u32;
+        b.ext_inst(void, None, cl, spirv::OpenclStd100Op::vstore_half_r as u32, [x, zero, p, rte].map(Operand::IdRef))
+            .unwrap();
+        b.ret().unwrap();
+        b.end_function().unwrap();
+        b.module()
+    }
+
+    #[test]
+    fn opencl_std_literals_are_not_renumbered() {
+        // Loaded, `vloadn`'s count and `vstore_half_r`'s mode are literals, which the link
+        // leaves as they are in every input, not only the first.
+        let loaded = || load(&assemble(&vector_io())).unwrap();
+        let linked = link(vec![input("a", module("f", true)), input("b", loaded()), input("c", loaded())]).unwrap().module;
+        let ext: Vec<&Operand> = linked
+            .all_inst_iter()
+            .filter(|i| i.class.opcode == spirv::Op::ExtInst)
+            .map(|i| i.operands.last().unwrap())
+            .collect();
+        assert_eq!(ext, [&Operand::LiteralBit32(4), &Operand::LiteralBit32(0)].repeat(2));
+    }
+
     #[test]
     fn linking_is_deterministic() {
         let run = || {

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use rspirv::binary::{Assemble, Consumer, ParseAction};
 use rspirv::dr::{Block, Function, Instruction, Module, ModuleHeader, Operand};
-use rspirv::spirv::{Op, Word};
+use rspirv::spirv::{Op, OpenclStd100Op as Cl, Word};
 
 use crate::Error;
 
@@ -398,7 +398,7 @@ impl Consumer for Loader {
                 }
                 Op::Function => return self.fail("OpFunction inside a function".into()),
                 _ => match function.blocks.last_mut() {
-                    Some(block) => block.instructions.push(inst),
+                    Some(block) => block.instructions.push(type_literals(&self.module.ext_inst_imports, inst)),
                     // Debug line information may precede the first label; it carries no meaning
                     // there, so it is dropped rather than refused.
                     None if matches!(opcode, Op::Line | Op::NoLine | Op::ExtInst) => {}
@@ -434,6 +434,41 @@ impl Consumer for Loader {
         }
         ParseAction::Continue
     }
+}
+
+/// An `OpenCL.std` instruction with its literal operands as literals. rspirv reads every
+/// operand of an extended instruction as an id, and the few literals of `OpenCL.std` (the `n`
+/// of `vloadn`, `vload_halfn` and `vloada_halfn`, the rounding mode of the `vstore*_r`
+/// instructions) would then be renumbered with the ids: linked after another module,
+/// `vstore_half_rte`'s mode 0 became 74, and `vload4`'s 4 became whatever id 4 was folded onto.
+fn type_literals(sets: &[Instruction], mut inst: Instruction) -> Instruction {
+    let literal_at = match inst.operands.as_slice() {
+        [Operand::IdRef(set), Operand::LiteralExtInstInteger(n), ..]
+            if inst.class.opcode == Op::ExtInst && is_opencl_std(sets, *set) =>
+        {
+            match Cl::from_u32(*n) {
+                // (offset, p, n)
+                Some(Cl::vloadn | Cl::vload_halfn | Cl::vloada_halfn) => 4,
+                // (data, offset, p, mode)
+                Some(Cl::vstore_half_r | Cl::vstore_halfn_r | Cl::vstorea_halfn_r) => 5,
+                _ => return inst,
+            }
+        }
+        _ => return inst,
+    };
+    if let Some(op) = inst.operands.get_mut(literal_at) {
+        if let Operand::IdRef(word) = *op {
+            *op = Operand::LiteralBit32(word);
+        }
+    }
+    inst
+}
+
+/// Whether `set` is an `OpExtInstImport` of `OpenCL.std`.
+pub(crate) fn is_opencl_std(sets: &[Instruction], set: Word) -> bool {
+    sets.iter().any(|i| {
+        i.result_id == Some(set) && matches!(i.operands.first(), Some(Operand::LiteralString(name)) if name == "OpenCL.std")
+    })
 }
 
 #[cfg(test)]

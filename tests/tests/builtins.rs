@@ -1,0 +1,200 @@
+//! Builtins on both devices: those taking pointers of every address space, under OpenCL C 2.0
+//! (where every such call passes a generic pointer, which PoCL's library has no builtins for)
+//! and 1.2; and float results, which on PoCL must be those of its own build of the source.
+
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use sycl_runtime::{load_device_library, test_support::run_source, Buffer, Queue};
+use sycl_tests::{device_lib, repo_root};
+
+const DEVICES: [&str; 2] = ["intel", "pocl"];
+const CL20: &str = "-cl-std=CL2.0";
+
+fn data(name: &str) -> PathBuf {
+    repo_root().join("tests/kernels").join(name)
+}
+
+/// A device library file made of `source` with `options`, in `dir`.
+fn library(dir: &Path, source: &str, options: &[&str]) -> PathBuf {
+    let out = dir.join(format!("{source}{}.sydl", options.concat()));
+    device_lib(&data(source), options, &out);
+    out
+}
+
+/// No persistent cache: every program is built here and now.
+fn no_cache() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| std::env::set_var(sycl_runtime::CACHE_DISABLE_ENV, "1"));
+}
+
+/// The bits of a half that represents `v` exactly (normal or zero).
+fn half(v: f32) -> u16 {
+    let bits = v.to_bits();
+    let sign = (bits >> 16) as u16 & 0x8000;
+    if v == 0.0 {
+        return sign;
+    }
+    let exponent = ((bits >> 23) & 0xff) as i32 - 127 + 15;
+    assert!((1..31).contains(&exponent) && bits & 0x1fff == 0, "{v} is no half");
+    sign | (exponent as u16) << 10 | ((bits >> 13) & 0x3ff) as u16
+}
+
+fn run(what: &str, result: Result<(), sycl_runtime::Error>) {
+    if let Err(e) = result {
+        panic!("{what}: {e}");
+    }
+}
+
+fn check_vectors(q: &Queue, what: &str) {
+    let input: Vec<f32> = (0..16).map(|j| j as f32 * 0.5 - 3.0).collect();
+    let ints: Vec<i32> = (0..12).map(|j| j * 7 - 20).collect();
+    let (a, out) = (q.buffer_from(&input).unwrap(), q.buffer::<f32>(64).unwrap());
+    let (k, iout) = (q.buffer_from(&ints).unwrap(), q.buffer::<i32>(12).unwrap());
+    run(what, q.launch("vectors").arg(&a).arg(&out).arg(&k).arg(&iout).global([4]).local([4]).run());
+    let mut expected = Vec::new();
+    for i in 0..4 {
+        let own = &input[4 * i..4 * i + 4];
+        let next = &input[4 * ((i + 1) % 4)..][..4];
+        expected.extend(own);
+        expected.extend(own);
+        expected.extend(next.iter().map(|x| x * 2.0));
+        expected.extend(own.iter().map(|x| x + 1.0));
+    }
+    assert_eq!(out.read().unwrap(), expected, "vectors: {what}");
+    let tripled: Vec<i32> = ints.iter().map(|x| x * 3).collect();
+    assert_eq!(iout.read().unwrap(), tripled, "vectors: {what}");
+}
+
+fn check_halves(q: &Queue, what: &str) {
+    let values: Vec<f32> = (0..16).map(|k| k as f32 * 0.25 - 2.0).collect();
+    let third = 1.0f32 / 3.0;
+    let x = [third, -third, third, -third];
+    let h = q.buffer_from(&values.iter().map(|&v| half(v)).collect::<Vec<u16>>()).unwrap();
+    let (xs, hout, out) = (q.buffer_from(&x).unwrap(), q.buffer::<u16>(16).unwrap(), q.buffer::<f32>(32).unwrap());
+    run(what, q.launch("halves").arg(&h).arg(&xs).arg(&hout).arg(&out).global([4]).local([4]).run());
+    // 1/3 lies between the halves 0x3555 and 0x3556, nearer the first.
+    let (rtp, rtn, rte, rtz) = ([0x3556, 0xb555], [0x3555, 0xb556], [0x3555, 0xb555], [0x3555, 0xb555]);
+    let mut expected_halves = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..4 {
+        let s = i % 2;
+        expected_halves.extend([rtp[s], rtn[s], rte[s], rtz[s]]);
+        expected.extend(&values[4 * i..4 * i + 4]);
+        let rounded_up = [0.333_496_1f32, -0.333_251_95][s];
+        expected.extend([values[4 * i + 3], values[4 * i + 2], 2.0 * values[4 * ((i + 1) % 4) + 1], rounded_up]);
+    }
+    assert_eq!(hout.read().unwrap(), expected_halves, "halves: {what}");
+    assert_eq!(out.read().unwrap(), expected, "halves: {what}");
+}
+
+fn check_math(q: &Queue, what: &str) {
+    let x = [2.75f32, -1.25, 8.0, -3.5];
+    let (xs, out, iout) = (q.buffer_from(&x).unwrap(), q.buffer::<f32>(48).unwrap(), q.buffer::<i32>(16).unwrap());
+    run(what, q.launch("math").arg(&xs).arg(&out).arg(&iout).global([4]).local([4]).run());
+    let (out, iout) = (out.read().unwrap(), iout.read().unwrap());
+    let fract = [(0.75, 2.0), (0.75, -2.0), (0.0, 8.0), (0.5, -4.0)];
+    let modf = [(0.75, 2.0), (-0.25, -1.0), (0.0, 8.0), (-0.5, -3.0)];
+    let frexp = [(0.6875, 2), (-0.625, 1), (0.5, 4), (-0.875, 2)];
+    let lgamma = [(-0.117_755_27f32, 1), (1.333_077_6, -1), (1.791_759_5, 1), (1.016_088_8, 1)];
+    let remquo = [(0.75, 1), (0.75, -1), (0.0, 4), (0.5, -2)];
+    for i in 0..4 {
+        let (o, n) = (&out[12 * i..12 * i + 9], &iout[4 * i..4 * i + 3]);
+        let got = format!("math: {what}, x = {}: {o:?} {n:?}", x[i]);
+        assert_eq!((o[0], o[1]), fract[i], "fract, {got}");
+        assert_eq!((o[2], o[3]), modf[i], "modf, {got}");
+        assert_eq!((o[4], n[0]), frexp[i], "frexp, {got}");
+        assert_eq!((o[5], o[6]), (0.0, 1.0), "sincos, {got}");
+        assert!((o[7] - lgamma[i].0).abs() <= 1e-5 * lgamma[i].0.abs() && n[1] == lgamma[i].1, "lgamma_r, {got}");
+        assert_eq!((o[8], n[2]), remquo[i], "remquo, {got}");
+    }
+}
+
+fn check_atomics(q: &Queue, device: &str, std: &str) {
+    let what = &format!("{std} on {device}");
+    let c = q.buffer_from(&[0i32; 3]).unwrap();
+    let result = q.launch("atomics").arg(&c).global([8]).local([4]).run();
+    if (device, std) == ("intel", CL20) {
+        // Intel's runtime builds no atomic on a generic pointer from SPIR-V, not even one on a
+        // global pointer cast to generic (its own build of the source has them): the runtime
+        // gives it the SPIR-V as it is (docs/PLATFORMS.md).
+        let e = result.expect_err("generic atomics on Intel").to_string();
+        assert!(e.contains("_Z10atomic_addPU3AS4Vii"), "{e}");
+        return;
+    }
+    run(what, result);
+    assert_eq!(c.read().unwrap(), [8, 16, 4], "atomics: {what}");
+}
+
+#[test]
+fn builtins_on_pointers_of_every_address_space_run_on_both_devices() {
+    no_cache();
+    let dir = tempfile::tempdir().unwrap();
+    for std in [CL20, "-cl-std=CL1.2"] {
+        // One image per kernel: a kernel Intel cannot build leaves the others alone.
+        let file = library(dir.path(), "pointer_builtins.cl", &["--split", "per_kernel", std]);
+        let library = load_device_library(&file).unwrap();
+        for device in DEVICES {
+            let q = Queue::with_device(device).unwrap();
+            let what = &format!("{std} on {device}");
+            check_vectors(&q, what);
+            check_halves(&q, what);
+            check_math(&q, what);
+            check_atomics(&q, device, std);
+            if std == CL20 {
+                let out = q.buffer_from(&[-1i32; 3]).unwrap();
+                run(what, q.launch("fences").arg(&out).global([1]).run());
+                // CLK_GLOBAL_MEM_FENCE, CLK_LOCAL_MEM_FENCE. Intel's runtime answers
+                // CLK_GLOBAL_MEM_FENCE for every pointer, in its own build of the source too.
+                let expected = if device == "intel" { [2, 2, 2] } else { [2, 1, 2] };
+                assert_eq!(out.read().unwrap(), expected, "fences on {device}");
+            }
+        }
+        library.unload();
+    }
+}
+
+/// A deterministic pseudo-random float in [-2, 2) for each index.
+fn inputs(seed: u32, len: usize) -> Vec<f32> {
+    let mut state = seed;
+    (0..len)
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (state >> 8) as f32 / (1u32 << 24) as f32 * 4.0 - 2.0
+        })
+        .collect()
+}
+
+#[test]
+fn each_device_computes_what_its_own_build_of_the_source_computes() {
+    no_cache();
+    const ITEMS: usize = 64;
+    let dir = tempfile::tempdir().unwrap();
+    let source_path = data("float_kernels.cl");
+    let source = std::fs::read_to_string(&source_path).unwrap();
+    let kernels: Vec<&str> =
+        source.lines().filter_map(|l| l.strip_prefix("kernel void ")).map(|l| &l[..l.find('(').unwrap()]).collect();
+    assert!(kernels.len() >= 10, "{kernels:?}");
+    let library = load_device_library(library(dir.path(), "float_kernels.cl", &[])).unwrap();
+    let mut differences = Vec::new();
+    for device in DEVICES {
+        let q = Queue::with_device(device).unwrap();
+        let [a, b, c] = [1, 2, 3].map(|seed| q.buffer_from(&inputs(seed, 16 * ITEMS)).unwrap());
+        for kernel in &kernels {
+            let (own, ours) = (q.buffer_from(&[0f32; ITEMS]).unwrap(), q.buffer_from(&[0f32; ITEMS]).unwrap());
+            run(&format!("{kernel} on {device}"), run_source(&q, &source, "", kernel, &[&&own, &&a, &&b, &&c], ITEMS));
+            let launch = q.launch(kernel).arg(&ours).arg(&a).arg(&b).arg(&c).global([ITEMS]);
+            run(&format!("{kernel} on {device}"), launch.run());
+            let bits = |buffer: &Buffer<f32>| buffer.read().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+            let (own, ours) = (bits(&own), bits(&ours));
+            let differ = own.iter().zip(&ours).filter(|(x, y)| x != y).count();
+            // Intel's own build fuses both products of f_two_uses, its build of the SPIR-V
+            // (`mad`) only one (docs/PLATFORMS.md); the runtime gives it the SPIR-V as it is.
+            if differ > 0 && !(device == "intel" && *kernel == "f_two_uses") {
+                differences.push(format!("{kernel} on {device}: {differ} of {ITEMS} results differ"));
+            }
+        }
+    }
+    assert!(differences.is_empty(), "{differences:#?}");
+    library.unload();
+}
