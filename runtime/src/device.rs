@@ -38,8 +38,10 @@ pub(crate) struct Capabilities {
     pub links_spirv: bool,
     /// The configured target this device is, if any (`intel_cpu_x86_64`, `pocl_cpu`, …).
     pub target: Option<&'static str>,
-    /// Fused multiply-add in hardware (`CL_FP_FMA` among the single-precision capabilities,
-    /// which PoCL reports when the processor has FMA; double precision always reports it).
+    /// Fused multiply-add in hardware: `CL_FP_FMA` among the single-precision capabilities
+    /// (which PoCL reports when the processor has FMA; double precision always reports it), or
+    /// a CPU device on a processor with FMA (Intel's CPU runtime does not report it, yet its own
+    /// build of a source fuses `a * b + c` there).
     pub fma: bool,
 }
 
@@ -101,7 +103,7 @@ impl Capabilities {
             max_work_group_size: info.max_work_group_size,
             links_spirv: info.il_version.contains("SPIR-V") && info.linker_available,
             target,
-            fma: info.single_fp_config & CL_FP_FMA != 0,
+            fma: info.single_fp_config & CL_FP_FMA != 0 || (matches!(target, Some("intel_cpu_x86_64" | "pocl_cpu")) && host_has_fma()),
         }
     }
 
@@ -196,4 +198,12 @@ mod tests {
             assert!(intel.check(r).is_ok());
         }
     }
+}
+
+/// Whether this processor has fused multiply-add (a CPU device runs on it).
+fn host_has_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
 }

@@ -345,7 +345,8 @@ impl DeviceState {
                 }
                 _ => {
                     trace!("compile", "{} on {}", registry.describe(id), self.name);
-                    let program = Program::from_il(&self.context, &image.data)?;
+                    let il = rewrite_for_device(registry, id, &self.caps)?;
+                    let program = Program::from_il(&self.context, &il)?;
                     for (spec_id, bytes) in options.spec.for_image(image) {
                         program.set_spec_constant(spec_id, bytes)?;
                     }
@@ -399,7 +400,7 @@ impl DeviceState {
             .part(self.identity.as_bytes())
             .part(options.flags.as_bytes())
             .part(format!("{:?}/{}", collected.variant.format, collected.variant.target).as_bytes());
-        if !self.caps.links_spirv && collected.variant.format != ImageFormat::SpirBitcode {
+        if collected.variant.format == ImageFormat::SpirV {
             key.part(SPIR_REWRITES.as_bytes());
         }
         for (name, value) in &options.spec.0 {
@@ -412,9 +413,28 @@ impl DeviceState {
     }
 }
 
-/// What [`link_to_spir`] rewrites, part of the persistent cache's key for programs built that
-/// way: a program built before a rule changed is not reused.
-pub(crate) const SPIR_REWRITES: &str = "spir-rewrites 1: function pointers, generic builtins, mad as fma with FMA";
+/// What the runtime rewrites in SPIR-V before a driver sees it ([`rewrite_for_device`],
+/// [`link_to_spir`]), part of the persistent cache's key: a program built before a rule changed
+/// is not reused.
+pub(crate) const SPIR_REWRITES: &str =
+    "spir-rewrites 2: function pointers (PoCL), generic builtins, mad as fma with FMA (every SPIR-V device)";
+
+/// One image's SPIR-V as a device that links SPIR-V gets it: builtins on generic pointers made
+/// specific (Intel's CPU runtime builds no OpenCL C 2.0 atomic on a generic pointer from
+/// SPIR-V, though its own build of the source does), and `mad` computed as `fma` on hardware
+/// with FMA, as the driver's own build of the source contracts `a * b + c`. The image as it is
+/// when neither applies.
+fn rewrite_for_device<'a>(registry: &'a Registry, id: ImageId, caps: &Capabilities) -> Result<std::borrow::Cow<'a, [u8]>, Error> {
+    let data = &registry.image(id).data;
+    let mut module = sycl_spirv::load(data).map_err(|e| Error::Translate(format!("{}: {e}", registry.describe(id))))?;
+    let generic = sycl_spirv::lower_generic_builtins(&mut module).map_err(|e| Error::Translate(e.to_string()))?;
+    let fused = if caps.fma { sycl_spirv::fuse_mad(&mut module) } else { 0 };
+    if generic + fused == 0 {
+        return Ok(std::borrow::Cow::Borrowed(data));
+    }
+    trace!("spir-rewrite", "{}: {generic} builtin(s) on generic pointers made specific, {fused} mad as fma", registry.describe(id));
+    Ok(std::borrow::Cow::Owned(sycl_spirv::assemble(&module)))
+}
 
 /// The driver step that failed, for [`hint`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
