@@ -34,8 +34,12 @@ pub fn link(inputs: Vec<LinkInput>) -> Result<Linked, Error> {
     let mut origins = HashMap::new();
     let mut modules = Vec::with_capacity(inputs.len());
     let mut offset: Word = 0;
+    let several = inputs.len() > 1;
     for input in inputs {
         let mut module = input.module;
+        if several {
+            drop_debug_info(&mut module);
+        }
         let bound = module.header.as_ref().map_or(0, |h| h.bound);
         if offset != 0 {
             shift_ids(&mut module, offset);
@@ -378,6 +382,24 @@ pub(crate) fn for_each_id(inst: &mut Instruction, untyped_sets: &HashSet<Word>, 
     for op in operands {
         map_operand_id(op, &mut f);
     }
+}
+
+/// Removes the extended instructions of sets whose operands rspirv cannot type (debug
+/// information: `OpenCL.DebugInfo.100` and the like) and the sets themselves. A link renumbers
+/// ids and folds imports onto exports, and these instructions' ids cannot be told from their
+/// literals, so after a link they would name the wrong values: `llvm-spirv -r` refuses them
+/// (`Id is not in map`). Line information (`OpLine`) is core SPIR-V and stays.
+fn drop_debug_info(m: &mut Module) {
+    let sets: HashSet<Word> = untyped_sets(m).into_iter().collect();
+    if sets.is_empty() {
+        return;
+    }
+    let keep = |i: &Instruction| !(i.class.opcode == Op::ExtInst && matches!(i.operands.first(), Some(Operand::IdRef(set)) if sets.contains(set)));
+    m.types_global_values.retain(keep);
+    for block in m.functions.iter_mut().flat_map(|f| f.blocks.iter_mut()) {
+        block.instructions.retain(keep);
+    }
+    m.ext_inst_imports.retain(|i| !i.result_id.is_some_and(|id| sets.contains(&id)));
 }
 
 fn shift_ids(m: &mut Module, offset: Word) {

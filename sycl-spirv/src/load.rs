@@ -343,7 +343,6 @@ fn check_framing(bytes: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Serialises a module to SPIR-V bytes (little-endian words).
 /// Ids of a module's extended instruction sets other than those rspirv has grammars for.
 pub(crate) fn untyped_sets(m: &Module) -> Vec<Word> {
     m.ext_inst_imports
@@ -353,6 +352,7 @@ pub(crate) fn untyped_sets(m: &Module) -> Vec<Word> {
         .collect()
 }
 
+/// Serialises a module to SPIR-V bytes (little-endian words).
 pub fn assemble(module: &Module) -> Vec<u8> {
     module.assemble().iter().flat_map(|w| w.to_le_bytes()).collect()
 }

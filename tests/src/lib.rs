@@ -97,3 +97,10 @@ pub fn assert_expected(name: &str, actual: &str) {
         .unwrap_or_else(|e| panic!("{}: {e} (run with SYCL_TEST_BLESS=1 to create it)", path.display()));
     assert_eq!(actual, expected, "output differs from {} (SYCL_TEST_BLESS=1 rewrites it)", path.display());
 }
+
+/// No persistent cache in this test process: every program is built here and now (set once,
+/// before the first queue).
+pub fn no_cache() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| std::env::set_var("SYCL_CACHE_DISABLE", "1"));
+}

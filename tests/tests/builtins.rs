@@ -3,10 +3,9 @@
 //! and 1.2; and float results, which on PoCL must be those of its own build of the source.
 
 use std::path::{Path, PathBuf};
-use std::sync::Once;
 
 use sycl_runtime::{load_device_library, test_support::run_source, Buffer, Queue};
-use sycl_tests::{device_lib, repo_root};
+use sycl_tests::{device_lib, no_cache, repo_root};
 
 const DEVICES: [&str; 2] = ["intel", "pocl"];
 const CL20: &str = "-cl-std=CL2.0";
@@ -21,12 +20,6 @@ fn library(dir: &Path, source: &str, options: &[&str]) -> PathBuf {
     let made = device_lib(options, &out, &[&data(source)]);
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     out
-}
-
-/// No persistent cache: every program is built here and now.
-fn no_cache() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| std::env::set_var(sycl_runtime::CACHE_DISABLE_ENV, "1"));
 }
 
 /// The bits of a half that represents `v` exactly (normal or zero).

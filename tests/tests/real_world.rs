@@ -5,14 +5,14 @@
 //! register-blocked SGEMM, an n-body step, vloadN/vstoreN in every address space, `__local`
 //! parameters with barriers, OpenCL 1.2 atomics, doubles, a stencil with an `-I` header.
 //!
-//! Several of these are what clang's optimiser used to turn into LLVM IR that llvm-spirv-15
-//! cannot translate (`freeze`, `<64 x float>`, `<4 x i1>`); `sycl-build` now translates the
-//! front end's IR.
+//! Several of these are what clang's optimiser turned into LLVM IR that llvm-spirv-15 cannot
+//! translate (`freeze`, `<64 x float>`, `<4 x i1>`); `sycl-build` now runs LLVM's pipeline
+//! without the passes that write them.
 
 use std::path::{Path, PathBuf};
 
 use sycl_runtime::{build, load_device_library, DeviceLibrary, Error, Local, Queue};
-use sycl_tests::{device_lib, repo_root, stderr};
+use sycl_tests::{device_lib, no_cache, repo_root, stderr};
 
 /// Both CPU devices: Intel's OpenCL runtime and PoCL.
 const DEVICES: [&str; 2] = ["intel", "pocl"];
@@ -467,4 +467,24 @@ fn stencil_with_a_header_from_the_include_path() {
         assert_close(&format!("{device}: stencil5"), &f64s(&out.read()?), &want, 1e-6);
         Ok(())
     });
+}
+
+#[test]
+fn libraries_built_with_debug_information_link_across_libraries() {
+    // Debug information's ids cannot be renumbered by a link: it is dropped from programs
+    // linked from several images (PoCL links them itself), and line information stays.
+    no_cache();
+    let helper = library("debug_helper.cl", &["-g"]);
+    let kernel = library("debug_kernel.cl", &["-g"]);
+    on_both_devices(|_, q| {
+        let (width, rows) = (8, 4);
+        let input: Vec<f32> = (0..width * rows).map(|i| i as f32).collect();
+        let x = q.buffer_from(&input)?;
+        let out = q.buffer::<f32>(rows)?;
+        q.launch("row_sums").arg(&x).arg(&out).arg(width as i32).global([rows]).run()?;
+        let expected: Vec<f32> = input.chunks(width).map(|r| r.iter().sum::<f32>() * 0.5).collect();
+        assert_eq!(out.read()?, expected);
+        Ok(())
+    });
+    drop((kernel, helper));
 }
