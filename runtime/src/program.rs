@@ -423,10 +423,11 @@ pub(crate) const SPIR_REWRITES: &str =
 /// specific (Intel's CPU runtime builds no OpenCL C 2.0 atomic on a generic pointer from
 /// SPIR-V, though its own build of the source does), and `mad` computed as `fma` on hardware
 /// with FMA, as the driver's own build of the source contracts `a * b + c`. The image as it is
-/// when neither applies.
+/// when neither applies, or when it does not load: the driver then says what is wrong with
+/// it, in its build log.
 fn rewrite_for_device<'a>(registry: &'a Registry, id: ImageId, caps: &Capabilities) -> Result<std::borrow::Cow<'a, [u8]>, Error> {
     let data = &registry.image(id).data;
-    let mut module = sycl_spirv::load(data).map_err(|e| Error::Translate(format!("{}: {e}", registry.describe(id))))?;
+    let Ok(mut module) = sycl_spirv::load(data) else { return Ok(std::borrow::Cow::Borrowed(data)) };
     let generic = sycl_spirv::lower_generic_builtins(&mut module).map_err(|e| Error::Translate(e.to_string()))?;
     let fused = if caps.fma { sycl_spirv::fuse_mad(&mut module) } else { 0 };
     if generic + fused == 0 {
