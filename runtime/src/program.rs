@@ -417,7 +417,8 @@ impl DeviceState {
 /// [`link_to_spir`]), part of the persistent cache's key: a program built before a rule changed
 /// is not reused.
 pub(crate) const SPIR_REWRITES: &str =
-    "spir-rewrites 2: function pointers (PoCL), generic builtins, mad as fma with FMA (every SPIR-V device)";
+    "spir-rewrites 3: function pointers (PoCL), generic builtins, mad as fma with FMA (every SPIR-V device), \
+     half_* as full precision and mem_fence as PoCL's _cl_mem_fence (PoCL)";
 
 /// One image's SPIR-V as a device that links SPIR-V gets it: builtins on generic pointers made
 /// specific (Intel's CPU runtime builds no OpenCL C 2.0 atomic on a generic pointer from
@@ -504,11 +505,19 @@ pub(crate) fn link_to_spir(
     // Under OpenCL C 2.0 every builtin taking a pointer takes a generic one, and PoCL 3.1's
     // library has none for the generic address space: each gets a global, local or private one.
     let generic = sycl_spirv::lower_generic_builtins(&mut linked.module).map_err(|e| Error::Translate(e.to_string()))?;
+    // PoCL 3.1's library defines `mem_fence` and the `half_*` functions only under other names
+    // (`_cl_mem_fence`, `_cl_half_sqrt`, …): `half_*` become full precision, and the program
+    // gets a `mem_fence` that calls PoCL's.
+    let renamed = sycl_spirv::lower_renamed_builtins(&mut linked.module);
     // clang's contractions (`llvm.fmuladd`) reach the device as `mad`, which PoCL's library
     // computes unfused, where its own build fuses them on hardware with FMA.
     let fused = if caps.fma { sycl_spirv::fuse_mad(&mut linked.module) } else { 0 };
-    if generic + fused > 0 {
-        trace!("spir-rewrite", "{kernel}: {generic} builtin(s) on generic pointers made specific, {fused} mad as fma");
+    if generic + renamed + fused > 0 {
+        trace!(
+            "spir-rewrite",
+            "{kernel}: {generic} builtin(s) on generic pointers made specific, {renamed} half_* or fence(s) given PoCL's \
+             builtins, {fused} mad as fma"
+        );
     }
     // Lowering turns calls through pointers into direct calls: a cycle through a pointer (which
     // the images' call graphs cannot show) is now one PoCL's compiler would die of.

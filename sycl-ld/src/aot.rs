@@ -29,10 +29,12 @@ pub fn compile(target: &str, spirv: &[u8]) -> Result<Vec<u8>> {
 
 /// `llvm-spirv-15 -r`: SPIR-V to LLVM SPIR bitcode, once builtins on generic pointers have
 /// specific ones (PoCL's library has no builtin for generic pointers, as the runtime's own
-/// translation for PoCL knows). `mad` stays `mad`: whether the device has FMA is not known here.
+/// translation for PoCL knows), and `half_*` and fences the builtins PoCL's library defines.
+/// `mad` stays `mad`: whether the device has FMA is not known here.
 fn to_spir_bitcode(spirv: &[u8]) -> Result<Vec<u8>> {
     let mut module = sycl_spirv::load(spirv)?;
     sycl_spirv::lower_generic_builtins(&mut module)?;
+    sycl_spirv::lower_renamed_builtins(&mut module);
     let spirv = sycl_spirv::assemble(&module);
     let tool = sycl_build::Tool::LLVM_SPIRV.find(None, false)?;
     let dir = tempfile::tempdir().context("creating a temporary directory")?;

@@ -21,11 +21,23 @@
 //! a compiler fuses where the hardware has FMA; llvm-spirv writes it as `OpenCL.std` `mad`,
 //! which PoCL's library computes unfused (`a * b` rounded, then `+ c`). On a device with FMA,
 //! `mad` becomes `fma`, as PoCL's own build of the source computes it.
+//!
+//! **Builtins under other names** ([`lower_renamed_builtins`]). PoCL 3.1's library defines
+//! `mem_fence`, `read_mem_fence` and `write_mem_fence` only as `_cl_mem_fence`, … and the
+//! `half_*` math functions only as `_cl_half_*` (its C header maps the names with macros, which
+//! SPIR bitcode never goes through), so `llvm-spirv -r`'s `_Z9mem_fencej` (every
+//! `OpMemoryBarrier`) and `_Z9half_sqrtf`, … are not found. Each `half_*` instruction becomes
+//! the full-precision builtin (`half_cos` → `cos`, …, `half_divide` → `OpFDiv`, `half_recip` →
+//! `OpFDiv` of 1.0), which OpenCL allows, as `half_*` only bounds the error; and the module gets
+//! a `_Z9mem_fencej` of its own that calls `_Z13_cl_mem_fencej`, which the call `llvm-spirv -r`
+//! writes for each `OpMemoryBarrier` binds to.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use rspirv::dr::{Block, Function, Instruction, Module, Operand};
-use rspirv::spirv::{AddressingModel, Capability, Op, OpenclStd100Op as Cl, StorageClass, Word};
+use rspirv::spirv::{
+    AddressingModel, Capability, Decoration, FunctionControl, LinkageType, Op, OpenclStd100Op as Cl, StorageClass, Word,
+};
 
 use crate::Error;
 
@@ -59,6 +71,204 @@ pub fn fuse_mad(module: &mut Module) -> usize {
         }
     }
     count
+}
+
+/// The full-precision `OpenCL.std` instruction of a `half_*` one that has one (PoCL 3.1's
+/// library defines each, `_Z3cosf` to `_Z5rsqrtf`, for float and its vectors).
+fn full_precision(op: Cl) -> Option<Cl> {
+    Some(match op {
+        Cl::half_cos => Cl::cos,
+        Cl::half_exp => Cl::exp,
+        Cl::half_exp2 => Cl::exp2,
+        Cl::half_exp10 => Cl::exp10,
+        Cl::half_log => Cl::log,
+        Cl::half_log2 => Cl::log2,
+        Cl::half_log10 => Cl::log10,
+        Cl::half_powr => Cl::powr,
+        Cl::half_rsqrt => Cl::rsqrt,
+        Cl::half_sin => Cl::sin,
+        Cl::half_sqrt => Cl::sqrt,
+        Cl::half_tan => Cl::tan,
+        _ => return None,
+    })
+}
+
+/// The name `llvm-spirv -r` calls for every `OpMemoryBarrier` (`mem_fence(flags)`, whatever
+/// fence the source wrote), and the one PoCL 3.1's library defines.
+const MEM_FENCE: &str = "_Z9mem_fencej";
+const POCL_MEM_FENCE: &str = "_Z13_cl_mem_fencej";
+
+/// Rewrites the builtins PoCL 3.1's library defines only under other names (see the module's
+/// documentation): `half_*` instructions become full-precision ones, and a module with
+/// `OpMemoryBarrier` gets a `mem_fence` that calls PoCL's. Returns how many instructions
+/// (`half_*` and `OpMemoryBarrier`) were provided for; a module with none is unchanged.
+pub fn lower_renamed_builtins(module: &mut Module) -> usize {
+    let sets = opencl_std(module);
+    let mut made = Made::new(module);
+    let mut count = 0;
+    let mut fences = false;
+    for inst in module.functions.iter_mut().flat_map(|f| f.blocks.iter_mut()).flat_map(|b| b.instructions.iter_mut()) {
+        if inst.class.opcode == Op::MemoryBarrier {
+            fences = true;
+            count += 1;
+            continue;
+        }
+        let op = match inst.operands.as_slice() {
+            [Operand::IdRef(set), Operand::LiteralExtInstInteger(n), ..]
+                if inst.class.opcode == Op::ExtInst && sets.contains(set) =>
+            {
+                Cl::from_u32(*n)
+            }
+            _ => None,
+        };
+        let Some(op) = op else { continue };
+        let args = inst.operands[2..].to_vec();
+        match (op, full_precision(op), inst.result_type) {
+            (_, Some(full), _) => inst.operands[1] = Operand::LiteralExtInstInteger(full as u32),
+            (Cl::half_divide, _, Some(_)) if args.len() == 2 => {
+                *inst = Instruction::new(Op::FDiv, inst.result_type, inst.result_id, args);
+            }
+            (Cl::half_recip, _, Some(ty)) if args.len() == 1 => {
+                let Some(one) = made.one(ty) else { continue };
+                let operands = vec![Operand::IdRef(one), args[0].clone()];
+                *inst = Instruction::new(Op::FDiv, inst.result_type, inst.result_id, operands);
+            }
+            _ => continue,
+        }
+        count += 1;
+    }
+    if fences && linked_function(module, MEM_FENCE).is_none() {
+        made.mem_fence(module);
+    }
+    module.types_global_values.extend(made.added);
+    if let Some(h) = &mut module.header {
+        h.bound = made.next;
+    }
+    count
+}
+
+/// The function whose linkage name is `name`.
+fn linked_function(module: &Module, name: &str) -> Option<Word> {
+    module.annotations.iter().find_map(|i| match i.operands.as_slice() {
+        [Operand::IdRef(f), Operand::Decoration(Decoration::LinkageAttributes), Operand::LiteralString(n), ..]
+            if n == name =>
+        {
+            Some(*f)
+        }
+        _ => None,
+    })
+}
+
+/// Types, constants and ids made for [`lower_renamed_builtins`].
+struct Made {
+    /// The module's types and constants.
+    defined: Vec<Instruction>,
+    added: Vec<Instruction>,
+    next: Word,
+}
+
+impl Made {
+    fn new(module: &Module) -> Made {
+        let next = module.header.as_ref().map_or(1, |h| h.bound).max(crate::link::max_id(module) + 1);
+        Made { defined: module.types_global_values.clone(), added: Vec::new(), next }
+    }
+
+    fn id(&mut self) -> Word {
+        self.next += 1;
+        self.next - 1
+    }
+
+    fn def(&self, id: Word) -> Option<&Instruction> {
+        self.defined.iter().chain(&self.added).find(|i| i.result_id == Some(id))
+    }
+
+    /// A module-scope type or constant: the module's first, or one made.
+    fn intern(&mut self, opcode: Op, ty: Option<Word>, operands: Vec<Operand>) -> Word {
+        let same = |i: &&Instruction| i.class.opcode == opcode && i.result_type == ty && i.operands == operands;
+        if let Some(id) = self.defined.iter().chain(&self.added).find(same).and_then(|i| i.result_id) {
+            return id;
+        }
+        let id = self.id();
+        self.added.push(Instruction::new(opcode, ty, Some(id), operands));
+        id
+    }
+
+    /// 1.0 of a float type or a vector of floats.
+    fn one(&mut self, ty: Word) -> Option<Word> {
+        let float_one = |def: Option<&Instruction>| match def.map(|d| (d.class.opcode, d.operands.as_slice())) {
+            Some((Op::TypeFloat, [Operand::LiteralBit32(32), ..])) => Some(Operand::LiteralBit32(1f32.to_bits())),
+            Some((Op::TypeFloat, [Operand::LiteralBit32(64), ..])) => Some(Operand::LiteralBit64(1f64.to_bits())),
+            _ => None,
+        };
+        if let Some(one) = float_one(self.def(ty)) {
+            return Some(self.intern(Op::Constant, Some(ty), vec![one]));
+        }
+        let Some([Operand::IdRef(component), Operand::LiteralBit32(n)]) =
+            self.def(ty).filter(|d| d.class.opcode == Op::TypeVector).map(|d| d.operands.as_slice())
+        else {
+            return None;
+        };
+        let (component, n) = (*component, *n as usize);
+        let one = float_one(self.def(component))?;
+        let one = self.intern(Op::Constant, Some(component), vec![one]);
+        Some(self.intern(Op::ConstantComposite, Some(ty), vec![Operand::IdRef(one); n]))
+    }
+
+    /// Adds `void mem_fence(uint flags) { _cl_mem_fence(flags); }`, exported, to `module`.
+    fn mem_fence(&mut self, module: &mut Module) {
+        let uint = self.intern(Op::TypeInt, None, vec![Operand::LiteralBit32(32), Operand::LiteralBit32(0)]);
+        let void = self.intern(Op::TypeVoid, None, vec![]);
+        let fn_ty = self.intern(Op::TypeFunction, None, vec![Operand::IdRef(void), Operand::IdRef(uint)]);
+        let function = |id: Word, parameter: Word| {
+            let mut f = Function::new();
+            let control = Operand::FunctionControl(FunctionControl::NONE);
+            f.def = Some(Instruction::new(Op::Function, Some(void), Some(id), vec![control, Operand::IdRef(fn_ty)]));
+            f.end = Some(Instruction::new(Op::FunctionEnd, None, None, vec![]));
+            f.parameters.push(Instruction::new(Op::FunctionParameter, Some(uint), Some(parameter), vec![]));
+            f
+        };
+        let pocl = match linked_function(module, POCL_MEM_FENCE) {
+            Some(f) => f,
+            None => {
+                let (f, parameter) = (self.id(), self.id());
+                // A declaration: before every definition.
+                module.functions.insert(0, function(f, parameter));
+                set_linkage(module, f, POCL_MEM_FENCE, LinkageType::Import);
+                f
+            }
+        };
+        let (f, parameter, label, call) = (self.id(), self.id(), self.id(), self.id());
+        let mut fence = function(f, parameter);
+        let operands = vec![Operand::IdRef(pocl), Operand::IdRef(parameter)];
+        let code = vec![
+            Instruction::new(Op::FunctionCall, Some(void), Some(call), operands),
+            Instruction::new(Op::Return, None, None, vec![]),
+        ];
+        fence.blocks.push(block(label, code));
+        module.functions.push(fence);
+        set_linkage(module, f, MEM_FENCE, LinkageType::Export);
+        let linkage = Operand::Capability(Capability::Linkage);
+        if !module.capabilities.iter().any(|c| c.operands.first() == Some(&linkage)) {
+            module.capabilities.push(Instruction::new(Op::Capability, None, None, vec![linkage]));
+        }
+    }
+}
+
+/// Names function `f` `name` and gives it that linkage.
+fn set_linkage(module: &mut Module, f: Word, name: &str, linkage: LinkageType) {
+    let named = vec![Operand::IdRef(f), Operand::LiteralString(name.into())];
+    module.debug_names.push(Instruction::new(Op::Name, None, None, named));
+    module.annotations.push(Instruction::new(
+        Op::Decorate,
+        None,
+        None,
+        vec![
+            Operand::IdRef(f),
+            Operand::Decoration(Decoration::LinkageAttributes),
+            Operand::LiteralString(name.into()),
+            Operand::LinkageType(linkage),
+        ],
+    ));
 }
 
 fn opencl_std(module: &Module) -> HashSet<Word> {
@@ -741,14 +951,116 @@ mod tests {
         assert_eq!(ops, [&fma, &fma, &Operand::LiteralExtInstInteger(Cl::sqrt as u32)]);
     }
 
+    /// The `OpenCL.std` instruction numbers of `m`'s `OpExtInst`s.
+    fn ext_insts(m: &Module) -> Vec<u32> {
+        let ext = m.all_inst_iter().filter(|i| i.class.opcode == Op::ExtInst);
+        ext.map(|i| match i.operands[1] {
+            Operand::LiteralExtInstInteger(n) => n,
+            _ => panic!("not an instruction number"),
+        })
+        .collect()
+    }
+
     #[test]
-    fn a_module_without_builtins_on_generic_pointers_is_unchanged() {
+    fn half_math_becomes_full_precision() {
+        let (mut b, t) = builder();
+        let fn_ty = b.type_function(t.float4, vec![t.float, t.float4]);
+        b.begin_function(t.float4, None, FunctionControl::NONE, fn_ty).unwrap();
+        let (x, v) = (b.function_parameter(t.float).unwrap(), b.function_parameter(t.float4).unwrap());
+        b.begin_block(None).unwrap();
+        let mut sum = x;
+        for op in [Cl::half_sqrt, Cl::half_exp10, Cl::half_rsqrt, Cl::half_recip] {
+            let y = b.ext_inst(t.float, None, t.cl, op as u32, [Operand::IdRef(sum)]).unwrap();
+            sum = b.f_add(t.float, None, sum, y).unwrap();
+        }
+        let p = b.ext_inst(t.float, None, t.cl, Cl::half_powr as u32, [sum, x].map(Operand::IdRef)).unwrap();
+        let d = b.ext_inst(t.float, None, t.cl, Cl::half_divide as u32, [p, x].map(Operand::IdRef)).unwrap();
+        let w = b.composite_construct(t.float4, None, [d, d, d, d]).unwrap();
+        let r = b.ext_inst(t.float4, None, t.cl, Cl::half_recip as u32, [Operand::IdRef(w)]).unwrap();
+        let c = b.ext_inst(t.float4, None, t.cl, Cl::half_cos as u32, [Operand::IdRef(r)]).unwrap();
+        let q = b.ext_inst(t.float4, None, t.cl, Cl::half_divide as u32, [c, v].map(Operand::IdRef)).unwrap();
+        b.ret_value(q).unwrap();
+        b.end_function().unwrap();
+        let mut m = load(&assemble(&b.module())).unwrap();
+
+        assert_eq!(lower_renamed_builtins(&mut m), 9);
+        let m = load(&assemble(&m)).expect("the rewritten module loads");
+        let full = [Cl::sqrt, Cl::exp10, Cl::rsqrt, Cl::powr, Cl::cos].map(|op| op as u32);
+        assert_eq!(ext_insts(&m), full);
+        // half_recip: 1.0 / x, a scalar and a vector 1.0; half_divide: x / y.
+        let divisions: Vec<&Instruction> = m.all_inst_iter().filter(|i| i.class.opcode == Op::FDiv).collect();
+        assert_eq!(divisions.len(), 4);
+        let values = &m.types_global_values;
+        let constant = |id: &Operand| values.iter().find(|i| Operand::IdRef(i.result_id.unwrap()) == *id);
+        let one = Operand::LiteralBit32(1f32.to_bits());
+        let scalar = constant(&divisions[0].operands[0]).expect("1.0");
+        assert_eq!((scalar.result_type, &scalar.operands[..]), (Some(t.float), &[one][..]));
+        assert_eq!(divisions[1].operands, [Operand::IdRef(p), Operand::IdRef(x)]);
+        let vector = constant(&divisions[2].operands[0]).expect("(float4)(1.0)");
+        let scalar = Operand::IdRef(scalar.result_id.unwrap());
+        assert_eq!((vector.result_type, &vector.operands[..]), (Some(t.float4), &vec![scalar; 4][..]));
+        assert_eq!(divisions[2].operands[1], Operand::IdRef(w));
+    }
+
+    /// `void f(void) { mem_fence(CLK_GLOBAL_MEM_FENCE); read_mem_fence(CLK_LOCAL_MEM_FENCE); }`.
+    fn fences() -> Module {
+        let (mut b, t) = builder();
+        let fn_ty = b.type_function(t.void, vec![]);
+        b.begin_function(t.void, None, FunctionControl::NONE, fn_ty).unwrap();
+        b.begin_block(None).unwrap();
+        let scope = b.constant_bit32(t.int, 2);
+        let (global, local) = (b.constant_bit32(t.int, 0x208), b.constant_bit32(t.int, 0x102));
+        b.memory_barrier(scope, global).unwrap();
+        b.memory_barrier(scope, local).unwrap();
+        b.ret().unwrap();
+        b.end_function().unwrap();
+        load(&assemble(&b.module())).unwrap()
+    }
+
+    /// The function with linkage name `name`, and its linkage.
+    fn linked<'m>(m: &'m Module, name: &str) -> Option<(&'m Function, LinkageType)> {
+        m.annotations.iter().find_map(|i| match &i.operands[..] {
+            [Operand::IdRef(f), _, Operand::LiteralString(n), Operand::LinkageType(l)] if n == name => {
+                Some((m.functions.iter().find(|g| g.def_id() == Some(*f))?, *l))
+            }
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn a_module_with_fences_gets_a_mem_fence_calling_pocls() {
+        let mut m = fences();
+        assert_eq!(lower_renamed_builtins(&mut m), 2);
+        let m = load(&assemble(&m)).expect("the rewritten module loads");
+        assert_eq!(count(&m, Op::MemoryBarrier), 2, "the barriers stay: llvm-spirv -r calls mem_fence for them");
+        let (fence, linkage) = linked(&m, "_Z9mem_fencej").expect("mem_fence");
+        assert_eq!(linkage, LinkageType::Export);
+        let (pocl, linkage) = linked(&m, "_Z13_cl_mem_fencej").expect("_cl_mem_fence");
+        assert_eq!((linkage, pocl.blocks.len()), (LinkageType::Import, 0));
+        assert_eq!(m.functions[0].def_id(), pocl.def_id(), "a declaration comes before every definition");
+        let call = fence.all_inst_iter().find(|i| i.class.opcode == Op::FunctionCall).expect("the call");
+        let parameter = fence.parameters[0].result_id.unwrap();
+        assert_eq!(call.operands, [Operand::IdRef(pocl.def_id().unwrap()), Operand::IdRef(parameter)]);
+        let uint = m.types_global_values.iter().find(|i| i.result_id == fence.parameters[0].result_type).unwrap();
+        assert_eq!(uint.operands, [Operand::LiteralBit32(32), Operand::LiteralBit32(0)]);
+        let linkage = [Operand::Capability(Capability::Linkage)];
+        assert_eq!(m.capabilities.iter().filter(|c| c.operands == linkage).count(), 1);
+
+        // Once is enough.
+        let mut again = m.clone();
+        assert_eq!(lower_renamed_builtins(&mut again), 2);
+        assert_eq!(assemble(&again), assemble(&m));
+    }
+
+    #[test]
+    fn a_module_without_builtins_to_rewrite_is_unchanged() {
         let (mut b, t) = builder();
         let global_float = b.type_pointer(None, StorageClass::CrossWorkgroup, t.float);
         getter(&mut b, &t, global_float);
         let mut m = load(&assemble(&b.module())).unwrap();
         let before = assemble(&m);
         assert_eq!(lower_generic_builtins(&mut m).unwrap(), 0);
+        assert_eq!(lower_renamed_builtins(&mut m), 0, "no half_* math, no fence");
         assert_eq!(assemble(&m), before);
     }
 }

@@ -31,7 +31,7 @@ pub mod vfunc;
 mod symbols;
 
 #[cfg(feature = "link")]
-pub use builtins::{fuse_mad, lower_generic_builtins};
+pub use builtins::{fuse_mad, lower_generic_builtins, lower_renamed_builtins};
 pub use calls::{call_cycle, cycle_warning, function_name};
 pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
 #[cfg(feature = "link")]

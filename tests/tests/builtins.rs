@@ -183,3 +183,55 @@ fn each_device_computes_what_its_own_build_of_the_source_computes() {
     assert!(differences.is_empty(), "{differences:#?}");
     library.unload();
 }
+
+/// A function computed on the host.
+type Host = fn(f64) -> f64;
+
+/// `half_*` math and the memory fences, which PoCL 3.1's library defines only under other
+/// names (`_cl_half_sqrt`, `_cl_mem_fence`): on PoCL the runtime makes `half_*` full precision
+/// and gives the program a `mem_fence` that calls PoCL's.
+#[test]
+fn half_math_and_memory_fences_run_on_both_devices() {
+    no_cache();
+    let dir = tempfile::tempdir().unwrap();
+    let library = load_device_library(library(dir.path(), "half_math_fences.cl", &[])).unwrap();
+    let x = [0.3f32, 0.9, 1.7, 3.1];
+    let functions: [(&str, Host); 12] = [
+        ("half_cos", f64::cos),
+        ("half_exp", f64::exp),
+        ("half_exp2", f64::exp2),
+        ("half_exp10", |v| 10f64.powf(v)),
+        ("half_log", f64::ln),
+        ("half_log2", f64::log2),
+        ("half_log10", f64::log10),
+        ("half_powr", |v| v.powf(1.5)),
+        ("half_rsqrt", |v| 1.0 / v.sqrt()),
+        ("half_sin", f64::sin),
+        ("half_sqrt", f64::sqrt),
+        ("half_tan", |v| (v * 0.25).tan()),
+    ];
+    for device in DEVICES {
+        let q = Queue::with_device(device).unwrap();
+        let (xs, out) = (q.buffer_from(&x).unwrap(), q.buffer::<f32>(64).unwrap());
+        run(&format!("half_math on {device}"), q.launch("half_math").arg(&xs).arg(&out).global([4]).run());
+        let out = out.read().unwrap();
+        for (i, &v) in x.iter().enumerate() {
+            let v = f64::from(v);
+            let vector = (0..4).map(|k| v + k as f64);
+            let vector = vector.map(|w| (format!("half_recip + half_divide, {w}"), 1.0 / w + w / 4.0));
+            let expected = functions.iter().map(|(name, f)| (format!("{name}({v})"), f(v))).chain(vector);
+            for ((what, expected), &got) in expected.zip(&out[16 * i..16 * i + 16]) {
+                // half_* allow 8192 ulps (2^-10 relative).
+                let error = (f64::from(got) - expected).abs();
+                assert!(error <= 2e-3 * expected.abs(), "{what} on {device}: {got}, expected {expected}");
+            }
+        }
+
+        let out = q.buffer_from(&[-1i32; 16]).unwrap();
+        run(&format!("memory_fences on {device}"), q.launch("memory_fences").arg(&out).global([8]).local([4]).run());
+        let expected: Vec<i32> =
+            (0..8).chain((0..8).map(|i| 11 * i + 10 * (i / 4 * 4 + (i + 1) % 4))).collect();
+        assert_eq!(out.read().unwrap(), expected, "memory_fences on {device}");
+    }
+    library.unload();
+}
