@@ -112,7 +112,7 @@ mod tests {
             assert_eq!(ptx.has_aspect(aspect_number(aspect).unwrap()), has, "ptx64 {aspect}");
         }
         assert_eq!(ptx.target_aspect, aspect_number("target_ptx64"));
-        assert!(ptx.sub_group_sizes.is_empty());
+        assert_eq!(ptx.sub_group_sizes, [32], "warps");
     }
 
     #[test]

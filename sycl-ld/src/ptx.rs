@@ -88,7 +88,7 @@ pub fn compile(image: &PostLinkImage, tools: &Toolchain) -> Result<Vec<u8>> {
         eprintln!("sycl-ld: {TARGET} image of {}: intermediate files kept in {}", names.join(", "), dir.path().display());
     }
     let path = |name: &str| dir.path().join(name);
-    write(&path("image.spv"), &image.spirv)?;
+    write(&path("image.spv"), &with_sub_group_barriers_as_calls(&image.spirv)?)?;
     run(Command::new(&tools.llvm_spirv).args(["-r", "--spirv-target-env=CL1.2"]).arg(path("image.spv")).arg("-o").arg(path("image.bc")))?;
     run(Command::new(&tools.llvm_dis).arg(path("image.bc")).arg("-o").arg(path("image.ll")))?;
     let ir = std::fs::read_to_string(path("image.ll")).context("reading the disassembled image")?;
@@ -125,6 +125,16 @@ fn link_and_compile(tools: &Toolchain, modules: &[&Path], dir: &Path) -> Result<
         .arg("-o")
         .arg(path("image.ptx")))?;
     std::fs::read_to_string(path("image.ptx")).context("reading the PTX")
+}
+
+/// The image's SPIR-V with its sub-group barriers made calls to a function of ours, which
+/// `llvm-spirv -r --spirv-target-env=CL1.2` would otherwise write as work-group barriers.
+fn with_sub_group_barriers_as_calls(spirv: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>> {
+    let mut module = sycl_spirv::load(spirv).context("reading the image's SPIR-V")?;
+    Ok(match sycl_spirv::sub_group_barriers_to_calls(&mut module, shim::SUB_GROUP_BARRIER) {
+        0 => std::borrow::Cow::Borrowed(spirv),
+        _ => std::borrow::Cow::Owned(sycl_spirv::assemble(&module)),
+    })
 }
 
 /// The functions the image's SPIR-V declares (see [`retarget::Symbols::declared`]).

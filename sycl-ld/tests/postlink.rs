@@ -757,7 +757,8 @@ SYCL_EXTERNAL double lib_norm(double a, double b) { return sqrt(a * a + b * b); 
 /// Kernels that call the library, and what PTX has to get right: local memory and barriers,
 /// a constant table, 32- and 64-bit atomics on global, local and generic pointers, double,
 /// builtins with pointer out-parameters, vload/vstore, the native_* and rsqrt functions, the
-/// work-item functions libclc lacks, work-group collectives; and two kernels `ptx64` cannot run.
+/// work-item functions libclc lacks, work-group collectives, sub-groups of 32 (a barrier that
+/// only one sub-group reaches); and two kernels `ptx64` cannot run.
 const PTX_APP: &str = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n\
 SYCL_EXTERNAL float lib_scale(float x, __global const float *table);\n\
 SYCL_EXTERNAL float lib_fract(float x, float *whole);\n\
@@ -800,6 +801,12 @@ __kernel void launch_info(__global int *o) {\n\
   o[1] = (int)get_global_offset(0) + (int)get_global_linear_id();\n\
   o[2] = work_group_reduce_add(o[3]) + work_group_scan_exclusive_max(o[4]);\n\
   o[5] = work_group_broadcast(o[6], 0) + work_group_all(o[7]);\n\
+}\n\
+__kernel SYCL_REQD_SUB_GROUP_SIZE(32) void warps(__global int *o) {\n\
+  size_t i = get_global_id(0);\n\
+  int v = sub_group_reduce_add(o[i]) + sub_group_scan_inclusive_max(o[i]) + sub_group_broadcast(o[i], 0);\n\
+  if (get_sub_group_id() == 0) sub_group_barrier(CLK_LOCAL_MEM_FENCE);\n\
+  o[i] = v + sub_group_any(v) + (int)get_sub_group_local_id() + (int)get_num_sub_groups();\n\
 }\n\
 __kernel void halves(__global half *h) { h[0] = h[0] * (half)2.0; }\n\
 __kernel SYCL_REQD_SUB_GROUP_SIZE(16) void sub_sized(__global int *o) { o[0] = 1; }\n";
@@ -897,7 +904,11 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
     let ptx = check_ptx_forms(&app.dir.path().join("libunit.so"));
     let mut kernels: Vec<String> = ptx.iter().flat_map(|i| strings(&i["kernels"])).collect();
     kernels.sort();
-    assert_eq!(kernels, ["distances", "dots", "histogram", "launch_info", "math", "tile_sum"], "no fp16, no sub-group size for ptx64");
+    assert_eq!(
+        kernels,
+        ["distances", "dots", "histogram", "launch_info", "math", "tile_sum", "warps"],
+        "no fp16, no sub-groups of 16 for ptx64"
+    );
     let code = |kernel: &str| -> String {
         let image = set.images.iter().find(|i| i.target == "ptx64" && i.kernels.iter().any(|k| k == kernel)).unwrap();
         String::from_utf8(image.data.clone()).unwrap()
@@ -926,6 +937,12 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
     let launch_info = code("launch_info");
     assert!(launch_info.contains(".weak .const .align 4 .u32 __sycl_work_dim"), "{launch_info}");
     assert!(code("dots").contains(".extern .func  (.param .b32 func_retval0) _ZN3geo3dotEPU3AS1KfS1_i"));
+    // Sub-groups are warps; their barrier a warp's, not the work-group's.
+    let warps = code("warps");
+    for expected in ["shfl.sync.up.b32", "shfl.sync.idx.b32", "vote.sync.any.pred", "bar.warp.sync"] {
+        assert!(warps.contains(expected), "{expected}:\n{warps}");
+    }
+    assert!(!warps.contains("bar.sync"), "{warps}");
 
     let text = Command::new(env!("CARGO_BIN_EXE_sycl-ld")).arg("inspect").arg(app.dir.path().join("libunit.so")).output().unwrap();
     let text = String::from_utf8(text.stdout).unwrap();

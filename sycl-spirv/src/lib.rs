@@ -12,6 +12,8 @@
 //! specialization constants and the feature analysis are compiled: what `sycl-build` runs in
 //! every device crate's build script.
 
+#[cfg(feature = "link")]
+mod barriers;
 mod calls;
 mod features;
 #[cfg(feature = "link")]
@@ -27,6 +29,8 @@ pub mod spec;
 pub mod vfunc;
 mod symbols;
 
+#[cfg(feature = "link")]
+pub use barriers::sub_group_barriers_to_calls;
 pub use calls::{call_cycle, cycle_warning, function_name};
 pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
 #[cfg(feature = "link")]

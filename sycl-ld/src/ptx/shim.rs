@@ -13,9 +13,10 @@
 //! | `rsqrt`, `native_rsqrt`, `half_rsqrt` (float) | IEEE `1/sqrt` (2.26 times slower on n-body) | `rsqrt.approx.f32` (within OpenCL's 2 ulp) |
 //! | `atomic_*`, `atom_*` | 32-bit global and local only | `atomicrmw`/`cmpxchg` on any address space (generic: what OpenCL 2.0's `atomic_*_explicit` come back as), 32 and 64 bits |
 //! | `work_group_all`, `any`, `broadcast`, `reduce_*`, `scan_*` | missing | through a shared scratch array, between barriers |
+//! | sub-groups: `get_sub_group_*`, `get_num_sub_groups`, `sub_group_all`, `any`, `broadcast`, `reduce_*`, `scan_*`, `sub_group_barrier` | missing | CUDA's warps: sub-groups of 32 in linear local-id order, through `shfl.sync`, `vote.sync` and `bar.warp.sync` |
 //!
-//! What is not here and not in libclc (sub-groups, `printf`, half arithmetic) stays an undefined
-//! function, which `super::compile` reports as a builtin the target lacks.
+//! What is not here and not in libclc (`printf`, half arithmetic, Intel's sub-group shuffles)
+//! stays an undefined function, which `super::compile` reports as a builtin the target lacks.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -25,6 +26,10 @@ use super::retarget::{Declaration, DATA_LAYOUT, TRIPLE};
 
 /// The prefix of our definitions' names.
 pub const PREFIX: &str = "__sycl_ptx.";
+
+/// The function a sub-group barrier calls once `sycl_spirv::sub_group_barriers_to_calls` has
+/// made it one (`llvm-spirv -r` would write it as a work-group `barrier`).
+pub const SUB_GROUP_BARRIER: &str = "__sycl_sub_group_barrier";
 
 /// The variable `get_work_dim` reads: a weak constant in every image that calls it (weak, so
 /// that the CUDA linker keeps one), which the runtime sets to the launch's dimension count.
@@ -107,6 +112,28 @@ define i32 @{PREFIX}local_linear_size() {{\n\
     }
 }
 
+impl Module {
+    /// The work-item's lane in its sub-group, its sub-group's index, size and the mask of its
+    /// lanes (all 32, or the low ones of a shorter last sub-group), for `shfl.sync`,
+    /// `vote.sync` and `bar.warp.sync`.
+    fn sub_group_helpers(&mut self) {
+        self.work_group_helpers();
+        if !self.helpers.insert("sub-group") {
+            return;
+        }
+        self.declare("declare i32 @llvm.umin.i32(i32, i32)");
+        let _ = write!(
+            self.functions,
+            "define i32 @{PREFIX}sub_group_lane() {{\n  %lid = call i32 @{PREFIX}local_linear_id()\n  %lane = and i32 %lid, 31\n  ret i32 %lane\n}}\n\n\
+define i32 @{PREFIX}sub_group_id() {{\n  %lid = call i32 @{PREFIX}local_linear_id()\n  %id = lshr i32 %lid, 5\n  ret i32 %id\n}}\n\n\
+define i32 @{PREFIX}sub_group_size() {{\n  %n = call i32 @{PREFIX}local_linear_size()\n  %id = call i32 @{PREFIX}sub_group_id()\n\
+  %first = shl i32 %id, 5\n  %rest = sub i32 %n, %first\n  %size = call i32 @llvm.umin.i32(i32 %rest, i32 32)\n  ret i32 %size\n}}\n\n\
+define i32 @{PREFIX}sub_group_mask() {{\n  %size = call i32 @{PREFIX}sub_group_size()\n  %full = icmp eq i32 %size, 32\n\
+  %bit = shl i32 1, %size\n  %low = sub i32 %bit, 1\n  %mask = select i1 %full, i32 -1, i32 %low\n  ret i32 %mask\n}}\n\n"
+        );
+    }
+}
+
 /// What a builtin we define does.
 enum Builtin {
     GlobalOffset,
@@ -117,8 +144,10 @@ enum Builtin {
     Approx(&'static str),
     Atomic { op: &'static str, cmpxchg: bool },
     WorkGroup(Collective),
+    SubGroup(SubGroup),
 }
 
+/// A work-group or sub-group function over values.
 #[derive(Clone, Copy)]
 enum Collective {
     All,
@@ -129,8 +158,46 @@ enum Collective {
     ScanExclusive(&'static str),
 }
 
+impl Collective {
+    /// `all`, `broadcast`, `reduce_add`, `scan_exclusive_max`, … (what follows `work_group_`
+    /// or `sub_group_`).
+    fn parse(name: &str) -> Option<Collective> {
+        let op = |s: &str| ["add", "min", "max"].into_iter().find(|o| *o == s);
+        Some(match name {
+            "all" => Collective::All,
+            "any" => Collective::Any,
+            "broadcast" => Collective::Broadcast,
+            _ => {
+                if let Some(o) = name.strip_prefix("reduce_") {
+                    Collective::Reduce(op(o)?)
+                } else if let Some(o) = name.strip_prefix("scan_inclusive_") {
+                    Collective::ScanInclusive(op(o)?)
+                } else {
+                    Collective::ScanExclusive(op(name.strip_prefix("scan_exclusive_")?)?)
+                }
+            }
+        })
+    }
+}
+
+/// The sub-group functions, for sub-groups that are CUDA's warps of 32 work-items in linear
+/// local-id order (the last one of a work-group possibly shorter).
+#[derive(Clone, Copy)]
+enum SubGroup {
+    LocalId,
+    Id,
+    Size,
+    MaxSize,
+    Count,
+    Barrier,
+    Collective(Collective),
+}
+
 impl Builtin {
     fn of(decl: &Declaration) -> Option<Builtin> {
+        if decl.name == SUB_GROUP_BARRIER {
+            return Some(Builtin::SubGroup(SubGroup::Barrier));
+        }
         let name = mangle::demangle(&decl.name)?;
         let first = name.params.first();
         let scalar = first.and_then(Type::scalar_code);
@@ -170,31 +237,21 @@ impl Builtin {
                 };
                 Builtin::Atomic { op, cmpxchg }
             }
-            _ if base.starts_with("work_group_") => {
+            "get_sub_group_local_id" => Builtin::SubGroup(SubGroup::LocalId),
+            "get_sub_group_id" => Builtin::SubGroup(SubGroup::Id),
+            "get_sub_group_size" => Builtin::SubGroup(SubGroup::Size),
+            "get_max_sub_group_size" => Builtin::SubGroup(SubGroup::MaxSize),
+            "get_num_sub_groups" | "get_enqueued_num_sub_groups" => Builtin::SubGroup(SubGroup::Count),
+            _ if base.starts_with("work_group_") || base.starts_with("sub_group_") => {
                 if !matches!(scalar?, "i" | "j" | "l" | "m" | "f" | "d") {
                     return None;
                 }
-                let rest = &base["work_group_".len()..];
-                let op = |s: &str| match s {
-                    "add" => Some("add"),
-                    "min" => Some("min"),
-                    "max" => Some("max"),
-                    _ => None,
-                };
-                Builtin::WorkGroup(match rest {
-                    "all" => Collective::All,
-                    "any" => Collective::Any,
-                    "broadcast" => Collective::Broadcast,
-                    _ => {
-                        if let Some(o) = rest.strip_prefix("reduce_") {
-                            Collective::Reduce(op(o)?)
-                        } else if let Some(o) = rest.strip_prefix("scan_inclusive_") {
-                            Collective::ScanInclusive(op(o)?)
-                        } else {
-                            Collective::ScanExclusive(op(rest.strip_prefix("scan_exclusive_")?)?)
-                        }
-                    }
-                })
+                let (group, function) = base.split_once("_group_")?;
+                let collective = Collective::parse(function)?;
+                match group {
+                    "work" => Builtin::WorkGroup(collective),
+                    _ => Builtin::SubGroup(SubGroup::Collective(collective)),
+                }
             }
             _ => return None,
         })
@@ -202,7 +259,7 @@ impl Builtin {
 
     fn define(&self, decl: &Declaration, m: &mut Module) {
         let signature: Vec<String> = decl.params.iter().enumerate().map(|(i, t)| format!("{t} %a{i}")).collect();
-        let convergent = if matches!(self, Builtin::WorkGroup(_)) { " #0" } else { "" };
+        let convergent = if matches!(self, Builtin::WorkGroup(_) | Builtin::SubGroup(_)) { " #0" } else { "" };
         let header =
             format!("define {} @{PREFIX}{}({}){convergent} {{\nentry:\n", decl.ret, decl.name, signature.join(", "));
         let mut b = Body::default();
@@ -255,14 +312,23 @@ impl Builtin {
             }
             Builtin::WorkGroup(collective) => {
                 m.work_group_helpers();
-                let code = mangle::demangle(&decl.name).and_then(|n| n.params[0].scalar_code().map(str::to_string));
-                work_group(*collective, code.as_deref().unwrap_or("i"), decl, &mut b, m);
+                work_group(*collective, &scalar_code(decl), decl, &mut b, m);
+            }
+            Builtin::SubGroup(function) => {
+                m.sub_group_helpers();
+                sub_group(*function, &scalar_code(decl), decl, &mut b, m);
             }
         }
         m.functions.push_str(&header);
         m.functions.push_str(&b.text);
         m.functions.push_str("}\n\n");
     }
+}
+
+/// The builtin type code of a collective's value (`i`, `m`, `d`, …).
+fn scalar_code(decl: &Declaration) -> String {
+    let name = mangle::demangle(&decl.name);
+    name.and_then(|n| n.params.first().and_then(Type::scalar_code).map(str::to_string)).unwrap_or_default()
 }
 
 /// Instructions of a function body, with fresh value names.
@@ -406,34 +472,17 @@ fn work_group(collective: Collective, code: &str, decl: &Declaration, b: &mut Bo
         b.line(&format!("ret {ty} {v}"));
         return;
     }
-    let float = matches!(code, "f" | "d");
-    let signed = matches!(code, "i" | "l");
     // all/any: over (x != 0) as an i32 0 or 1.
-    let (value, op, identity) = match collective {
+    let (value, op) = match collective {
         Collective::All | Collective::Any => {
             let nonzero = b.inst(&format!("icmp ne {ty} %a0, 0"));
             let v = b.inst(&format!("zext i1 {nonzero} to {ty}"));
-            let all = matches!(collective, Collective::All);
-            (v, if all { "and" } else { "or" }, if all { "1".to_string() } else { "0".to_string() })
+            (v, if matches!(collective, Collective::All) { "and" } else { "or" })
         }
-        Collective::Reduce(op) | Collective::ScanInclusive(op) | Collective::ScanExclusive(op) => {
-            let bits = if matches!(code, "l" | "m" | "d") { 64 } else { 32 };
-            let identity = match (op, float, signed) {
-                ("add", true, _) => "-0.0".to_string(),
-                ("add", false, _) => "0".to_string(),
-                ("min", true, _) => "0x7FF0000000000000".to_string(),
-                ("max", true, _) => "0xFFF0000000000000".to_string(),
-                ("min", false, true) if bits == 64 => i64::MAX.to_string(),
-                ("min", false, true) => i32::MAX.to_string(),
-                ("min", false, false) => "-1".to_string(),
-                ("max", false, true) if bits == 64 => i64::MIN.to_string(),
-                ("max", false, true) => i32::MIN.to_string(),
-                _ => "0".to_string(),
-            };
-            ("%a0".to_string(), op, identity)
-        }
+        Collective::Reduce(op) | Collective::ScanInclusive(op) | Collective::ScanExclusive(op) => ("%a0".to_string(), op),
         Collective::Broadcast => unreachable!("handled above"),
     };
+    let identity = identity(op, code);
     let limit = match collective {
         Collective::ScanInclusive(_) => b.inst(&format!("add i32 {lid}, 1")),
         Collective::ScanExclusive(_) => lid.clone(),
@@ -451,29 +500,149 @@ fn work_group(collective: Collective, code: &str, decl: &Declaration, b: &mut Bo
     b.label("body");
     let p = slot(b, "%i");
     let v = b.inst(&format!("load {ty}, ptr addrspace(3) {p}, align 8"));
-    let combined = match (op, float) {
-        ("add", true) => format!("fadd {ty} %acc, {v}"),
-        ("add", false) | ("and" | "or", _) => format!("{op} {ty} %acc, {v}"),
-        (minmax, _) => {
-            // OpenCL's fmin/fmax and integer min/max: LLVM's minnum/maxnum, smin/umin, smax/umax.
-            let intrinsic = match (minmax, float, signed) {
-                ("min", true, _) => format!("minnum.{}", if ty == "double" { "f64" } else { "f32" }),
-                ("max", true, _) => format!("maxnum.{}", if ty == "double" { "f64" } else { "f32" }),
-                ("min", false, true) => format!("smin.{ty}"),
-                ("min", false, false) => format!("umin.{ty}"),
-                ("max", false, true) => format!("smax.{ty}"),
-                _ => format!("umax.{ty}"),
-            };
-            m.declare(&format!("declare {ty} @llvm.{intrinsic}({ty}, {ty})"));
-            format!("call {ty} @llvm.{intrinsic}({ty} %acc, {ty} {v})")
-        }
-    };
-    b.line(&format!("%acc.next = {combined}"));
+    b.line(&format!("%acc.next = {}", combination(op, code, ty, "%acc", &v, m)));
     b.line("%i.next = add i32 %i, 1");
     b.line("br label %loop");
     b.label("done");
     b.line("call void @llvm.nvvm.barrier0()");
     b.line(&format!("ret {ty} %acc"));
+}
+
+/// The value that leaves the others unchanged under `op` (`add`, `min`, `max`, `and`, `or`)
+/// for builtin type `code`.
+fn identity(op: &str, code: &str) -> String {
+    let (float, signed, wide) = (matches!(code, "f" | "d"), matches!(code, "i" | "l"), matches!(code, "l" | "m" | "d"));
+    match (op, float, signed) {
+        ("add", true, _) => "-0.0".to_string(),
+        ("min", true, _) => "0x7FF0000000000000".to_string(),
+        ("max", true, _) => "0xFFF0000000000000".to_string(),
+        ("min", false, true) if wide => i64::MAX.to_string(),
+        ("min", false, true) => i32::MAX.to_string(),
+        ("min", false, false) | ("and", _, _) => "-1".to_string(),
+        ("max", false, true) if wide => i64::MIN.to_string(),
+        ("max", false, true) => i32::MIN.to_string(),
+        _ => "0".to_string(),
+    }
+}
+
+/// The instruction that combines `a` and `x` of type `ty` (builtin type `code`) under `op`:
+/// OpenCL's fmin/fmax and integer min/max are LLVM's minnum/maxnum, smin/umin, smax/umax.
+fn combination(op: &str, code: &str, ty: &str, a: &str, x: &str, m: &mut Module) -> String {
+    let (float, signed) = (matches!(code, "f" | "d"), matches!(code, "i" | "l"));
+    let intrinsic = match (op, float, signed) {
+        ("add", true, _) => return format!("fadd {ty} {a}, {x}"),
+        ("add" | "and" | "or", _, _) => return format!("{op} {ty} {a}, {x}"),
+        ("min", true, _) => format!("minnum.{}", if ty == "double" { "f64" } else { "f32" }),
+        ("max", true, _) => format!("maxnum.{}", if ty == "double" { "f64" } else { "f32" }),
+        ("min", false, true) => format!("smin.{ty}"),
+        ("min", false, false) => format!("umin.{ty}"),
+        ("max", false, true) => format!("smax.{ty}"),
+        _ => format!("umax.{ty}"),
+    };
+    m.declare(&format!("declare {ty} @llvm.{intrinsic}({ty}, {ty})"));
+    format!("call {ty} @llvm.{intrinsic}({ty} {a}, {ty} {x})")
+}
+
+/// A sub-group function, over warps: lanes, sizes and masks from the helpers; values through
+/// `shfl.sync` (a scan in five `shfl.sync.up` steps, a reduction the scan's last lane
+/// broadcast with `shfl.sync.idx`), votes through `vote.sync`, the barrier `bar.warp.sync`.
+fn sub_group(function: SubGroup, code: &str, decl: &Declaration, b: &mut Body, m: &mut Module) {
+    let ty = decl.ret.as_str();
+    let helper = |b: &mut Body, name: &str| b.inst(&format!("call i32 @{PREFIX}{name}()"));
+    let result = match function {
+        SubGroup::LocalId => helper(b, "sub_group_lane"),
+        SubGroup::Id => helper(b, "sub_group_id"),
+        SubGroup::Size => helper(b, "sub_group_size"),
+        SubGroup::MaxSize => {
+            let n = helper(b, "local_linear_size");
+            b.inst(&format!("call i32 @llvm.umin.i32(i32 {n}, i32 32)"))
+        }
+        SubGroup::Count => {
+            let n = helper(b, "local_linear_size");
+            let t = b.inst(&format!("add i32 {n}, 31"));
+            b.inst(&format!("lshr i32 {t}, 5"))
+        }
+        SubGroup::Barrier => {
+            m.declare("declare void @llvm.nvvm.bar.warp.sync(i32)");
+            let mask = helper(b, "sub_group_mask");
+            b.line(&format!("call void @llvm.nvvm.bar.warp.sync(i32 {mask})"));
+            b.line("ret void");
+            return;
+        }
+        SubGroup::Collective(c @ (Collective::All | Collective::Any)) => {
+            let vote = if matches!(c, Collective::All) { "all" } else { "any" };
+            m.declare(&format!("declare i1 @llvm.nvvm.vote.{vote}.sync(i32, i1)"));
+            let mask = helper(b, "sub_group_mask");
+            let p = b.inst(&format!("icmp ne {ty} %a0, 0"));
+            let v = b.inst(&format!("call i1 @llvm.nvvm.vote.{vote}.sync(i32 {mask}, i1 {p})"));
+            b.inst(&format!("zext i1 {v} to {ty}"))
+        }
+        SubGroup::Collective(Collective::Broadcast) => {
+            let mask = helper(b, "sub_group_mask");
+            let lane = match decl.params[1].as_str() {
+                "i32" => "%a1".to_string(),
+                wide => b.inst(&format!("trunc {wide} %a1 to i32")),
+            };
+            shuffle(b, m, "idx", ty, "%a0", &lane, &mask)
+        }
+        SubGroup::Collective(Collective::Reduce(op) | Collective::ScanInclusive(op) | Collective::ScanExclusive(op)) => {
+            let mask = helper(b, "sub_group_mask");
+            let lane = helper(b, "sub_group_lane");
+            let mut x = "%a0".to_string();
+            for offset in [1, 2, 4, 8, 16] {
+                let y = shuffle(b, m, "up", ty, &x, &offset.to_string(), &mask);
+                let combined = b.inst(&combination(op, code, ty, &y, &x, m));
+                let has = b.inst(&format!("icmp uge i32 {lane}, {offset}"));
+                x = b.inst(&format!("select i1 {has}, {ty} {combined}, {ty} {x}"));
+            }
+            match function {
+                SubGroup::Collective(Collective::Reduce(_)) => {
+                    let size = helper(b, "sub_group_size");
+                    let last = b.inst(&format!("sub i32 {size}, 1"));
+                    shuffle(b, m, "idx", ty, &x, &last, &mask)
+                }
+                SubGroup::Collective(Collective::ScanExclusive(_)) => {
+                    let before = shuffle(b, m, "up", ty, &x, "1", &mask);
+                    let first = b.inst(&format!("icmp eq i32 {lane}, 0"));
+                    b.inst(&format!("select i1 {first}, {ty} {}, {ty} {before}", identity(op, code)))
+                }
+                _ => x,
+            }
+        }
+    };
+    b.line(&format!("ret {ty} {result}"));
+}
+
+/// `value` of type `ty` from another lane of the sub-group: `shfl.sync.idx` from lane `lane`
+/// or `shfl.sync.up` from `lane` lanes below; 64-bit values as two 32-bit halves.
+fn shuffle(b: &mut Body, m: &mut Module, kind: &str, ty: &str, value: &str, lane: &str, mask: &str) -> String {
+    // The clamp operand: the highest lane for idx, the lowest for up.
+    let clamp = if kind == "idx" { 31 } else { 0 };
+    let mut shfl32 = |b: &mut Body, t: &str, v: &str| {
+        let suffix = if t == "float" { "f32" } else { "i32" };
+        m.declare(&format!("declare {t} @llvm.nvvm.shfl.sync.{kind}.{suffix}(i32, {t}, i32, i32)"));
+        b.inst(&format!("call {t} @llvm.nvvm.shfl.sync.{kind}.{suffix}(i32 {mask}, {t} {v}, i32 {lane}, i32 {clamp})"))
+    };
+    match ty {
+        "i32" | "float" => shfl32(b, ty, value),
+        _ => {
+            let bits = if ty == "double" { b.inst(&format!("bitcast double {value} to i64")) } else { value.to_string() };
+            let low = b.inst(&format!("trunc i64 {bits} to i32"));
+            let high = b.inst(&format!("lshr i64 {bits}, 32"));
+            let high = b.inst(&format!("trunc i64 {high} to i32"));
+            let low = shfl32(b, "i32", &low);
+            let high = shfl32(b, "i32", &high);
+            let low = b.inst(&format!("zext i32 {low} to i64"));
+            let high = b.inst(&format!("zext i32 {high} to i64"));
+            let high = b.inst(&format!("shl i64 {high}, 32"));
+            let joined = b.inst(&format!("or i64 {high}, {low}"));
+            if ty == "double" {
+                b.inst(&format!("bitcast i64 {joined} to double"))
+            } else {
+                joined
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -520,6 +689,21 @@ mod tests {
             decl("_Z21work_group_reduce_maxl", "i64", &["i64"]),
             decl("_Z29work_group_scan_inclusive_addi", "i32", &["i32"]),
             decl("_Z29work_group_scan_exclusive_maxd", "double", &["double"]),
+            decl("_Z22get_sub_group_local_idv", "i32", &[]),
+            decl("_Z16get_sub_group_idv", "i32", &[]),
+            decl("_Z18get_sub_group_sizev", "i32", &[]),
+            decl("_Z22get_max_sub_group_sizev", "i32", &[]),
+            decl("_Z18get_num_sub_groupsv", "i32", &[]),
+            decl("_Z27get_enqueued_num_sub_groupsv", "i32", &[]),
+            decl(SUB_GROUP_BARRIER, "void", &[]),
+            decl("_Z13sub_group_alli", "i32", &["i32"]),
+            decl("_Z13sub_group_anyi", "i32", &["i32"]),
+            decl("_Z19sub_group_broadcastfj", "float", &["float", "i32"]),
+            decl("_Z19sub_group_broadcastmj", "i64", &["i64", "i32"]),
+            decl("_Z20sub_group_reduce_addi", "i32", &["i32"]),
+            decl("_Z20sub_group_reduce_maxm", "i64", &["i64"]),
+            decl("_Z28sub_group_scan_exclusive_addd", "double", &["double"]),
+            decl("_Z28sub_group_scan_inclusive_minf", "float", &["float"]),
         ]
     }
 
@@ -561,6 +745,9 @@ mod tests {
             "%acc = phi i64 [ -9223372036854775808, %entry ], [ %acc.next, %body ]",
             "%acc = phi float [ -0.0, %entry ]",
             "%acc = phi double [ 0xFFF0000000000000, %entry ]",
+            "call i1 @llvm.nvvm.vote.all.sync(i32 %t1, i1 %t2)",
+            "call float @llvm.nvvm.shfl.sync.idx.f32(i32 %t1, float %a0, i32 %a1, i32 31)",
+            "call void @llvm.nvvm.bar.warp.sync(i32 %t1)",
         ] {
             assert!(shim.module.contains(expected), "{expected}\n{}", shim.module);
         }
@@ -579,14 +766,18 @@ mod tests {
         for (i, d) in decls.iter().enumerate() {
             let params: Vec<String> = d.params.iter().enumerate().map(|(p, t)| format!("{t} %p{p}")).collect();
             let args: Vec<String> = d.params.iter().enumerate().map(|(p, t)| format!("{t} %p{p}")).collect();
+            let (call, ret) = match d.ret.as_str() {
+                "void" => ("call", "ret void".to_string()),
+                ty => ("%r = call", format!("ret {ty} %r")),
+            };
             image += &format!(
-                "define {ret} @use{i}({}) {{\n  %r = call {ret} @{PREFIX}{}({})\n  ret {ret} %r\n}}\ndeclare {ret} @{PREFIX}{}({})\n",
+                "define {ty} @use{i}({}) {{\n  {call} {ty} @{PREFIX}{}({})\n  {ret}\n}}\ndeclare {ty} @{PREFIX}{}({})\n",
                 params.join(", "),
                 d.name,
                 args.join(", "),
                 d.name,
                 d.params.join(", "),
-                ret = d.ret
+                ty = d.ret
             );
         }
         let shim = shim(&decls);
@@ -598,7 +789,19 @@ mod tests {
         let summary = crate::ptx::Summary::of(&ptx);
         assert_eq!(summary.externs, Vec::<String>::new(), "{ptx}");
         assert_eq!(summary.functions.len(), decls.len());
-        for instruction in ["rsqrt.approx.f32", "sin.approx.f32", "cos.approx.f32", "ex2.approx.f32", "lg2.approx.f32", "atom.global.cas.b64", "bar.sync"] {
+        for instruction in [
+            "rsqrt.approx.f32",
+            "sin.approx.f32",
+            "cos.approx.f32",
+            "ex2.approx.f32",
+            "lg2.approx.f32",
+            "atom.global.cas.b64",
+            "bar.sync",
+            "shfl.sync.up.b32",
+            "shfl.sync.idx.b32",
+            "vote.sync.any.pred",
+            "bar.warp.sync",
+        ] {
             assert!(ptx.contains(instruction), "{instruction}");
         }
     }
