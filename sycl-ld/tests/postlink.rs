@@ -756,7 +756,8 @@ SYCL_EXTERNAL double lib_norm(double a, double b) { return sqrt(a * a + b * b); 
 
 /// Kernels that call the library, and what PTX has to get right: local memory and barriers,
 /// a constant table, 32- and 64-bit atomics on global, local and generic pointers, double,
-/// builtins with pointer out-parameters, vload/vstore, the native_* and rsqrt functions, the
+/// builtins with pointer out-parameters, vload/vstore, the native_* and rsqrt functions, a
+/// kernel calling another (a `.entry` cannot be called), the
 /// work-item functions libclc lacks, work-group collectives, sub-groups of 32 (a barrier that
 /// only one sub-group reaches); and two kernels `ptx64` cannot run.
 const PTX_APP: &str = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n\
@@ -771,6 +772,7 @@ __kernel void tile_sum(__global const float *in, __global float *out, __local fl
   for (size_t s = get_local_size(0) / 2; s > 0; s >>= 1) { if (l < s) tile[l] += tile[l + s]; barrier(CLK_LOCAL_MEM_FENCE); }\n\
   if (l == 0) out[get_group_id(0)] = lib_scale(tile[0], in);\n\
 }\n\
+__kernel void tile_sums(__global const float *in, __global float *out, __local float *tile) { tile_sum(in, out, tile); }\n\
 __kernel void histogram(__global const int *in, __global int *bins, __global long *total, __local int *local_bins) {\n\
   size_t l = get_local_id(0);\n\
   local_bins[l] = 0;\n\
@@ -906,7 +908,7 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
     kernels.sort();
     assert_eq!(
         kernels,
-        ["distances", "dots", "histogram", "launch_info", "math", "tile_sum", "warps"],
+        ["distances", "dots", "histogram", "launch_info", "math", "tile_sum", "tile_sums", "warps"],
         "no fp16, no sub-groups of 16 for ptx64"
     );
     let code = |kernel: &str| -> String {
@@ -925,6 +927,9 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
     ] {
         assert!(tile_sum.contains(expected), "{expected}:\n{tile_sum}");
     }
+    let tile_sums = code("tile_sums");
+    assert!(tile_sums.contains(".visible .entry tile_sums(\n\t.param .u64 tile_sums_param_0,"), "{tile_sums}");
+    assert!(!tile_sums.contains("call.uni \n\ttile_sum,"), "{tile_sums}");
     let histogram = code("histogram");
     for expected in ["atom.shared.add.u32", "atom.global.add.u32", "atom.global.add.u64"] {
         assert!(histogram.contains(expected), "{expected}:\n{histogram}");

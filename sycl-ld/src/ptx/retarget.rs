@@ -25,6 +25,9 @@
 //!   becomes an internal function called by a new kernel of the same name, which takes each
 //!   such parameter as a byte offset (`i64`, the pointer's size, so `SYCL/kernel arguments`
 //!   still holds) into [`LOCAL_MEMORY`], the dynamic shared array, and passes the pointers on.
+//! - **Kernels called as functions.** OpenCL C lets a kernel call another; a `.entry` cannot
+//!   be called. A kernel that device code calls is split the same way, and the calls go to
+//!   its body.
 //!
 //! The text is rewritten token by token outside string literals and comments, so a string
 //! that happens to hold `addrspace(4)` is left alone.
@@ -89,8 +92,10 @@ pub fn retarget(ir: &str, symbols: &Symbols, redirect: &dyn Fn(&Declaration) -> 
     let visible: HashSet<&str> = symbols.kernels.iter().chain(symbols.exported).map(String::as_str).collect();
     let declared_functions: HashSet<&str> = symbols.declared.iter().map(String::as_str).collect();
 
-    // Names first: every declaration's new name.
-    let mut renames: HashMap<String, String> = HashMap::new();
+    // Names first: every declaration's new name, and the bodies of the kernels that get a
+    // kernel around them.
+    let wrapped = kernels_to_wrap(ir, symbols.kernels);
+    let mut renames: HashMap<String, String> = wrapped.iter().map(|k| (k.clone(), format!("{k}{BODY}"))).collect();
     for line in ir.lines().filter(|l| l.starts_with("declare ")) {
         let Some(name) = declared_name(line) else { continue };
         if declared_functions.contains(name) {
@@ -125,11 +130,12 @@ pub fn retarget(ir: &str, symbols: &Symbols, redirect: &dyn Fn(&Declaration) -> 
         let mut line = fix_casts(&rewrite_tokens(line, &renames, true));
         if line.starts_with("define ") {
             if let Some(name) = declared_name(&line).map(str::to_string) {
-                if !visible.contains(name.as_str()) {
-                    line = with_linkage(&line, "define ", "internal");
-                } else if let Some((body, wrapper)) = local_pointer_wrapper(&line, &name) {
+                if let Some(kernel) = name.strip_suffix(BODY).filter(|k| wrapped.contains(*k)) {
+                    let (body, wrapper) = kernel_wrapper(&line, kernel);
                     line = body;
                     wrappers.push_str(&wrapper);
+                } else if !visible.contains(name.as_str()) {
+                    line = with_linkage(&line, "define ", "internal");
                 }
             }
         } else if line.starts_with('@') {
@@ -151,9 +157,10 @@ pub fn retarget(ir: &str, symbols: &Symbols, redirect: &dyn Fn(&Declaration) -> 
         out.push_str(&line);
         out.push('\n');
     }
-    if !wrappers.is_empty() {
-        out.push_str(&format!("\n@{LOCAL_MEMORY} = external addrspace(3) global [0 x i8], align 16\n\n{wrappers}"));
+    if wrappers.contains(LOCAL_MEMORY) {
+        out.push_str(&format!("\n@{LOCAL_MEMORY} = external addrspace(3) global [0 x i8], align 16\n"));
     }
+    out.push_str(&wrappers);
     // Calls to builtins we define go to our definitions, under names libclc cannot clash with.
     let module = if redirects.is_empty() {
         out
@@ -163,43 +170,97 @@ pub fn retarget(ir: &str, symbols: &Symbols, redirect: &dyn Fn(&Declaration) -> 
     Retargeted { module, builtins }
 }
 
-/// For the `define` line of kernel `name` with `local` pointer parameters: the line of the
-/// internal function its body becomes (`NAME.sycl.body`), and the kernel that takes those
-/// parameters as offsets into [`LOCAL_MEMORY`] and calls it.
-fn local_pointer_wrapper(line: &str, name: &str) -> Option<(String, String)> {
-    const LOCAL: &str = "ptr addrspace(3)";
-    let open = line.find(&format!("@{name}("))? + name.len() + 2;
-    let close = open + matching_paren(&line[open..])?;
-    let params: Vec<&str> = split_top_level(&line[open..close]).into_iter().map(str::trim).filter(|p| !p.is_empty()).collect();
-    if !params.iter().any(|p| p.starts_with(LOCAL) && parse_type(p).is_some_and(|(t, _)| t == LOCAL)) {
-        return None;
+/// What a wrapped kernel's body is called: its name and this.
+const BODY: &str = ".sycl.body";
+
+const LOCAL: &str = "ptr addrspace(3)";
+
+/// The kernels that become a body and a kernel calling it: those with `local` pointer
+/// parameters, and those the module refers to elsewhere than in their definition.
+fn kernels_to_wrap(ir: &str, kernels: &[String]) -> HashSet<String> {
+    let kernels: HashSet<&str> = kernels.iter().map(String::as_str).collect();
+    let mut wrapped = HashSet::new();
+    for line in ir.lines().filter(|l| !l.starts_with(';')) {
+        let defined = line.starts_with("define ").then(|| declared_name(line)).flatten();
+        if let Some(kernel) = defined.filter(|d| kernels.contains(d)) {
+            if parameters(line, kernel).iter().any(|p| param_type(p).as_deref() == Some(LOCAL)) {
+                wrapped.insert(kernel.to_string());
+            }
+        }
+        for name in global_names(line) {
+            if kernels.contains(name) && Some(name) != defined {
+                wrapped.insert(name.to_string());
+            }
+        }
     }
-    let body_name = format!("{name}.sycl.body");
+    wrapped
+}
+
+/// The `@name`s of a line, outside strings and comments.
+fn global_names(line: &str) -> Vec<&str> {
+    let mut names = Vec::new();
+    let mut in_string = false;
+    for (i, c) in line.char_indices() {
+        match c {
+            '"' => in_string = !in_string,
+            ';' if !in_string => break,
+            '@' if !in_string => {
+                let rest = &line[i + 1..];
+                let end = rest.find(|c: char| !is_ident_char(c)).unwrap_or(rest.len());
+                names.push(&rest[..end]);
+            }
+            _ => {}
+        }
+    }
+    names
+}
+
+/// The parameters of the function a `define` or `declare` line names, as written.
+fn parameters<'a>(line: &'a str, name: &str) -> Vec<&'a str> {
+    let Some(open) = line.find(&format!("@{name}(")).map(|at| at + name.len() + 2) else { return vec![] };
+    let Some(close) = matching_paren(&line[open..]).map(|c| open + c) else { return vec![] };
+    split_top_level(&line[open..close]).into_iter().map(str::trim).filter(|p| !p.is_empty()).collect()
+}
+
+/// A parameter without its name: `ptr addrspace(1) align 4 %out` → `ptr addrspace(1) align 4`.
+fn without_name(param: &str) -> &str {
+    match param.rsplit_once(' ') {
+        Some((head, last)) if last.starts_with('%') => head,
+        _ => param,
+    }
+}
+
+fn param_type(param: &str) -> Option<String> {
+    parse_type(without_name(param)).map(|(t, _)| t)
+}
+
+/// For the `define` line of the body of wrapped kernel `kernel` (`@KERNEL.sycl.body`, still a
+/// kernel): the line as an internal function's, and the kernel that calls it, which takes
+/// `local` pointer parameters as offsets into [`LOCAL_MEMORY`].
+fn kernel_wrapper(line: &str, kernel: &str) -> (String, String) {
+    let body_name = format!("{kernel}{BODY}");
+    let open = line.find(&format!("@{body_name}(")).expect("the body's define line") + body_name.len() + 2;
     let body = format!("define internal void @{body_name}({}", &line[open..]);
     let (mut signature, mut setup, mut args) = (Vec::new(), String::new(), Vec::new());
-    for (i, param) in params.iter().enumerate() {
-        // `TYPE [ATTRIBUTES] %name`: the wrapper's parameter keeps the type and attributes
-        // (`byval(%struct.Pt)` decides how the launch passes a struct).
-        let without_name = param.rsplit_once(' ').map_or(*param, |(head, last)| if last.starts_with('%') { head } else { param });
-        let (ty, _) = parse_type(without_name)?;
-        if ty == LOCAL {
+    for (i, param) in parameters(line, &body_name).into_iter().enumerate() {
+        // The kernel's parameter keeps the type and attributes (`byval(%struct.Pt)` decides how
+        // the launch passes a struct).
+        let declared = without_name(param);
+        if param_type(param).as_deref() == Some(LOCAL) {
             signature.push(format!("i64 %p{i}"));
-            let _ = std::fmt::Write::write_fmt(
-                &mut setup,
-                format_args!("  %l{i} = getelementptr inbounds i8, ptr addrspace(3) @{LOCAL_MEMORY}, i64 %p{i}\n"),
-            );
+            setup += &format!("  %l{i} = getelementptr inbounds i8, ptr addrspace(3) @{LOCAL_MEMORY}, i64 %p{i}\n");
             args.push(format!("{LOCAL} %l{i}"));
         } else {
-            signature.push(format!("{without_name} %p{i}"));
-            args.push(format!("{without_name} %p{i}"));
+            signature.push(format!("{declared} %p{i}"));
+            args.push(format!("{declared} %p{i}"));
         }
     }
     let wrapper = format!(
-        "define ptx_kernel void @{name}({}) {{\nentry:\n{setup}  call void @{body_name}({})\n  ret void\n}}\n\n",
+        "define ptx_kernel void @{kernel}({}) {{\nentry:\n{setup}  call void @{body_name}({})\n  ret void\n}}\n\n",
         signature.join(", "),
         args.join(", ")
     );
-    Some((body, wrapper))
+    (body, wrapper)
 }
 
 /// The function name a `declare` or `define` line declares.
@@ -465,13 +526,7 @@ fn signature(line: &str, name: &str) -> Option<Declaration> {
             _ => before = &t[t.find(' ')?..],
         }
     };
-    let args = &line[at + name.len() + 2..];
-    let close = matching_paren(args)?;
-    let params = split_top_level(&args[..close])
-        .into_iter()
-        .filter(|p| !p.trim().is_empty() && p.trim() != "...")
-        .map(|p| parse_type(p).map(|(t, _)| t))
-        .collect::<Option<Vec<_>>>()?;
+    let params = parameters(line, name).into_iter().filter(|p| *p != "...").map(param_type).collect::<Option<Vec<_>>>()?;
     Some(Declaration { name: name.to_string(), ret, params })
 }
 
@@ -643,6 +698,21 @@ define spir_kernel void @plain(ptr addrspace(1) %out) #0 {\n  ret void\n}\n";
         ] {
             assert!(out.contains(expected), "{expected}\n{out}");
         }
+    }
+
+    #[test]
+    fn a_kernel_called_by_another_is_called_as_a_function() {
+        let ir = "define spir_kernel void @inner(ptr addrspace(1) %o) #0 {\n  ret void\n}\n\
+define spir_kernel void @outer(ptr addrspace(1) %o) #0 {\n  call spir_func void @inner(ptr addrspace(1) %o) #0\n  ret void\n}\n";
+        let out = retarget_text(ir, &["inner", "outer"], &[], &[]).module;
+        for expected in [
+            "define internal void @inner.sycl.body(ptr addrspace(1) %o) #0 {",
+            "define ptx_kernel void @outer(ptr addrspace(1) %o) #0 {\n  call void @inner.sycl.body(ptr addrspace(1) %o) #0\n",
+            "define ptx_kernel void @inner(ptr addrspace(1) %p0) {\nentry:\n  call void @inner.sycl.body(ptr addrspace(1) %p0)\n",
+        ] {
+            assert!(out.contains(expected), "{expected}\n{out}");
+        }
+        assert!(!out.contains("__sycl_local_mem"), "no local memory without local parameters");
     }
 
     #[test]
