@@ -88,12 +88,19 @@ pub fn compile(image: &PostLinkImage, tools: &Toolchain) -> Result<Vec<u8>> {
         eprintln!("sycl-ld: {TARGET} image of {}: intermediate files kept in {}", names.join(", "), dir.path().display());
     }
     let path = |name: &str| dir.path().join(name);
-    write(&path("image.spv"), &with_sub_group_barriers_as_calls(&image.spirv)?)?;
+    // The functions the image declares: its imports, and the members of virtual-function sets
+    // its kernels call. Then its sub-group barriers made calls to a function of ours, which
+    // `llvm-spirv -r --spirv-target-env=CL1.2` would otherwise write as work-group barriers.
+    let mut module = sycl_spirv::load(&image.spirv).context("reading the image's SPIR-V")?;
+    let declared = sycl_spirv::Symbols::of(&module).declared_functions(&module);
+    match sycl_spirv::sub_group_barriers_to_calls(&mut module, shim::SUB_GROUP_BARRIER) {
+        0 => write(&path("image.spv"), &image.spirv)?,
+        _ => write(&path("image.spv"), &sycl_spirv::assemble(&module))?,
+    }
     run(Command::new(&tools.llvm_spirv).args(["-r", "--spirv-target-env=CL1.2"]).arg(path("image.spv")).arg("-o").arg(path("image.bc")))?;
     run(Command::new(&tools.llvm_dis).arg(path("image.bc")).arg("-o").arg(path("image.ll")))?;
     let ir = std::fs::read_to_string(path("image.ll")).context("reading the disassembled image")?;
 
-    let declared = declared_functions(&image.spirv)?;
     let symbols = retarget::Symbols { kernels: &image.kernels, exported: &image.exported, declared: &declared };
     let retargeted = retarget::retarget(&ir, &symbols, &shim::redirect);
     let shim = shim::shim(&retargeted.builtins);
@@ -125,22 +132,6 @@ fn link_and_compile(tools: &Toolchain, modules: &[&Path], dir: &Path) -> Result<
         .arg("-o")
         .arg(path("image.ptx")))?;
     std::fs::read_to_string(path("image.ptx")).context("reading the PTX")
-}
-
-/// The image's SPIR-V with its sub-group barriers made calls to a function of ours, which
-/// `llvm-spirv -r --spirv-target-env=CL1.2` would otherwise write as work-group barriers.
-fn with_sub_group_barriers_as_calls(spirv: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>> {
-    let mut module = sycl_spirv::load(spirv).context("reading the image's SPIR-V")?;
-    Ok(match sycl_spirv::sub_group_barriers_to_calls(&mut module, shim::SUB_GROUP_BARRIER) {
-        0 => std::borrow::Cow::Borrowed(spirv),
-        _ => std::borrow::Cow::Owned(sycl_spirv::assemble(&module)),
-    })
-}
-
-/// The functions the image's SPIR-V declares (see [`retarget::Symbols::declared`]).
-fn declared_functions(spirv: &[u8]) -> Result<Vec<String>> {
-    let module = sycl_spirv::load(spirv).context("reading the image's SPIR-V")?;
-    Ok(sycl_spirv::Symbols::of(&module).declared_functions(&module))
 }
 
 /// The PTX declares what the image's records say: each kernel a `.visible .entry`, each
