@@ -31,12 +31,13 @@ use sycl_format::{DeviceConfig, DeviceObject, DEVICE_OBJECT_MEMBER_PREFIX, DEVIC
 use sycl_spirv::Features;
 
 pub use sycl_format::{SplitMode, DEFAULT_DEVICE_CONFIG};
-pub use tool::Tool;
+pub use tool::{Tool, ToolFile};
 
 /// Targets images can be built for: `spir64` (SPIR-V, compiled by the driver at run time),
 /// `intel_cpu_x86_64` (the Intel CPU OpenCL runtime's program binaries, made at link time),
-/// `pocl_cpu` (SPIR bitcode, which PoCL builds).
-pub const TARGETS: &[&str] = &["spir64", "intel_cpu_x86_64", "pocl_cpu"];
+/// `pocl_cpu` (SPIR bitcode, which PoCL builds), `ptx64` (PTX for NVIDIA GPUs through the CUDA
+/// driver, made at link time with LLVM 16 and libclc).
+pub const TARGETS: &[&str] = &["spir64", "intel_cpu_x86_64", "pocl_cpu", "ptx64"];
 
 /// SPIR-V extensions the translator may use: function pointers, for virtual functions.
 const SPIRV_EXTENSIONS: &str = "--spirv-ext=+SPV_INTEL_function_pointers";

@@ -27,6 +27,7 @@ pub const ASPECTS: &[(&str, u32)] = &[
     ("target_intel_cpu_x86_64", 1001),
     ("target_pocl_cpu", 1002),
     ("target_nvidia_gpu_sm_90", 1003),
+    ("target_ptx64", 1004),
 ];
 
 /// The number of the aspect called `name`.

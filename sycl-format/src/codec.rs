@@ -10,8 +10,9 @@ use std::fmt;
 pub enum DecodeError {
     /// The payload does not start with the expected magic.
     Magic,
-    /// The payload was written by a version this reader does not know.
-    Version { found: u32, supported: u32 },
+    /// The payload was written by a version this reader does not know (it reads `oldest` to
+    /// `supported`).
+    Version { found: u32, oldest: u32, supported: u32 },
     /// The payload ends before a field it announces.
     Truncated { needed: usize, offset: usize },
     /// Bytes remain after the last field.
@@ -24,8 +25,11 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DecodeError::Magic => write!(f, "bad magic"),
-            DecodeError::Version { found, supported } => {
+            DecodeError::Version { found, oldest, supported } if oldest == supported => {
                 write!(f, "unknown version {found} (this build reads version {supported})")
+            }
+            DecodeError::Version { found, oldest, supported } => {
+                write!(f, "unknown version {found} (this build reads versions {oldest} to {supported})")
             }
             DecodeError::Truncated { needed, offset } => {
                 write!(f, "truncated: {needed} more bytes needed at offset {offset}")
@@ -81,15 +85,24 @@ pub(crate) struct Decoder<'a> {
 
 impl<'a> Decoder<'a> {
     pub(crate) fn new(bytes: &'a [u8], magic: &[u8; 8], version: u32) -> Result<Self, DecodeError> {
+        Decoder::with_versions(bytes, magic, version..=version).map(|(d, _)| d)
+    }
+
+    /// A decoder of a payload whose version lies in `versions`, and the version found.
+    pub(crate) fn with_versions(
+        bytes: &'a [u8],
+        magic: &[u8; 8],
+        versions: std::ops::RangeInclusive<u32>,
+    ) -> Result<(Self, u32), DecodeError> {
         let mut d = Decoder { bytes, pos: 0 };
         if d.take(8).map_err(|_| DecodeError::Magic)? != magic {
             return Err(DecodeError::Magic);
         }
         let found = d.u32()?;
-        if found != version {
-            return Err(DecodeError::Version { found, supported: version });
+        if !versions.contains(&found) {
+            return Err(DecodeError::Version { found, oldest: *versions.start(), supported: *versions.end() });
         }
-        Ok(d)
+        Ok((d, found))
     }
 
     /// A decoder of bytes without magic or version (a part of a payload already checked).

@@ -107,6 +107,12 @@ mod tests {
         assert!(pocl.has_aspect(1002), "an entry has its own target aspect");
         assert!(pocl.sub_group_sizes.is_empty());
         assert!(config.target("nvidia_gpu_sm_90").is_some());
+        let ptx = config.target("ptx64").unwrap();
+        for (aspect, has) in [("gpu", true), ("fp64", true), ("atomic64", true), ("function_pointers", true), ("fp16", false), ("image", false)] {
+            assert_eq!(ptx.has_aspect(aspect_number(aspect).unwrap()), has, "ptx64 {aspect}");
+        }
+        assert_eq!(ptx.target_aspect, aspect_number("target_ptx64"));
+        assert_eq!(ptx.sub_group_sizes, [32], "warps");
     }
 
     #[test]

@@ -49,8 +49,13 @@ pub const DEVICE_OBJECT_MEMBER_PREFIX: &str = "sycl-device-";
 
 /// Magic that starts an image-set payload.
 pub const IMAGE_SET_MAGIC: &[u8; 8] = b"SYCLIMGS";
-/// Version of the image-set payload this crate writes and reads.
-pub const IMAGE_SET_VERSION: u32 = 1;
+/// The newest version of the image-set payload this crate writes and reads. Version 2 added
+/// one image format, [`ImageFormat::Ptx`]; the layout is version 1's. A set is written at the
+/// oldest version that can hold it (version 1 unless it has a PTX image), so a reader from
+/// before PTX still reads every set without one, and refuses one with it by its version.
+pub const IMAGE_SET_VERSION: u32 = 2;
+/// The oldest image-set version this crate reads.
+pub const IMAGE_SET_OLDEST_VERSION: u32 = 1;
 /// Allocated note section that carries the image set in a linked binary.
 pub const IMAGE_NOTE_SECTION: &str = ".note.sycl.images";
 /// Name of the ELF note that carries the image set (without its terminating NUL).
@@ -202,6 +207,10 @@ pub enum ImageFormat {
     Native,
     /// LLVM SPIR bitcode, for drivers that take SPIR but not SPIR-V.
     SpirBitcode,
+    /// PTX assembly (text, without a terminating NUL) for NVIDIA GPUs through the CUDA driver,
+    /// which compiles and links it at run time: kernels are `.visible .entry`, exports
+    /// `.visible .func`, imports `.extern .func`. Since image-set version 2.
+    Ptx,
 }
 
 impl ImageFormat {
@@ -210,16 +219,31 @@ impl ImageFormat {
             ImageFormat::SpirV => 1,
             ImageFormat::Native => 2,
             ImageFormat::SpirBitcode => 3,
+            ImageFormat::Ptx => 4,
         }
     }
 
-    pub(crate) fn from_code(code: u32) -> Result<ImageFormat, DecodeError> {
-        Ok(match code {
+    /// The oldest image-set version that has this format.
+    fn since_version(self) -> u32 {
+        match self {
+            ImageFormat::Ptx => 2,
+            _ => 1,
+        }
+    }
+
+    /// The format of `code` in an image set of `version`.
+    pub(crate) fn from_code(code: u32, version: u32) -> Result<ImageFormat, DecodeError> {
+        let format = match code {
             1 => ImageFormat::SpirV,
             2 => ImageFormat::Native,
             3 => ImageFormat::SpirBitcode,
+            4 => ImageFormat::Ptx,
             _ => return Err(DecodeError::Invalid(format!("unknown image format {code}"))),
-        })
+        };
+        if format.since_version() > version {
+            return Err(DecodeError::Invalid(format!("image format {code} in an image set of version {version}")));
+        }
+        Ok(format)
     }
 
     pub fn name(self) -> &'static str {
@@ -227,6 +251,7 @@ impl ImageFormat {
             ImageFormat::SpirV => "spirv",
             ImageFormat::Native => "native",
             ImageFormat::SpirBitcode => "spir-bc",
+            ImageFormat::Ptx => "ptx",
         }
     }
 }
@@ -327,8 +352,10 @@ pub struct ImageSet {
 }
 
 impl ImageSet {
+    /// The payload, at the oldest version that holds every image's format.
     pub fn encode(&self) -> Vec<u8> {
-        let mut e = Encoder::new(IMAGE_SET_MAGIC, IMAGE_SET_VERSION);
+        let version = self.images.iter().map(|i| i.format.since_version()).max().unwrap_or(IMAGE_SET_OLDEST_VERSION);
+        let mut e = Encoder::new(IMAGE_SET_MAGIC, version);
         e.u32(len_u32(self.images.len()));
         for image in &self.images {
             e.u32(image.format.code());
@@ -429,10 +456,29 @@ mod tests {
     #[test]
     fn wrong_magic_and_future_version_are_named() {
         let mut bytes = sample_set().encode();
-        bytes[8] = 2;
-        assert!(matches!(ImageSet::decode(&bytes), Err(DecodeError::Version { found: 2, .. })));
+        bytes[8] = 3;
+        let err = ImageSet::decode(&bytes).unwrap_err();
+        assert!(matches!(err, DecodeError::Version { found: 3, oldest: 1, supported: 2 }));
+        assert_eq!(err.to_string(), "unknown version 3 (this build reads versions 1 to 2)");
         bytes[0] = b'X';
         assert!(matches!(ImageSet::decode(&bytes), Err(DecodeError::Magic)));
+    }
+
+    #[test]
+    fn a_set_is_written_at_the_oldest_version_that_holds_it() {
+        let mut set = sample_set();
+        let bytes = set.encode();
+        assert_eq!(bytes[8..12], 1u32.to_le_bytes(), "no PTX image: version 1, as before PTX");
+        set.images[1].format = ImageFormat::Ptx;
+        set.images[1].target = "ptx64".into();
+        let mut bytes = set.encode();
+        assert_eq!(bytes[8..12], 2u32.to_le_bytes());
+        assert_eq!(ImageSet::decode(&bytes).unwrap(), set);
+        assert_eq!(ImageSetView::parse(&bytes).unwrap().images[1].format, ImageFormat::Ptx);
+        // A PTX image in a version-1 set is refused: no version-1 writer made one.
+        bytes[8] = 1;
+        let err = ImageSet::decode(&bytes).unwrap_err();
+        assert_eq!(err.to_string(), "image format 4 in an image set of version 1");
     }
 
     #[test]

@@ -7,7 +7,8 @@
 use crate::codec::{DecodeError, Decoder};
 use crate::property::{TYPE_BYTE_ARRAY, TYPE_STRING, TYPE_UINT32};
 use crate::{
-    sets, Image, ImageFormat, KernelParam, Property, PropertySet, PropertyValue, IMAGE_SET_MAGIC, IMAGE_SET_VERSION,
+    sets, Image, ImageFormat, KernelParam, Property, PropertySet, PropertyValue, IMAGE_SET_MAGIC,
+    IMAGE_SET_OLDEST_VERSION, IMAGE_SET_VERSION,
 };
 
 /// A checked image-set payload.
@@ -20,18 +21,21 @@ impl<'a> ImageSetView<'a> {
     /// How many images a payload says it holds, read from its header alone (bounded by its
     /// size): enough to size an index before reading the images.
     pub fn count_hint(bytes: &[u8]) -> usize {
-        Decoder::new(bytes, IMAGE_SET_MAGIC, IMAGE_SET_VERSION).and_then(|mut d| d.count(16)).unwrap_or(0)
+        Decoder::with_versions(bytes, IMAGE_SET_MAGIC, IMAGE_SET_OLDEST_VERSION..=IMAGE_SET_VERSION)
+            .and_then(|(mut d, _)| d.count(16))
+            .unwrap_or(0)
     }
 
     /// Reads and checks a whole payload, as [`ImageSet::decode`](crate::ImageSet::decode)
     /// does, without copying anything out of it.
     pub fn parse(bytes: &'a [u8]) -> Result<ImageSetView<'a>, DecodeError> {
-        let mut d = Decoder::new(bytes, IMAGE_SET_MAGIC, IMAGE_SET_VERSION)?;
+        let (mut d, version) =
+            Decoder::with_versions(bytes, IMAGE_SET_MAGIC, IMAGE_SET_OLDEST_VERSION..=IMAGE_SET_VERSION)?;
         // Each image takes at least 16 bytes, so a count larger than that allows is a lie.
         let count = d.count(16)?;
         let mut images = Vec::with_capacity(count);
         for _ in 0..count {
-            let format = ImageFormat::from_code(d.u32()?)?;
+            let format = ImageFormat::from_code(d.u32()?, version)?;
             let target = d.str_ref()?;
             let kernels = List::read(&mut d, 4, |d| d.str_ref().map(drop))?;
             let sets = List::read(&mut d, 8, |d| {

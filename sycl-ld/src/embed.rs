@@ -91,16 +91,17 @@ pub fn images_for_targets(images: &[PostLinkImage], settings: &Settings) -> Resu
                 (aot::format_of(t)?, Some(entry))
             }
         };
-        for image in images {
-            let requirements = requirements_of(image);
-            if entry.is_some_and(|e| !requirements.accepted_by(e)) {
-                continue; // DPC++'s aspect filter: this target cannot run it
-            }
-            let data = match format {
-                ImageFormat::SpirV => image.spirv.clone(),
-                _ => aot::compile(target, &image.spirv)
-                    .with_context(|| format!("building image of {} for {target}", describe(image)))?,
-            };
+        // DPC++'s aspect filter: the images this target can run.
+        let accepted: Vec<(&PostLinkImage, DeviceRequirements)> = images
+            .iter()
+            .map(|image| (image, requirements_of(image)))
+            .filter(|(_, requirements)| entry.is_none_or(|e| requirements.accepted_by(e)))
+            .collect();
+        let data = match format {
+            ImageFormat::SpirV => accepted.iter().map(|(image, _)| image.spirv.clone()).collect(),
+            _ => aot::compile(target, &accepted.iter().map(|(image, _)| *image).collect::<Vec<_>>())?,
+        };
+        for ((image, requirements), data) in accepted.into_iter().zip(data) {
             set.images.push(Image {
                 format,
                 target: target.clone(),
@@ -114,11 +115,6 @@ pub fn images_for_targets(images: &[PostLinkImage], settings: &Settings) -> Resu
         bail!("no target among {} can run any of this unit's device images", settings.targets.join(", "));
     }
     Ok(set)
-}
-
-fn describe(image: &PostLinkImage) -> String {
-    let names: Vec<&str> = image.kernels.iter().chain(&image.exported).map(String::as_str).collect();
-    names.join(", ")
 }
 
 pub fn requirements_of(image: &PostLinkImage) -> DeviceRequirements {

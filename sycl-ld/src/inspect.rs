@@ -88,17 +88,34 @@ pub fn to_json(file: &str, set: &ImageSet) -> Value {
                     ps.properties.iter().map(|p| (p.name.clone(), value_json(&ps.name, &p.name, &p.value))).collect();
                 properties.insert(ps.name.clone(), Value::Object(entries));
             }
-            json!({
+            let mut out = json!({
                 "format": image.format.name(),
                 "target": image.target,
                 "kernels": image.kernels,
                 "exported": image.exported_symbols().collect::<Vec<_>>(),
                 "imported": image.imported_symbols().collect::<Vec<_>>(),
                 "properties": properties,
-            })
+            });
+            if let Some(ptx) = ptx_summary(image) {
+                out["ptx"] = json!({
+                    "version": ptx.version,
+                    "target": ptx.target,
+                    "entries": ptx.entries,
+                    "functions": ptx.functions,
+                    "externs": ptx.externs,
+                    "variables": ptx.variables,
+                });
+            }
+            out
         })
         .collect();
     json!({ "file": file, "images": images })
+}
+
+/// What a PTX image declares: its kernels, exported, imported functions and visible
+/// variables, as its directives say.
+fn ptx_summary(image: &sycl_format::Image) -> Option<crate::ptx::Summary> {
+    (image.format == sycl_format::ImageFormat::Ptx).then(|| crate::ptx::Summary::of(&String::from_utf8_lossy(&image.data)))
 }
 
 /// A kernel's parameters as declared, `(global int* out, int n, struct Pt p (12 bytes))`: a
@@ -127,6 +144,14 @@ pub fn to_text(file: &str, set: &ImageSet) -> String {
         let _ = writeln!(out, "  kernels:  {}", list(image.kernels.iter().map(String::as_str).collect()));
         let _ = writeln!(out, "  exported: {}", list(image.exported_symbols().collect()));
         let _ = writeln!(out, "  imported: {}", list(image.imported_symbols().collect()));
+        if let Some(ptx) = ptx_summary(image) {
+            let names = |v: &[String]| list(v.iter().map(String::as_str).collect());
+            let _ = writeln!(out, "  ptx:      .version {} .target {}", ptx.version, ptx.target);
+            let _ = writeln!(out, "    .visible .entry: {}", names(&ptx.entries));
+            let _ = writeln!(out, "    .visible .func:  {}", names(&ptx.functions));
+            let _ = writeln!(out, "    .extern .func:   {}", names(&ptx.externs));
+            let _ = writeln!(out, "    variables:       {}", names(&ptx.variables));
+        }
         for ps in &image.property_sets {
             let _ = writeln!(out, "  [{}]", ps.name);
             for p in &ps.properties {

@@ -31,8 +31,9 @@ pub const INSPECT: Command = Command {
     summary: "list the device images embedded in a binary",
     details: "\
 For each image: its format and target, its kernels, exported and imported symbols, and every
-property set, with the device requirements decoded. FILE is an executable, a shared library or
-an object file; one without images lists none.
+property set, with the device requirements decoded; for a PTX image, also what its directives
+declare (.version, .target, .visible .entry and .func, .extern .func, visible variables). FILE
+is an executable, a shared library or an object file; one without images lists none.
 
 options:
     --json    print JSON instead of text
@@ -190,7 +191,12 @@ environment:
     SYCL_CLANG, SYCL_LLVM_SPIRV, SYCL_DEVICE_CONFIG
                         as for sycl-build: the tools and the device configuration that
                         device-lib compiles sources with (llvm-spirv also makes the
-                        pocl_cpu images of a link)
+                        pocl_cpu and ptx64 images of a link)
+    SYCL_LLVM_DIS, SYCL_LLVM_LINK, SYCL_OPT_16, SYCL_LLC, SYCL_LIBCLC_NVPTX
+                        what makes the ptx64 images of a link (default: llvm-dis-16,
+                        llvm-link-16, opt-16, llc-16 on PATH and libclc's
+                        /usr/lib/clc/nvptx64--nvidiacl.bc)
+    SYCL_LD_PTX_KEEP=1  keep each ptx64 image's intermediate files and say where
 ",
         config = config_lines(BUILT_FOR, linker),
     )

@@ -369,6 +369,7 @@ fn an_aot_target_that_cannot_run_fp16_does_not_get_it() {
             sycl_format::ImageFormat::SpirV => &[0x03, 0x02, 0x23, 0x07],
             sycl_format::ImageFormat::SpirBitcode => b"BC\xc0\xde",
             sycl_format::ImageFormat::Native => b"\x7fELF",
+            sycl_format::ImageFormat::Ptx => b"//\n",
         };
         assert!(image.data.starts_with(magic), "{} image for {} starts {:x?}", image.format.name(), image.target, &image.data[..4]);
     }
@@ -790,4 +791,244 @@ fn device_lib_takes_g_as_the_drivers_do() {
         })
         .collect();
     assert!(sets.iter().any(|s| s.contains("DebugInfo")), "debug information in the image: {sets:?}");
+}
+
+/// A library for the `ptx64` tests: exports taking a global pointer, a generic pointer
+/// (written through by `fract`) and doubles.
+const PTX_LIB: &str = "SYCL_EXTERNAL float lib_scale(float x, __global const float *table) { return x * table[0]; }\n\
+SYCL_EXTERNAL float lib_fract(float x, float *whole) { return fract(x, whole); }\n\
+SYCL_EXTERNAL double lib_norm(double a, double b) { return sqrt(a * a + b * b); }\n";
+
+/// Kernels that call the library, and what PTX has to get right: local memory and barriers,
+/// a constant table, 32- and 64-bit atomics on global, local and generic pointers, double,
+/// builtins with pointer out-parameters, vload/vstore, the native_* and rsqrt functions, a
+/// kernel calling another (a `.entry` cannot be called), the
+/// work-item functions libclc lacks, work-group collectives, sub-groups of 32 (a barrier that
+/// only one sub-group reaches); and two kernels `ptx64` cannot run.
+const PTX_APP: &str = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n\
+SYCL_EXTERNAL float lib_scale(float x, __global const float *table);\n\
+SYCL_EXTERNAL float lib_fract(float x, float *whole);\n\
+SYCL_EXTERNAL double lib_norm(double a, double b);\n\
+__constant float weights[4] = {0.5f, 1.0f, 1.5f, 2.0f};\n\
+__kernel void tile_sum(__global const float *in, __global float *out, __local float *tile) {\n\
+  size_t l = get_local_id(0);\n\
+  tile[l] = in[get_global_id(0)] * weights[l & 3];\n\
+  barrier(CLK_LOCAL_MEM_FENCE);\n\
+  for (size_t s = get_local_size(0) / 2; s > 0; s >>= 1) { if (l < s) tile[l] += tile[l + s]; barrier(CLK_LOCAL_MEM_FENCE); }\n\
+  if (l == 0) out[get_group_id(0)] = lib_scale(tile[0], in);\n\
+}\n\
+__kernel void tile_sums(__global const float *in, __global float *out, __local float *tile) { tile_sum(in, out, tile); }\n\
+__kernel void histogram(__global const int *in, __global int *bins, __global long *total, __local int *local_bins) {\n\
+  size_t l = get_local_id(0);\n\
+  local_bins[l] = 0;\n\
+  barrier(CLK_LOCAL_MEM_FENCE);\n\
+  atomic_inc(&local_bins[in[get_global_id(0)] & 15]);\n\
+  barrier(CLK_LOCAL_MEM_FENCE);\n\
+  atomic_add(&bins[l], local_bins[l]);\n\
+  atom_add(total, (long)in[get_global_id(0)]);\n\
+  atomic_fetch_add_explicit((volatile __global atomic_int *)&bins[16], 1, memory_order_relaxed, memory_scope_device);\n\
+}\n\
+__kernel void distances(__global const double *xy, __global double *d) {\n\
+  size_t i = get_global_id(0);\n\
+  d[i] = lib_norm(xy[2 * i], xy[2 * i + 1]) + sin(xy[i]);\n\
+}\n\
+__kernel void math(__global float *f, __global float4 *v) {\n\
+  size_t i = get_global_id(0);\n\
+  float whole, c;\n\
+  float fr = lib_fract(f[i], &whole) + fract(f[i], &c);\n\
+  float s = sincos(f[i], &c);\n\
+  float4 x = vload4(i, f);\n\
+  float4 w4;\n\
+  float4 fr4 = fract(x, &w4);\n\
+  v[i] = fr4 + w4 + native_exp(x) + rsqrt(x) + (float4)(fr + whole + s + c + native_sin(f[i]) + native_recip(f[i]) + native_powr(f[i], 2.0f));\n\
+  vstore4(x * 2.0f, i + 1, f);\n\
+}\n\
+__kernel void launch_info(__global int *o) {\n\
+  o[0] = get_work_dim();\n\
+  o[1] = (int)get_global_offset(0) + (int)get_global_linear_id();\n\
+  o[2] = work_group_reduce_add(o[3]) + work_group_scan_exclusive_max(o[4]);\n\
+  o[5] = work_group_broadcast(o[6], 0) + work_group_all(o[7]);\n\
+}\n\
+__kernel SYCL_REQD_SUB_GROUP_SIZE(32) void warps(__global int *o) {\n\
+  size_t i = get_global_id(0);\n\
+  int v = sub_group_reduce_add(o[i]) + sub_group_scan_inclusive_max(o[i]) + sub_group_broadcast(o[i], 0);\n\
+  if (get_sub_group_id() == 0) sub_group_barrier(CLK_LOCAL_MEM_FENCE);\n\
+  o[i] = v + sub_group_any(v) + (int)get_sub_group_local_id() + (int)get_num_sub_groups();\n\
+}\n\
+__kernel void halves(__global half *h) { h[0] = h[0] * (half)2.0; }\n\
+__kernel SYCL_REQD_SUB_GROUP_SIZE(16) void sub_sized(__global int *o) { o[0] = 1; }\n";
+
+/// C++ for OpenCL on both sides: the export and the import keep SPIR's mangled names (with
+/// their address-space qualifiers), so they still meet in the CUDA link.
+const PTX_LIB_CPP: &str = "namespace geo { SYCL_EXTERNAL float dot(__global const float *a, __global const float *b, int n) {\n\
+  float s = 0; for (int i = 0; i < n; i++) s += a[i] * b[i]; return s; } }\n";
+const PTX_APP_CPP: &str = "namespace geo { SYCL_EXTERNAL float dot(__global const float *a, __global const float *b, int n); }\n\
+template <typename T> T sq(T x) { return x * x; }\n\
+__kernel void dots(__global float *a) { a[0] = sq(geo::dot(a, a + 4, 4)); }\n";
+
+/// `sycl-ld inspect --json` of a binary: each image's JSON.
+fn inspect_json(file: &Path) -> Vec<serde_json::Value> {
+    let output = Command::new(env!("CARGO_BIN_EXE_sycl-ld")).arg("inspect").arg(file).arg("--json").output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    json["images"].as_array().unwrap().clone()
+}
+
+fn strings(value: &serde_json::Value) -> Vec<String> {
+    value.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect()
+}
+
+/// Every image `ptx64` can run has a PTX form beside its SPIR-V with the same kernels and
+/// property sets; the PTX declares kernels `.visible .entry`, exports `.visible .func`,
+/// imports (and the virtual functions its kernels call) `.extern .func`, and nothing else
+/// extern: no builtin is left for the CUDA link.
+fn check_ptx_forms(file: &Path) -> Vec<serde_json::Value> {
+    let set = images_of(file);
+    let config = sycl_format::DeviceConfig::default_config();
+    let ptx64 = config.target("ptx64").unwrap();
+    for spirv in set.images.iter().filter(|i| i.target == "spir64") {
+        let ptx = set.images.iter().find(|i| i.target == "ptx64" && i.kernels == spirv.kernels && i.exported_symbols().eq(spirv.exported_symbols()));
+        if spirv.requirements().unwrap().accepted_by(ptx64) {
+            let ptx = ptx.unwrap_or_else(|| panic!("no PTX form of the image of {:?}", spirv.kernels));
+            assert_eq!(ptx.format, sycl_format::ImageFormat::Ptx);
+            assert_eq!(ptx.property_sets, spirv.property_sets, "{:?}", spirv.kernels);
+        } else {
+            assert!(ptx.is_none(), "{:?}: ptx64 cannot run it", spirv.kernels);
+        }
+    }
+    let images = inspect_json(file);
+    let ptx: Vec<serde_json::Value> = images.into_iter().filter(|i| i["format"] == "ptx").collect();
+    for image in &ptx {
+        let summary = &image["ptx"];
+        assert_eq!(summary["version"], "7.8");
+        assert_eq!(summary["target"], "sm_90");
+        let sorted = |v: &serde_json::Value| {
+            let mut v = strings(v);
+            v.sort();
+            v
+        };
+        assert_eq!(sorted(&summary["entries"]), sorted(&image["kernels"]));
+        assert_eq!(sorted(&summary["functions"]), sorted(&image["exported"]));
+        let uses = image["properties"]["SYCL/virtual functions"]["uses-virtual-functions-set"].as_str().unwrap_or("");
+        let mut expected_externs = strings(&image["imported"]);
+        for set in uses.split(',').filter(|s| !s.is_empty()) {
+            let members = set_members(file, set);
+            expected_externs.extend(members);
+        }
+        expected_externs.sort();
+        assert_eq!(sorted(&summary["externs"]), expected_externs, "{image}");
+        for variable in strings(&summary["variables"]) {
+            assert_eq!(variable, "__sycl_work_dim", "only the launch's dimension count is visible: {image}");
+        }
+    }
+    ptx
+}
+
+/// The functions of virtual-function set `set` among a binary's images.
+fn set_members(file: &Path, set: &str) -> Vec<String> {
+    let images = images_of(file);
+    let set_images = images.images.iter().filter(|i| i.target == "spir64" && i.virtual_functions_set() == Some((set, false)));
+    set_images.flat_map(|i| i.exported_symbols().map(str::to_string).collect::<Vec<_>>()).collect()
+}
+
+#[test]
+fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
+    let mut lib = Unit::new();
+    lib.build("ptxlib", &[("lib.cl", PTX_LIB), ("geo.clcpp", PTX_LIB_CPP)], |b| {
+        b.targets(["spir64", "ptx64"]);
+    });
+    lib.link_shared();
+    let lib_ptx = check_ptx_forms(&lib.dir.path().join("libunit.so"));
+    let mut exported: Vec<String> = lib_ptx.iter().flat_map(|i| strings(&i["ptx"]["functions"])).collect();
+    exported.sort();
+    assert_eq!(exported, ["_ZN3geo3dotEPU3AS1KfS1_i", "lib_fract", "lib_norm", "lib_scale"]);
+
+    let mut app = Unit::new();
+    app.build("ptxapp", &[("app.cl", PTX_APP), ("dots.clcpp", PTX_APP_CPP)], |b| {
+        b.targets(["spir64", "ptx64"]);
+    });
+    let set = app.link_shared();
+    let ptx = check_ptx_forms(&app.dir.path().join("libunit.so"));
+    let mut kernels: Vec<String> = ptx.iter().flat_map(|i| strings(&i["kernels"])).collect();
+    kernels.sort();
+    assert_eq!(
+        kernels,
+        ["distances", "dots", "histogram", "launch_info", "math", "tile_sum", "tile_sums", "warps"],
+        "no fp16, no sub-groups of 16 for ptx64"
+    );
+    let code = |kernel: &str| -> String {
+        let image = set.images.iter().find(|i| i.target == "ptx64" && i.kernels.iter().any(|k| k == kernel)).unwrap();
+        String::from_utf8(image.data.clone()).unwrap()
+    };
+    let tile_sum = code("tile_sum");
+    // The local pointer comes as an offset into the launch's dynamic shared memory.
+    for expected in [
+        "bar.sync",
+        "ld.shared.f32",
+        "ld.const.f32",
+        ".extern .func  (.param .b32 func_retval0) lib_scale",
+        ".extern .shared .align 16 .b8 __sycl_local_mem[];",
+        ".param .u64 tile_sum_param_2\n",
+    ] {
+        assert!(tile_sum.contains(expected), "{expected}:\n{tile_sum}");
+    }
+    let tile_sums = code("tile_sums");
+    assert!(tile_sums.contains(".visible .entry tile_sums(\n\t.param .u64 tile_sums_param_0,"), "{tile_sums}");
+    assert!(!tile_sums.contains("call.uni \n\ttile_sum,"), "{tile_sums}");
+    let histogram = code("histogram");
+    for expected in ["atom.shared.add.u32", "atom.global.add.u32", "atom.global.add.u64"] {
+        assert!(histogram.contains(expected), "{expected}:\n{histogram}");
+    }
+    let math = code("math");
+    for expected in ["rsqrt.approx.f32", "sin.approx.f32", "ex2.approx.f32", "lib_fract"] {
+        assert!(math.contains(expected), "{expected}:\n{math}");
+    }
+    assert!(code("distances").contains(".extern .func  (.param .b64 func_retval0) lib_norm"));
+    let launch_info = code("launch_info");
+    assert!(launch_info.contains(".weak .const .align 4 .u32 __sycl_work_dim"), "{launch_info}");
+    assert!(code("dots").contains(".extern .func  (.param .b32 func_retval0) _ZN3geo3dotEPU3AS1KfS1_i"));
+    // Sub-groups are warps; their barrier a warp's, not the work-group's.
+    let warps = code("warps");
+    for expected in ["shfl.sync.up.b32", "shfl.sync.idx.b32", "vote.sync.any.pred", "bar.warp.sync"] {
+        assert!(warps.contains(expected), "{expected}:\n{warps}");
+    }
+    assert!(!warps.contains("bar.sync"), "{warps}");
+
+    let text = Command::new(env!("CARGO_BIN_EXE_sycl-ld")).arg("inspect").arg(app.dir.path().join("libunit.so")).output().unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("ptx ptx64 ("), "{text}");
+    assert!(text.contains("  ptx:      .version 7.8 .target sm_90\n    .visible .entry: distances\n"), "{text}");
+}
+
+#[test]
+fn ptx64_kernels_call_virtual_functions_through_pointers_across_images() {
+    let mut unit = Unit::new();
+    let source = "#pragma OPENCL EXTENSION __cl_clang_function_pointers : enable\n\
+typedef int (*fn_t)(int);\n\
+SYCL_INDIRECTLY_CALLABLE(ops) int twice(int x) { return 2 * x; }\n\
+SYCL_INDIRECTLY_CALLABLE(ops) int thrice(int x) { return 3 * x; }\n\
+__global fn_t table[2] = { twice, thrice };\n\
+__kernel SYCL_CALLS_INDIRECTLY(ops) void call_ops(__global int *o) { o[0] = table[o[1] & 1](o[0]); }\n";
+    unit.build("vf", &[("vf.cl", source)], |b| {
+        b.targets(["spir64", "ptx64"]);
+    });
+    unit.link_shared();
+    let ptx = check_ptx_forms(&unit.dir.path().join("libunit.so"));
+    let externs: Vec<String> = ptx.iter().flat_map(|i| strings(&i["ptx"]["externs"])).collect();
+    assert_eq!(externs, ["twice", "thrice"], "the kernel's table refers to the set's image");
+}
+
+#[test]
+fn a_builtin_ptx64_lacks_fails_the_link_and_is_named() {
+    let mut unit = Unit::new();
+    unit.build("p", &[("p.cl", "__kernel void say(__global int *o) { printf(\"%d\\n\", o[0]); }\n")], |b| {
+        b.targets(["spir64", "ptx64"]);
+    });
+    let output = unit.link_shared_with(&[]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("building image of say for ptx64: the ptx64 target has no `printf`: neither libclc's NVPTX library nor sycl-ld defines it"),
+        "{stderr}"
+    );
 }

@@ -74,6 +74,15 @@ impl Symbols {
 
     /// Functions declared but not defined that pass [`can_be_imported`], in name order.
     pub fn imports(&self, module: &Module) -> Vec<String> {
+        let mut out = self.declared_functions(module);
+        out.retain(|name| can_be_imported(name));
+        out
+    }
+
+    /// Functions declared with import linkage but not defined, in name order: the imports,
+    /// and in a kernel image the members of the virtual-function sets its kernels call,
+    /// which come from the sets' images rather than through imports.
+    pub fn declared_functions(&self, module: &Module) -> Vec<String> {
         let declared: HashSet<Word> = module
             .functions
             .iter()
@@ -83,9 +92,7 @@ impl Symbols {
         let mut out: Vec<String> = self
             .linkage
             .iter()
-            .filter(|(id, (name, kind))| {
-                *kind == Linkage::Import && declared.contains(id) && can_be_imported(name)
-            })
+            .filter(|(id, (_, kind))| *kind == Linkage::Import && declared.contains(id))
             .map(|(_, (name, _))| name.clone())
             .collect();
         out.sort();

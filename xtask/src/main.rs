@@ -26,7 +26,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus, Output, Stdio};
 
-/// Debian packages the toolchain and the OpenCL platforms need.
+/// Debian packages the toolchain and the OpenCL platforms need: `llvm-16` (`llvm-dis-16`,
+/// `llvm-link-16`, `opt-16`, `llc-16`) and `libclc-16` (OpenCL C's library for NVPTX) make the
+/// PTX images of the `ptx64` target (`sycl-ld/src/ptx.rs`).
 const APT_PACKAGES: &[&str] = &[
     "clang-15",
     "llvm-15",
@@ -34,6 +36,8 @@ const APT_PACKAGES: &[&str] = &[
     "spirv-tools",
     "ocl-icd-opencl-dev",
     "pocl-opencl-icd",
+    "llvm-16",
+    "libclc-16",
 ];
 
 /// PyPI packages providing Intel's CPU OpenCL runtime (`libintelocl.so`) and its dependencies.

@@ -1,0 +1,282 @@
+//! The `ptx64` target: PTX for NVIDIA GPUs (sm_90 on), which the CUDA driver compiles and links
+//! at run time (`cuLink*`), made from each post-linked SPIR-V image. The SPIR-V stays the
+//! image's truth: the PTX form carries the same kernels, exports, imports and property sets.
+//!
+//! Per image:
+//!
+//! ```text
+//! llvm-spirv-15 -r --spirv-target-env=CL1.2   SPIR-V → SPIR LLVM bitcode, builtins as OpenCL 1.2 names
+//! llvm-dis-16                                 → text, typed pointers read as opaque ones
+//! retarget (ptx/retarget.rs)                  → NVPTX IR; ptx/shim.rs: our builtins, as IR
+//! llvm-link-16 IMAGE SHIM --only-needed --internalize nvptx64--nvidiacl.bc   (libclc)
+//! opt-16 -O2
+//! llc-16 -march=nvptx64 -mcpu=sm_90 -mattr=+ptx78 -nvptx-sched4reg      → PTX 7.8
+//! ```
+//!
+//! **Why text.** The differences between SPIR and NVPTX that matter here are LLVM's: calling
+//! conventions, the data layout, address-space numbers in types and intrinsic names, and the
+//! names `llvm-spirv -r` gives builtins (`_Z5fractfPU3AS4f`), which exist only once the
+//! translator has run. Rewriting our SPIR-V before `-r` (with `sycl-spirv`) could change storage
+//! classes, but not the names the translator then writes; a pass over the IR it writes sees
+//! everything, and LLVM 16's textual IR with opaque pointers is regular enough to rewrite token
+//! by token (`ptx/retarget.rs`), with no LLVM library linked into `sycl-ld`.
+//!
+//! **Why LLVM 16.** LLVM 15's NVPTX back end stops at sm_86 and PTX 7.5; LLVM 16 has sm_90
+//! and PTX 7.8, and reads `llvm-spirv-15`'s typed-pointer bitcode as opaque pointers, as
+//! libclc's library is. **Why CL1.2.** With OpenCL 2.0 names, `llvm-spirv -r` writes barriers
+//! as `work_group_barrier` and atomics as `atomic_*_explicit`, which libclc does not define.
+//! **Why `-nvptx-sched4reg`.** Measured 4% faster on SGEMM.
+//!
+//! A builtin neither libclc nor `ptx/shim.rs` defines would stay an `.extern .func` that no
+//! image exports, and the CUDA link would fail at run time; [`compile`] refuses it at link
+//! time instead, naming the builtin. Features the device lacks by its configuration entry
+//! (half arithmetic, images, sub-group sizes) never get here: the aspect filter keeps those
+//! images out of the target.
+
+mod mangle;
+mod retarget;
+mod shim;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use sycl_build::{Tool, ToolFile};
+use sycl_spirv::PostLinkImage;
+
+/// Set (not to 0), each image's intermediate files are kept (the SPIR LLVM IR, the
+/// retargeted IR, our builtins, the linked and optimised bitcode, the PTX) and their directory
+/// named on stderr.
+pub const KEEP_ENV: &str = "SYCL_LD_PTX_KEEP";
+
+/// The target's name, as `Build::targets` and the device configuration spell it.
+pub const TARGET: &str = "ptx64";
+/// The GPU architecture and PTX version `llc` writes for.
+pub const CPU: &str = "sm_90";
+pub const PTX_FEATURE: &str = "+ptx78";
+
+/// The tools and the library the translation runs, found once per link.
+pub struct Toolchain {
+    llvm_spirv: PathBuf,
+    llvm_dis: PathBuf,
+    llvm_link: PathBuf,
+    opt: PathBuf,
+    llc: PathBuf,
+    libclc: PathBuf,
+}
+
+impl Toolchain {
+    pub fn find() -> Result<Toolchain> {
+        let context = || format!("the {TARGET} target needs LLVM 16 and libclc");
+        Ok(Toolchain {
+            llvm_spirv: Tool::LLVM_SPIRV.find(None, false).with_context(context)?,
+            llvm_dis: Tool::LLVM_DIS.find(None, false).with_context(context)?,
+            llvm_link: Tool::LLVM_LINK.find(None, false).with_context(context)?,
+            opt: Tool::OPT_16.find(None, false).with_context(context)?,
+            llc: Tool::LLC.find(None, false).with_context(context)?,
+            libclc: ToolFile::LIBCLC_NVPTX.find(None, false).with_context(context)?,
+        })
+    }
+}
+
+/// The PTX of one post-linked image.
+pub fn compile(image: &PostLinkImage, tools: &Toolchain) -> Result<Vec<u8>> {
+    let keep = std::env::var_os(KEEP_ENV).is_some_and(|v| !v.is_empty() && v != "0");
+    let dir = tempfile::Builder::new().prefix("sycl-ptx-").disable_cleanup(keep).tempdir().context("creating a temporary directory")?;
+    if keep {
+        let names: Vec<&str> = image.kernels.iter().chain(&image.exported).map(String::as_str).collect();
+        eprintln!("sycl-ld: {TARGET} image of {}: intermediate files kept in {}", names.join(", "), dir.path().display());
+    }
+    let path = |name: &str| dir.path().join(name);
+    // The functions the image declares: its imports, and the members of virtual-function sets
+    // its kernels call. Then its sub-group barriers made calls to a function of ours, which
+    // `llvm-spirv -r --spirv-target-env=CL1.2` would otherwise write as work-group barriers.
+    let mut module = sycl_spirv::load(&image.spirv).context("reading the image's SPIR-V")?;
+    let declared = sycl_spirv::Symbols::of(&module).declared_functions(&module);
+    match sycl_spirv::sub_group_barriers_to_calls(&mut module, shim::SUB_GROUP_BARRIER) {
+        0 => write(&path("image.spv"), &image.spirv)?,
+        _ => write(&path("image.spv"), &sycl_spirv::assemble(&module))?,
+    }
+    run(Command::new(&tools.llvm_spirv).args(["-r", "--spirv-target-env=CL1.2"]).arg(path("image.spv")).arg("-o").arg(path("image.bc")))?;
+    run(Command::new(&tools.llvm_dis).arg(path("image.bc")).arg("-o").arg(path("image.ll")))?;
+    let ir = std::fs::read_to_string(path("image.ll")).context("reading the disassembled image")?;
+
+    let symbols = retarget::Symbols { kernels: &image.kernels, exported: &image.exported, declared: &declared };
+    let retargeted = retarget::retarget(&ir, &symbols, &shim::redirect);
+    let shim = shim::shim(&retargeted.builtins);
+    write(&path("image.nvptx.ll"), format!("{}\n{}\n", retargeted.module, shim.image_globals).as_bytes())?;
+    write(&path("shim.ll"), shim.module.as_bytes())?;
+
+    let ptx = link_and_compile(tools, &[&path("image.nvptx.ll"), &path("shim.ll")], dir.path())?;
+    check(&ptx, image, &declared)?;
+    Ok(ptx.into_bytes())
+}
+
+/// `modules` (the image first) linked with libclc, optimised and compiled to PTX, in `dir`.
+/// Every module after the first is linked only where needed and made internal: our builtins,
+/// then libclc's.
+fn link_and_compile(tools: &Toolchain, modules: &[&Path], dir: &Path) -> Result<String> {
+    let path = |name: &str| dir.join(name);
+    let (first, rest) = modules.split_first().expect("an image module");
+    run(Command::new(&tools.llvm_link)
+        .arg(first)
+        .args(rest)
+        .args(["--only-needed", "--internalize"])
+        .arg(&tools.libclc)
+        .arg("-o")
+        .arg(path("linked.bc")))?;
+    run(Command::new(&tools.opt).arg("-O2").arg(path("linked.bc")).arg("-o").arg(path("opt.bc")))?;
+    run(Command::new(&tools.llc)
+        .args(["-march=nvptx64", &format!("-mcpu={CPU}"), &format!("-mattr={PTX_FEATURE}"), "-nvptx-sched4reg"])
+        .arg(path("opt.bc"))
+        .arg("-o")
+        .arg(path("image.ptx")))?;
+    std::fs::read_to_string(path("image.ptx")).context("reading the PTX")
+}
+
+/// The PTX declares what the image's records say: each kernel a `.visible .entry`, each
+/// export a `.visible .func`, and nothing `.extern` but the functions its SPIR-V declares
+/// (imports, and the virtual functions its kernels call): no builtin is left to the CUDA link.
+fn check(ptx: &str, image: &PostLinkImage, declared: &[String]) -> Result<()> {
+    let summary = Summary::of(ptx);
+    let missing: Vec<&str> = summary.externs.iter().map(String::as_str).filter(|e| !declared.iter().any(|d| d == e)).collect();
+    if !missing.is_empty() {
+        let names: Vec<String> = missing.iter().map(|m| describe_builtin(m)).collect();
+        bail!(
+            "the {TARGET} target has no {}: neither libclc's NVPTX library nor sycl-ld defines {}, \
+             so the CUDA driver could not link the image",
+            names.join(", "),
+            if missing.len() == 1 { "it" } else { "them" }
+        );
+    }
+    for kernel in &image.kernels {
+        if !summary.entries.contains(kernel) {
+            bail!("internal error: kernel `{kernel}` is not a `.visible .entry` of its PTX");
+        }
+    }
+    for export in &image.exported {
+        if !summary.functions.contains(export) {
+            bail!("internal error: exported function `{export}` is not a `.visible .func` of its PTX");
+        }
+    }
+    Ok(())
+}
+
+/// `_Z16get_sub_group_idv` → `get_sub_group_id (_Z16get_sub_group_idv)`; other names as they are.
+fn describe_builtin(name: &str) -> String {
+    match mangle::demangle(name) {
+        Some(n) => format!("`{}` ({name})", n.base),
+        None => format!("`{name}`"),
+    }
+}
+
+/// What a PTX module declares, read from its directives.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// `.version`, `.target`.
+    pub version: String,
+    pub target: String,
+    /// `.visible .entry`: kernels.
+    pub entries: Vec<String>,
+    /// `.visible .func`: exported functions.
+    pub functions: Vec<String>,
+    /// `.extern .func`: imported functions.
+    pub externs: Vec<String>,
+    /// `.visible` and `.weak` variables (`.global`, `.const`, `.shared`).
+    pub variables: Vec<String>,
+}
+
+impl Summary {
+    pub fn of(ptx: &str) -> Summary {
+        let mut s = Summary::default();
+        for line in ptx.lines() {
+            let line = line.trim_start();
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                [".version", v, ..] => s.version = v.to_string(),
+                [".target", t, ..] => s.target = t.trim_end_matches(',').to_string(),
+                [".visible" | ".extern" | ".weak", kind, ..] => {
+                    let linkage = words[0];
+                    let after = line[line.find(kind).expect("a word of the line") + kind.len()..].trim_start();
+                    let Some(name) = symbol_name(after) else { continue };
+                    match (linkage, *kind) {
+                        (".visible", ".entry") => s.entries.push(name),
+                        (".visible", ".func") => s.functions.push(name),
+                        (".extern", ".func") => s.externs.push(name),
+                        (".visible" | ".weak", ".global" | ".const" | ".shared") => s.variables.push(name),
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        s
+    }
+}
+
+/// The name after `.func`/`.entry` (past a `(.param …)` return value) or a variable's type
+/// and alignment: `(.param .b32 func_retval0) lib_func(` → `lib_func`,
+/// `.align 4 .u32 __sycl_work_dim;` → `__sycl_work_dim`.
+fn symbol_name(text: &str) -> Option<String> {
+    let mut rest = text;
+    if rest.starts_with('(') {
+        rest = rest[rest.find(')')? + 1..].trim_start();
+    }
+    let mut words = rest.split(|c: char| c.is_whitespace() || c == '(' || c == ';' || c == '[' || c == '=').filter(|w| !w.is_empty());
+    let mut name = words.next()?;
+    while name.starts_with('.') {
+        name = words.next()?;
+        if name.chars().all(|c| c.is_ascii_digit()) {
+            name = words.next()?; // `.align 4`
+        }
+    }
+    Some(name.to_string())
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Runs a tool; its failure reports the command line and what it wrote, without LLVM's stack
+/// dump and libclc's harmless target-triple warning.
+fn run(cmd: &mut Command) -> Result<()> {
+    let out = cmd.output().with_context(|| format!("running {:?}", cmd.get_program()))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let message: Vec<&str> = stderr
+            .lines()
+            .take_while(|l| !l.starts_with("PLEASE submit a bug report") && !l.starts_with("Stack dump:"))
+            .filter(|l| !l.contains("Linking two modules of different target triples"))
+            .collect();
+        bail!("{cmd:?} failed ({}):\n{}", out.status, message.join("\n"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PTX: &str = "//\n.version 7.8\n.target sm_90\n.address_size 64\n\n\
+.extern .func  (.param .b32 func_retval0) lib_func\n(\n\t.param .b32 lib_func_param_0\n)\n;\n\
+.weak .const .align 4 .u32 __sycl_work_dim;\n.visible .global .align 4 .b8 tbl[16] = {0};\n\
+.visible .func  (.param .b32 func_retval0) exported(\n\t.param .b32 exported_param_0\n)\n{\n}\n\
+.func helper()\n{\n}\n.visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n}\n";
+
+    #[test]
+    fn summaries_read_the_linkage_directives() {
+        let s = Summary::of(PTX);
+        assert_eq!(s.version, "7.8");
+        assert_eq!(s.target, "sm_90");
+        assert_eq!(s.entries, ["k"]);
+        assert_eq!(s.functions, ["exported"]);
+        assert_eq!(s.externs, ["lib_func"]);
+        assert_eq!(s.variables, ["__sycl_work_dim", "tbl"]);
+    }
+
+    #[test]
+    fn builtins_are_named_by_their_source_names() {
+        assert_eq!(describe_builtin("_Z16get_sub_group_idv"), "`get_sub_group_id` (_Z16get_sub_group_idv)");
+        assert_eq!(describe_builtin("printf"), "`printf`");
+    }
+}

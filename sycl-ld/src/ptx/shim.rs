@@ -1,0 +1,808 @@
+//! Our own definitions of the builtins that libclc's NVPTX library lacks, or has in a form that
+//! fails or is slow on NVPTX, written as LLVM IR for the builtins an image declares and linked
+//! before libclc. Each is named [`PREFIX`] + its NVPTX mangled name, so it never clashes with
+//! libclc's; they are external here, so that the link resolves the image's calls to them, and
+//! `llvm-link --internalize` makes them local to the image.
+//!
+//! | builtins | libclc 16 on NVPTX | here |
+//! |---|---|---|
+//! | `get_global_offset` | missing | 0: the runtime launches without offsets (so libclc's `get_global_id`, which ignores them, is right) |
+//! | `get_work_dim` | missing | reads [`WORK_DIM`], a `.weak .const .u32` the image defines, which the runtime writes before a launch |
+//! | `get_local_linear_id`, `get_global_linear_id`, `get_enqueued_local_size` | missing | from the work-item functions |
+//! | `native_sin`, `cos`, `tan`, `exp`, `exp2`, `exp10`, `log`, `log2`, `log10`, `powr` (float) | `llc` fails (`fsin` cannot be selected, `expf` undefined) | PTX's `.approx` instructions, as CUDA's fast math |
+//! | `rsqrt`, `native_rsqrt`, `half_rsqrt` (float) | IEEE `1/sqrt` (2.26 times slower on n-body) | `rsqrt.approx.f32` (within OpenCL's 2 ulp) |
+//! | `atomic_*`, `atom_*` | 32-bit global and local only | `atomicrmw`/`cmpxchg` on any address space (generic: what OpenCL 2.0's `atomic_*_explicit` come back as), 32 and 64 bits |
+//! | `work_group_all`, `any`, `broadcast`, `reduce_*`, `scan_*` | missing | through a shared scratch array, between barriers |
+//! | sub-groups: `get_sub_group_*`, `get_num_sub_groups`, `sub_group_all`, `any`, `broadcast`, `reduce_*`, `scan_*`, `sub_group_barrier` | missing | CUDA's warps: sub-groups of 32 in linear local-id order, through `shfl.sync`, `vote.sync` and `bar.warp.sync` |
+//!
+//! What is not here and not in libclc (`printf`, half arithmetic, Intel's sub-group shuffles)
+//! stays an undefined function, which `super::compile` reports as a builtin the target lacks.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use super::mangle::{self, Type};
+use super::retarget::{Declaration, DATA_LAYOUT, TRIPLE};
+
+/// The prefix of our definitions' names.
+pub const PREFIX: &str = "__sycl_ptx.";
+
+/// The function a sub-group barrier calls once `sycl_spirv::sub_group_barriers_to_calls` has
+/// made it one (`llvm-spirv -r` would write it as a work-group `barrier`).
+pub const SUB_GROUP_BARRIER: &str = "__sycl_sub_group_barrier";
+
+/// The variable `get_work_dim` reads: a weak constant in every image that calls it (weak, so
+/// that the CUDA linker keeps one), which the runtime sets to the launch's dimension count.
+pub const WORK_DIM: &str = "__sycl_work_dim";
+
+/// Work-group size limit of the scratch array the collectives use (CUDA's limit per block).
+const MAX_WORK_GROUP: u32 = 1024;
+
+/// The name our definition of `decl` goes by, if we define it.
+pub fn redirect(decl: &Declaration) -> Option<String> {
+    Builtin::of(decl).map(|_| format!("{PREFIX}{}", decl.name))
+}
+
+/// The module of our definitions of `decls` (those we define), and what the image itself must
+/// define for them.
+pub struct Shim {
+    pub module: String,
+    pub image_globals: String,
+}
+
+pub fn shim(decls: &[Declaration]) -> Shim {
+    let mut m = Module::default();
+    for decl in decls {
+        if let Some(builtin) = Builtin::of(decl) {
+            builtin.define(decl, &mut m);
+        }
+    }
+    let mut module = format!("target datalayout = \"{DATA_LAYOUT}\"\ntarget triple = \"{TRIPLE}\"\n\n");
+    for g in &m.globals {
+        module.push_str(g);
+        module.push('\n');
+    }
+    module.push_str(&m.functions);
+    for d in &m.declarations {
+        module.push_str(d);
+        module.push('\n');
+    }
+    module.push_str("\nattributes #0 = { convergent nounwind }\n");
+    Shim { module, image_globals: m.image_globals.into_iter().collect::<Vec<_>>().join("\n") }
+}
+
+#[derive(Default)]
+struct Module {
+    functions: String,
+    globals: BTreeSet<String>,
+    declarations: BTreeSet<String>,
+    image_globals: BTreeSet<String>,
+    helpers: BTreeSet<&'static str>,
+}
+
+impl Module {
+    fn declare(&mut self, declaration: &str) {
+        self.declarations.insert(declaration.to_string());
+    }
+
+    /// `%lid`, `%n`: the work-item's linear index in its work-group and the work-group's size,
+    /// from PTX's special registers.
+    fn work_group_helpers(&mut self) {
+        if !self.helpers.insert("work-group") {
+            return;
+        }
+        for r in ["tid.x", "tid.y", "tid.z", "ntid.x", "ntid.y", "ntid.z"] {
+            self.declare(&format!("declare i32 @llvm.nvvm.read.ptx.sreg.{r}()"));
+        }
+        self.declare("declare void @llvm.nvvm.barrier0()");
+        self.globals.insert(format!(
+            "@{PREFIX}scratch = internal addrspace(3) global [{MAX_WORK_GROUP} x i64] undef, align 8"
+        ));
+        let _ = write!(
+            self.functions,
+            "define i32 @{PREFIX}local_linear_id() {{\n\
+  %x = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %y = call i32 @llvm.nvvm.read.ptx.sreg.tid.y()\n\
+  %z = call i32 @llvm.nvvm.read.ptx.sreg.tid.z()\n  %nx = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n\
+  %ny = call i32 @llvm.nvvm.read.ptx.sreg.ntid.y()\n  %zy = mul i32 %z, %ny\n  %row = add i32 %zy, %y\n\
+  %rows = mul i32 %row, %nx\n  %id = add i32 %rows, %x\n  ret i32 %id\n}}\n\n\
+define i32 @{PREFIX}local_linear_size() {{\n\
+  %nx = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()\n  %ny = call i32 @llvm.nvvm.read.ptx.sreg.ntid.y()\n\
+  %nz = call i32 @llvm.nvvm.read.ptx.sreg.ntid.z()\n  %nxy = mul i32 %nx, %ny\n  %n = mul i32 %nxy, %nz\n  ret i32 %n\n}}\n\n"
+        );
+    }
+}
+
+impl Module {
+    /// The work-item's lane in its sub-group, its sub-group's index, size and the mask of its
+    /// lanes (all 32, or the low ones of a shorter last sub-group), for `shfl.sync`,
+    /// `vote.sync` and `bar.warp.sync`.
+    fn sub_group_helpers(&mut self) {
+        self.work_group_helpers();
+        if !self.helpers.insert("sub-group") {
+            return;
+        }
+        self.declare("declare i32 @llvm.umin.i32(i32, i32)");
+        let _ = write!(
+            self.functions,
+            "define i32 @{PREFIX}sub_group_lane() {{\n  %lid = call i32 @{PREFIX}local_linear_id()\n  %lane = and i32 %lid, 31\n  ret i32 %lane\n}}\n\n\
+define i32 @{PREFIX}sub_group_id() {{\n  %lid = call i32 @{PREFIX}local_linear_id()\n  %id = lshr i32 %lid, 5\n  ret i32 %id\n}}\n\n\
+define i32 @{PREFIX}sub_group_size() {{\n  %n = call i32 @{PREFIX}local_linear_size()\n  %id = call i32 @{PREFIX}sub_group_id()\n\
+  %first = shl i32 %id, 5\n  %rest = sub i32 %n, %first\n  %size = call i32 @llvm.umin.i32(i32 %rest, i32 32)\n  ret i32 %size\n}}\n\n\
+define i32 @{PREFIX}sub_group_mask() {{\n  %size = call i32 @{PREFIX}sub_group_size()\n  %full = icmp eq i32 %size, 32\n\
+  %bit = shl i32 1, %size\n  %low = sub i32 %bit, 1\n  %mask = select i1 %full, i32 -1, i32 %low\n  ret i32 %mask\n}}\n\n"
+        );
+    }
+}
+
+/// What a builtin we define does.
+enum Builtin {
+    GlobalOffset,
+    WorkDim,
+    EnqueuedLocalSize,
+    LinearId { global: bool },
+    /// A float function through PTX's approximate instructions.
+    Approx(&'static str),
+    Atomic { op: &'static str, cmpxchg: bool },
+    WorkGroup(Collective),
+    SubGroup(SubGroup),
+}
+
+/// A work-group or sub-group function over values.
+#[derive(Clone, Copy)]
+enum Collective {
+    All,
+    Any,
+    Broadcast,
+    Reduce(&'static str),
+    ScanInclusive(&'static str),
+    ScanExclusive(&'static str),
+}
+
+impl Collective {
+    /// `all`, `broadcast`, `reduce_add`, `scan_exclusive_max`, … (what follows `work_group_`
+    /// or `sub_group_`).
+    fn parse(name: &str) -> Option<Collective> {
+        let op = |s: &str| ["add", "min", "max"].into_iter().find(|o| *o == s);
+        Some(match name {
+            "all" => Collective::All,
+            "any" => Collective::Any,
+            "broadcast" => Collective::Broadcast,
+            _ => {
+                if let Some(o) = name.strip_prefix("reduce_") {
+                    Collective::Reduce(op(o)?)
+                } else if let Some(o) = name.strip_prefix("scan_inclusive_") {
+                    Collective::ScanInclusive(op(o)?)
+                } else {
+                    Collective::ScanExclusive(op(name.strip_prefix("scan_exclusive_")?)?)
+                }
+            }
+        })
+    }
+}
+
+/// The sub-group functions, for sub-groups that are CUDA's warps of 32 work-items in linear
+/// local-id order (the last one of a work-group possibly shorter).
+#[derive(Clone, Copy)]
+enum SubGroup {
+    LocalId,
+    Id,
+    Size,
+    MaxSize,
+    Count,
+    Barrier,
+    Collective(Collective),
+}
+
+impl Builtin {
+    fn of(decl: &Declaration) -> Option<Builtin> {
+        if decl.name == SUB_GROUP_BARRIER {
+            return Some(Builtin::SubGroup(SubGroup::Barrier));
+        }
+        let name = mangle::demangle(&decl.name)?;
+        let first = name.params.first();
+        let scalar = first.and_then(Type::scalar_code);
+        let float = scalar == Some("f") && name.params.iter().all(|p| p.scalar_code() == Some("f"));
+        let base = name.base.as_str();
+        Some(match base {
+            "get_global_offset" => Builtin::GlobalOffset,
+            "get_work_dim" => Builtin::WorkDim,
+            "get_enqueued_local_size" => Builtin::EnqueuedLocalSize,
+            "get_local_linear_id" => Builtin::LinearId { global: false },
+            "get_global_linear_id" => Builtin::LinearId { global: true },
+            "rsqrt" | "native_rsqrt" | "half_rsqrt" if float => Builtin::Approx("rsqrt"),
+            _ if float && base.starts_with("native_") => {
+                let f = &base["native_".len()..];
+                let known = ["sin", "cos", "tan", "exp", "exp2", "exp10", "log", "log2", "log10", "powr"];
+                Builtin::Approx(known.iter().find(|k| **k == f)?)
+            }
+            _ if base.starts_with("atomic_") || base.starts_with("atom_") => {
+                let op = base.split_once('_')?.1;
+                let element = first?.innermost().scalar_code()?;
+                let signed = matches!(element, "i" | "l");
+                let integer = matches!(element, "i" | "j" | "l" | "m");
+                if !integer && !(element == "f" && op == "xchg") {
+                    return None;
+                }
+                let (op, cmpxchg) = match op {
+                    "add" | "inc" => ("add", false),
+                    "sub" | "dec" => ("sub", false),
+                    "xchg" => ("xchg", false),
+                    "and" => ("and", false),
+                    "or" => ("or", false),
+                    "xor" => ("xor", false),
+                    "min" => (if signed { "min" } else { "umin" }, false),
+                    "max" => (if signed { "max" } else { "umax" }, false),
+                    "cmpxchg" => ("", true),
+                    _ => return None,
+                };
+                Builtin::Atomic { op, cmpxchg }
+            }
+            "get_sub_group_local_id" => Builtin::SubGroup(SubGroup::LocalId),
+            "get_sub_group_id" => Builtin::SubGroup(SubGroup::Id),
+            "get_sub_group_size" => Builtin::SubGroup(SubGroup::Size),
+            "get_max_sub_group_size" => Builtin::SubGroup(SubGroup::MaxSize),
+            "get_num_sub_groups" | "get_enqueued_num_sub_groups" => Builtin::SubGroup(SubGroup::Count),
+            _ if base.starts_with("work_group_") || base.starts_with("sub_group_") => {
+                if !matches!(scalar?, "i" | "j" | "l" | "m" | "f" | "d") {
+                    return None;
+                }
+                let (group, function) = base.split_once("_group_")?;
+                let collective = Collective::parse(function)?;
+                match group {
+                    "work" => Builtin::WorkGroup(collective),
+                    _ => Builtin::SubGroup(SubGroup::Collective(collective)),
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    fn define(&self, decl: &Declaration, m: &mut Module) {
+        let signature: Vec<String> = decl.params.iter().enumerate().map(|(i, t)| format!("{t} %a{i}")).collect();
+        let convergent = if matches!(self, Builtin::WorkGroup(_) | Builtin::SubGroup(_)) { " #0" } else { "" };
+        let header =
+            format!("define {} @{PREFIX}{}({}){convergent} {{\nentry:\n", decl.ret, decl.name, signature.join(", "));
+        let mut b = Body::default();
+        let ret = &decl.ret;
+        match self {
+            Builtin::GlobalOffset => b.line(&format!("ret {ret} 0")),
+            Builtin::WorkDim => {
+                let var = format!("@{WORK_DIM}");
+                m.image_globals.insert(format!("{var} = weak addrspace(4) externally_initialized global i32 0, align 4"));
+                m.declare(&format!("{var} = external addrspace(4) global i32, align 4"));
+                let v = b.inst(&format!("load volatile i32, ptr addrspace(4) {var}, align 4"));
+                b.line(&format!("ret {ret} {v}"));
+            }
+            Builtin::EnqueuedLocalSize => {
+                m.declare("declare i64 @_Z14get_local_sizej(i32)");
+                let v = b.inst("call i64 @_Z14get_local_sizej(i32 %a0)");
+                b.line(&format!("ret {ret} {v}"));
+            }
+            Builtin::LinearId { global } => {
+                let (id, size) = if *global {
+                    ("_Z13get_global_idj", "_Z15get_global_sizej")
+                } else {
+                    ("_Z12get_local_idj", "_Z14get_local_sizej")
+                };
+                m.declare(&format!("declare i64 @{id}(i32)"));
+                m.declare(&format!("declare i64 @{size}(i32)"));
+                let ids: Vec<String> = (0..3).map(|d| b.inst(&format!("call i64 @{id}(i32 {d})"))).collect();
+                let sizes: Vec<String> = (0..2).map(|d| b.inst(&format!("call i64 @{size}(i32 {d})"))).collect();
+                // id0 + size0 * (id1 + size1 * id2)
+                let t = b.inst(&format!("mul i64 {}, {}", sizes[1], ids[2]));
+                let t = b.inst(&format!("add i64 {}, {t}", ids[1]));
+                let t = b.inst(&format!("mul i64 {}, {t}", sizes[0]));
+                let t = b.inst(&format!("add i64 {}, {t}", ids[0]));
+                b.line(&format!("ret {ret} {t}"));
+            }
+            Builtin::Approx(f) => {
+                let result = b.elementwise(ret, decl.params.len(), |b, args| approx(f, &args, b, m));
+                b.line(&format!("ret {ret} {result}"));
+            }
+            Builtin::Atomic { op, cmpxchg } => {
+                let ptr = &decl.params[0];
+                let v = if *cmpxchg {
+                    let pair = b.inst(&format!("cmpxchg {ptr} %a0, {ret} %a1, {ret} %a2 seq_cst seq_cst"));
+                    b.inst(&format!("extractvalue {{ {ret}, i1 }} {pair}, 0"))
+                } else {
+                    let operand = if decl.params.len() > 1 { "%a1" } else { "1" };
+                    b.inst(&format!("atomicrmw {op} {ptr} %a0, {ret} {operand} seq_cst"))
+                };
+                b.line(&format!("ret {ret} {v}"));
+            }
+            Builtin::WorkGroup(collective) => {
+                m.work_group_helpers();
+                work_group(*collective, &scalar_code(decl), decl, &mut b, m);
+            }
+            Builtin::SubGroup(function) => {
+                m.sub_group_helpers();
+                sub_group(*function, &scalar_code(decl), decl, &mut b, m);
+            }
+        }
+        m.functions.push_str(&header);
+        m.functions.push_str(&b.text);
+        m.functions.push_str("}\n\n");
+    }
+}
+
+/// The builtin type code of a collective's value (`i`, `m`, `d`, …).
+fn scalar_code(decl: &Declaration) -> String {
+    let name = mangle::demangle(&decl.name);
+    name.and_then(|n| n.params.first().and_then(Type::scalar_code).map(str::to_string)).unwrap_or_default()
+}
+
+/// Instructions of a function body, with fresh value names.
+#[derive(Default)]
+struct Body {
+    text: String,
+    next: usize,
+}
+
+impl Body {
+    fn line(&mut self, line: &str) {
+        self.text.push_str("  ");
+        self.text.push_str(line);
+        self.text.push('\n');
+    }
+
+    fn label(&mut self, label: &str) {
+        let _ = writeln!(self.text, "{label}:");
+    }
+
+    fn inst(&mut self, rhs: &str) -> String {
+        self.next += 1;
+        let name = format!("%t{}", self.next);
+        self.line(&format!("{name} = {rhs}"));
+        name
+    }
+
+    /// `f` applied to the arguments element by element (scalars as they are), the result
+    /// assembled as `ty`.
+    fn elementwise(&mut self, ty: &str, arity: usize, mut f: impl FnMut(&mut Body, Vec<String>) -> String) -> String {
+        let args = |i: usize| (0..arity).map(|a| format!("%a{a}")).collect::<Vec<_>>().get(i).cloned();
+        let Some((n, element)) = vector_type(ty) else {
+            return f(self, (0..arity).filter_map(args).collect());
+        };
+        let mut acc = "poison".to_string();
+        for lane in 0..n {
+            let lane_args = (0..arity).map(|a| self.inst(&format!("extractelement {ty} %a{a}, i32 {lane}"))).collect();
+            let r = f(self, lane_args);
+            acc = self.inst(&format!("insertelement {ty} {acc}, {element} {r}, i32 {lane}"));
+        }
+        acc
+    }
+}
+
+/// `<4 x float>` → (4, `float`).
+fn vector_type(ty: &str) -> Option<(u32, &str)> {
+    let inner = ty.strip_prefix('<')?.strip_suffix('>')?;
+    let (n, element) = inner.split_once(" x ")?;
+    Some((n.trim().parse().ok()?, element.trim()))
+}
+
+/// A float constant as LLVM IR writes it: the `f32` value, as a double's bits.
+fn float_constant(value: f32) -> String {
+    format!("0x{:016X}", f64::from(value).to_bits())
+}
+
+/// One float lane of an approximate function: PTX's `sin.approx`, `cos.approx`, `ex2.approx`,
+/// `lg2.approx`, `rsqrt.approx`, `div.approx`, scaled where the base differs.
+fn approx(f: &str, args: &[String], b: &mut Body, m: &mut Module) -> String {
+    let mut call = |b: &mut Body, intrinsic: &str, args: &[&str]| {
+        m.declare(&format!("declare float @llvm.nvvm.{intrinsic}({})", vec!["float"; args.len()].join(", ")));
+        let list: Vec<String> = args.iter().map(|a| format!("float {a}")).collect();
+        b.inst(&format!("call float @llvm.nvvm.{intrinsic}({})", list.join(", ")))
+    };
+    let x = args[0].as_str();
+    let scaled = |b: &mut Body, v: &str, factor: f32| b.inst(&format!("fmul float {v}, {}", float_constant(factor)));
+    match f {
+        "sin" => call(b, "sin.approx.f", &[x]),
+        "cos" => call(b, "cos.approx.f", &[x]),
+        "tan" => {
+            let s = call(b, "sin.approx.f", &[x]);
+            let c = call(b, "cos.approx.f", &[x]);
+            call(b, "div.approx.f", &[&s, &c])
+        }
+        "exp2" => call(b, "ex2.approx.f", &[x]),
+        "exp" => {
+            let t = scaled(b, x, std::f32::consts::LOG2_E);
+            call(b, "ex2.approx.f", &[&t])
+        }
+        "exp10" => {
+            let t = scaled(b, x, std::f32::consts::LOG2_10);
+            call(b, "ex2.approx.f", &[&t])
+        }
+        "log2" => call(b, "lg2.approx.f", &[x]),
+        "log" => {
+            let t = call(b, "lg2.approx.f", &[x]);
+            scaled(b, &t, std::f32::consts::LN_2)
+        }
+        "log10" => {
+            let t = call(b, "lg2.approx.f", &[x]);
+            scaled(b, &t, std::f32::consts::LOG10_2)
+        }
+        "powr" => {
+            let l = call(b, "lg2.approx.f", &[x]);
+            let t = b.inst(&format!("fmul float {}, {l}", args[1]));
+            call(b, "ex2.approx.f", &[&t])
+        }
+        "rsqrt" => call(b, "rsqrt.approx.f", &[x]),
+        _ => unreachable!("only the functions Builtin::of accepts"),
+    }
+}
+
+/// A work-group collective over the shared scratch array: each work-item stores its value in
+/// its slot, a barrier, then each reads the slots it needs (all of them for a reduction, those
+/// before its own for a scan, one for a broadcast), and a barrier again before the array can
+/// be reused. Reading the same slot across a warp is one shared-memory broadcast.
+fn work_group(collective: Collective, code: &str, decl: &Declaration, b: &mut Body, m: &mut Module) {
+    let ty = decl.ret.as_str();
+    let scratch = format!("@{PREFIX}scratch");
+    let slot = |b: &mut Body, index: &str| {
+        b.inst(&format!("getelementptr inbounds [{MAX_WORK_GROUP} x i64], ptr addrspace(3) {scratch}, i32 0, i32 {index}"))
+    };
+    let lid = b.inst(&format!("call i32 @{PREFIX}local_linear_id()"));
+    let n = b.inst(&format!("call i32 @{PREFIX}local_linear_size()"));
+    if let Collective::Broadcast = collective {
+        // The source work-item's linear index: x + y * size_x + z * size_x * size_y.
+        let nx = b.inst("call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()");
+        let ny = b.inst("call i32 @llvm.nvvm.read.ptx.sreg.ntid.y()");
+        let coords: Vec<String> = (1..decl.params.len()).map(|i| b.inst(&format!("trunc {} %a{i} to i32", decl.params[i]))).collect();
+        let mut src = coords[0].clone();
+        if let Some(y) = coords.get(1) {
+            let t = b.inst(&format!("mul i32 {y}, {nx}"));
+            src = b.inst(&format!("add i32 {src}, {t}"));
+        }
+        if let Some(z) = coords.get(2) {
+            let nxy = b.inst(&format!("mul i32 {nx}, {ny}"));
+            let t = b.inst(&format!("mul i32 {z}, {nxy}"));
+            src = b.inst(&format!("add i32 {src}, {t}"));
+        }
+        let is_source = b.inst(&format!("icmp eq i32 {lid}, {src}"));
+        b.line(&format!("br i1 {is_source}, label %store, label %wait"));
+        b.label("store");
+        let p = slot(b, "0");
+        b.line(&format!("store {ty} %a0, ptr addrspace(3) {p}, align 8"));
+        b.line("br label %wait");
+        b.label("wait");
+        b.line("call void @llvm.nvvm.barrier0()");
+        let p = slot(b, "0");
+        let v = b.inst(&format!("load {ty}, ptr addrspace(3) {p}, align 8"));
+        b.line("call void @llvm.nvvm.barrier0()");
+        b.line(&format!("ret {ty} {v}"));
+        return;
+    }
+    // all/any: over (x != 0) as an i32 0 or 1.
+    let (value, op) = match collective {
+        Collective::All | Collective::Any => {
+            let nonzero = b.inst(&format!("icmp ne {ty} %a0, 0"));
+            let v = b.inst(&format!("zext i1 {nonzero} to {ty}"));
+            (v, if matches!(collective, Collective::All) { "and" } else { "or" })
+        }
+        Collective::Reduce(op) | Collective::ScanInclusive(op) | Collective::ScanExclusive(op) => ("%a0".to_string(), op),
+        Collective::Broadcast => unreachable!("handled above"),
+    };
+    let identity = identity(op, code);
+    let limit = match collective {
+        Collective::ScanInclusive(_) => b.inst(&format!("add i32 {lid}, 1")),
+        Collective::ScanExclusive(_) => lid.clone(),
+        _ => n.clone(),
+    };
+    let own = slot(b, &lid);
+    b.line(&format!("store {ty} {value}, ptr addrspace(3) {own}, align 8"));
+    b.line("call void @llvm.nvvm.barrier0()");
+    b.line("br label %loop");
+    b.label("loop");
+    b.line("%i = phi i32 [ 0, %entry ], [ %i.next, %body ]");
+    b.line(&format!("%acc = phi {ty} [ {identity}, %entry ], [ %acc.next, %body ]"));
+    let more = b.inst(&format!("icmp ult i32 %i, {limit}"));
+    b.line(&format!("br i1 {more}, label %body, label %done"));
+    b.label("body");
+    let p = slot(b, "%i");
+    let v = b.inst(&format!("load {ty}, ptr addrspace(3) {p}, align 8"));
+    b.line(&format!("%acc.next = {}", combination(op, code, ty, "%acc", &v, m)));
+    b.line("%i.next = add i32 %i, 1");
+    b.line("br label %loop");
+    b.label("done");
+    b.line("call void @llvm.nvvm.barrier0()");
+    b.line(&format!("ret {ty} %acc"));
+}
+
+/// The value that leaves the others unchanged under `op` (`add`, `min`, `max`, `and`, `or`)
+/// for builtin type `code`.
+fn identity(op: &str, code: &str) -> String {
+    let (float, signed, wide) = (matches!(code, "f" | "d"), matches!(code, "i" | "l"), matches!(code, "l" | "m" | "d"));
+    match (op, float, signed) {
+        ("add", true, _) => "-0.0".to_string(),
+        ("min", true, _) => "0x7FF0000000000000".to_string(),
+        ("max", true, _) => "0xFFF0000000000000".to_string(),
+        ("min", false, true) if wide => i64::MAX.to_string(),
+        ("min", false, true) => i32::MAX.to_string(),
+        ("min", false, false) | ("and", _, _) => "-1".to_string(),
+        ("max", false, true) if wide => i64::MIN.to_string(),
+        ("max", false, true) => i32::MIN.to_string(),
+        _ => "0".to_string(),
+    }
+}
+
+/// The instruction that combines `a` and `x` of type `ty` (builtin type `code`) under `op`:
+/// OpenCL's fmin/fmax and integer min/max are LLVM's minnum/maxnum, smin/umin, smax/umax.
+fn combination(op: &str, code: &str, ty: &str, a: &str, x: &str, m: &mut Module) -> String {
+    let (float, signed) = (matches!(code, "f" | "d"), matches!(code, "i" | "l"));
+    let intrinsic = match (op, float, signed) {
+        ("add", true, _) => return format!("fadd {ty} {a}, {x}"),
+        ("add" | "and" | "or", _, _) => return format!("{op} {ty} {a}, {x}"),
+        ("min", true, _) => format!("minnum.{}", if ty == "double" { "f64" } else { "f32" }),
+        ("max", true, _) => format!("maxnum.{}", if ty == "double" { "f64" } else { "f32" }),
+        ("min", false, true) => format!("smin.{ty}"),
+        ("min", false, false) => format!("umin.{ty}"),
+        ("max", false, true) => format!("smax.{ty}"),
+        _ => format!("umax.{ty}"),
+    };
+    m.declare(&format!("declare {ty} @llvm.{intrinsic}({ty}, {ty})"));
+    format!("call {ty} @llvm.{intrinsic}({ty} {a}, {ty} {x})")
+}
+
+/// A sub-group function, over warps: lanes, sizes and masks from the helpers; values through
+/// `shfl.sync` (a scan in five `shfl.sync.up` steps, a reduction the scan's last lane
+/// broadcast with `shfl.sync.idx`), votes through `vote.sync`, the barrier `bar.warp.sync`.
+fn sub_group(function: SubGroup, code: &str, decl: &Declaration, b: &mut Body, m: &mut Module) {
+    let ty = decl.ret.as_str();
+    let helper = |b: &mut Body, name: &str| b.inst(&format!("call i32 @{PREFIX}{name}()"));
+    let result = match function {
+        SubGroup::LocalId => helper(b, "sub_group_lane"),
+        SubGroup::Id => helper(b, "sub_group_id"),
+        SubGroup::Size => helper(b, "sub_group_size"),
+        SubGroup::MaxSize => {
+            let n = helper(b, "local_linear_size");
+            b.inst(&format!("call i32 @llvm.umin.i32(i32 {n}, i32 32)"))
+        }
+        SubGroup::Count => {
+            let n = helper(b, "local_linear_size");
+            let t = b.inst(&format!("add i32 {n}, 31"));
+            b.inst(&format!("lshr i32 {t}, 5"))
+        }
+        SubGroup::Barrier => {
+            m.declare("declare void @llvm.nvvm.bar.warp.sync(i32)");
+            let mask = helper(b, "sub_group_mask");
+            b.line(&format!("call void @llvm.nvvm.bar.warp.sync(i32 {mask})"));
+            b.line("ret void");
+            return;
+        }
+        SubGroup::Collective(c @ (Collective::All | Collective::Any)) => {
+            let vote = if matches!(c, Collective::All) { "all" } else { "any" };
+            m.declare(&format!("declare i1 @llvm.nvvm.vote.{vote}.sync(i32, i1)"));
+            let mask = helper(b, "sub_group_mask");
+            let p = b.inst(&format!("icmp ne {ty} %a0, 0"));
+            let v = b.inst(&format!("call i1 @llvm.nvvm.vote.{vote}.sync(i32 {mask}, i1 {p})"));
+            b.inst(&format!("zext i1 {v} to {ty}"))
+        }
+        SubGroup::Collective(Collective::Broadcast) => {
+            let mask = helper(b, "sub_group_mask");
+            let lane = match decl.params[1].as_str() {
+                "i32" => "%a1".to_string(),
+                wide => b.inst(&format!("trunc {wide} %a1 to i32")),
+            };
+            shuffle(b, m, "idx", ty, "%a0", &lane, &mask)
+        }
+        SubGroup::Collective(Collective::Reduce(op) | Collective::ScanInclusive(op) | Collective::ScanExclusive(op)) => {
+            let mask = helper(b, "sub_group_mask");
+            let lane = helper(b, "sub_group_lane");
+            let mut x = "%a0".to_string();
+            for offset in [1, 2, 4, 8, 16] {
+                let y = shuffle(b, m, "up", ty, &x, &offset.to_string(), &mask);
+                let combined = b.inst(&combination(op, code, ty, &y, &x, m));
+                let has = b.inst(&format!("icmp uge i32 {lane}, {offset}"));
+                x = b.inst(&format!("select i1 {has}, {ty} {combined}, {ty} {x}"));
+            }
+            match function {
+                SubGroup::Collective(Collective::Reduce(_)) => {
+                    let size = helper(b, "sub_group_size");
+                    let last = b.inst(&format!("sub i32 {size}, 1"));
+                    shuffle(b, m, "idx", ty, &x, &last, &mask)
+                }
+                SubGroup::Collective(Collective::ScanExclusive(_)) => {
+                    let before = shuffle(b, m, "up", ty, &x, "1", &mask);
+                    let first = b.inst(&format!("icmp eq i32 {lane}, 0"));
+                    b.inst(&format!("select i1 {first}, {ty} {}, {ty} {before}", identity(op, code)))
+                }
+                _ => x,
+            }
+        }
+    };
+    b.line(&format!("ret {ty} {result}"));
+}
+
+/// `value` of type `ty` from another lane of the sub-group: `shfl.sync.idx` from lane `lane`
+/// or `shfl.sync.up` from `lane` lanes below; 64-bit values as two 32-bit halves.
+fn shuffle(b: &mut Body, m: &mut Module, kind: &str, ty: &str, value: &str, lane: &str, mask: &str) -> String {
+    // The clamp operand: the highest lane for idx, the lowest for up.
+    let clamp = if kind == "idx" { 31 } else { 0 };
+    let mut shfl32 = |b: &mut Body, t: &str, v: &str| {
+        let suffix = if t == "float" { "f32" } else { "i32" };
+        m.declare(&format!("declare {t} @llvm.nvvm.shfl.sync.{kind}.{suffix}(i32, {t}, i32, i32)"));
+        b.inst(&format!("call {t} @llvm.nvvm.shfl.sync.{kind}.{suffix}(i32 {mask}, {t} {v}, i32 {lane}, i32 {clamp})"))
+    };
+    match ty {
+        "i32" | "float" => shfl32(b, ty, value),
+        _ => {
+            let bits = if ty == "double" { b.inst(&format!("bitcast double {value} to i64")) } else { value.to_string() };
+            let low = b.inst(&format!("trunc i64 {bits} to i32"));
+            let high = b.inst(&format!("lshr i64 {bits}, 32"));
+            let high = b.inst(&format!("trunc i64 {high} to i32"));
+            let low = shfl32(b, "i32", &low);
+            let high = shfl32(b, "i32", &high);
+            let low = b.inst(&format!("zext i32 {low} to i64"));
+            let high = b.inst(&format!("zext i32 {high} to i64"));
+            let high = b.inst(&format!("shl i64 {high}, 32"));
+            let joined = b.inst(&format!("or i64 {high}, {low}"));
+            if ty == "double" {
+                b.inst(&format!("bitcast i64 {joined} to double"))
+            } else {
+                joined
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decl(name: &str, ret: &str, params: &[&str]) -> Declaration {
+        Declaration { name: name.into(), ret: ret.into(), params: params.iter().map(|p| p.to_string()).collect() }
+    }
+
+    /// One declaration of each kind we define, as the retargeted image declares them.
+    fn ours() -> Vec<Declaration> {
+        vec![
+            decl("_Z17get_global_offsetj", "i64", &["i32"]),
+            decl("_Z12get_work_dimv", "i32", &[]),
+            decl("_Z23get_enqueued_local_sizej", "i64", &["i32"]),
+            decl("_Z19get_local_linear_idv", "i64", &[]),
+            decl("_Z20get_global_linear_idv", "i64", &[]),
+            decl("_Z5rsqrtf", "float", &["float"]),
+            decl("_Z12native_rsqrtDv4_f", "<4 x float>", &["<4 x float>"]),
+            decl("_Z10half_rsqrtf", "float", &["float"]),
+            decl("_Z10native_sinf", "float", &["float"]),
+            decl("_Z10native_cosDv2_f", "<2 x float>", &["<2 x float>"]),
+            decl("_Z10native_tanf", "float", &["float"]),
+            decl("_Z10native_expf", "float", &["float"]),
+            decl("_Z11native_exp2f", "float", &["float"]),
+            decl("_Z12native_exp10f", "float", &["float"]),
+            decl("_Z10native_logf", "float", &["float"]),
+            decl("_Z11native_log2f", "float", &["float"]),
+            decl("_Z12native_log10Dv3_f", "<3 x float>", &["<3 x float>"]),
+            decl("_Z11native_powrff", "float", &["float", "float"]),
+            decl("_Z10atomic_addPVii", "i32", &["ptr", "i32"]),
+            decl("_Z10atomic_incPU3AS3Vi", "i32", &["ptr addrspace(3)"]),
+            decl("_Z10atomic_minPU3AS1Vjj", "i32", &["ptr addrspace(1)", "i32"]),
+            decl("_Z8atom_maxPU3AS1Vll", "i64", &["ptr addrspace(1)", "i64"]),
+            decl("_Z12atom_cmpxchgPU3AS1Vlll", "i64", &["ptr addrspace(1)", "i64", "i64"]),
+            decl("_Z11atomic_xchgPU3AS1Vff", "float", &["ptr addrspace(1)", "float"]),
+            decl("_Z14work_group_alli", "i32", &["i32"]),
+            decl("_Z14work_group_anyi", "i32", &["i32"]),
+            decl("_Z20work_group_broadcastjmmm", "i32", &["i32", "i64", "i64", "i64"]),
+            decl("_Z20work_group_broadcastdm", "double", &["double", "i64"]),
+            decl("_Z21work_group_reduce_addf", "float", &["float"]),
+            decl("_Z21work_group_reduce_minm", "i64", &["i64"]),
+            decl("_Z21work_group_reduce_maxl", "i64", &["i64"]),
+            decl("_Z29work_group_scan_inclusive_addi", "i32", &["i32"]),
+            decl("_Z29work_group_scan_exclusive_maxd", "double", &["double"]),
+            decl("_Z22get_sub_group_local_idv", "i32", &[]),
+            decl("_Z16get_sub_group_idv", "i32", &[]),
+            decl("_Z18get_sub_group_sizev", "i32", &[]),
+            decl("_Z22get_max_sub_group_sizev", "i32", &[]),
+            decl("_Z18get_num_sub_groupsv", "i32", &[]),
+            decl("_Z27get_enqueued_num_sub_groupsv", "i32", &[]),
+            decl(SUB_GROUP_BARRIER, "void", &[]),
+            decl("_Z13sub_group_alli", "i32", &["i32"]),
+            decl("_Z13sub_group_anyi", "i32", &["i32"]),
+            decl("_Z19sub_group_broadcastfj", "float", &["float", "i32"]),
+            decl("_Z19sub_group_broadcastmj", "i64", &["i64", "i32"]),
+            decl("_Z20sub_group_reduce_addi", "i32", &["i32"]),
+            decl("_Z20sub_group_reduce_maxm", "i64", &["i64"]),
+            decl("_Z28sub_group_scan_exclusive_addd", "double", &["double"]),
+            decl("_Z28sub_group_scan_inclusive_minf", "float", &["float"]),
+        ]
+    }
+
+    #[test]
+    fn what_libclc_has_and_works_is_left_to_it() {
+        for (name, ret, params) in [
+            ("_Z5fractfPf", "float", &["float", "ptr"][..]),
+            ("_Z5rsqrtd", "double", &["double"]),
+            ("_Z12native_recipf", "float", &["float"]),
+            ("_Z13native_divideff", "float", &["float", "float"]),
+            ("_Z8half_expf", "float", &["float"]),
+            ("_Z7barrierj", "void", &["i32"]),
+            ("_Z3madDhDhDh", "half", &["half", "half", "half"]),
+            ("_Z21work_group_reduce_addDh", "half", &["half"]),
+            ("printf", "i32", &["ptr addrspace(4)"]),
+        ] {
+            assert_eq!(redirect(&decl(name, ret, params)), None, "{name}");
+        }
+        for d in ours() {
+            assert_eq!(redirect(&d), Some(format!("{PREFIX}{}", d.name)));
+        }
+    }
+
+    #[test]
+    fn the_definitions_say_what_they_do() {
+        let shim = shim(&ours());
+        for expected in [
+            "define i64 @__sycl_ptx._Z17get_global_offsetj(i32 %a0) {\nentry:\n  ret i64 0\n}",
+            "call float @llvm.nvvm.rsqrt.approx.f(float %a0)",
+            "atomicrmw add ptr %a0, i32 %a1 seq_cst",
+            "atomicrmw add ptr addrspace(3) %a0, i32 1 seq_cst",
+            "atomicrmw umin ptr addrspace(1) %a0, i32 %a1 seq_cst",
+            "atomicrmw max ptr addrspace(1) %a0, i64 %a1 seq_cst",
+            "cmpxchg ptr addrspace(1) %a0, i64 %a1, i64 %a2 seq_cst seq_cst",
+            "atomicrmw xchg ptr addrspace(1) %a0, float %a1 seq_cst",
+            "@__sycl_ptx.scratch = internal addrspace(3) global [1024 x i64] undef, align 8",
+            "define i32 @__sycl_ptx._Z14work_group_alli(i32 %a0) #0 {",
+            "%acc = phi i64 [ -1, %entry ], [ %acc.next, %body ]",
+            "%acc = phi i64 [ -9223372036854775808, %entry ], [ %acc.next, %body ]",
+            "%acc = phi float [ -0.0, %entry ]",
+            "%acc = phi double [ 0xFFF0000000000000, %entry ]",
+            "call i1 @llvm.nvvm.vote.all.sync(i32 %t1, i1 %t2)",
+            "call float @llvm.nvvm.shfl.sync.idx.f32(i32 %t1, float %a0, i32 %a1, i32 31)",
+            "call void @llvm.nvvm.bar.warp.sync(i32 %t1)",
+        ] {
+            assert!(shim.module.contains(expected), "{expected}\n{}", shim.module);
+        }
+        assert_eq!(shim.image_globals, "@__sycl_work_dim = weak addrspace(4) externally_initialized global i32 0, align 4");
+    }
+
+    /// Every definition is valid IR that NVPTX compiles: a module calling each is linked with
+    /// the shim and libclc, optimised and compiled as an image is, and no call is left
+    /// undefined.
+    #[test]
+    fn every_definition_compiles_for_sm_90() {
+        let tools = crate::ptx::Toolchain::find().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let decls = ours();
+        let mut image = format!("target datalayout = \"{DATA_LAYOUT}\"\ntarget triple = \"{TRIPLE}\"\n\n");
+        for (i, d) in decls.iter().enumerate() {
+            let params: Vec<String> = d.params.iter().enumerate().map(|(p, t)| format!("{t} %p{p}")).collect();
+            let args: Vec<String> = d.params.iter().enumerate().map(|(p, t)| format!("{t} %p{p}")).collect();
+            let (call, ret) = match d.ret.as_str() {
+                "void" => ("call", "ret void".to_string()),
+                ty => ("%r = call", format!("ret {ty} %r")),
+            };
+            image += &format!(
+                "define {ty} @use{i}({}) {{\n  {call} {ty} @{PREFIX}{}({})\n  {ret}\n}}\ndeclare {ty} @{PREFIX}{}({})\n",
+                params.join(", "),
+                d.name,
+                args.join(", "),
+                d.name,
+                d.params.join(", "),
+                ty = d.ret
+            );
+        }
+        let shim = shim(&decls);
+        image += &shim.image_globals;
+        let (image_path, shim_path) = (dir.path().join("image.ll"), dir.path().join("shim.ll"));
+        std::fs::write(&image_path, image).unwrap();
+        std::fs::write(&shim_path, &shim.module).unwrap();
+        let ptx = crate::ptx::link_and_compile(&tools, &[&image_path, &shim_path], dir.path()).unwrap();
+        let summary = crate::ptx::Summary::of(&ptx);
+        assert_eq!(summary.externs, Vec::<String>::new(), "{ptx}");
+        assert_eq!(summary.functions.len(), decls.len());
+        for instruction in [
+            "rsqrt.approx.f32",
+            "sin.approx.f32",
+            "cos.approx.f32",
+            "ex2.approx.f32",
+            "lg2.approx.f32",
+            "atom.global.cas.b64",
+            "bar.sync",
+            "shfl.sync.up.b32",
+            "shfl.sync.idx.b32",
+            "vote.sync.any.pred",
+            "bar.warp.sync",
+        ] {
+            assert!(ptx.contains(instruction), "{instruction}");
+        }
+    }
+}
