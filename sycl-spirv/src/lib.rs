@@ -12,6 +12,7 @@
 //! specialization constants and the feature analysis are compiled: what `sycl-build` runs in
 //! every device crate's build script.
 
+#[cfg(feature = "link")]
 mod barriers;
 #[cfg(feature = "link")]
 mod builtins;
@@ -32,8 +33,9 @@ pub mod vfunc;
 mod symbols;
 
 #[cfg(feature = "link")]
-pub use builtins::{fuse_mad, lower_generic_builtins, lower_renamed_builtins};
 pub use barriers::sub_group_barriers_to_calls;
+#[cfg(feature = "link")]
+pub use builtins::{fuse_mad, lower_generic_builtins, lower_renamed_builtins};
 pub use calls::{call_cycle, cycle_warning, function_name};
 pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
 #[cfg(feature = "link")]
