@@ -12,6 +12,7 @@
 //! specialization constants and the feature analysis are compiled: what `sycl-build` runs in
 //! every device crate's build script.
 
+#[cfg(feature = "link")]
 mod barriers;
 #[cfg(feature = "link")]
 mod builtins;
@@ -33,6 +34,7 @@ mod symbols;
 
 #[cfg(feature = "link")]
 pub use builtins::{fuse_mad, lower_generic_builtins, lower_renamed_builtins};
+#[cfg(feature = "link")]
 pub use barriers::sub_group_barriers_to_calls;
 pub use calls::{call_cycle, cycle_warning, function_name};
 pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
