@@ -965,7 +965,7 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
     for expected in [
         "bar.sync",
         "ld.shared.f32",
-        "ld.const.f32",
+        "ld.global.nc.f32",
         ".extern .func  (.param .b32 func_retval0) lib_scale",
         ".extern .shared .align 16 .b8 __sycl_local_mem[];",
         ".param .u64 tile_sum_param_2\n",

@@ -8,6 +8,8 @@
 //! * `test` builds `sycl-ld` and the whole fixture workspace, then runs `cargo test
 //!   --workspace` with any extra arguments (without any, then a short smoke run of every fuzz
 //!   target).
+//! * `gpu-pack DIR` writes the PTX images the `ptx64` target makes for a set of real kernels,
+//!   with a manifest, for `scripts/gpu/ptx-check.sh` to run on an NVIDIA GPU (see `gpu.rs`).
 //! * `fuzz [SECONDS]` runs every fuzz target for SECONDS (see `fuzz.rs`).
 //! * `weight [ARGS]` builds the fixture workspace from clean and prints what device code costs
 //!   a workspace: build time, target size, each build script's size (see `weight.rs`).
@@ -18,6 +20,7 @@
 use anyhow::{bail, Context, Result};
 
 mod fuzz;
+mod gpu;
 mod weight;
 use std::env;
 use std::ffi::OsString;
@@ -63,6 +66,8 @@ commands:
   demo [ARGS]    setup, build the fixture app and run it with ARGS
   test [ARGS]    setup, build all the fixtures and run `cargo test --workspace ARGS`
                  (without ARGS, then a 5-second smoke run of every fuzz target)
+  gpu-pack DIR   write the PTX the ptx64 target makes for the GPU check's kernels to DIR,
+                 with a manifest (for scripts/gpu/ptx-check.sh on an NVIDIA machine)
   fuzz [SECONDS] run every fuzz target for SECONDS each (default 60)
   bench [ARGS]   setup, build sycl-ld, run the sycl-runtime and sycl-ld benchmarks
                  (`cargo bench -p PACKAGE --bench '*' ARGS`) and print a table of their ratios
@@ -97,6 +102,10 @@ fn run() -> Result<ExitCode> {
         ("weight", args) => {
             setup()?;
             weight::weight(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ("gpu-pack", [dir]) => {
+            gpu::gpu_pack(Path::new(dir))?;
             Ok(ExitCode::SUCCESS)
         }
         ("fuzz", args) => {

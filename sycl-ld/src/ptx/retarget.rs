@@ -10,9 +10,13 @@
 //!   the optimiser turns into `unreachable`.
 //! - **Address spaces.** SPIR numbers private 0, global 1, constant 2, local 3, generic 4;
 //!   NVPTX generic 0, global 1, shared 3, const 4 (and local 5, which only its back end uses).
-//!   So 2 becomes 4 and 4 becomes 0, in types, global variables and intrinsic names
-//!   (`llvm.memcpy.p4.p1.i64`); an `addrspacecast` between private and generic, both 0 now,
-//!   becomes a `bitcast`.
+//!   So 4 becomes 0, and 2 becomes 1, global, not NVPTX's const: a `constant` pointer
+//!   parameter receives a buffer that `cuMemAlloc` made, in global memory, which `ld.const`
+//!   does not read (it read zeros on an H100), and the same function may get a pointer to a
+//!   module-scope `constant` table, so those tables are global variables too. In types,
+//!   global variables and intrinsic names (`llvm.memcpy.p4.p1.i64`); an `addrspacecast`
+//!   between private and generic, both 0 now, becomes a `bitcast`, and so does one between
+//!   constant and global.
 //! - **Builtin names.** A builtin's mangled name carries its pointer parameters' address
 //!   spaces (`_Z5fractfPU3AS4f` for SPIR, `_Z5fractfPf` in libclc): declarations that are not
 //!   the image's imports are renamed through [`super::mangle`]. Two SPIR declarations can
@@ -69,10 +73,10 @@ pub struct Retargeted {
     pub builtins: Vec<Declaration>,
 }
 
-/// SPIR address space → NVPTX address space.
+/// SPIR address space → NVPTX address space: constant is global (see the module's comment).
 pub fn address_space(spir: u32) -> u32 {
     match spir {
-        2 => 4,
+        2 => 1,
         4 => 0,
         other => other,
     }
@@ -608,12 +612,30 @@ define internal void @f(ptr addrspace(4) %g, ptr %p, ptr addrspace(1) %d) {\n\
   %s = load float, ptr addrspace(2) @tbl, align 4\n  ret void\n}\n\
 declare void @llvm.memcpy.p4.p1.i64(ptr addrspace(4) noalias nocapture writeonly, ptr addrspace(1) noalias nocapture readonly, i64, i1 immarg)\n";
         let out = retarget_text(ir, &[], &[], &[]).module;
-        assert!(out.contains("@tbl = internal addrspace(4) constant [2 x float]"), "{out}");
+        // Constant is global: the tables and the buffers a `constant` pointer receives alike.
+        assert!(out.contains("@tbl = internal addrspace(1) constant [2 x float]"), "{out}");
         assert!(out.contains("@scratch = internal addrspace(3) global"));
         assert!(out.contains("define internal void @f(ptr %g, ptr %p, ptr addrspace(1) %d)"), "{out}");
         assert!(out.contains("call void @llvm.memcpy.p0.p1.i64(ptr %g, ptr addrspace(1) %d, i64 4, i1 false)"), "{out}");
-        assert!(out.contains("load float, ptr addrspace(4) @tbl"));
+        assert!(out.contains("load float, ptr addrspace(1) @tbl"));
         assert!(out.contains("declare void @llvm.memcpy.p0.p1.i64(ptr noalias"), "{out}");
+    }
+
+    /// A `constant` pointer parameter receives a `cuMemAlloc` buffer: global memory, which
+    /// NVPTX's const space (`ld.const`) does not read (on an H100 it read zeros). And a global
+    /// and a constant `vload` are one builtin now.
+    #[test]
+    fn constant_pointer_parameters_are_global_pointers() {
+        let ir = "define spir_kernel void @k(ptr addrspace(2) %in, ptr addrspace(1) %out) {\n\
+  %v = call spir_func <2 x float> @_Z6vload2mPU3AS2Kf(i64 0, ptr addrspace(2) %in)\n\
+  %w = call spir_func <2 x float> @_Z6vload2mPU3AS1Kf(i64 0, ptr addrspace(1) %out)\n  ret void\n}\n\
+declare spir_func <2 x float> @_Z6vload2mPU3AS2Kf(i64, ptr addrspace(2))\n\
+declare spir_func <2 x float> @_Z6vload2mPU3AS1Kf(i64, ptr addrspace(1))\n";
+        let r = retarget_text(ir, &["k"], &[], &[]);
+        assert!(r.module.contains("define ptx_kernel void @k(ptr addrspace(1) %in, ptr addrspace(1) %out)"), "{}", r.module);
+        assert!(r.module.contains("%v = call <2 x float> @_Z6vload2mPU3AS1Kf(i64 0, ptr addrspace(1) %in)"), "{}", r.module);
+        assert!(!r.module.contains("addrspace(4)") && !r.module.contains("addrspace(2)"), "{}", r.module);
+        assert_eq!(r.builtins.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["_Z6vload2mPU3AS1Kf"]);
     }
 
     #[test]
@@ -644,11 +666,11 @@ declare spir_func <4 x float> @_Z6vload4mPU3AS2Kf(i64, ptr addrspace(2)) #0\n";
         let r = retarget_text(ir, &["k"], &[], &[]);
         assert!(r.module.contains("%a = call float @_Z5fractfPf(float 1.0, ptr null)"), "{}", r.module);
         assert!(r.module.contains("%b = call float @_Z5fractfPf(float 1.0, ptr null)"));
-        assert!(r.module.contains("call <4 x float> @_Z6vload4mPU3AS4Kf(i64 0, ptr addrspace(4) null)"));
+        assert!(r.module.contains("call <4 x float> @_Z6vload4mPU3AS1Kf(i64 0, ptr addrspace(1) null)"));
         assert_eq!(r.module.matches("declare float @_Z5fractfPf(float, ptr) #0").count(), 1, "{}", r.module);
         let names: Vec<&str> = r.builtins.iter().map(|d| d.name.as_str()).collect();
-        assert_eq!(names, ["_Z5fractfPf", "_Z6vload4mPU3AS4Kf"]);
-        assert_eq!(r.builtins[1], Declaration { name: "_Z6vload4mPU3AS4Kf".into(), ret: "<4 x float>".into(), params: vec!["i64".into(), "ptr addrspace(4)".into()] });
+        assert_eq!(names, ["_Z5fractfPf", "_Z6vload4mPU3AS1Kf"]);
+        assert_eq!(r.builtins[1], Declaration { name: "_Z6vload4mPU3AS1Kf".into(), ret: "<4 x float>".into(), params: vec!["i64".into(), "ptr addrspace(1)".into()] });
     }
 
     #[test]
@@ -669,10 +691,10 @@ define spir_func i32 @helper(i32 %x) {\n  ret i32 %x\n}\ndefine linkonce_odr hid
 define spir_func i32 @exported(i32 %x) {\n  ret i32 %x\n}\ndefine spir_kernel void @k() {\n  ret void\n}\n";
         let out = retarget_text(ir, &["k"], &["exported"], &[]).module;
         for expected in [
-            "@tbl = internal addrspace(4) constant [1 x i32] [i32 7], align 4",
+            "@tbl = internal addrspace(1) constant [1 x i32] [i32 7], align 4",
             "@w = internal addrspace(1) global i32 0",
             "@ext = external addrspace(1) global i32",
-            "@str = internal unnamed_addr addrspace(4) constant [3 x i8] c\"a;\\00\", align 1",
+            "@str = internal unnamed_addr addrspace(1) constant [3 x i8] c\"a;\\00\", align 1",
             "define internal i32 @helper(i32 %x) {",
             "define internal i32 @inl(i32 %x) {",
             "define i32 @exported(i32 %x) {",
@@ -719,7 +741,7 @@ define spir_kernel void @outer(ptr addrspace(1) %o) #0 {\n  call spir_func void 
     fn strings_and_comments_are_left_alone() {
         let ir = "@s = internal addrspace(2) constant [14 x i8] c\"addrspace(4);\\00\" ; spir_func addrspace(4)\n";
         let out = retarget_text(ir, &[], &[], &[]).module;
-        assert_eq!(out, "@s = internal addrspace(4) constant [14 x i8] c\"addrspace(4);\\00\" ; spir_func addrspace(4)\n");
+        assert_eq!(out, "@s = internal addrspace(1) constant [14 x i8] c\"addrspace(4);\\00\" ; spir_func addrspace(4)\n");
     }
 
     #[test]
@@ -737,7 +759,7 @@ define spir_kernel void @outer(ptr addrspace(1) %o) #0 {\n  call spir_func void 
 
     #[test]
     fn intrinsic_names() {
-        assert_eq!(intrinsic_name("llvm.memcpy.p4.p2.i64"), "llvm.memcpy.p0.p4.i64");
+        assert_eq!(intrinsic_name("llvm.memcpy.p4.p2.i64"), "llvm.memcpy.p0.p1.i64");
         assert_eq!(intrinsic_name("llvm.lifetime.start.p0"), "llvm.lifetime.start.p0");
         assert_eq!(intrinsic_name("llvm.masked.load.v4f32.v4p4"), "llvm.masked.load.v4f32.v4p0");
         assert_eq!(intrinsic_name("llvm.ptrmask.p1.i64"), "llvm.ptrmask.p1.i64");
