@@ -46,7 +46,10 @@ const SPIRV_EXTENSIONS: &str = "--spirv-ext=+SPV_INTEL_function_pointers";
 /// pipeline, as `opt-15 -passes='default<O2>' -print-pipeline-passes` prints it, less the four
 /// passes that write what llvm-spirv-15 cannot translate: `div-rem-pairs` (a `freeze` after
 /// `x / n` beside `x % n`), `loop-vectorize`, `slp-vectorizer` (`<64 x float>` from a register
-/// tile, `freeze <4 x i1>` from a chain of `&&`) and `vector-combine`. The devices' compilers
+/// tile, `freeze <4 x i1>` from a chain of `&&`) and `vector-combine`; and less
+/// `elim-avail-extern`, which would leave a C99 `inline` function that was not inlined
+/// everywhere a declaration without a definition (drivers build such programs; the
+/// translator's `Import` on its body is undone by `localize_inline_definitions`). The devices' compilers
 /// vectorise for themselves; Intel's CPU runtime needs the rest of the pipeline to see through
 /// index arithmetic (without it, gathers: `runtime/benches/kernel_time.rs`).
 const OPT_PIPELINE: &str = concat!(
@@ -71,7 +74,7 @@ const OPT_PIPELINE: &str = concat!(
     "mldst-motion<no-split-footer-bb>,gvn<>,sccp,bdce,instcombine,jump-threading,",
     "correlated-propagation,adce,memcpyopt,dse,loop-mssa(licm<allowspeculation>),coro-elide,",
     "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;keep-loops;hoist-common-insts;sink-common-insts>,",
-    "instcombine),coro-split)),coro-cleanup,globalopt,globaldce,elim-avail-extern,",
+    "instcombine),coro-split)),coro-cleanup,globalopt,globaldce,",
     "rpo-function-attrs,recompute-globalsaa,function<eager-inv>(float2int,",
     "lower-constant-intrinsics,loop(loop-rotate,loop-deletion),loop-distribute,",
     "inject-tli-mappings,loop-load-elim,instcombine,",

@@ -769,11 +769,18 @@ fn c99_inline_helpers_are_defined_in_the_image() {
     // programs (Rodinia's cfd, SHOC's scan and fft...), so device-lib must too.
     let set = device_lib_of(
         "inline float sq(float x) { return x * x; }\n\
-         kernel void squares(global float *data) { data[get_global_id(0)] = sq(data[get_global_id(0)]); }\n",
+         __attribute__((noinline)) inline uint mix(uint a, uint b) {\n\
+           for (int i = 0; i < 64; i++) { a = (a << 3) ^ (a >> 5) ^ b * 2654435761u; b = a ^ (b >> 7) ^ i; a += b * 7u; }\n\
+           return a ^ b; }\n\
+         kernel void squares(global float *data) { data[get_global_id(0)] = sq(data[get_global_id(0)]); }\n\
+         kernel void mixes(global uint *d) { uint i = get_global_id(0); d[i] = mix(i, d[i]) + mix(d[i], i) + mix(i, i) + mix(d[i], d[i]); }\n",
         &[],
     );
-    let image = set.images.iter().find(|i| i.kernels.iter().any(|k| k == "squares")).expect("the kernel's image");
-    assert_eq!(image.imported_symbols().count(), 0, "sq is defined in the image, not imported");
+    // `mix` is not inlined: its calls stay, and so must its body.
+    for kernel in ["squares", "mixes"] {
+        let image = set.images.iter().find(|i| i.kernels.iter().any(|k| k == kernel)).expect("the kernel's image");
+        assert_eq!(image.imported_symbols().count(), 0, "{kernel}: its inline helper is defined in the image, not imported");
+    }
 }
 
 #[test]
