@@ -351,11 +351,13 @@ impl Build {
             let mut cmd = Command::new(&opt);
             cmd.arg(format!("-passes={OPT_PIPELINE}")).arg(&bc).arg("-o").arg(&optimised);
             run(&mut cmd, source)?;
-            // Should the translator refuse what the optimiser made, the front end's IR is
-            // translated instead: the devices' compilers optimise it themselves.
+            // Should the translator refuse what the optimiser made, or emulate an LLVM
+            // intrinsic it has no SPIR-V for (`llvm.fshl.i32`, which instcombine makes of a
+            // rotate), the front end's IR is translated instead: the devices' compilers
+            // optimise it themselves.
             let translated = match to_spirv(&llvm_spirv, &optimised, &spv, source) {
-                Ok(translated) => Ok((translated, false)),
-                Err(_) => to_spirv(&llvm_spirv, &bc, &spv, source).map(|t| (t, true)),
+                Ok((spirv, module)) if !has_llvm_intrinsics(&module) => Ok(((spirv, module), false)),
+                _ => to_spirv(&llvm_spirv, &bc, &spv, source).map(|t| (t, true)),
             };
             let ((spirv, module), from_front_end) = translated.map_err(|error| match error {
                 Error::Compile { source_path, command, stderr } => {
@@ -587,6 +589,15 @@ pub fn link_device_library(name: &str) {
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", deps.display());
 }
 
+/// Whether the module has a function named for an LLVM intrinsic: `spirv.llvm_fshl_i32`, the
+/// translator's emulation of `llvm.fshl.i32`, which the devices' SPIR-V readers turn back into
+/// the intrinsic and then cannot build (Intel: `Symbols not found: [ llvm.fshl.i32 ]`; PoCL's
+/// bitcode fails to verify), or an `llvm.` name passed through.
+fn has_llvm_intrinsics(module: &sycl_spirv::dr::Module) -> bool {
+    let symbols = sycl_spirv::Symbols::of(module);
+    symbols.linkage.values().any(|(name, _)| name.starts_with("spirv.llvm_") || name.starts_with("llvm."))
+}
+
 /// `llvm-spirv-15 BC -o SPV`: the SPIR-V and its module.
 fn to_spirv(llvm_spirv: &Path, bc: &Path, spv: &Path, source: &Path) -> Result<(Vec<u8>, sycl_spirv::dr::Module), Error> {
     run(Command::new(llvm_spirv).arg(SPIRV_EXTENSIONS).arg(bc).arg("-o").arg(spv), source)?;
@@ -809,6 +820,7 @@ mod tests {
         fs::write(
             &src,
             "kernel void divrem(global int *out, int n) { int i = get_global_id(0); out[i] = i / n + i % n; }\n\
+             kernel void rotl(global uint *out) { uint x = out[get_global_id(0)]; out[get_global_id(0)] = (x << 7) | (x >> 25); }\n\
              kernel void inside(global int *out, int w, int h) { int x = get_global_id(0), y = get_global_id(1);\n\
                out[y * w + x] = x > 0 && x < w - 1 && y > 0 && y < h - 1; }\n\
              kernel void tile(global const float *a, global const float *b, global float *c, int n) {\n\
@@ -822,7 +834,12 @@ mod tests {
         )
         .unwrap();
         let compiled = Build::new().file(&src).out_dir(&dir).cargo_metadata(false).try_compile("t").unwrap();
-        assert_eq!(compiled.kernels, ["divrem", "inside", "tile"]);
+        assert_eq!(compiled.kernels, ["divrem", "rotl", "inside", "tile"]);
+        // instcombine makes a rotate `llvm.fshl.i32`, which llvm-spirv-15 emulates with a
+        // function the devices turn back into the intrinsic and cannot build: none reaches
+        // the device object.
+        let archive = fs::read(&compiled.archive).unwrap();
+        assert!(!archive.windows(9).any(|w| w == b"llvm_fshl"), "an LLVM intrinsic emulated by the translator");
     }
 
     #[test]
