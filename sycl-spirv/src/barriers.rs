@@ -105,15 +105,11 @@ pub fn sub_group_barriers_to_calls(module: &mut Module, name: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rspirv::dr::Builder;
-    use rspirv::spirv::{AddressingModel, ExecutionModel, MemoryModel, MemorySemantics};
+    use rspirv::spirv::{ExecutionModel, MemorySemantics};
 
     #[test]
     fn only_sub_group_barriers_become_calls() {
-        let mut b = Builder::new();
-        b.capability(Capability::Kernel);
-        b.capability(Capability::Addresses);
-        b.memory_model(AddressingModel::Physical64, MemoryModel::OpenCL);
+        let mut b = crate::test_support::kernel_builder(&[Capability::Addresses]);
         let void = b.type_void();
         let uint = b.type_int(32, 0);
         let fn_ty = b.type_function(void, vec![]);

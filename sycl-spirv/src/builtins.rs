@@ -706,7 +706,7 @@ mod tests {
     use super::*;
     use crate::{assemble, load};
     use rspirv::dr::Builder;
-    use rspirv::spirv::{ExecutionModel, FunctionControl, MemoryModel};
+    use rspirv::spirv::{ExecutionModel, FunctionControl};
 
     /// Types every test module uses.
     struct Types {
@@ -719,11 +719,7 @@ mod tests {
     }
 
     fn builder() -> (Builder, Types) {
-        let mut b = Builder::new();
-        for c in [Capability::Kernel, Capability::Addresses, Capability::GenericPointer, Capability::Int64] {
-            b.capability(c);
-        }
-        b.memory_model(AddressingModel::Physical64, MemoryModel::OpenCL);
+        let mut b = crate::test_support::kernel_builder(&[Capability::Addresses, Capability::GenericPointer, Capability::Int64]);
         let cl = b.ext_inst_import("OpenCL.std");
         let (void, float, int, long) = (b.type_void(), b.type_float(32, None), b.type_int(32, 0), b.type_int(64, 0));
         let float4 = b.type_vector(float, 4);

@@ -451,7 +451,6 @@ fn on_cycle(successors: &[Vec<usize>]) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rspirv::dr::Builder;
     use rspirv::spirv::{self, Decoration, ExecutionModel, FunctionControl, LinkageType};
 
     /// A module of `int f(int)` functions built from a list: each with its `OpName` (if any),
@@ -473,10 +472,7 @@ mod tests {
     }
 
     fn module(specs: &[Spec<'_>], kernels: &[(&str, usize)]) -> (Module, Vec<Word>) {
-        let mut b = Builder::new();
-        b.capability(spirv::Capability::Kernel);
-        b.capability(spirv::Capability::Linkage);
-        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let mut b = crate::test_support::kernel_builder(&[spirv::Capability::Linkage]);
         let int = b.type_int(32, 0);
         let int_fn = b.type_function(int, vec![int]);
         let ids: Vec<Word> = specs.iter().map(|_| b.id()).collect();

@@ -427,19 +427,14 @@ mod tests {
     use super::*;
     use crate::{assemble, load};
     use rspirv::dr::Builder;
-    use rspirv::spirv::{AddressingModel, ExecutionModel, FunctionControl, MemoryModel, StorageClass};
+    use rspirv::spirv::{ExecutionModel, FunctionControl, StorageClass};
 
     /// `twice` and `thrice` of type int(int), a table of pointers to them, a kernel that loads
     /// one from the table, compares it with null and calls through it; `unrelated` has another
     /// type and its address taken too.
     fn module() -> Module {
-        let mut b = Builder::new();
-        b.capability(Capability::Kernel);
-        b.capability(Capability::Addresses);
-        b.capability(Capability::Int64);
-        b.capability(Capability::FunctionPointersINTEL);
+        let mut b = crate::test_support::kernel_builder(&[Capability::Addresses, Capability::Int64, Capability::FunctionPointersINTEL]);
         b.extension("SPV_INTEL_function_pointers");
-        b.memory_model(AddressingModel::Physical64, MemoryModel::OpenCL);
         let void = b.type_void();
         let int = b.type_int(32, 0);
         let long = b.type_int(64, 0);
@@ -544,9 +539,7 @@ mod tests {
 
     #[test]
     fn a_module_without_function_pointers_is_unchanged() {
-        let mut b = Builder::new();
-        b.capability(Capability::Kernel);
-        b.memory_model(AddressingModel::Physical64, MemoryModel::OpenCL);
+        let mut b = crate::test_support::kernel_builder(&[]);
         let void = b.type_void();
         let void_fn = b.type_function(void, vec![]);
         let k = b.begin_function(void, None, FunctionControl::NONE, void_fn).unwrap();

@@ -70,7 +70,7 @@ pub fn localize_inline_definitions(bytes: &[u8]) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use rspirv::dr::{Builder, Operand};
+    use rspirv::dr::Operand;
     use rspirv::spirv::{self, Decoration, LinkageType};
 
     use super::localize_inline_definitions;
@@ -79,11 +79,7 @@ mod tests {
     /// A kernel calling `twice`, which has a body and, as llvm-spirv-15 writes a C99 inline
     /// definition, `Import` linkage; and `other`, a real import without a body.
     fn inline_module() -> Vec<u8> {
-        let mut b = Builder::new();
-        b.capability(spirv::Capability::Kernel);
-        b.capability(spirv::Capability::Addresses);
-        b.capability(spirv::Capability::Linkage);
-        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let mut b = crate::test_support::kernel_builder(&[spirv::Capability::Addresses, spirv::Capability::Linkage]);
         let int = b.type_int(32, 0);
         let void = b.type_void();
         let int_fn = b.type_function(int, vec![int]);

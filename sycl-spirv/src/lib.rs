@@ -63,3 +63,22 @@ pub enum Error {
     #[error("{first} and {second} use different memory models and cannot be linked")]
     MemoryModel { first: String, second: String },
 }
+
+/// What the unit tests build modules with.
+#[cfg(test)]
+mod test_support {
+    use rspirv::dr::Builder;
+    use rspirv::spirv::{AddressingModel, Capability, MemoryModel};
+
+    /// A builder for an OpenCL kernel module: the `Kernel` capability and `capabilities`,
+    /// 64-bit physical addressing, the OpenCL memory model.
+    pub(crate) fn kernel_builder(capabilities: &[Capability]) -> Builder {
+        let mut b = Builder::new();
+        b.capability(Capability::Kernel);
+        for &c in capabilities {
+            b.capability(c);
+        }
+        b.memory_model(AddressingModel::Physical64, MemoryModel::OpenCL);
+        b
+    }
+}

@@ -421,15 +421,11 @@ pub(crate) fn max_id(m: &Module) -> Word {
 mod tests {
     use super::*;
     use crate::{assemble, load, Symbols};
-    use rspirv::dr::Builder;
     use rspirv::spirv::{self, Decoration, FunctionControl, LinkageType};
 
     /// A module with `int name(int)` defined (returning its argument) or only declared.
     fn module(name: &str, define: bool) -> Module {
-        let mut b = Builder::new();
-        b.capability(spirv::Capability::Kernel);
-        b.capability(spirv::Capability::Linkage);
-        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let mut b = crate::test_support::kernel_builder(&[spirv::Capability::Linkage]);
         let int = b.type_int(32, 0);
         let fn_ty = b.type_function(int, vec![int]);
         let f = b.begin_function(int, None, FunctionControl::NONE, fn_ty).unwrap();
@@ -488,10 +484,7 @@ mod tests {
 
     /// A module calling `vload4` and `vstore_half_rte` on a global pointer.
     fn vector_io() -> Module {
-        let mut b = Builder::new();
-        b.capability(spirv::Capability::Kernel);
-        b.capability(spirv::Capability::Addresses);
-        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let mut b = crate::test_support::kernel_builder(&[spirv::Capability::Addresses]);
         let cl = b.ext_inst_import("OpenCL.std");
         let (void, float, long) = (b.type_void(), b.type_float(32, None), b.type_int(64, 0));
         let float4 = b.type_vector(float, 4);

@@ -479,10 +479,7 @@ mod tests {
 
     #[test]
     fn round_trip_is_byte_identical() {
-        let mut b = Builder::new();
-        b.capability(spirv::Capability::Kernel);
-        b.capability(spirv::Capability::Addresses);
-        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let mut b = crate::test_support::kernel_builder(&[spirv::Capability::Addresses]);
         let void = b.type_void();
         let fn_ty = b.type_function(void, vec![]);
         b.begin_function(void, None, spirv::FunctionControl::NONE, fn_ty).unwrap();
@@ -497,9 +494,7 @@ mod tests {
     fn a_word_count_past_the_end_is_malformed() {
         // The fuzzer's first find: a string operand whose instruction claims more words than
         // the module has made rspirv slice out of bounds.
-        let mut b = Builder::new();
-        b.capability(spirv::Capability::Kernel);
-        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let mut b = crate::test_support::kernel_builder(&[]);
         b.source_extension("some text");
         let mut bytes = assemble(&b.module());
         let last = bytes.len() - 4 * 4; // OpSourceExtension: 1 word + 3 words of text
@@ -510,10 +505,7 @@ mod tests {
 
     #[test]
     fn linkage_only_names_functions_and_module_scope_variables() {
-        let mut b = Builder::new();
-        b.capability(spirv::Capability::Kernel);
-        b.capability(spirv::Capability::Linkage);
-        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let mut b = crate::test_support::kernel_builder(&[spirv::Capability::Linkage]);
         let int = b.type_int(32, 0);
         let int_fn = b.type_function(int, vec![int]);
         let f = b.begin_function(int, None, spirv::FunctionControl::NONE, int_fn).unwrap();

@@ -720,10 +720,7 @@ mod tests {
     /// `kernel k` calls SYCL_EXTERNAL `f` (defined here), which calls `g` (declared only);
     /// `h` is an ordinary exported function nobody calls.
     fn unit() -> Module {
-        let mut b = Builder::new();
-        b.capability(spirv::Capability::Kernel);
-        b.capability(spirv::Capability::Linkage);
-        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let mut b = crate::test_support::kernel_builder(&[spirv::Capability::Linkage]);
         let void = b.type_void();
         let int = b.type_int(32, 0);
         let void_fn = b.type_function(void, vec![]);
@@ -808,10 +805,7 @@ mod tests {
     /// never uses. Each image holds what its annotations and interface name and nothing else.
     #[test]
     fn images_hold_what_their_annotations_name() {
-        let mut b = Builder::new();
-        b.capability(spirv::Capability::Kernel);
-        b.capability(spirv::Capability::Addresses);
-        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let mut b = crate::test_support::kernel_builder(&[spirv::Capability::Addresses]);
         let void = b.type_void();
         let int = b.type_int(32, 0);
         let void_fn = b.type_function(void, vec![]);
@@ -872,10 +866,7 @@ mod tests {
     /// calls the recursive `fib`; kernel `k3` calls nothing; SYCL_EXTERNAL `f` calls `g`. Each
     /// kernel is an entry function calling a function of the kernel's name.
     fn recursive_unit() -> Module {
-        let mut b = Builder::new();
-        b.capability(spirv::Capability::Kernel);
-        b.capability(spirv::Capability::Linkage);
-        b.memory_model(spirv::AddressingModel::Physical64, spirv::MemoryModel::OpenCL);
+        let mut b = crate::test_support::kernel_builder(&[spirv::Capability::Linkage]);
         let int = b.type_int(32, 0);
         let int_fn = b.type_function(int, vec![int]);
         let g = b.begin_function(int, None, FunctionControl::NONE, int_fn).unwrap();
