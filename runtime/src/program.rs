@@ -420,22 +420,42 @@ pub(crate) const SPIR_REWRITES: &str =
     "spir-rewrites 3: function pointers (PoCL), generic builtins, mad as fma with FMA (every SPIR-V device), \
      half_* as full precision and mem_fence as PoCL's _cl_mem_fence (PoCL)";
 
-/// One image's SPIR-V as a device that links SPIR-V gets it: builtins on generic pointers made
-/// specific (Intel's CPU runtime builds no OpenCL C 2.0 atomic on a generic pointer from
-/// SPIR-V, though its own build of the source does), and `mad` computed as `fma` on hardware
-/// with FMA, as the driver's own build of the source contracts `a * b + c`. The image as it is
-/// when neither applies, or when it does not load: the driver then says what is wrong with
-/// it, in its build log.
+/// One image's SPIR-V as a device that links SPIR-V gets it ([`rewrite_builtins`]); the image
+/// as it is when nothing applies, or when it does not load: the driver then says what is wrong
+/// with it, in its build log.
 fn rewrite_for_device<'a>(registry: &'a Registry, id: ImageId, caps: &Capabilities) -> Result<std::borrow::Cow<'a, [u8]>, Error> {
     let data = &registry.image(id).data;
     let Ok(mut module) = sycl_spirv::load(data) else { return Ok(std::borrow::Cow::Borrowed(data)) };
-    let generic = sycl_spirv::lower_generic_builtins(&mut module).map_err(|e| Error::Translate(e.to_string()))?;
-    let fused = if caps.fma { sycl_spirv::fuse_mad(&mut module) } else { 0 };
-    if generic + fused == 0 {
-        return Ok(std::borrow::Cow::Borrowed(data));
+    Ok(match rewrite_builtins(&mut module, caps, &registry.describe(id))? {
+        true => std::borrow::Cow::Owned(sycl_spirv::assemble(&module)),
+        false => std::borrow::Cow::Borrowed(data),
+    })
+}
+
+/// The builtins a device gets as its own build of the source would call them (see
+/// [`SPIR_REWRITES`]); traced, and whether anything changed:
+/// - Under OpenCL C 2.0 every builtin taking a pointer takes a generic one: PoCL 3.1's library
+///   has none for the generic address space, and Intel's CPU runtime builds no atomic on one
+///   from SPIR-V. Each gets a global, local or private pointer.
+/// - PoCL 3.1's library (a device that does not link SPIR-V) defines `mem_fence` and the
+///   `half_*` functions only under other names (`_cl_mem_fence`, `_cl_half_sqrt`, …): `half_*`
+///   become full precision, and the program gets a `mem_fence` that calls PoCL's.
+/// - clang's contractions (`llvm.fmuladd`) reach the device as `mad`, which PoCL computes
+///   unfused and Intel fuses only in part, where their own builds fuse them on hardware with
+///   FMA: `fma` there.
+fn rewrite_builtins(module: &mut sycl_spirv::dr::Module, caps: &Capabilities, what: &str) -> Result<bool, Error> {
+    let generic = sycl_spirv::lower_generic_builtins(module).map_err(|e| Error::Translate(e.to_string()))?;
+    let renamed = if caps.links_spirv { 0 } else { sycl_spirv::lower_renamed_builtins(module) };
+    let fused = if caps.fma { sycl_spirv::fuse_mad(module) } else { 0 };
+    let changed = generic + renamed + fused > 0;
+    if changed {
+        trace!(
+            "spir-rewrite",
+            "{what}: {generic} builtin(s) on generic pointers made specific, {renamed} half_* or fence(s) given PoCL's \
+             builtins, {fused} mad as fma"
+        );
     }
-    trace!("spir-rewrite", "{}: {generic} builtin(s) on generic pointers made specific, {fused} mad as fma", registry.describe(id));
-    Ok(std::borrow::Cow::Owned(sycl_spirv::assemble(&module)))
+    Ok(changed)
 }
 
 /// The driver step that failed, for [`hint`].
@@ -502,23 +522,7 @@ pub(crate) fn link_to_spir(
     // PoCL's kernel compiler cannot take calls through pointers; the whole program is here, so
     // they become switches over the functions whose addresses are taken.
     sycl_spirv::lower_function_pointers(&mut linked.module).map_err(|e| Error::Translate(e.to_string()))?;
-    // Under OpenCL C 2.0 every builtin taking a pointer takes a generic one, and PoCL 3.1's
-    // library has none for the generic address space: each gets a global, local or private one.
-    let generic = sycl_spirv::lower_generic_builtins(&mut linked.module).map_err(|e| Error::Translate(e.to_string()))?;
-    // PoCL 3.1's library defines `mem_fence` and the `half_*` functions only under other names
-    // (`_cl_mem_fence`, `_cl_half_sqrt`, …): `half_*` become full precision, and the program
-    // gets a `mem_fence` that calls PoCL's.
-    let renamed = sycl_spirv::lower_renamed_builtins(&mut linked.module);
-    // clang's contractions (`llvm.fmuladd`) reach the device as `mad`, which PoCL's library
-    // computes unfused, where its own build fuses them on hardware with FMA.
-    let fused = if caps.fma { sycl_spirv::fuse_mad(&mut linked.module) } else { 0 };
-    if generic + renamed + fused > 0 {
-        trace!(
-            "spir-rewrite",
-            "{kernel}: {generic} builtin(s) on generic pointers made specific, {renamed} half_* or fence(s) given PoCL's \
-             builtins, {fused} mad as fma"
-        );
-    }
+    rewrite_builtins(&mut linked.module, caps, kernel)?;
     // Lowering turns calls through pointers into direct calls: a cycle through a pointer (which
     // the images' call graphs cannot show) is now one PoCL's compiler would die of.
     if let Some(cycle) = sycl_spirv::call_cycle(&linked.module) {
