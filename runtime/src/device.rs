@@ -161,6 +161,14 @@ impl Capabilities {
     }
 }
 
+/// Whether this processor has fused multiply-add (a CPU device runs on it).
+fn host_has_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,12 +206,4 @@ mod tests {
             assert!(intel.check(r).is_ok());
         }
     }
-}
-
-/// Whether this processor has fused multiply-add (a CPU device runs on it).
-fn host_has_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return std::arch::is_x86_feature_detected!("fma");
-    #[cfg(not(target_arch = "x86_64"))]
-    return false;
 }

@@ -32,6 +32,7 @@ use sycl_spirv::Features;
 
 pub use sycl_format::{SplitMode, DEFAULT_DEVICE_CONFIG};
 pub use tool::{Tool, ToolFile};
+pub use translate::Untranslatable;
 
 /// Targets images can be built for: `spir64` (SPIR-V, compiled by the driver at run time),
 /// `intel_cpu_x86_64` (the Intel CPU OpenCL runtime's program binaries, made at link time),
@@ -107,20 +108,8 @@ pub enum Error {
     UnknownSourceKind { source_path: PathBuf },
     #[error("{source_path}: compilation failed\ncommand: {command}\n{stderr}")]
     Compile { source_path: PathBuf, command: String, stderr: String },
-    #[error(
-        "{source_path}: llvm-spirv-15 cannot translate it to SPIR-V: {cause}{}\nto try: {remedy}\ntranslator: {message}\ncommand: {command}",
-        .locations.iter().map(|l| format!("\n{l}")).collect::<String>()
-    )]
-    Translate {
-        source_path: PathBuf,
-        /// The source lines involved, each as `FILE:LINE:COL` with the line and a caret.
-        locations: Vec<String>,
-        cause: String,
-        remedy: String,
-        /// The translator's own message, without a stack dump.
-        message: String,
-        command: String,
-    },
+    #[error(transparent)]
+    Translate(Box<Untranslatable>),
     #[error("{source_path}: {tool} produced SPIR-V that cannot be read: {error}")]
     InvalidSpirv { source_path: PathBuf, tool: &'static str, error: sycl_spirv::Error },
     #[error("{path}: {error}")]
@@ -365,10 +354,7 @@ impl Build {
                     let mut cmd = self.clang_command(&clang, std_flag, &include_dir);
                     cmd.args(["-S", "-gline-tables-only", "-w"]).arg("-o").arg(&ir).arg(source);
                     let ir = run(&mut cmd, source).ok().and_then(|_| fs::read_to_string(&ir).ok()).unwrap_or_default();
-                    let message = translate::message(&stderr);
-                    let (cause, remedy) = translate::explain(&message);
-                    let locations = translate::locate(&message, &ir).iter().map(translate::render).collect();
-                    Error::Translate { source_path, locations, cause, remedy, message, command }
+                    Error::Translate(Box::new(Untranslatable::new(source_path, command, &stderr, &ir)))
                 }
                 other => other,
             })?;
@@ -802,7 +788,7 @@ mod tests {
         fs::write(&src, "#include \"cycles.h\"\nkernel void timed(global long *out) { out[0] = cycles(); }\n").unwrap();
         let err = Build::new().file(&src).out_dir(&dir).cargo_metadata(false).try_compile("t").unwrap_err();
         let text = err.to_string();
-        assert!(matches!(err, Error::Translate { .. }), "{text}");
+        assert!(matches!(err, Error::Translate(_)), "{text}");
         assert!(text.contains("cannot translate it to SPIR-V: the source uses LLVM intrinsic `llvm.readcyclecounter`"), "{text}");
         let at = format!("{}:2:10\n      return __builtin_readcyclecounter();\n             ^", dir.join("cycles.h").display());
         assert!(text.contains(&at), "the header's line, with a caret: {text}");

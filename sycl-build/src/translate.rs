@@ -10,6 +10,34 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// Why llvm-spirv-15 could not translate a source, in the words of [`Error::Translate`](crate::Error::Translate).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{source_path}: llvm-spirv-15 cannot translate it to SPIR-V: {cause}{}\nto try: {remedy}\ntranslator: {message}\ncommand: {command}",
+    .locations.iter().map(|l| format!("\n{l}")).collect::<String>()
+)]
+pub struct Untranslatable {
+    pub source_path: PathBuf,
+    /// The source lines involved, each as `FILE:LINE:COL` with the line and a caret.
+    pub locations: Vec<String>,
+    pub cause: String,
+    pub remedy: String,
+    /// The translator's own message, without a stack dump.
+    pub message: String,
+    pub command: String,
+}
+
+impl Untranslatable {
+    /// From the translator's `stderr` and the source's textual IR with line tables (`ir`,
+    /// empty when it could not be made).
+    pub(crate) fn new(source_path: PathBuf, command: String, stderr: &str, ir: &str) -> Untranslatable {
+        let message = message(stderr);
+        let (cause, remedy) = explain(&message);
+        let locations = locate(&message, ir).iter().map(render).collect();
+        Untranslatable { source_path, locations, cause, remedy, message, command }
+    }
+}
+
 /// What the translator's message names as the construct it could not take.
 #[derive(Debug, PartialEq)]
 enum Culprit {
@@ -23,7 +51,7 @@ enum Culprit {
 
 /// A place in the sources.
 #[derive(Debug, PartialEq)]
-pub struct Location {
+pub(crate) struct Location {
     pub file: PathBuf,
     pub line: u32,
     pub column: u32,
@@ -33,7 +61,7 @@ pub struct Location {
 /// report…`, `Stack dump:`, frames) and without the translator's own source positions; a
 /// line that continues the one before (`Unexpected llvm intrinsic:` then the name) is joined
 /// to it.
-pub fn message(stderr: &str) -> String {
+pub(crate) fn message(stderr: &str) -> String {
     let mut out = String::new();
     for line in stderr.lines() {
         if line.starts_with("PLEASE submit") || line.starts_with("Stack dump:") {
@@ -55,7 +83,7 @@ pub fn message(stderr: &str) -> String {
 }
 
 /// The cause in words and what to try, from the translator's message.
-pub fn explain(message: &str) -> (String, String) {
+pub(crate) fn explain(message: &str) -> (String, String) {
     let culprit = culprit(message);
     if let Some(Culprit::Function(name)) = &culprit {
         if name.starts_with("llvm.") {
@@ -134,7 +162,7 @@ fn number_after(message: &str, prefix: &str) -> Option<u32> {
 
 /// The places in `ir` (textual LLVM IR with line tables) of the construct the translator's
 /// message names; empty when it names none or the IR has no location for it.
-pub fn locate(message: &str, ir: &str) -> Vec<Location> {
+pub(crate) fn locate(message: &str, ir: &str) -> Vec<Location> {
     let Some(culprit) = culprit(message) else { return Vec::new() };
     let metadata: HashMap<&str, &str> = ir
         .lines()
@@ -193,7 +221,7 @@ fn quoted(text: &str, key: &str) -> Option<String> {
 }
 
 /// `FILE:LINE:COL`, the source line and a caret under the column, as compilers show them.
-pub fn render(location: &Location) -> String {
+pub(crate) fn render(location: &Location) -> String {
     let mut out = format!("{}:{}:{}", location.file.display(), location.line, location.column);
     let text = std::fs::read_to_string(&location.file).ok();
     if let Some(source_line) = text.as_deref().and_then(|t| t.lines().nth(location.line.saturating_sub(1) as usize)) {

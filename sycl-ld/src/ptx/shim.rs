@@ -220,7 +220,7 @@ impl Builtin {
                 let element = first?.innermost().scalar_code()?;
                 let signed = matches!(element, "i" | "l");
                 let integer = matches!(element, "i" | "j" | "l" | "m");
-                if !integer && !(element == "f" && op == "xchg") {
+                if !(integer || (element == "f" && op == "xchg")) {
                     return None;
                 }
                 let (op, cmpxchg) = match op {
