@@ -44,14 +44,14 @@ pub const TARGETS: &[&str] = &["spir64", "intel_cpu_x86_64", "pocl_cpu", "ptx64"
 const SPIRV_EXTENSIONS: &str = "--spirv-ext=+SPV_INTEL_function_pointers";
 
 /// What `opt-15` runs between the front end and the translator: LLVM 15's `default<O2>`
-/// pipeline, as `opt-15 -passes='default<O2>' -print-pipeline-passes` prints it, less the four
-/// passes that write what llvm-spirv-15 cannot translate: `div-rem-pairs` (a `freeze` after
+/// pipeline, as `opt-15 -passes='default<O2>' -print-pipeline-passes` prints it, less five
+/// passes. Four write what llvm-spirv-15 cannot translate: `div-rem-pairs` (a `freeze` after
 /// `x / n` beside `x % n`), `loop-vectorize`, `slp-vectorizer` (`<64 x float>` from a register
-/// tile, `freeze <4 x i1>` from a chain of `&&`) and `vector-combine`; and less
-/// `elim-avail-extern`, which would leave a C99 `inline` function that was not inlined
-/// everywhere a declaration without a definition (drivers build such programs; the
-/// translator's `Import` on its body is undone by `localize_inline_definitions`). The devices' compilers
-/// vectorise for themselves; Intel's CPU runtime needs the rest of the pipeline to see through
+/// tile, `freeze <4 x i1>` from a chain of `&&`) and `vector-combine`. The fifth,
+/// `elim-avail-extern`, would leave a C99 `inline` function that was not inlined everywhere a
+/// declaration without a definition (drivers build such programs; the translator's `Import`
+/// on its body is undone by `localize_inline_definitions`). The devices' compilers vectorise
+/// for themselves; Intel's CPU runtime needs the rest of the pipeline to see through
 /// index arithmetic (without it, gathers: `runtime/benches/kernel_time.rs`).
 const OPT_PIPELINE: &str = concat!(
     "verify,annotation2metadata,forceattrs,inferattrs,coro-early,",
@@ -87,7 +87,6 @@ const OPT_PIPELINE: &str = concat!(
     "globaldce,constmerge,cg-profile,rel-lookup-table-converter,function(annotation-remarks),",
     "verify",
 );
-
 
 /// The macro OpenCL drivers define to the device's OpenCL version (`300`), and clang does not.
 const OPENCL_VERSION_MACRO: &str = "__OPENCL_VERSION__";
@@ -798,8 +797,8 @@ mod tests {
 
     #[test]
     fn what_the_optimiser_made_untranslatable_builds() {
-        // Before LLVM's optimisations: no freeze beside x / n and x % n, no <4 x i1> from a
-        // chain of &&, no <64 x float> from an 8x8 register tile.
+        // Without the passes that make them: no freeze beside x / n and x % n, no <4 x i1>
+        // from a chain of &&, no <64 x float> from an 8x8 register tile.
         let dir = tempdir().join("optimiser");
         fs::create_dir_all(&dir).unwrap();
         let src = dir.join("real.cl");
