@@ -23,7 +23,18 @@ use std::sync::{Arc, OnceLock};
 use hashbrown::HashTable;
 use sycl_format::{requirements, sets, DecodeError, Image, ImageFormat, ImageSet, ImageSetView, ImageView};
 
-use crate::device::Variant;
+/// An image form a device can use: its format and the target it was made for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Variant {
+    pub format: ImageFormat,
+    pub target: String,
+}
+
+impl Variant {
+    pub(crate) fn spirv() -> Variant {
+        Variant { format: ImageFormat::SpirV, target: "spir64".into() }
+    }
+}
 
 /// A loaded binary, stable while it stays loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

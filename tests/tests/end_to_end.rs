@@ -80,7 +80,7 @@ fn an_unknown_device_name_lists_the_devices_there_are() {
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
-        err.contains("no OpenCL device matches SYCL_DEVICE=no-such-device; available devices, each with the selector that picks it:"),
+        err.contains("no device matches SYCL_DEVICE=no-such-device; available devices, each with the selector that picks it:"),
         "{err}"
     );
     let listed = |selector: &str, platform: &str| {

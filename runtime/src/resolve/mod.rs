@@ -1,21 +1,24 @@
 //! Device-image collection for a kernel on a device: for the first image form the device can
-//! use that has the kernel (its own ahead-of-time form, then SPIR-V), the kernel's image, then
+//! use that has the kernel (its own ahead-of-time form, then its linkable form), the kernel's image, then
 //! for every import the first image of the same form in loader order that exports it,
 //! transitively. An import nobody exports is an error that names the symbol, the kernel and
 //! the binaries searched; nothing is compiled before the whole set resolves.
 //!
 //! Two binaries exporting one symbol: the first in loader order wins, always; the trace names
 //! both, and strict mode (`SYCL_STRICT_EXPORTS=1`) makes it an error. Exports of a library
-//! opened `RTLD_LOCAL` serve only that library and its dependencies.
+//! opened `RTLD_LOCAL` serve only that library and its dependencies. `cycles`: the check for
+//! call cycles across the collected images, before any driver sees them.
+
+mod cycles;
 
 use std::collections::HashSet;
 
 use sycl_format::ImageFormat;
 
-use crate::device::Variant;
-use crate::registry::{ImageId, Registry};
+use crate::registry::{ImageId, Registry, Variant};
 use crate::trace::trace;
 use crate::Error;
+pub(crate) use cycles::check as check_cycles;
 
 /// Environment variable that turns duplicate exports into errors.
 pub const STRICT_ENV: &str = "SYCL_STRICT_EXPORTS";

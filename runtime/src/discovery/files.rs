@@ -9,9 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use sycl_format::{Image, ImageSet};
 
-use crate::queue::Queue;
 use crate::trace::trace;
-use crate::{Error, Input, KernelBundle};
+use crate::Error;
 
 /// Where a loaded device library's exports may be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +52,7 @@ pub(crate) fn generation() -> u64 {
 /// unloads it, and every program built from it is dropped at the next launch.
 #[derive(Debug)]
 pub struct DeviceLibrary {
-    id: u64,
+    pub(crate) id: u64,
     path: PathBuf,
 }
 
@@ -84,11 +83,6 @@ pub fn load_device_library_with(path: impl AsRef<Path>, scope: LibraryScope) -> 
 impl DeviceLibrary {
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// An input bundle of this library's images.
-    pub fn kernel_bundle(&self, queue: &Queue) -> KernelBundle<Input> {
-        KernelBundle::of_device_library(queue, self.id)
     }
 
     /// Unloads the library (as dropping it does).

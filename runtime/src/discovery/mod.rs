@@ -19,13 +19,16 @@
 //! The walk of the loader's list happens under the loader's lock: nothing here may call
 //! `dlopen` or `dlsym` from inside it.
 
+pub(crate) mod files;
+mod loaded;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::library::{self, LibraryScope};
-use crate::loaded::{loaded_objects, loader_counters, GlobalScope};
 use crate::registry::{Binary, BinaryId, Members, Registry};
 use crate::trace::trace;
+use files::LibraryScope;
+use loaded::{loaded_objects, loader_counters, GlobalScope};
 
 /// What the last look saw, and the registry made of it.
 pub(crate) struct Discovery {
@@ -125,7 +128,7 @@ impl Discovery {
     /// Whether libraries were opened or closed, or device-library files loaded or unloaded,
     /// since the last look.
     pub(crate) fn is_stale(&self) -> bool {
-        loader_counters() != self.counters || library::generation() != self.files_generation
+        loader_counters() != self.counters || files::generation() != self.files_generation
     }
 
     /// Looks again, reading only what appeared; returns whether the registry changed (then
@@ -143,7 +146,7 @@ impl Discovery {
             self.counters = counters;
             self.walk_objects(&mut changes);
         }
-        if first || library::generation() != self.files_generation {
+        if first || files::generation() != self.files_generation {
             self.read_files(&mut changes);
         }
         let groups = self.local_groups();
@@ -240,9 +243,9 @@ impl Discovery {
     /// Takes in the device-library files loaded now, reusing the binaries of those already
     /// taken in.
     fn read_files(&mut self, changes: &mut Changes) {
-        let files = library::files();
+        let files = files::files();
         // Read under the lock, which every load and unload takes to change both.
-        self.files_generation = library::generation();
+        self.files_generation = files::generation();
         let mut before: HashMap<u64, (Arc<Binary>, LibraryScope)> =
             self.files.drain(..).map(|(id, binary, scope)| (id, (binary, scope))).collect();
         for file in &files.list {
@@ -323,7 +326,7 @@ mod tests {
         assert!(!discovery.is_stale());
         assert!(!discovery.refresh(), "nothing changed");
         // A library that carries no device images, as the OpenCL drivers' are.
-        crate::loaded::open_for_test("libz.so.1");
+        loaded::open_for_test("libz.so.1");
         assert!(discovery.is_stale());
         assert!(!discovery.refresh(), "no images appeared");
         assert!(Arc::ptr_eq(&before, discovery.registry()), "the same registry, so nothing cached is dropped");

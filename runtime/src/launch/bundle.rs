@@ -16,13 +16,14 @@ use std::sync::Arc;
 
 use sycl_format::{Image, ImageFormat};
 
-use crate::cl::Program;
-use crate::device::Variant;
-use crate::program::{link_to_spir, DeviceState, Options, SpecValues};
-use crate::queue::{as_bytes, Pod, Queue};
+use super::queue::{as_bytes, Pod, Queue};
+use crate::backend::{self, Program};
+use crate::build::{can_translate, link_to_spir, DeviceState, Options, SpecValues};
+use crate::discovery::files::DeviceLibrary;
+use crate::process::runtime;
 use crate::registry::{ImageId, Registry};
 use crate::trace::trace;
-use crate::{runtime, Error};
+use crate::Error;
 
 mod sealed {
     pub trait Sealed {}
@@ -155,7 +156,7 @@ struct Inner {
     spec: SpecValues,
     flags: String,
     /// Object state: the compiled image objects (devices that link); empty otherwise.
-    objects: Vec<(ImageId, Arc<Program>)>,
+    objects: Vec<(ImageId, Arc<backend::Object>)>,
     /// Executable state: the linked programs.
     programs: Vec<Linked>,
 }
@@ -273,7 +274,7 @@ impl KernelBundle<Input> {
     }
 
     /// Every image of a loaded device-library file.
-    pub(crate) fn of_device_library(queue: &Queue, library: u64) -> KernelBundle<Input> {
+    fn of_device_library(queue: &Queue, library: u64) -> KernelBundle<Input> {
         let registry = runtime().registry();
         let images = match registry.file_binaries.get(&library) {
             Some(&binary) => (0..registry.binary(binary).image_count).map(|image| ImageId { binary, image }).collect(),
@@ -288,6 +289,13 @@ impl KernelBundle<Input> {
         let mut spec = self.inner.spec.clone();
         spec.0.insert(constant.name.to_string(), as_bytes(std::slice::from_ref(&value)).to_vec());
         bundle(Inner { spec, ..self.inner.shallow() })
+    }
+}
+
+impl DeviceLibrary {
+    /// An input bundle of this library's images.
+    pub fn kernel_bundle(&self, queue: &Queue) -> KernelBundle<Input> {
+        KernelBundle::of_device_library(queue, self.id)
     }
 }
 
@@ -317,11 +325,7 @@ impl KernelBundle<Executable> {
 
     /// The program for `kernel`: among the images that define it, the one `select` picks
     /// (by default the first).
-    pub(crate) fn program_for(
-        &self,
-        kernel: &str,
-        select: Option<&ImageSelector>,
-    ) -> Result<Arc<Program>, Error> {
+    pub(crate) fn program_for(&self, kernel: &str, select: Option<&ImageSelector>) -> Result<Arc<Program>, Error> {
         let candidates: Vec<(Option<usize>, DeviceImage)> =
             self.image_entries().into_iter().filter(|(_, i)| i.kernels.iter().any(|k| k == kernel)).collect();
         if candidates.is_empty() {
@@ -354,8 +358,10 @@ impl KernelBundle<Executable> {
 }
 
 fn input(queue: &Queue, registry: Arc<Registry>, mut images: Vec<ImageId>) -> KernelBundle<Input> {
-    // Only the SPIR-V forms: bundles are compiled and linked for their device at run time.
-    images.retain(|&id| Variant { format: registry.image(id).format, target: registry.image(id).target.clone() } == Variant::spirv());
+    // Only the device's linkable form (SPIR-V, PTX): bundles are compiled and linked for their
+    // device at run time.
+    let linkable = queue.device().caps.linkable();
+    images.retain(|&id| registry.image(id).format == linkable.format && registry.image(id).target == linkable.target);
     images.sort();
     images.dedup();
     bundle(Inner {
@@ -384,9 +390,10 @@ pub fn get_kernel_bundle(queue: &Queue) -> KernelBundle<Input> {
 /// [`link`] finds those). A kernel no image defines is `kernel_not_found`.
 pub fn get_kernel_bundle_for(queue: &Queue, kernels: &[&str]) -> Result<KernelBundle<Input>, Error> {
     let registry = runtime().registry();
+    let linkable = queue.device().caps.linkable();
     let mut images = Vec::new();
     for kernel in kernels {
-        let found = registry.kernel_images(&Variant::spirv(), kernel);
+        let found = registry.kernel_images(&linkable, kernel);
         if found.is_empty() {
             return Err(Error::KernelNotFound { kernel: kernel.to_string(), searched: registry.searched() });
         }
@@ -402,7 +409,7 @@ pub fn has_kernel_bundle<S: BundleState>(queue: &Queue) -> bool {
     let device = queue.device();
     match S::NAME {
         "input" => has_images,
-        _ => has_images && (device.caps.links_spirv || crate::program::can_translate()),
+        _ => has_images && (device.caps.links_images || can_translate()),
     }
 }
 
@@ -413,9 +420,10 @@ pub fn compile(input: &KernelBundle<Input>, properties: &[BuildProperty]) -> Res
     let flags = flags_of(properties);
     let spec = input.inner.spec.without_defaults(&input.inner.registry, &input.inner.images);
     let options = Options { flags: flags.clone(), spec };
-    let objects = if device.caps.links_spirv {
-        let compiled =
-            device.compile_images(&input.inner.registry, &input.inner.images, &options).map_err(|e| logged(properties, e))?;
+    let objects = if device.caps.links_images {
+        let compiled = device
+            .compile_images(&input.inner.registry, &input.inner.images, &options)
+            .map_err(|e| logged(properties, e))?;
         input.inner.images.iter().copied().zip(compiled).collect()
     } else {
         vec![] // linked by the runtime and translated at link time
@@ -437,6 +445,7 @@ pub fn link(objects: &[&KernelBundle<Object>], properties: &[BuildProperty]) -> 
         return Err(Error::InvalidObject("link of bundles with different specialization values".into()));
     }
     let registry = first.inner.registry.clone();
+    let linkable = device.caps.linkable();
     let mut images: Vec<ImageId> = objects.iter().flat_map(|o| o.inner.images.iter().copied()).collect();
     images.sort();
     images.dedup();
@@ -455,13 +464,13 @@ pub fn link(objects: &[&KernelBundle<Object>], properties: &[BuildProperty]) -> 
                 continue;
             }
             let provider = registry
-                .providers(&Variant::spirv(), &symbol)
+                .providers(&linkable, &symbol)
                 .iter()
                 .copied()
                 .find(|p| registry.visible(id.binary, p.binary))
                 .ok_or_else(|| {
                     let kernel = format!("(bundle of {})", registry.describe(id));
-                    crate::resolve::unresolved(&registry, &Variant::spirv(), &symbol, &kernel, id)
+                    crate::resolve::unresolved(&registry, &linkable, &symbol, &kernel, id)
                 })?;
             trace!("resolve", "{symbol} -> {} (for a kernel bundle)", registry.describe(provider));
             provided.extend(registry.image(provider).exported_symbols().map(str::to_string));
@@ -477,13 +486,13 @@ pub fn link(objects: &[&KernelBundle<Object>], properties: &[BuildProperty]) -> 
     let options = Options { flags: flags.clone(), spec: spec.without_defaults(&registry, &images) };
     let names: Vec<String> = images.iter().map(|&id| registry.describe(id)).collect();
     trace!("link", "kernel bundle on {}: {}", device.name, names.join(" + "));
-    let program = if device.caps.links_spirv {
-        let mut compiled: BTreeMap<ImageId, Arc<Program>> =
+    let program = if device.caps.links_images {
+        let mut compiled: BTreeMap<ImageId, Arc<backend::Object>> =
             objects.iter().flat_map(|o| o.inner.objects.iter().cloned()).collect();
         let missing: Vec<ImageId> = images.iter().copied().filter(|id| !compiled.contains_key(id)).collect();
         let extra = device.compile_images(&registry, &missing, &options).map_err(|e| logged(properties, e))?;
         compiled.extend(missing.into_iter().zip(extra));
-        let ordered: Vec<Arc<Program>> = images.iter().map(|id| compiled[id].clone()).collect();
+        let ordered: Vec<Arc<backend::Object>> = images.iter().map(|id| compiled[id].clone()).collect();
         // Build properties are compiler options; clLinkProgram takes almost none of them.
         device.link_objects(&ordered, "", &names).map_err(|e| logged(properties, e))?
     } else {

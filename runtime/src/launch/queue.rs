@@ -3,14 +3,15 @@
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
-use crate::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
-use crate::cl::{self, Mem};
 use sycl_format::{KernelParam, ParamKind};
 
-use crate::program::{DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues};
+use super::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
+use crate::backend::{self, Memory, Program};
+use crate::build::{DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues};
+use crate::process::runtime;
 use crate::registry::Registry;
 use crate::trace::trace;
-use crate::{runtime, Error};
+use crate::Error;
 
 /// Plain data that can be copied to and from a device byte for byte.
 ///
@@ -38,7 +39,7 @@ pub struct Queue {
 
 struct QueueInner {
     device: Arc<DeviceState>,
-    queue: cl::Queue,
+    queue: backend::Queue,
     /// The last plain launch (no bundle, no specialization values), ready to go again.
     last: Mutex<Option<LastLaunch>>,
 }
@@ -49,23 +50,25 @@ struct QueueInner {
 struct LastLaunch {
     kernel: String,
     registry: Arc<Registry>,
-    program: Arc<cl::Program>,
+    program: Arc<Program>,
     object: PooledKernel,
 }
 
 impl Queue {
-    /// A queue on the default device: the one `SYCL_DEVICE` names, otherwise the first
-    /// OpenCL device that accepts SPIR-V.
+    /// A queue on the default device: the one `SYCL_DEVICE` names, otherwise the first CUDA
+    /// GPU, otherwise the first OpenCL device that accepts SPIR-V.
     pub fn new() -> Result<Queue, Error> {
         Queue::create(None)
     }
 
     /// A queue on the one device `selector` picks, as `SYCL_DEVICE` does (case-insensitive):
-    /// - `"intel"`, `"pocl"`, `"nvidia"`: a platform, named by a word of its name or vendor
-    ///   (never by device names, which PoCL takes from the host CPU);
+    /// - `"intel"`, `"pocl"`, `"nvidia"`: an OpenCL platform, named by a word of its name or
+    ///   vendor (never by device names, which PoCL takes from the host CPU);
+    /// - `"cuda"`: the GPUs of the CUDA backend; `"opencl"`: every OpenCL device; `"*"`: every
+    ///   device;
     /// - `"cpu"`, `"gpu"`, `"accelerator"`: a device type;
-    /// - `"intel:1"`, `"pocl:cpu"`: the N-th device, or the devices of a type, of a platform;
-    /// - `"*"` or `"opencl"` for the platform part: every platform.
+    /// - `"intel:1"`, `"cuda:0"`, `"pocl:cpu"`: the N-th device, or the devices of a type, of
+    ///   what comes before the `:`.
     ///
     /// A selector that picks no device or several is [`Error::NoDevice`], whose message lists
     /// every device with the selector that picks it.
@@ -75,7 +78,7 @@ impl Queue {
 
     fn create(wanted: Option<&str>) -> Result<Queue, Error> {
         let device = runtime().device(wanted)?;
-        let queue = cl::Queue::new(&device.context, device.id)?;
+        let queue = device.device.queue()?;
         Ok(Queue { inner: Arc::new(QueueInner { device, queue, last: Mutex::new(None) }) })
     }
 
@@ -90,7 +93,7 @@ impl Queue {
 
     /// A buffer of `len` elements, uninitialised on the device.
     pub fn buffer<T: Pod>(&self, len: usize) -> Result<Buffer<T>, Error> {
-        let mem = Mem::new(&self.inner.device.context, len * std::mem::size_of::<T>())?;
+        let mem = self.inner.device.device.alloc(len * std::mem::size_of::<T>())?;
         Ok(Buffer { mem: Arc::new(mem), len, queue: self.clone(), _t: PhantomData })
     }
 
@@ -132,7 +135,7 @@ impl Queue {
 
 /// Device memory holding `len` values of `T`.
 pub struct Buffer<T: Pod> {
-    mem: Arc<Mem>,
+    mem: Arc<Memory>,
     len: usize,
     queue: Queue,
     _t: PhantomData<T>,
@@ -163,11 +166,7 @@ impl<T: Pod> Buffer<T> {
     /// Overwrites the buffer with `data`, which must have exactly `len` elements.
     pub fn write(&self, data: &[T]) -> Result<(), Error> {
         if data.len() != self.len {
-            return Err(Error::InvalidArgument(format!(
-                "writing {} elements into a buffer of {}",
-                data.len(),
-                self.len
-            )));
+            return Err(Error::InvalidArgument(format!("writing {} elements into a buffer of {}", data.len(), self.len)));
         }
         self.queue.inner.queue.write(&self.mem, as_bytes(data))
     }
@@ -185,7 +184,7 @@ pub trait KernelArg {
 pub struct ArgValue(Arg);
 
 enum Arg {
-    Mem(Arc<Mem>),
+    Mem(Arc<Memory>),
     /// The value's bytes and its Rust type, for messages.
     Bytes(Vec<u8>, &'static str),
     /// Bytes of local memory per work-group.
@@ -249,7 +248,11 @@ fn check_arguments(kernel: &str, params: &[KernelParam], args: &[ArgValue]) -> R
     for (i, (param, ArgValue(arg))) in params.iter().zip(args).enumerate() {
         let wanted = match (param.kind, arg) {
             (ParamKind::Global | ParamKind::Constant, Arg::Mem(_)) | (ParamKind::Local, Arg::Local(_)) => continue,
-            (ParamKind::Scalar | ParamKind::Struct, Arg::Bytes(bytes, _)) if param.size == 0 || bytes.len() == param.size as usize => continue,
+            (ParamKind::Scalar | ParamKind::Struct, Arg::Bytes(bytes, _))
+                if param.size == 0 || bytes.len() == param.size as usize =>
+            {
+                continue
+            }
             (ParamKind::Global | ParamKind::Constant, _) => "a buffer (`&Buffer<T>`)".to_string(),
             (ParamKind::Local, _) => "local memory (`sycl_runtime::Local::<T>::new(len)`)".to_string(),
             (ParamKind::Scalar | ParamKind::Struct, _) => format!("a {}-byte value", param.size),
@@ -344,7 +347,6 @@ impl<'q, R> Launch<'q, R> {
         self.bundle = Some((bundle.clone(), Some(Box::new(select))));
         self
     }
-
 }
 
 impl Launch<'_, GlobalRange> {
@@ -439,7 +441,7 @@ impl Queue {
         set_arguments(&mut object, args)
             .map_err(|(i, e)| Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}")))?;
         self.inner.queue.enqueue(&object.kernel, global, local).map_err(|e| match e {
-            Error::OpenCl { call, code } => Error::KernelCall { kernel: kernel.to_string(), call, code },
+            Error::Driver { call, error } => Error::KernelCall { kernel: kernel.to_string(), call, error },
             e => e,
         })?;
         Ok(object)
@@ -450,12 +452,12 @@ impl Queue {
     /// Runs `kernel` of a program built outside the registry (a test's source), with `args`.
     pub(crate) fn run_program(
         &self,
-        program: &cl::Program,
+        program: &Arc<Program>,
         kernel: &str,
         args: &[ArgValue],
         global: &[usize],
     ) -> Result<(), Error> {
-        let mut object = PooledKernel { kernel: cl::Kernel::new(program, kernel)?, set: Vec::new(), signature: None };
+        let mut object = PooledKernel { kernel: program.kernel(kernel)?, set: Vec::new(), signature: None };
         set_arguments(&mut object, args)
             .map_err(|(i, e)| Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}")))?;
         self.inner.queue.enqueue(&object.kernel, global, None)?;
@@ -562,7 +564,9 @@ mod tests {
              100 is not a multiple of 16); round the global range up to a multiple and skip the extra work-items in the kernel"
         );
         assert!(check(&[64, 64], Some(&[8, 0])).unwrap_err().contains("dimension 1: 64 is not a multiple of 0"));
-        assert!(check(&[64, 64], Some(&[8])).unwrap_err().contains("the work-group size [8] has 1 dimension(s), the global range [64, 64] has 2"));
+        assert!(check(&[64, 64], Some(&[8]))
+            .unwrap_err()
+            .contains("the work-group size [8] has 1 dimension(s), the global range [64, 64] has 2"));
         assert!(check(&[1, 1, 1, 1], None).unwrap_err().contains("one to three dimensions, not 4"));
         assert!(check(&[], None).unwrap_err().contains("one to three dimensions, not 0"));
     }

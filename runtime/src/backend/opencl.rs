@@ -1,18 +1,23 @@
-//! Owned OpenCL handles over `cl3`'s raw API: each wrapper releases its object on drop, and
-//! every call that can fail returns the OpenCL error with the name of the call.
+//! The OpenCL backend: owned handles over `cl3`'s raw API (each wrapper releases its object on
+//! drop; every call that can fail returns the OpenCL error with the name of the call), the
+//! devices of every platform with their capabilities, and [`Device`]'s compile, link and build.
 //!
-//! This is one of the two modules with `unsafe` code (the other is `loaded`): the handles
+//! One of the modules with `unsafe` code (with `cuda` and `discovery::loaded`): the handles
 //! are created here and never leave as raw pointers.
 
+use std::collections::BTreeSet;
 use std::ffi::{c_void, CString};
 use std::ptr;
 
 use cl3::types::{cl_command_queue, cl_context, cl_device_id, cl_int, cl_kernel, cl_mem, cl_program, CL_BLOCKING};
+use sycl_format::aspects::{aspect_number, target_aspect};
 
+use super::caps::{CL_DEVICE_TYPE_ACCELERATOR, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
+use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure};
 use crate::Error;
 
 fn cl_err(call: &'static str) -> impl Fn(cl_int) -> Error {
-    move |code| Error::OpenCl { call, code }
+    move |code| Error::Driver { call, error: error_name(code) }
 }
 
 /// An OpenCL error code as people look it up: `CL_LINK_PROGRAM_FAILURE (-17)`.
@@ -31,8 +36,8 @@ unsafe impl Send for DeviceId {}
 // SAFETY: as above.
 unsafe impl Sync for DeviceId {}
 
-pub(crate) struct DeviceInfo {
-    pub id: DeviceId,
+/// What the capabilities are made of: the device's answers to `clGetDeviceInfo`.
+pub(crate) struct Queried {
     pub name: String,
     pub platform: String,
     pub vendor: String,
@@ -63,6 +68,23 @@ fn device_words(id: cl_device_id, param: u32) -> Vec<u64> {
 
 /// Every device of every platform, in the ICD loader's order.
 pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
+    Ok(queried_devices()?
+        .into_iter()
+        .map(|(id, q)| DeviceInfo {
+            handle: DeviceHandle::OpenCl(id),
+            backend: Backend::OpenCl,
+            identity: format!("{}\n{}\n{}", q.platform, q.name, q.driver_version),
+            caps: Capabilities::of(&q),
+            takes_linkable: q.il_version.contains("SPIR-V"),
+            name: q.name,
+            platform: q.platform,
+            vendor: q.vendor,
+            device_type: q.device_type,
+        })
+        .collect())
+}
+
+fn queried_devices() -> Result<Vec<(DeviceId, Queried)>, Error> {
     let mut out = Vec::new();
     let platforms = cl3::platform::get_platform_ids().map_err(cl_err("clGetPlatformIDs"))?;
     for platform in platforms {
@@ -80,25 +102,31 @@ pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
         };
         for id in ids {
             let text = |param| {
-                cl3::device::get_device_info(id, param).map(String::from).unwrap_or_default().trim_end_matches('\0').to_string()
+                cl3::device::get_device_info(id, param)
+                    .map(String::from)
+                    .unwrap_or_default()
+                    .trim_end_matches('\0')
+                    .to_string()
             };
             let word = |param| device_words(id, param).first().copied().unwrap_or(0);
-            out.push(DeviceInfo {
-                id: DeviceId(id),
-                name: text(cl3::device::CL_DEVICE_NAME),
-                platform: platform_name.clone(),
-                vendor: vendor.clone(),
-                il_version: text(cl3::device::CL_DEVICE_IL_VERSION),
-                driver_version: text(cl3::device::CL_DRIVER_VERSION),
-                device_type: word(cl3::device::CL_DEVICE_TYPE),
-                extensions: text(cl3::device::CL_DEVICE_EXTENSIONS),
-                image_support: word(cl3::device::CL_DEVICE_IMAGE_SUPPORT) != 0,
-                compiler_available: word(cl3::device::CL_DEVICE_COMPILER_AVAILABLE) != 0,
-                linker_available: word(cl3::device::CL_DEVICE_LINKER_AVAILABLE) != 0,
-                max_work_group_size: word(cl3::device::CL_DEVICE_MAX_WORK_GROUP_SIZE) as usize,
-                single_fp_config: word(cl3::device::CL_DEVICE_SINGLE_FP_CONFIG),
-                sub_group_sizes: device_words(id, CL_DEVICE_SUB_GROUP_SIZES_INTEL).into_iter().map(|v| v as usize).collect(),
-            });
+            out.push((
+                DeviceId(id),
+                Queried {
+                    name: text(cl3::device::CL_DEVICE_NAME),
+                    platform: platform_name.clone(),
+                    vendor: vendor.clone(),
+                    il_version: text(cl3::device::CL_DEVICE_IL_VERSION),
+                    driver_version: text(cl3::device::CL_DRIVER_VERSION),
+                    device_type: word(cl3::device::CL_DEVICE_TYPE),
+                    extensions: text(cl3::device::CL_DEVICE_EXTENSIONS),
+                    image_support: word(cl3::device::CL_DEVICE_IMAGE_SUPPORT) != 0,
+                    compiler_available: word(cl3::device::CL_DEVICE_COMPILER_AVAILABLE) != 0,
+                    linker_available: word(cl3::device::CL_DEVICE_LINKER_AVAILABLE) != 0,
+                    max_work_group_size: word(cl3::device::CL_DEVICE_MAX_WORK_GROUP_SIZE) as usize,
+                    single_fp_config: word(cl3::device::CL_DEVICE_SINGLE_FP_CONFIG),
+                    sub_group_sizes: device_words(id, CL_DEVICE_SUB_GROUP_SIZES_INTEL).into_iter().map(|v| v as usize).collect(),
+                },
+            ));
         }
     }
     Ok(out)
@@ -189,7 +217,16 @@ impl Queue {
         // SAFETY: blocking read of `out.len()` bytes into `out`; the buffer is at least that
         // large (callers read whole buffers they created with that size).
         unsafe {
-            cl3::command_queue::enqueue_read_buffer(self.0, mem.0, CL_BLOCKING, 0, out.len(), out.as_mut_ptr().cast(), 0, ptr::null())
+            cl3::command_queue::enqueue_read_buffer(
+                self.0,
+                mem.0,
+                CL_BLOCKING,
+                0,
+                out.len(),
+                out.as_mut_ptr().cast(),
+                0,
+                ptr::null(),
+            )
         }
         .map(|event| {
             // SAFETY: released once.
@@ -204,7 +241,16 @@ impl Queue {
         // SAFETY: blocking write of `data.len()` bytes from `data` into a buffer at least
         // that large.
         unsafe {
-            cl3::command_queue::enqueue_write_buffer(self.0, mem.0, CL_BLOCKING, 0, data.len(), data.as_ptr().cast(), 0, ptr::null())
+            cl3::command_queue::enqueue_write_buffer(
+                self.0,
+                mem.0,
+                CL_BLOCKING,
+                0,
+                data.len(),
+                data.as_ptr().cast(),
+                0,
+                ptr::null(),
+            )
         }
         .map(|event| {
             // SAFETY: released once.
@@ -246,11 +292,15 @@ impl Program {
 
     /// A program from OpenCL C source (tests only: device code reaches the runtime as images).
     pub(crate) fn from_source(context: &Context, source: &str) -> Result<Program, Error> {
-        cl3::program::create_program_with_source(context.0, &[source]).map(Program).map_err(cl_err("clCreateProgramWithSource"))
+        cl3::program::create_program_with_source(context.0, &[source])
+            .map(Program)
+            .map_err(cl_err("clCreateProgramWithSource"))
     }
 
     pub(crate) fn from_il(context: &Context, il: &[u8]) -> Result<Program, Error> {
-        cl3::program::create_program_with_il(context.0, il).map(Program).map_err(cl_err("clCreateProgramWithIL"))
+        cl3::program::create_program_with_il(context.0, il)
+            .map(Program)
+            .map_err(cl_err("clCreateProgramWithIL"))
     }
 
     pub(crate) fn set_spec_constant(&self, id: u32, value: &[u8]) -> Result<(), Error> {
@@ -271,10 +321,17 @@ impl Program {
     ///
     /// Called through the loaded library rather than `cl3::program::link_program`, which drops
     /// the program `clLinkProgram` returns with `CL_LINK_PROGRAM_FAILURE`, and with it the log.
-    pub(crate) fn link(context: &Context, device: DeviceId, objects: &[&Program], options: &str) -> Result<Program, (cl_int, String)> {
+    pub(crate) fn link(
+        context: &Context,
+        device: DeviceId,
+        objects: &[&Program],
+        options: &str,
+    ) -> Result<Program, (cl_int, String)> {
         let options = CString::new(options).unwrap_or_default();
         let raw: Vec<cl_program> = objects.iter().map(|p| p.0).collect();
-        let library = cl3::load_library().as_ref().map_err(|e| (cl3::error_codes::DLOPEN_RUNTIME_LOAD_FAILED, e.to_string()))?;
+        let library = cl3::load_library()
+            .as_ref()
+            .map_err(|e| (cl3::error_codes::DLOPEN_RUNTIME_LOAD_FAILED, e.to_string()))?;
         let mut status = cl3::error_codes::CL_INVALID_VALUE;
         // The wrapper's method is not marked unsafe, but it is a raw FFI call: the device is
         // the context's device, every input program was compiled in this context, `raw`
@@ -306,7 +363,7 @@ impl Program {
     pub(crate) fn binary(&self) -> Result<Vec<u8>, Error> {
         match cl3::program::get_program_info(self.0, cl3::program::CL_PROGRAM_BINARIES).map_err(cl_err("clGetProgramInfo"))? {
             cl3::info_type::InfoType::VecVecUchar(mut binaries) if !binaries.is_empty() => Ok(binaries.swap_remove(0)),
-            _ => Err(Error::OpenCl { call: "clGetProgramInfo", code: cl3::error_codes::CL_INVALID_PROGRAM }),
+            _ => Err(Error::Driver { call: "clGetProgramInfo", error: error_name(cl3::error_codes::CL_INVALID_PROGRAM) }),
         }
     }
 
@@ -346,4 +403,158 @@ impl Kernel {
         unsafe { cl3::kernel::set_kernel_arg(self.0, index, bytes.len(), bytes.as_ptr().cast()) }
             .map_err(cl_err("clSetKernelArg"))
     }
+}
+
+/// An OpenCL device opened for use: its id and a context of its own.
+pub(crate) struct Device {
+    id: DeviceId,
+    context: Context,
+}
+
+/// A refused compile, link or build: the call, the error and the device's log.
+fn failure(call: &str, code: cl_int, log: String) -> Failure {
+    use cl3::error_codes::{CL_INVALID_BUILD_OPTIONS, CL_INVALID_COMPILER_OPTIONS, CL_INVALID_LINKER_OPTIONS};
+    Failure {
+        error: format!("{call}: {}", error_name(code)),
+        log,
+        bad_options: [CL_INVALID_BUILD_OPTIONS, CL_INVALID_COMPILER_OPTIONS, CL_INVALID_LINKER_OPTIONS].contains(&code),
+    }
+}
+
+/// An error before the driver saw the code (creating the program) as a failure without a log.
+fn not_created(e: Error) -> Failure {
+    Failure { error: e.to_string(), log: String::new(), bad_options: false }
+}
+
+impl Device {
+    pub(crate) fn open(id: DeviceId) -> Result<Device, Error> {
+        Ok(Device { id, context: Context::new(id)? })
+    }
+
+    /// SPIR-V with its specialization values, compiled to an object.
+    pub(crate) fn compile(&self, il: &[u8], spec: &[(u32, &[u8])], flags: &str) -> Result<Program, Failure> {
+        let program = Program::from_il(&self.context, il).map_err(not_created)?;
+        for &(id, bytes) in spec {
+            program.set_spec_constant(id, bytes).map_err(not_created)?;
+        }
+        program.compile(self.id, flags).map_err(|(code, log)| failure("clCompileProgram", code, log))?;
+        Ok(program)
+    }
+
+    /// A compiled object made ahead of time (`CL_PROGRAM_BINARY_TYPE_COMPILED_OBJECT`).
+    pub(crate) fn load_object(&self, binary: &[u8]) -> Result<Program, Failure> {
+        Program::from_binary(&self.context, self.id, binary).map_err(not_created)
+    }
+
+    pub(crate) fn link(&self, objects: &[&Program], flags: &str) -> Result<Program, Failure> {
+        Program::link(&self.context, self.id, objects, flags).map_err(|(code, log)| failure("clLinkProgram", code, log))
+    }
+
+    /// A program from a binary (SPIR bitcode or a program binary), built with `flags`.
+    pub(crate) fn load(&self, binary: &[u8], flags: &str) -> Result<Program, Failure> {
+        let program = Program::from_binary(&self.context, self.id, binary).map_err(not_created)?;
+        program.build(self.id, flags).map_err(|(code, log)| failure("clBuildProgram", code, log))?;
+        Ok(program)
+    }
+
+    /// A program built from OpenCL C source by the driver itself (tests compare with it).
+    pub(crate) fn build_source(&self, source: &str, flags: &str) -> Result<Program, Failure> {
+        let program = Program::from_source(&self.context, source).map_err(not_created)?;
+        program.build(self.id, flags).map_err(|(code, log)| failure("clBuildProgram", code, log))?;
+        Ok(program)
+    }
+
+    /// OpenCL C source compiled to an object by the driver (tests link such objects).
+    pub(crate) fn compile_source(&self, source: &str) -> Result<Program, Failure> {
+        let program = Program::from_source(&self.context, source).map_err(not_created)?;
+        program.compile(self.id, "").map_err(|(code, log)| failure("clCompileProgram", code, log))?;
+        Ok(program)
+    }
+
+    pub(crate) fn queue(&self) -> Result<Queue, Error> {
+        Queue::new(&self.context, self.id)
+    }
+
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<Mem, Error> {
+        Mem::new(&self.context, bytes)
+    }
+}
+
+impl Capabilities {
+    /// What an OpenCL device can do, from its answers.
+    fn of(info: &Queried) -> Capabilities {
+        let mut aspects = BTreeSet::new();
+        let mut add = |name: &str| {
+            aspects.insert(aspect_number(name).expect("known aspect"));
+        };
+        if info.device_type & CL_DEVICE_TYPE_CPU != 0 {
+            add("cpu");
+        }
+        if info.device_type & CL_DEVICE_TYPE_GPU != 0 {
+            add("gpu");
+        }
+        if info.device_type & CL_DEVICE_TYPE_ACCELERATOR != 0 {
+            add("accelerator");
+        }
+        let has_ext = |e: &str| info.extensions.split_whitespace().any(|x| x == e);
+        if has_ext("cl_khr_fp16") {
+            add("fp16");
+        }
+        if has_ext("cl_khr_fp64") {
+            add("fp64");
+        }
+        if has_ext("cl_khr_int64_base_atomics") {
+            add("atomic64");
+        }
+        if info.image_support {
+            add("image");
+        }
+        if info.compiler_available {
+            add("online_compiler");
+        }
+        if info.linker_available {
+            add("online_linker");
+        }
+        add("queue_profiling");
+        let target = if info.platform.contains("Intel(R) OpenCL") && info.device_type & CL_DEVICE_TYPE_CPU != 0 {
+            Some("intel_cpu_x86_64")
+        } else if info.platform.contains("Portable Computing Language") {
+            Some("pocl_cpu")
+        } else {
+            None
+        };
+        if let Some(a) = target.and_then(target_aspect) {
+            aspects.insert(a);
+        }
+        // Measured: the Intel CPU runtime links and runs SPV_INTEL_function_pointers across
+        // modules. PoCL 3.1 builds such programs but its kernels miss the pointed-to functions:
+        // the runtime lowers the calls to switches when it links a program for PoCL
+        // (`sycl_spirv::lower_function_pointers`), which its ahead-of-time images cannot have.
+        if matches!(target, Some("intel_cpu_x86_64" | "pocl_cpu")) {
+            aspects.insert(aspect_number("function_pointers").expect("known aspect"));
+        }
+        Capabilities {
+            aspects,
+            sub_group_sizes: info.sub_group_sizes.iter().map(|s| *s as u32).collect(),
+            max_work_group_size: info.max_work_group_size,
+            links_images: info.il_version.contains("SPIR-V") && info.linker_available,
+            target,
+            // `CL_FP_FMA` among the single-precision capabilities (which PoCL reports when the
+            // processor has FMA; double precision always reports it), or a CPU device on a
+            // processor with FMA: Intel's CPU runtime does not report it, yet its own build of a
+            // source fuses `a * b + c` there.
+            fma: info.single_fp_config & CL_FP_FMA != 0
+                || (matches!(target, Some("intel_cpu_x86_64" | "pocl_cpu")) && host_has_fma()),
+        }
+    }
+}
+
+const CL_FP_FMA: u64 = 1 << 5;
+
+/// Whether this processor has fused multiply-add (a CPU device runs on it).
+fn host_has_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
 }

@@ -13,20 +13,23 @@
 //! options → program) and by image set, with one build per key however many threads ask at
 //! once, and on disk (see `cache`).
 
+pub(crate) mod disk;
+mod spir;
+
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use sycl_format::ImageFormat;
 
-use crate::cache::{DiskCache, KeyBuilder};
-use crate::cl::{self, Context, DeviceId, DeviceInfo, Program};
-use crate::device::{Capabilities, Variant};
-use crate::registry::{BinaryId, ImageId, Registry};
+pub(crate) use spir::{can_translate, link_to_spir};
+
+use crate::backend::{self, Capabilities, DeviceInfo, Failure, Kernel, Memory, Object, Program};
+use crate::registry::{BinaryId, ImageId, Registry, Variant};
 use crate::resolve::{self, Collected};
 use crate::trace::trace;
 use crate::Error;
+use disk::{DiskCache, KeyBuilder};
+use spir::{rewrite_for_device, SPIR_REWRITES};
 
 /// Build options (raw OpenCL flags) and specialization-constant values: part of every key.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -53,12 +56,20 @@ impl SpecValues {
                     .is_some_and(|d| matches!(d, sycl_format::PropertyValue::Bytes(d) if d == value))
             })
         };
-        SpecValues(self.0.iter().filter(|(name, value)| !is_default(name, value)).map(|(n, v)| (n.clone(), v.clone())).collect())
+        SpecValues(
+            self.0
+                .iter()
+                .filter(|(name, value)| !is_default(name, value))
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect(),
+        )
     }
 
     /// `(SpecId, bytes)` for the constants `image` has.
     fn for_image(&self, image: &sycl_format::Image) -> Vec<(u32, &[u8])> {
-        let Some(ids) = image.property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS) else { return vec![] };
+        let Some(ids) = image.property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS) else {
+            return vec![];
+        };
         self.0
             .iter()
             .filter_map(|(name, bytes)| match ids.get(name) {
@@ -69,16 +80,15 @@ impl SpecValues {
     }
 }
 
-/// Per-device state: the context and the caches built in it.
+/// Per-device state: the opened device and the caches built on it.
 pub(crate) struct DeviceState {
-    pub id: DeviceId,
     pub name: String,
     /// Platform, device and driver: what the persistent cache key needs of the device.
     identity: String,
     pub caps: Capabilities,
     /// `caps.variants()`, computed once: SPIR-V last.
     variants: Vec<Variant>,
-    pub context: Context,
+    pub device: backend::Device,
     caches: Mutex<Caches>,
 }
 
@@ -88,7 +98,7 @@ type KernelPool = HashMap<String, Vec<PooledKernel>>;
 /// A kernel object and the arguments last set on it: OpenCL keeps a kernel's arguments
 /// between launches, so a launch with the same ones sets nothing again.
 pub(crate) struct PooledKernel {
-    pub kernel: crate::cl::Kernel,
+    pub kernel: Kernel,
     /// By argument index.
     pub set: Vec<SetArg>,
     /// The kernel's parameters, looked up at its first launch.
@@ -102,7 +112,7 @@ pub(crate) struct Signature(pub Option<Arc<[sycl_format::KernelParam]>>);
 /// An argument as it was set: the buffer (held weakly, so a pooled kernel never keeps a
 /// buffer alive, and compared by identity, which the weak reference keeps unique) or the bytes.
 pub(crate) enum SetArg {
-    Mem(std::sync::Weak<crate::cl::Mem>),
+    Mem(std::sync::Weak<Memory>),
     Bytes(Vec<u8>),
     /// Bytes of local memory.
     Local(usize),
@@ -116,7 +126,7 @@ type Slot = Arc<Mutex<Option<Arc<Program>>>>;
 
 #[derive(Default)]
 struct Caches {
-    compiled: HashMap<(ImageId, Options), Arc<Program>>,
+    compiled: HashMap<(ImageId, Options), Arc<Object>>,
     linked: HashMap<(Vec<ImageId>, Options), Slot>,
     /// The seed's nested key: kernel name → (binary, options) → program, with every binary
     /// the program was built from (so that closing any of them drops it). A short list per
@@ -129,14 +139,12 @@ struct Caches {
 
 impl DeviceState {
     pub(crate) fn new(info: &DeviceInfo) -> Result<DeviceState, Error> {
-        let caps = Capabilities::of(info);
         Ok(DeviceState {
-            id: info.id,
             name: info.name.clone(),
-            identity: format!("{}\n{}\n{}", info.platform, info.name, info.driver_version),
-            variants: caps.variants(),
-            caps,
-            context: Context::new(info.id)?,
+            identity: info.identity.clone(),
+            variants: info.caps.variants(),
+            caps: info.caps.clone(),
+            device: backend::Device::open(info)?,
             caches: Mutex::default(),
         })
     }
@@ -221,8 +229,8 @@ impl DeviceState {
         Ok(program)
     }
 
-    /// Image forms to try: with specialization constants set, only SPIR-V (ahead-of-time
-    /// images cannot be specialized).
+    /// Image forms to try: with specialization constants set, only the linkable form
+    /// (ahead-of-time images cannot be specialized).
     pub(crate) fn variants(&self, options: &Options) -> &[Variant] {
         if options.spec.0.is_empty() {
             &self.variants
@@ -237,7 +245,7 @@ impl DeviceState {
         let pooled = self.caches().kernels.get_mut(&key).and_then(|(_, pool)| pool.get_mut(name)?.pop());
         match pooled {
             Some(kernel) => Ok(kernel),
-            None => Ok(PooledKernel { kernel: crate::cl::Kernel::new(program, name)?, set: Vec::new(), signature: None }),
+            None => Ok(PooledKernel { kernel: program.kernel(name)?, set: Vec::new(), signature: None }),
         }
     }
 
@@ -245,7 +253,10 @@ impl DeviceState {
     pub(crate) fn return_kernel(&self, program: &Arc<Program>, name: &str, kernel: PooledKernel) {
         let mut caches = self.caches();
         // The entry holds the program, so its address cannot be reused while kernels of it wait.
-        let (_, pool) = caches.kernels.entry(Arc::as_ptr(program) as usize).or_insert_with(|| (program.clone(), HashMap::new()));
+        let (_, pool) = caches
+            .kernels
+            .entry(Arc::as_ptr(program) as usize)
+            .or_insert_with(|| (program.clone(), HashMap::new()));
         match pool.get_mut(name) {
             Some(kernels) => kernels.push(kernel),
             None => {
@@ -270,7 +281,7 @@ impl DeviceState {
             })?;
         }
         // Recursion is refused here too, for every device: PoCL's compiler dies of it.
-        crate::cycles::check(registry, kernel, images)
+        resolve::check_cycles(registry, kernel, images)
     }
 
     pub(crate) fn build(
@@ -295,7 +306,7 @@ impl DeviceState {
             }
         }
 
-        let program = match (&collected.variant.format, self.caps.links_spirv) {
+        let program = match (&collected.variant.format, self.caps.links_images) {
             (ImageFormat::SpirBitcode, _) => {
                 trace!("build", "{kernel} on {}: {}", self.name, names.join(" + "));
                 let image = registry.image(collected.images[0]);
@@ -329,7 +340,7 @@ impl DeviceState {
         registry: &Registry,
         images: &[ImageId],
         options: &Options,
-    ) -> Result<Vec<Arc<Program>>, Error> {
+    ) -> Result<Vec<Arc<Object>>, Error> {
         let mut objects = Vec::with_capacity(images.len());
         for &id in images {
             let cached = self.caches().compiled.get(&(id, options.clone())).cloned();
@@ -338,56 +349,54 @@ impl DeviceState {
                 continue;
             }
             let image = registry.image(id);
-            let program = match image.format {
+            let failed =
+                |f: Failure| self.failed(Step::Compile, format!("compiling {}", registry.describe(id)), &options.flags, f);
+            let object = match image.format {
                 ImageFormat::Native => {
                     trace!("compile", "{} on {} (ahead-of-time object)", registry.describe(id), self.name);
-                    Program::from_binary(&self.context, self.id, &image.data)?
+                    self.device.load_object(&image.data).map_err(failed)?
+                }
+                ImageFormat::Ptx => {
+                    trace!("compile", "{} on {}", registry.describe(id), self.name);
+                    let spec = options.spec.for_image(image);
+                    self.device.compile(&image.data, &spec, &options.flags).map_err(failed)?
                 }
                 _ => {
                     trace!("compile", "{} on {}", registry.describe(id), self.name);
                     let il = rewrite_for_device(registry, id, &self.caps)?;
-                    let program = Program::from_il(&self.context, &il)?;
-                    for (spec_id, bytes) in options.spec.for_image(image) {
-                        program.set_spec_constant(spec_id, bytes)?;
-                    }
-                    program.compile(self.id, &options.flags).map_err(|(code, log)| {
-                        let hint = hint(Step::Compile, code, &log, &options.flags);
-                        Error::Build {
-                            device: self.name.clone(),
-                            what: format!("compiling {} (clCompileProgram: {})", registry.describe(id), cl::error_name(code)),
-                            log,
-                            hint,
-                        }
-                    })?;
-                    program
+                    let spec = options.spec.for_image(image);
+                    self.device.compile(&il, &spec, &options.flags).map_err(failed)?
                 }
             };
-            let program = Arc::new(program);
-            self.caches().compiled.insert((id, options.clone()), program.clone());
-            objects.push(program);
+            let object = Arc::new(object);
+            self.caches().compiled.insert((id, options.clone()), object.clone());
+            objects.push(object);
         }
         Ok(objects)
     }
 
-    pub(crate) fn link_objects(&self, objects: &[Arc<Program>], flags: &str, names: &[String]) -> Result<Program, Error> {
-        let refs: Vec<&Program> = objects.iter().map(|p| p.as_ref()).collect();
-        Program::link(&self.context, self.id, &refs, flags).map_err(|(code, log)| Error::Build {
-            device: self.name.clone(),
-            what: format!("linking {} (clLinkProgram: {})", names.join(" + "), cl::error_name(code)),
-            hint: hint(Step::Link, code, &log, flags),
-            log,
-        })
+    pub(crate) fn link_objects(&self, objects: &[Arc<Object>], flags: &str, names: &[String]) -> Result<Program, Error> {
+        let refs: Vec<&Object> = objects.iter().map(|o| o.as_ref()).collect();
+        self.device
+            .link(&refs, flags)
+            .map_err(|f| self.failed(Step::Link, format!("linking {}", names.join(" + ")), flags, f))
     }
 
-    pub(crate) fn build_binary(&self, binary: &[u8], options: &str, names: &[String]) -> Result<Program, Error> {
-        let program = Program::from_binary(&self.context, self.id, binary)?;
-        program.build(self.id, options).map_err(|(code, log)| Error::Build {
+    pub(crate) fn build_binary(&self, binary: &[u8], flags: &str, names: &[String]) -> Result<Program, Error> {
+        self.device
+            .load(binary, flags)
+            .map_err(|f| self.failed(Step::Build, format!("building {}", names.join(" + ")), flags, f))
+    }
+
+    /// A driver's refusal as the error users see: the step and what it was given, the driver's
+    /// error and log, and what to try.
+    pub(crate) fn failed(&self, step: Step, what: String, flags: &str, f: Failure) -> Error {
+        Error::Build {
             device: self.name.clone(),
-            what: format!("building {} (clBuildProgram: {})", names.join(" + "), cl::error_name(code)),
-            hint: hint(Step::Build, code, &log, options),
-            log,
-        })?;
-        Ok(program)
+            what: format!("{what} ({})", f.error),
+            hint: hint(step, f.bad_options, &f.log, flags),
+            log: f.log,
+        }
     }
 
     /// SHA-256 over the sorted bytes of the program's images, the image form, the device and
@@ -413,51 +422,6 @@ impl DeviceState {
     }
 }
 
-/// What the runtime rewrites in SPIR-V before a driver sees it ([`rewrite_for_device`],
-/// [`link_to_spir`]), part of the persistent cache's key: a program built before a rule changed
-/// is not reused.
-pub(crate) const SPIR_REWRITES: &str =
-    "spir-rewrites 3: function pointers (PoCL), generic builtins, mad as fma with FMA (every SPIR-V device), \
-     half_* as full precision and mem_fence as PoCL's _cl_mem_fence (PoCL)";
-
-/// One image's SPIR-V as a device that links SPIR-V gets it ([`rewrite_builtins`]); the image
-/// as it is when nothing applies, or when it does not load: the driver then says what is wrong
-/// with it, in its build log.
-fn rewrite_for_device<'a>(registry: &'a Registry, id: ImageId, caps: &Capabilities) -> Result<std::borrow::Cow<'a, [u8]>, Error> {
-    let data = &registry.image(id).data;
-    let Ok(mut module) = sycl_spirv::load(data) else { return Ok(std::borrow::Cow::Borrowed(data)) };
-    Ok(match rewrite_builtins(&mut module, caps, &registry.describe(id))? {
-        true => std::borrow::Cow::Owned(sycl_spirv::assemble(&module)),
-        false => std::borrow::Cow::Borrowed(data),
-    })
-}
-
-/// The builtins a device gets as its own build of the source would call them (see
-/// [`SPIR_REWRITES`]); traced, and whether anything changed:
-/// - Under OpenCL C 2.0 every builtin taking a pointer takes a generic one: PoCL 3.1's library
-///   has none for the generic address space, and Intel's CPU runtime builds no atomic on one
-///   from SPIR-V. Each gets a global, local or private pointer.
-/// - PoCL 3.1's library (a device that does not link SPIR-V) defines `mem_fence` and the
-///   `half_*` functions only under other names (`_cl_mem_fence`, `_cl_half_sqrt`, …): `half_*`
-///   become full precision, and the program gets a `mem_fence` that calls PoCL's.
-/// - clang's contractions (`llvm.fmuladd`) reach the device as `mad`, which PoCL computes
-///   unfused and Intel fuses only in part, where their own builds fuse them on hardware with
-///   FMA: `fma` there.
-fn rewrite_builtins(module: &mut sycl_spirv::dr::Module, caps: &Capabilities, what: &str) -> Result<bool, Error> {
-    let generic = sycl_spirv::lower_generic_builtins(module).map_err(|e| Error::Translate(e.to_string()))?;
-    let renamed = if caps.links_spirv { 0 } else { sycl_spirv::lower_renamed_builtins(module) };
-    let fused = if caps.fma { sycl_spirv::fuse_mad(module) } else { 0 };
-    let changed = generic + renamed + fused > 0;
-    if changed {
-        trace!(
-            "spir-rewrite",
-            "{what}: {generic} builtin(s) on generic pointers made specific, {renamed} half_* or fence(s) given PoCL's \
-             builtins, {fused} mad as fma"
-        );
-    }
-    Ok(changed)
-}
-
 /// The driver step that failed, for [`hint`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Step {
@@ -466,12 +430,14 @@ pub(crate) enum Step {
     Build,
 }
 
-/// What to try after the driver refused device code, from the step, the code and its log.
-pub(crate) fn hint(step: Step, code: i32, log: &str, flags: &str) -> String {
-    use cl3::error_codes::{CL_INVALID_BUILD_OPTIONS, CL_INVALID_LINKER_OPTIONS};
+/// What to try after the driver refused device code, from the step, whether it refused the
+/// options, and its log.
+pub(crate) fn hint(step: Step, bad_options: bool, log: &str, flags: &str) -> String {
     let lower = log.to_lowercase();
-    if code == CL_INVALID_BUILD_OPTIONS || code == CL_INVALID_LINKER_OPTIONS {
-        return format!("the build options `{flags}` are not valid for this device: check the options given to the launch or the bundle");
+    if bad_options {
+        return format!(
+            "the build options `{flags}` are not valid for this device: check the options given to the launch or the bundle"
+        );
     }
     if lower.contains("symbols not found") || lower.contains("undefined") || lower.contains("unresolved") {
         return "a function these images call is defined by none of them: the library that exports it must be loaded \
@@ -499,104 +465,4 @@ pub(crate) fn hint(step: Step, code: i32, log: &str, flags: &str) -> String {
              which images it was made from"
         ),
     }
-}
-
-/// Links SPIR-V images with our own linker and translates the result to SPIR bitcode, for
-/// devices that take neither SPIR-V nor a link step; specialization values are baked in.
-/// Builtins the device's library lacks are rewritten into ones it has, and `mad` computed as
-/// the device's own build of the source computes it (see [`SPIR_REWRITES`]).
-pub(crate) fn link_to_spir(
-    registry: &Registry,
-    kernel: &str,
-    images: &[ImageId],
-    spec: &SpecValues,
-    caps: &Capabilities,
-) -> Result<Vec<u8>, Error> {
-    let mut inputs = Vec::with_capacity(images.len());
-    for &id in images {
-        let module = sycl_spirv::load(&registry.image(id).data)
-            .map_err(|e| Error::Translate(format!("{}: {e}", registry.describe(id))))?;
-        inputs.push(sycl_spirv::LinkInput { name: registry.describe(id), module });
-    }
-    let mut linked = sycl_spirv::link(inputs).map_err(|e| Error::Translate(e.to_string()))?;
-    // PoCL's kernel compiler cannot take calls through pointers; the whole program is here, so
-    // they become switches over the functions whose addresses are taken.
-    sycl_spirv::lower_function_pointers(&mut linked.module).map_err(|e| Error::Translate(e.to_string()))?;
-    rewrite_builtins(&mut linked.module, caps, kernel)?;
-    // Lowering turns calls through pointers into direct calls: a cycle through a pointer (which
-    // the images' call graphs cannot show) is now one PoCL's compiler would die of.
-    if let Some(cycle) = sycl_spirv::call_cycle(&linked.module) {
-        let describe = |id: &u32| {
-            let binary = linked.origins.get(id).map(|&i| registry.binary(images[i].binary).name.as_str());
-            let binary = binary.map_or("made by the runtime", |b| b.rsplit('/').next().unwrap_or(b));
-            format!("{} ({binary})", sycl_spirv::function_name(&linked.module, *id))
-        };
-        let mut path: Vec<String> = cycle.iter().map(describe).collect();
-        path.push(describe(&cycle[0]));
-        return Err(Error::CallCycle { kernel: kernel.to_string(), cycle: path });
-    }
-    let mut baked = Vec::new();
-    for &id in images {
-        for (spec_id, bytes) in spec.for_image(registry.image(id)) {
-            let Some(ty) = sycl_spirv::spec::llvm_type_of(&linked.module, spec_id) else { continue };
-            let text = spec_value_text(&ty, bytes)
-                .ok_or_else(|| Error::InvalidArgument(format!("specialization constant {spec_id}: {} bytes for {ty}", bytes.len())))?;
-            let arg = format!("{spec_id}:{ty}:{text}");
-            if !baked.contains(&arg) {
-                baked.push(arg);
-            }
-        }
-    }
-    let spirv = sycl_spirv::assemble(&linked.module);
-    let tool = llvm_spirv()?;
-    let dir = tempfile::tempdir().map_err(|e| Error::Translate(format!("temporary directory: {e}")))?;
-    let (input, output) = (dir.path().join("program.spv"), dir.path().join("program.bc"));
-    std::fs::write(&input, spirv).map_err(|e| Error::Translate(format!("{}: {e}", input.display())))?;
-    let mut cmd = Command::new(&tool);
-    cmd.arg("-r").arg(&input).arg("-o").arg(&output);
-    if !baked.is_empty() {
-        cmd.arg(format!("--spec-const={}", baked.join(" ")));
-    }
-    let out = cmd.output().map_err(|e| Error::Translate(format!("running {}: {e}", tool.display())))?;
-    if !out.status.success() {
-        return Err(Error::Translate(format!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr))));
-    }
-    std::fs::read(&output).map_err(|e| Error::Translate(format!("{}: {e}", output.display())))
-}
-
-/// A specialization value as `llvm-spirv --spec-const` reads it.
-fn spec_value_text(ty: &str, bytes: &[u8]) -> Option<String> {
-    let arr = |n: usize| -> Option<[u8; 8]> {
-        let mut a = [0u8; 8];
-        a.get_mut(..n)?.copy_from_slice(bytes.get(..n)?);
-        (bytes.len() == n).then_some(a)
-    };
-    Some(match ty {
-        "i1" | "i8" => i8::from_le_bytes([arr(1)?[0]]).to_string(),
-        "i16" => i16::from_le_bytes(arr(2)?[..2].try_into().ok()?).to_string(),
-        "i32" => i32::from_le_bytes(arr(4)?[..4].try_into().ok()?).to_string(),
-        "i64" => i64::from_le_bytes(arr(8)?).to_string(),
-        "f32" => format!("{:?}", f32::from_le_bytes(arr(4)?[..4].try_into().ok()?)),
-        "f64" => format!("{:?}", f64::from_le_bytes(arr(8)?)),
-        _ => return None,
-    })
-}
-
-/// Whether the translator for devices without SPIR-V is available.
-pub(crate) fn can_translate() -> bool {
-    llvm_spirv().is_ok()
-}
-
-/// `$SYCL_LLVM_SPIRV`, or `llvm-spirv-15` on PATH.
-fn llvm_spirv() -> Result<PathBuf, Error> {
-    if let Some(path) = std::env::var_os("SYCL_LLVM_SPIRV").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(path));
-    }
-    which::which("llvm-spirv-15").map_err(|_| {
-        Error::Translate(
-            "llvm-spirv-15 not found on PATH (Debian package llvm-spirv-15, or set SYCL_LLVM_SPIRV); \
-             it translates SPIR-V for devices without SPIR-V support"
-                .into(),
-        )
-    })
 }

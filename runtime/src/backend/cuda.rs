@@ -1,0 +1,550 @@
+//! The CUDA backend: NVIDIA GPUs through the CUDA driver API, with `cudarc`'s `sys` layer,
+//! which loads `libcuda.so.1` at run time (a process without it has no CUDA devices).
+//!
+//! An image's PTX form (what `sycl-ld` makes for the `ptx64` target) is the object: nothing is
+//! compiled before the link. A program is the PTX of every collected image linked by the
+//! driver's JIT linker (`cuLinkCreate`, `cuLinkAddData`, `cuLinkComplete`) for this GPU, then
+//! loaded as a module; the linked cubin is what the persistent cache keeps. Launches follow the
+//! conventions of the PTX `sycl-ld` makes:
+//! - grid = global size / local size in each dimension, block = local size; no offsets;
+//! - a `local` pointer parameter is an 8-byte byte offset into the launch's dynamic shared
+//!   memory (`__sycl_local_mem`), whose size is the total of the local arguments, each aligned
+//!   to 16 bytes;
+//! - `__sycl_work_dim`, where the module has it, holds the launch's number of dimensions.
+//!
+//! Every call first makes the device's primary context current on the calling thread, so
+//! queues, buffers and programs work from any thread, as OpenCL's do.
+
+use std::ffi::{c_char, c_void, CStr};
+use std::ptr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
+use sycl_format::aspects::{aspect_number, target_aspect};
+
+use super::caps::CL_DEVICE_TYPE_GPU;
+use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure};
+use crate::Error;
+
+/// The platform name CUDA devices are listed under (`SYCL_DEVICE=cuda` picks them).
+pub(crate) const PLATFORM: &str = "CUDA";
+
+/// A CUDA error as people look it up: `CUDA_ERROR_INVALID_PTX (218)`.
+fn error_name(code: CUresult) -> String {
+    let mut name: *const c_char = ptr::null();
+    // SAFETY: the driver writes a pointer to a static string, or leaves it null.
+    let known = unsafe { sys::cuGetErrorName(code, &mut name) } == CUresult::CUDA_SUCCESS && !name.is_null();
+    let number = code as i32;
+    if known {
+        // SAFETY: a NUL-terminated static string from the driver.
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        format!("{name} ({number})")
+    } else {
+        format!("CUDA error {number}")
+    }
+}
+
+fn check(call: &'static str, code: CUresult) -> Result<(), Error> {
+    match code {
+        CUresult::CUDA_SUCCESS => Ok(()),
+        code => Err(Error::Driver { call, error: error_name(code) }),
+    }
+}
+
+/// Every CUDA device, found once per process: none when `libcuda.so.1` is not there; an
+/// error when it is, but the driver does not start.
+pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
+    static FOUND: OnceLock<Result<Vec<DeviceInfo>, String>> = OnceLock::new();
+    match FOUND.get_or_init(|| enumerate().map_err(|e| e.to_string())) {
+        Ok(devices) => Ok(devices.clone()),
+        Err(e) => Err(Error::NoDevice { problem: format!("the CUDA driver: {e}"), available: vec![] }),
+    }
+}
+
+fn enumerate() -> Result<Vec<DeviceInfo>, Error> {
+    // SAFETY: loading the library runs no code of ours; it is only looked for.
+    if !unsafe { sys::is_culib_present() } {
+        return Ok(Vec::new());
+    }
+    // SAFETY: plain driver calls with out-pointers to locals.
+    unsafe {
+        check("cuInit", sys::cuInit(0))?;
+        let mut version = 0;
+        check("cuDriverGetVersion", sys::cuDriverGetVersion(&mut version))?;
+        let mut count = 0;
+        check("cuDeviceGetCount", sys::cuDeviceGetCount(&mut count))?;
+        let mut out = Vec::new();
+        for ordinal in 0..count {
+            let mut device = 0;
+            check("cuDeviceGet", sys::cuDeviceGet(&mut device, ordinal))?;
+            let mut name = [0 as c_char; 256];
+            check("cuDeviceGetName", sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, device))?;
+            let name = CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned();
+            let attribute = |a: CUdevice_attribute| {
+                let mut value = 0;
+                check("cuDeviceGetAttribute", sys::cuDeviceGetAttribute(&mut value, a, device)).map(|()| value)
+            };
+            let major = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+            let minor = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+            let warp = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?;
+            let threads = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
+            out.push(DeviceInfo {
+                handle: DeviceHandle::Cuda(ordinal),
+                backend: Backend::Cuda,
+                identity: format!("{PLATFORM}\n{name}\nsm_{major}{minor}\ndriver {version}"),
+                caps: capabilities(warp as u32, threads as usize),
+                takes_linkable: true,
+                name,
+                platform: PLATFORM.into(),
+                vendor: "NVIDIA Corporation".into(),
+                device_type: CL_DEVICE_TYPE_GPU,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// What the PTX of the `ptx64` target can do on a GPU (the target's device-configuration
+/// entry, measured on an H100): double, 64-bit atomics, calls through pointers, sub-groups as
+/// warps; no half arithmetic, no images.
+fn capabilities(warp: u32, max_threads: usize) -> Capabilities {
+    let mut aspects: std::collections::BTreeSet<u32> =
+        ["gpu", "fp64", "atomic64", "online_compiler", "online_linker", "queue_profiling", "function_pointers"]
+            .iter()
+            .map(|a| aspect_number(a).expect("known aspect"))
+            .collect();
+    aspects.extend(target_aspect("ptx64"));
+    Capabilities {
+        aspects,
+        sub_group_sizes: vec![warp],
+        max_work_group_size: max_threads,
+        links_images: true,
+        target: Some("ptx64"),
+        fma: true,
+    }
+}
+
+/// A device's primary context, current on a thread before each call.
+struct Context {
+    raw: sys::CUcontext,
+    device: sys::CUdevice,
+}
+
+// SAFETY: a CUDA context may be made current on any thread; the driver API is thread-safe.
+unsafe impl Send for Context {}
+// SAFETY: as above.
+unsafe impl Sync for Context {}
+
+impl Context {
+    fn bind(&self) -> Result<(), Error> {
+        // SAFETY: the context is retained until this value drops.
+        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.raw) })
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: retained once in `Device::open`, released once here.
+        unsafe {
+            let _ = sys::cuDevicePrimaryCtxRelease_v2(self.device);
+        }
+    }
+}
+
+/// A CUDA device opened for use: its primary context.
+pub(crate) struct Device {
+    context: Arc<Context>,
+}
+
+impl Device {
+    pub(crate) fn open(ordinal: i32) -> Result<Device, Error> {
+        let mut device = 0;
+        let mut raw = ptr::null_mut();
+        // SAFETY: out-pointers to locals; the driver was initialised when the device was found.
+        unsafe {
+            check("cuDeviceGet", sys::cuDeviceGet(&mut device, ordinal))?;
+            check("cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut raw, device))?;
+        }
+        Ok(Device { context: Arc::new(Context { raw, device }) })
+    }
+
+    /// An image's PTX: the object, as it is (the JIT linker compiles it). Specialization
+    /// values cannot reach PTX yet: a program that sets any is refused.
+    pub(crate) fn compile(&self, ptx: &[u8], spec: &[(u32, &[u8])], _flags: &str) -> Result<Ptx, Failure> {
+        if !spec.is_empty() {
+            return Err(Failure {
+                error: "specializing PTX".into(),
+                log: "the CUDA backend cannot set specialization constants yet: their default values are built in".into(),
+                bad_options: false,
+            });
+        }
+        let mut text = ptx.to_vec();
+        if text.last() != Some(&0) {
+            text.push(0);
+        }
+        Ok(Ptx(text.into()))
+    }
+
+    /// The objects linked by the driver's JIT linker for this GPU, and loaded.
+    pub(crate) fn link(&self, objects: &[&Ptx], _flags: &str) -> Result<Module, Failure> {
+        const LOG: usize = 64 << 10;
+        let fail = |error: Error, log: &[u8]| Failure {
+            error: error.to_string(),
+            log: String::from_utf8_lossy(log.split(|&b| b == 0).next().unwrap_or_default()).trim().to_string(),
+            bad_options: false,
+        };
+        self.context.bind().map_err(|e| fail(e, &[]))?;
+        let mut error_log = vec![0u8; LOG];
+        let mut options = [sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
+        let mut values = [error_log.as_mut_ptr().cast::<c_void>(), LOG as *mut c_void];
+        let mut state = ptr::null_mut();
+        // SAFETY: the option values are a buffer of LOG bytes and its size, alive until the
+        // state is destroyed below; each PTX is NUL-terminated and outlives the link.
+        unsafe {
+            check(
+                "cuLinkCreate",
+                sys::cuLinkCreate_v2(options.len() as u32, options.as_mut_ptr(), values.as_mut_ptr(), &mut state),
+            )
+            .map_err(|e| fail(e, &[]))?;
+            let linked = (|| {
+                for (i, ptx) in objects.iter().enumerate() {
+                    let name = format!("image{i}\0");
+                    check(
+                        "cuLinkAddData",
+                        sys::cuLinkAddData_v2(
+                            state,
+                            sys::CUjitInputType::CU_JIT_INPUT_PTX,
+                            ptx.0.as_ptr() as *mut c_void,
+                            ptx.0.len(),
+                            name.as_ptr().cast(),
+                            0,
+                            ptr::null_mut(),
+                            ptr::null_mut(),
+                        ),
+                    )?;
+                }
+                let mut cubin = ptr::null_mut();
+                let mut size = 0;
+                check("cuLinkComplete", sys::cuLinkComplete(state, &mut cubin, &mut size))?;
+                // The cubin belongs to the link state: copied out before it is destroyed.
+                Ok(std::slice::from_raw_parts(cubin.cast::<u8>(), size).to_vec())
+            })();
+            let _ = sys::cuLinkDestroy(state);
+            let cubin = linked.map_err(|e| fail(e, &error_log))?;
+            self.module(cubin).map_err(|e| fail(e, &[]))
+        }
+    }
+
+    /// A linked cubin (from the persistent cache), loaded.
+    pub(crate) fn load(&self, cubin: &[u8]) -> Result<Module, Failure> {
+        self.module(cubin.to_vec())
+            .map_err(|e| Failure { error: e.to_string(), log: String::new(), bad_options: false })
+    }
+
+    fn module(&self, cubin: Vec<u8>) -> Result<Module, Error> {
+        self.context.bind()?;
+        // A cubin is an ELF file: anything else is refused here, before the driver reads it.
+        if !cubin.starts_with(b"\x7fELF") {
+            return Err(Error::Driver { call: "cuModuleLoadData", error: "not a cubin (no ELF header)".into() });
+        }
+        let mut raw = ptr::null_mut();
+        // SAFETY: the image is a complete cubin in memory; the driver copies what it needs.
+        check("cuModuleLoadData", unsafe { sys::cuModuleLoadData(&mut raw, cubin.as_ptr().cast()) })?;
+        Ok(Module(Arc::new(Loaded {
+            context: self.context.clone(),
+            raw,
+            cubin,
+            work_dim: OnceLock::new(),
+            dims: AtomicU32::new(0),
+        })))
+    }
+
+    pub(crate) fn stream(&self) -> Result<Stream, Error> {
+        self.context.bind()?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: an out-pointer to a local; flags 0 is a blocking stream.
+        check("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut raw, 0) })?;
+        Ok(Stream { context: self.context.clone(), raw })
+    }
+
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<Memory, Error> {
+        self.context.bind()?;
+        let mut address = 0;
+        // SAFETY: an out-pointer to a local.
+        check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut address, bytes.max(1)) })?;
+        Ok(Memory { context: self.context.clone(), address })
+    }
+}
+
+/// An image's PTX, NUL-terminated.
+pub(crate) struct Ptx(Arc<[u8]>);
+
+/// A loaded module: the linked program.
+pub(crate) struct Module(Arc<Loaded>);
+
+struct Loaded {
+    context: Arc<Context>,
+    raw: sys::CUmodule,
+    cubin: Vec<u8>,
+    /// `__sycl_work_dim`'s address, looked up at the first launch (`None`: no kernel reads it).
+    work_dim: OnceLock<Option<sys::CUdeviceptr>>,
+    /// The value last written there (0: none yet).
+    dims: AtomicU32,
+}
+
+// SAFETY: a module handle may be used from any thread with its context current.
+unsafe impl Send for Loaded {}
+// SAFETY: as above; `dims` is atomic and `work_dim` a OnceLock.
+unsafe impl Sync for Loaded {}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        if self.context.bind().is_ok() {
+            // SAFETY: loaded once, unloaded once; no kernel of it outlives it (each holds it).
+            unsafe {
+                let _ = sys::cuModuleUnload(self.raw);
+            }
+        }
+    }
+}
+
+impl Module {
+    /// The linked cubin, which the persistent cache keeps.
+    pub(crate) fn image(&self) -> &[u8] {
+        &self.0.cubin
+    }
+
+    pub(crate) fn kernel(&self, name: &str) -> Result<Kernel, Error> {
+        self.0.context.bind()?;
+        let c_name = std::ffi::CString::new(name).map_err(|_| Error::KernelNotFound { kernel: name.into(), searched: vec![] })?;
+        let mut function = ptr::null_mut();
+        // SAFETY: a live module and a NUL-terminated name.
+        check("cuModuleGetFunction", unsafe { sys::cuModuleGetFunction(&mut function, self.0.raw, c_name.as_ptr()) })?;
+        Ok(Kernel { module: self.0.clone(), function, args: Vec::new(), max_dynamic_shared: Mutex::new(48 << 10) })
+    }
+}
+
+/// A kernel argument as set.
+enum Slot {
+    Bytes(Vec<u8>),
+    /// Bytes of local memory per work-group.
+    Local(usize),
+}
+
+/// A kernel function with its arguments, kept between launches.
+pub(crate) struct Kernel {
+    module: Arc<Loaded>,
+    function: sys::CUfunction,
+    args: Vec<Slot>,
+    /// The dynamic shared memory the function is allowed (48 KiB until raised).
+    max_dynamic_shared: Mutex<usize>,
+}
+
+// SAFETY: a function handle may be used from any thread with its context current; a kernel is
+// used by one thread at a time (it is taken from a pool for a launch).
+unsafe impl Send for Kernel {}
+
+impl Kernel {
+    fn slot(&mut self, index: u32) -> &mut Slot {
+        let index = index as usize;
+        while self.args.len() <= index {
+            self.args.push(Slot::Bytes(Vec::new()));
+        }
+        &mut self.args[index]
+    }
+
+    pub(crate) fn set_bytes(&mut self, index: u32, bytes: &[u8]) {
+        *self.slot(index) = Slot::Bytes(bytes.to_vec());
+    }
+
+    pub(crate) fn set_local(&mut self, index: u32, size: usize) {
+        *self.slot(index) = Slot::Local(size);
+    }
+}
+
+/// A stream of the device's primary context: launches and copies in order.
+pub(crate) struct Stream {
+    context: Arc<Context>,
+    raw: sys::CUstream,
+}
+
+// SAFETY: a stream may be used from any thread with its context current.
+unsafe impl Send for Stream {}
+// SAFETY: as above; the driver serializes work submitted to a stream.
+unsafe impl Sync for Stream {}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.context.bind().is_ok() {
+            // SAFETY: created once, destroyed once.
+            unsafe {
+                let _ = sys::cuStreamDestroy_v2(self.raw);
+            }
+        }
+    }
+}
+
+/// Work-group sizes when the launch gives none: as large as divides the global size, up to
+/// 256 work-items in all, first dimension first.
+fn default_local(global: &[usize]) -> [usize; 3] {
+    let mut local = [1; 3];
+    let mut budget = 256;
+    for (d, &g) in global.iter().enumerate() {
+        local[d] = (1..=budget.min(g)).rev().find(|b| g % b == 0).unwrap_or(1);
+        budget /= local[d];
+    }
+    local
+}
+
+impl Stream {
+    pub(crate) fn launch(&self, kernel: &Kernel, global: &[usize], local: Option<&[usize]>) -> Result<(), Error> {
+        self.context.bind()?;
+        let local = match local {
+            Some(given) => {
+                let mut l = [1; 3];
+                l[..given.len()].copy_from_slice(given);
+                l
+            }
+            None => default_local(global),
+        };
+        let (mut grid, mut block) = ([1u32; 3], [1u32; 3]);
+        for d in 0..global.len() {
+            let groups = global[d] / local[d];
+            grid[d] =
+                u32::try_from(groups).map_err(|_| Error::InvalidArgument(format!("{groups} work-groups in dimension {d}")))?;
+            block[d] = local[d] as u32;
+        }
+        // Local arguments become offsets into the dynamic shared memory.
+        let mut shared = 0usize;
+        let mut offsets = vec![0u64; kernel.args.len()];
+        let mut params: Vec<*mut c_void> = Vec::with_capacity(kernel.args.len());
+        for (i, arg) in kernel.args.iter().enumerate() {
+            match arg {
+                Slot::Bytes(bytes) => params.push(bytes.as_ptr() as *mut c_void),
+                Slot::Local(size) => {
+                    shared = shared.next_multiple_of(16);
+                    offsets[i] = shared as u64;
+                    shared += size;
+                    params.push((&mut offsets[i] as *mut u64).cast());
+                }
+            }
+        }
+        {
+            let mut allowed = kernel.max_dynamic_shared.lock().unwrap_or_else(|e| e.into_inner());
+            if shared > *allowed {
+                // SAFETY: a live function; the driver checks the size against the device.
+                check("cuFuncSetAttribute", unsafe {
+                    sys::cuFuncSetAttribute(
+                        kernel.function,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        shared as i32,
+                    )
+                })?;
+                *allowed = shared;
+            }
+        }
+        self.set_work_dim(&kernel.module, global.len() as u32)?;
+        // SAFETY: `params` holds one pointer per kernel parameter, each to a value of the
+        // parameter's size (the argument check compared them with the kernel's record), alive
+        // until the call returns (the driver copies them at launch).
+        check("cuLaunchKernel", unsafe {
+            sys::cuLaunchKernel(
+                kernel.function,
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                shared as u32,
+                self.raw,
+                params.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        })
+    }
+
+    /// Writes the launch's number of dimensions where the module's kernels read it.
+    fn set_work_dim(&self, module: &Loaded, dims: u32) -> Result<(), Error> {
+        let address = *module.work_dim.get_or_init(|| {
+            let (mut address, mut size) = (0, 0);
+            // SAFETY: a live module, out-pointers to locals, a NUL-terminated name.
+            let found = unsafe { sys::cuModuleGetGlobal_v2(&mut address, &mut size, module.raw, c"__sycl_work_dim".as_ptr()) };
+            (found == CUresult::CUDA_SUCCESS && size == 4).then_some(address)
+        });
+        let Some(address) = address else {
+            return Ok(());
+        };
+        if module.dims.swap(dims, Ordering::AcqRel) == dims {
+            return Ok(());
+        }
+        // The copy waits for the stream's earlier launches, which may read the old value.
+        self.synchronize()?;
+        // SAFETY: four bytes from a local into the 4-byte global.
+        check("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(address, (&dims as *const u32).cast(), 4) })
+    }
+
+    pub(crate) fn read(&self, mem: &Memory, out: &mut [u8]) -> Result<(), Error> {
+        self.context.bind()?;
+        // SAFETY: `out.len()` bytes into `out` from an allocation at least that large
+        // (callers read whole buffers they allocated with that size); waited for below.
+        check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(out.as_mut_ptr().cast(), mem.address, out.len(), self.raw)
+        })?;
+        self.synchronize()
+    }
+
+    pub(crate) fn write(&self, mem: &Memory, data: &[u8]) -> Result<(), Error> {
+        self.context.bind()?;
+        // SAFETY: `data.len()` bytes from `data` into an allocation at least that large;
+        // waited for below, before `data` can go.
+        check("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(mem.address, data.as_ptr().cast(), data.len(), self.raw)
+        })?;
+        self.synchronize()
+    }
+
+    pub(crate) fn synchronize(&self) -> Result<(), Error> {
+        self.context.bind()?;
+        // SAFETY: a live stream.
+        check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.raw) })
+    }
+}
+
+/// Device memory of the context.
+pub(crate) struct Memory {
+    context: Arc<Context>,
+    address: sys::CUdeviceptr,
+}
+
+impl Memory {
+    pub(crate) fn address(&self) -> u64 {
+        self.address
+    }
+}
+
+impl Drop for Memory {
+    fn drop(&mut self) {
+        if self.context.bind().is_ok() {
+            // SAFETY: allocated once, freed once.
+            unsafe {
+                let _ = sys::cuMemFree_v2(self.address);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_work_groups_divide_the_global_size_within_256_work_items() {
+        assert_eq!(default_local(&[1024]), [256, 1, 1]);
+        assert_eq!(default_local(&[1000]), [250, 1, 1]);
+        assert_eq!(default_local(&[1009]), [1, 1, 1]);
+        assert_eq!(default_local(&[64, 64]), [64, 4, 1]);
+        assert_eq!(default_local(&[8, 8, 8]), [8, 8, 4]);
+    }
+}

@@ -1,0 +1,287 @@
+//! The drivers under the runtime, behind one interface: devices, compiled images (objects),
+//! linked programs, memory, queues and kernel launches. Two backends implement it:
+//! - [`opencl`]: any OpenCL platform (the Intel CPU runtime, PoCL), through `cl3`;
+//! - [`cuda`]: NVIDIA GPUs through the CUDA driver API (`libcuda.so.1`, loaded at run time:
+//!   a process without it has no CUDA devices and runs on OpenCL as before), where the PTX
+//!   form of each image is an object and `cuLink` the linker.
+//!
+//! Everything above this module (the registry, resolution, requirement checks, the caches,
+//! launches) sees only these types and [`Capabilities`]. A failed driver step returns a
+//! [`Failure`] holding the driver's own words; the build step turns it into `Error::Build`.
+
+pub(crate) mod caps;
+pub(crate) mod cuda;
+pub(crate) mod opencl;
+pub(crate) mod select;
+
+use std::sync::Arc;
+
+pub(crate) use caps::Capabilities;
+
+use crate::Error;
+
+/// Which driver a device is reached through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Backend {
+    OpenCl,
+    Cuda,
+}
+
+/// A device as its driver knows it, before anything is created on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum DeviceHandle {
+    OpenCl(opencl::DeviceId),
+    /// The CUDA device ordinal.
+    Cuda(i32),
+}
+
+/// A device found by a backend: what selection, the requirement checks and the caches need.
+#[derive(Clone)]
+pub(crate) struct DeviceInfo {
+    pub handle: DeviceHandle,
+    pub backend: Backend,
+    pub name: String,
+    /// The platform's name (`CUDA` for the CUDA backend's devices).
+    pub platform: String,
+    pub vendor: String,
+    /// `CL_DEVICE_TYPE_*` bits.
+    pub device_type: u64,
+    /// Platform, device and driver: what the persistent cache key needs of the device.
+    pub identity: String,
+    /// Takes the images' linkable form as it is (PTX; SPIR-V on OpenCL): such a device can be
+    /// the default.
+    pub takes_linkable: bool,
+    pub caps: Capabilities,
+}
+
+/// Every device of every backend: CUDA's first (when `libcuda.so.1` loads), then OpenCL's in
+/// the ICD loader's order. A backend that fails to enumerate is traced and skipped, so that
+/// one broken driver does not hide the others.
+pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
+    let mut all = cuda::devices().unwrap_or_else(|e| {
+        crate::trace::trace!("backend", "CUDA: {e}");
+        Vec::new()
+    });
+    match opencl::devices() {
+        Ok(found) => all.extend(found),
+        Err(e) if !all.is_empty() => crate::trace::trace!("backend", "OpenCL: {e}"),
+        Err(e) => return Err(e),
+    }
+    Ok(all)
+}
+
+/// A driver's refusal of device code: its error, in its words, and its log.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    /// The call and its error: `clLinkProgram: CL_LINK_PROGRAM_FAILURE (-17)`.
+    pub error: String,
+    pub log: String,
+    /// The options were what the driver refused.
+    pub bad_options: bool,
+}
+
+/// A device opened for use: its context.
+pub(crate) enum Device {
+    OpenCl(opencl::Device),
+    Cuda(cuda::Device),
+}
+
+/// One image compiled for the device, ready to link.
+pub(crate) enum Object {
+    OpenCl(opencl::Program),
+    Cuda(cuda::Ptx),
+}
+
+/// A linked program whose kernels can be launched.
+pub(crate) enum Program {
+    OpenCl(opencl::Program),
+    Cuda(cuda::Module),
+}
+
+/// Device memory.
+pub(crate) enum Memory {
+    OpenCl(opencl::Mem),
+    Cuda(cuda::Memory),
+}
+
+/// An in-order queue of work for the device.
+pub(crate) enum Queue {
+    OpenCl(opencl::Queue),
+    Cuda(cuda::Stream),
+}
+
+/// A kernel of a program, with its arguments as last set (both drivers keep them between
+/// launches).
+pub(crate) enum Kernel {
+    OpenCl(opencl::Kernel),
+    Cuda(cuda::Kernel),
+}
+
+impl Device {
+    pub(crate) fn open(info: &DeviceInfo) -> Result<Device, Error> {
+        Ok(match info.handle {
+            DeviceHandle::OpenCl(id) => Device::OpenCl(opencl::Device::open(id)?),
+            DeviceHandle::Cuda(ordinal) => Device::Cuda(cuda::Device::open(ordinal)?),
+        })
+    }
+
+    /// Compiles one image's linkable form (SPIR-V, with its specialization values; PTX) into
+    /// an object.
+    pub(crate) fn compile(&self, code: &[u8], spec: &[(u32, &[u8])], flags: &str) -> Result<Object, Failure> {
+        match self {
+            Device::OpenCl(d) => d.compile(code, spec, flags).map(Object::OpenCl),
+            Device::Cuda(d) => d.compile(code, spec, flags).map(Object::Cuda),
+        }
+    }
+
+    /// An object compiled ahead of time for this device (an OpenCL program binary).
+    pub(crate) fn load_object(&self, binary: &[u8]) -> Result<Object, Failure> {
+        match self {
+            Device::OpenCl(d) => d.load_object(binary).map(Object::OpenCl),
+            Device::Cuda(_) => Err(Failure {
+                error: "loading an ahead-of-time object".into(),
+                log: "the CUDA backend links PTX; it has no ahead-of-time objects".into(),
+                bad_options: false,
+            }),
+        }
+    }
+
+    pub(crate) fn link(&self, objects: &[&Object], flags: &str) -> Result<Program, Failure> {
+        match self {
+            Device::OpenCl(d) => {
+                let objects: Vec<&opencl::Program> = objects.iter().filter_map(|o| o.as_opencl()).collect();
+                d.link(&objects, flags).map(Program::OpenCl)
+            }
+            Device::Cuda(d) => {
+                let objects: Vec<&cuda::Ptx> = objects.iter().filter_map(|o| o.as_cuda()).collect();
+                d.link(&objects, flags).map(Program::Cuda)
+            }
+        }
+    }
+
+    /// A program from a binary made for this device: SPIR bitcode, an OpenCL program binary,
+    /// a cubin; built with `flags`.
+    pub(crate) fn load(&self, binary: &[u8], flags: &str) -> Result<Program, Failure> {
+        match self {
+            Device::OpenCl(d) => d.load(binary, flags).map(Program::OpenCl),
+            Device::Cuda(d) => d.load(binary).map(Program::Cuda),
+        }
+    }
+
+    pub(crate) fn queue(&self) -> Result<Queue, Error> {
+        Ok(match self {
+            Device::OpenCl(d) => Queue::OpenCl(d.queue()?),
+            Device::Cuda(d) => Queue::Cuda(d.stream()?),
+        })
+    }
+
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<Memory, Error> {
+        Ok(match self {
+            Device::OpenCl(d) => Memory::OpenCl(d.alloc(bytes)?),
+            Device::Cuda(d) => Memory::Cuda(d.alloc(bytes)?),
+        })
+    }
+}
+
+impl Object {
+    fn as_opencl(&self) -> Option<&opencl::Program> {
+        match self {
+            Object::OpenCl(p) => Some(p),
+            Object::Cuda(_) => None,
+        }
+    }
+
+    fn as_cuda(&self) -> Option<&cuda::Ptx> {
+        match self {
+            Object::Cuda(p) => Some(p),
+            Object::OpenCl(_) => None,
+        }
+    }
+}
+
+impl Program {
+    /// What the persistent cache keeps of the program: its binary for the device.
+    pub(crate) fn binary(&self) -> Result<Vec<u8>, Error> {
+        match self {
+            Program::OpenCl(p) => p.binary(),
+            Program::Cuda(m) => Ok(m.image().to_vec()),
+        }
+    }
+
+    pub(crate) fn kernel(self: &Arc<Self>, name: &str) -> Result<Kernel, Error> {
+        Ok(match self.as_ref() {
+            Program::OpenCl(p) => Kernel::OpenCl(opencl::Kernel::new(p, name)?),
+            Program::Cuda(m) => Kernel::Cuda(m.kernel(name)?),
+        })
+    }
+}
+
+impl Kernel {
+    pub(crate) fn set_mem(&mut self, index: u32, mem: &Memory) -> Result<(), Error> {
+        match (self, mem) {
+            (Kernel::OpenCl(k), Memory::OpenCl(m)) => k.set_mem(index, m),
+            (Kernel::Cuda(k), Memory::Cuda(m)) => {
+                k.set_bytes(index, &m.address().to_ne_bytes());
+                Ok(())
+            }
+            _ => Err(Error::InvalidArgument("a buffer of another device's backend".into())),
+        }
+    }
+
+    /// A `local` pointer argument: `size` bytes of local memory per work-group.
+    pub(crate) fn set_local(&mut self, index: u32, size: usize) -> Result<(), Error> {
+        match self {
+            Kernel::OpenCl(k) => k.set_local(index, size),
+            Kernel::Cuda(k) => {
+                k.set_local(index, size);
+                Ok(())
+            }
+        }
+    }
+
+    pub(crate) fn set_bytes(&mut self, index: u32, bytes: &[u8]) -> Result<(), Error> {
+        match self {
+            Kernel::OpenCl(k) => k.set_bytes(index, bytes),
+            Kernel::Cuda(k) => {
+                k.set_bytes(index, bytes);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Queue {
+    /// Enqueues `kernel` over `global` work-items in work-groups of `local` (the driver's
+    /// choice when `None`), as OpenCL defines them.
+    pub(crate) fn enqueue(&self, kernel: &Kernel, global: &[usize], local: Option<&[usize]>) -> Result<(), Error> {
+        match (self, kernel) {
+            (Queue::OpenCl(q), Kernel::OpenCl(k)) => q.enqueue(k, global, local),
+            (Queue::Cuda(s), Kernel::Cuda(k)) => s.launch(k, global, local),
+            _ => Err(Error::InvalidArgument("a kernel of another device's backend".into())),
+        }
+    }
+
+    /// Copies the whole of `mem` into `out` (of its size) after everything enqueued before.
+    pub(crate) fn read(&self, mem: &Memory, out: &mut [u8]) -> Result<(), Error> {
+        match (self, mem) {
+            (Queue::OpenCl(q), Memory::OpenCl(m)) => q.read(m, out),
+            (Queue::Cuda(s), Memory::Cuda(m)) => s.read(m, out),
+            _ => Err(Error::InvalidArgument("a buffer of another device's backend".into())),
+        }
+    }
+
+    pub(crate) fn write(&self, mem: &Memory, data: &[u8]) -> Result<(), Error> {
+        match (self, mem) {
+            (Queue::OpenCl(q), Memory::OpenCl(m)) => q.write(m, data),
+            (Queue::Cuda(s), Memory::Cuda(m)) => s.write(m, data),
+            _ => Err(Error::InvalidArgument("a buffer of another device's backend".into())),
+        }
+    }
+
+    pub(crate) fn finish(&self) -> Result<(), Error> {
+        match self {
+            Queue::OpenCl(q) => q.finish(),
+            Queue::Cuda(s) => s.synchronize(),
+        }
+    }
+}

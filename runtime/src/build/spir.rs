@@ -1,0 +1,166 @@
+//! SPIR-V as the OpenCL drivers get it: builtins rewritten into the ones each device's own
+//! build of a source would call, and, for devices that neither take SPIR-V nor link (PoCL),
+//! the program linked here and translated to SPIR bitcode with `llvm-spirv`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use super::SpecValues;
+use crate::backend::Capabilities;
+use crate::registry::{ImageId, Registry};
+use crate::trace::trace;
+use crate::Error;
+
+/// What the runtime rewrites in SPIR-V before a driver sees it ([`rewrite_for_device`],
+/// [`link_to_spir`]), part of the persistent cache's key: a program built before a rule changed
+/// is not reused.
+pub(super) const SPIR_REWRITES: &str =
+    "spir-rewrites 3: function pointers (PoCL), generic builtins, mad as fma with FMA (every SPIR-V device), \
+     half_* as full precision and mem_fence as PoCL's _cl_mem_fence (PoCL)";
+
+/// One image's SPIR-V as a device that links SPIR-V gets it ([`rewrite_builtins`]); the image
+/// as it is when nothing applies, or when it does not load: the driver then says what is wrong
+/// with it, in its build log.
+pub(super) fn rewrite_for_device<'a>(
+    registry: &'a Registry,
+    id: ImageId,
+    caps: &Capabilities,
+) -> Result<std::borrow::Cow<'a, [u8]>, Error> {
+    let data = &registry.image(id).data;
+    let Ok(mut module) = sycl_spirv::load(data) else {
+        return Ok(std::borrow::Cow::Borrowed(data));
+    };
+    Ok(match rewrite_builtins(&mut module, caps, &registry.describe(id))? {
+        true => std::borrow::Cow::Owned(sycl_spirv::assemble(&module)),
+        false => std::borrow::Cow::Borrowed(data),
+    })
+}
+
+/// The builtins a device gets as its own build of the source would call them (see
+/// [`SPIR_REWRITES`]); traced, and whether anything changed:
+/// - Under OpenCL C 2.0 every builtin taking a pointer takes a generic one: PoCL 3.1's library
+///   has none for the generic address space, and Intel's CPU runtime builds no atomic on one
+///   from SPIR-V. Each gets a global, local or private pointer.
+/// - PoCL 3.1's library (a device that does not link SPIR-V) defines `mem_fence` and the
+///   `half_*` functions only under other names (`_cl_mem_fence`, `_cl_half_sqrt`, …): `half_*`
+///   become full precision, and the program gets a `mem_fence` that calls PoCL's.
+/// - clang's contractions (`llvm.fmuladd`) reach the device as `mad`, which PoCL computes
+///   unfused and Intel fuses only in part, where their own builds fuse them on hardware with
+///   FMA: `fma` there.
+fn rewrite_builtins(module: &mut sycl_spirv::dr::Module, caps: &Capabilities, what: &str) -> Result<bool, Error> {
+    let generic = sycl_spirv::lower_generic_builtins(module).map_err(|e| Error::Translate(e.to_string()))?;
+    let renamed = if caps.links_images { 0 } else { sycl_spirv::lower_renamed_builtins(module) };
+    let fused = if caps.fma { sycl_spirv::fuse_mad(module) } else { 0 };
+    let changed = generic + renamed + fused > 0;
+    if changed {
+        trace!(
+            "spir-rewrite",
+            "{what}: {generic} builtin(s) on generic pointers made specific, {renamed} half_* or fence(s) given PoCL's \
+             builtins, {fused} mad as fma"
+        );
+    }
+    Ok(changed)
+}
+
+/// Links SPIR-V images with our own linker and translates the result to SPIR bitcode, for
+/// devices that take neither SPIR-V nor a link step; specialization values are baked in.
+/// Builtins the device's library lacks are rewritten into ones it has, and `mad` computed as
+/// the device's own build of the source computes it (see [`SPIR_REWRITES`]).
+pub(crate) fn link_to_spir(
+    registry: &Registry,
+    kernel: &str,
+    images: &[ImageId],
+    spec: &SpecValues,
+    caps: &Capabilities,
+) -> Result<Vec<u8>, Error> {
+    let mut inputs = Vec::with_capacity(images.len());
+    for &id in images {
+        let module = sycl_spirv::load(&registry.image(id).data)
+            .map_err(|e| Error::Translate(format!("{}: {e}", registry.describe(id))))?;
+        inputs.push(sycl_spirv::LinkInput { name: registry.describe(id), module });
+    }
+    let mut linked = sycl_spirv::link(inputs).map_err(|e| Error::Translate(e.to_string()))?;
+    // PoCL's kernel compiler cannot take calls through pointers; the whole program is here, so
+    // they become switches over the functions whose addresses are taken.
+    sycl_spirv::lower_function_pointers(&mut linked.module).map_err(|e| Error::Translate(e.to_string()))?;
+    rewrite_builtins(&mut linked.module, caps, kernel)?;
+    // Lowering turns calls through pointers into direct calls: a cycle through a pointer (which
+    // the images' call graphs cannot show) is now one PoCL's compiler would die of.
+    if let Some(cycle) = sycl_spirv::call_cycle(&linked.module) {
+        let describe = |id: &u32| {
+            let binary = linked.origins.get(id).map(|&i| registry.binary(images[i].binary).name.as_str());
+            let binary = binary.map_or("made by the runtime", |b| b.rsplit('/').next().unwrap_or(b));
+            format!("{} ({binary})", sycl_spirv::function_name(&linked.module, *id))
+        };
+        let mut path: Vec<String> = cycle.iter().map(describe).collect();
+        path.push(describe(&cycle[0]));
+        return Err(Error::CallCycle { kernel: kernel.to_string(), cycle: path });
+    }
+    let mut baked = Vec::new();
+    for &id in images {
+        for (spec_id, bytes) in spec.for_image(registry.image(id)) {
+            let Some(ty) = sycl_spirv::spec::llvm_type_of(&linked.module, spec_id) else {
+                continue;
+            };
+            let text = spec_value_text(&ty, bytes).ok_or_else(|| {
+                Error::InvalidArgument(format!("specialization constant {spec_id}: {} bytes for {ty}", bytes.len()))
+            })?;
+            let arg = format!("{spec_id}:{ty}:{text}");
+            if !baked.contains(&arg) {
+                baked.push(arg);
+            }
+        }
+    }
+    let spirv = sycl_spirv::assemble(&linked.module);
+    let tool = llvm_spirv()?;
+    let dir = tempfile::tempdir().map_err(|e| Error::Translate(format!("temporary directory: {e}")))?;
+    let (input, output) = (dir.path().join("program.spv"), dir.path().join("program.bc"));
+    std::fs::write(&input, spirv).map_err(|e| Error::Translate(format!("{}: {e}", input.display())))?;
+    let mut cmd = Command::new(&tool);
+    cmd.arg("-r").arg(&input).arg("-o").arg(&output);
+    if !baked.is_empty() {
+        cmd.arg(format!("--spec-const={}", baked.join(" ")));
+    }
+    let out = cmd.output().map_err(|e| Error::Translate(format!("running {}: {e}", tool.display())))?;
+    if !out.status.success() {
+        return Err(Error::Translate(format!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr))));
+    }
+    std::fs::read(&output).map_err(|e| Error::Translate(format!("{}: {e}", output.display())))
+}
+
+/// A specialization value as `llvm-spirv --spec-const` reads it.
+fn spec_value_text(ty: &str, bytes: &[u8]) -> Option<String> {
+    let arr = |n: usize| -> Option<[u8; 8]> {
+        let mut a = [0u8; 8];
+        a.get_mut(..n)?.copy_from_slice(bytes.get(..n)?);
+        (bytes.len() == n).then_some(a)
+    };
+    Some(match ty {
+        "i1" | "i8" => i8::from_le_bytes([arr(1)?[0]]).to_string(),
+        "i16" => i16::from_le_bytes(arr(2)?[..2].try_into().ok()?).to_string(),
+        "i32" => i32::from_le_bytes(arr(4)?[..4].try_into().ok()?).to_string(),
+        "i64" => i64::from_le_bytes(arr(8)?).to_string(),
+        "f32" => format!("{:?}", f32::from_le_bytes(arr(4)?[..4].try_into().ok()?)),
+        "f64" => format!("{:?}", f64::from_le_bytes(arr(8)?)),
+        _ => return None,
+    })
+}
+
+/// Whether the translator for devices without SPIR-V is available.
+pub(crate) fn can_translate() -> bool {
+    llvm_spirv().is_ok()
+}
+
+/// `$SYCL_LLVM_SPIRV`, or `llvm-spirv-15` on PATH.
+fn llvm_spirv() -> Result<PathBuf, Error> {
+    if let Some(path) = std::env::var_os("SYCL_LLVM_SPIRV").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(path));
+    }
+    which::which("llvm-spirv-15").map_err(|_| {
+        Error::Translate(
+            "llvm-spirv-15 not found on PATH (Debian package llvm-spirv-15, or set SYCL_LLVM_SPIRV); \
+             it translates SPIR-V for devices without SPIR-V support"
+                .into(),
+        )
+    })
+}

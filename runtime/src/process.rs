@@ -1,0 +1,141 @@
+//! The process-wide state: the registry as discovery keeps it, the devices opened so far with
+//! their caches, the persistent cache; and which device a selector picks among every
+//! backend's.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use crate::backend::{self, select, DeviceHandle, DeviceInfo};
+use crate::build::disk::DiskCache;
+use crate::build::{DeviceState, Step};
+use crate::discovery::Discovery;
+use crate::registry::Registry;
+use crate::trace::trace;
+use crate::Error;
+
+/// Environment variable that picks the device.
+pub const DEVICE_ENV: &str = "SYCL_DEVICE";
+
+/// Process-wide state, made at first use.
+pub(crate) struct Runtime {
+    /// Made at the first use of the registry (before the OpenCL drivers load, see
+    /// [`Runtime::guard_vectorizer`]); kept up to date as libraries are opened and closed.
+    discovery: RwLock<Option<Discovery>>,
+    devices: Mutex<HashMap<DeviceHandle, Arc<DeviceState>>>,
+    pub disk: Option<DiskCache>,
+}
+
+pub(crate) fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| Runtime { discovery: RwLock::new(None), devices: Mutex::default(), disk: DiskCache::open() })
+}
+
+/// Compiles SPIR-V ahead of time into a compiled-object program binary for the OpenCL device
+/// `selector` picks (see [`Queue::with_device`](crate::Queue::with_device)); used by `sycl-ld`
+/// for native targets. The binary can be linked at run time with other objects of that device.
+pub fn compile_object_for(selector: &str, spirv: &[u8]) -> Result<Vec<u8>, Error> {
+    let devices = backend::devices()?;
+    let info = find_device(&devices, Some((selector, &format!("device selector `{selector}`"))))?;
+    let state = DeviceState::new(info)?;
+    let backend::Device::OpenCl(device) = &state.device else {
+        return Err(Error::InvalidArgument(format!("ahead-of-time objects are made for OpenCL devices, not {}", info.name)));
+    };
+    let object = device
+        .compile(spirv, &[], "")
+        .map_err(|f| state.failed(Step::Compile, "ahead-of-time compilation".into(), "", f))?;
+    object.binary()
+}
+
+fn candidates(devices: &[DeviceInfo]) -> Vec<select::Candidate<'_>> {
+    devices
+        .iter()
+        .map(|d| select::Candidate {
+            backend: d.backend,
+            platform: &d.platform,
+            vendor: &d.vendor,
+            name: &d.name,
+            device_type: d.device_type,
+        })
+        .collect()
+}
+
+/// The device `wanted` picks (a selector, and where it came from), or the first that takes
+/// the images' linkable form itself: a CUDA GPU, else an OpenCL device that accepts SPIR-V.
+fn find_device<'d>(devices: &'d [DeviceInfo], wanted: Option<(&str, &str)>) -> Result<&'d DeviceInfo, Error> {
+    let table = candidates(devices);
+    let no_device = |e: select::SelectionError| Error::NoDevice { problem: e.problem, available: e.available };
+    match wanted {
+        Some((selector, source)) => Ok(&devices[select::select(&table, selector, source).map_err(no_device)?]),
+        None => devices.iter().find(|d| d.takes_linkable).ok_or_else(|| Error::NoDevice {
+            problem: format!(
+                "no device takes device images as they are (no CUDA GPU, no OpenCL device that accepts SPIR-V), so none \
+                 is the default; pick one with {DEVICE_ENV}"
+            ),
+            available: select::table(&table),
+        }),
+    }
+}
+
+impl Runtime {
+    /// The current registry: brought up to date when libraries were opened or closed since
+    /// the last look (reading only what appeared), dropping every program built from a
+    /// binary that went.
+    pub(crate) fn registry(&self) -> Arc<Registry> {
+        if let Some(discovery) = self.discovery.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            if !discovery.is_stale() {
+                return discovery.registry().clone();
+            }
+        }
+        let mut slot = self.discovery.write().unwrap_or_else(|e| e.into_inner());
+        match slot.as_mut() {
+            None => slot.insert(Discovery::new()).registry().clone(),
+            Some(discovery) => {
+                if discovery.is_stale() && discovery.refresh() {
+                    for device in self.devices.lock().unwrap_or_else(|e| e.into_inner()).values() {
+                        device.forget_unloaded(discovery.registry());
+                    }
+                }
+                discovery.registry().clone()
+            }
+        }
+    }
+
+    /// The Intel CPU runtime's vectorizer kills the process on a `select` between function
+    /// pointers, and reads its switch once, when it loads: so before any OpenCL call, if the
+    /// loaded device code calls through function pointers, it is turned off for the process
+    /// (unless the user set `CL_CONFIG_USE_VECTORIZER` already). Libraries opened later
+    /// cannot change it any more.
+    fn guard_vectorizer(&self) {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            if std::env::var_os("CL_CONFIG_USE_VECTORIZER").is_none() && self.registry().uses_function_pointers {
+                trace!("vectorizer", "off for this process: its device code calls through function pointers");
+                // The first OpenCL call has not happened yet, so no driver thread reads the
+                // environment while it changes.
+                std::env::set_var("CL_CONFIG_USE_VECTORIZER", "False");
+            }
+        });
+    }
+
+    /// The device `wanted` picks (a selector, see
+    /// [`Queue::with_device`](crate::Queue::with_device)), or `SYCL_DEVICE`'s, or the default.
+    pub(crate) fn device(&self, wanted: Option<&str>) -> Result<Arc<DeviceState>, Error> {
+        self.guard_vectorizer();
+        let devices = backend::devices()?;
+        let from_env = std::env::var(DEVICE_ENV).ok().filter(|v| !v.trim().is_empty());
+        let wanted = match (wanted, &from_env) {
+            (Some(selector), _) => Some((selector.to_string(), format!("Queue::with_device({selector:?})"))),
+            (None, Some(selector)) => Some((selector.clone(), format!("{DEVICE_ENV}={selector}"))),
+            (None, None) => None,
+        };
+        let info = find_device(&devices, wanted.as_ref().map(|(s, source)| (s.as_str(), source.as_str())))?;
+        let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(state) = map.get(&info.handle) {
+            return Ok(state.clone());
+        }
+        trace!("device", "{} / {}", info.platform, info.name);
+        let state = Arc::new(DeviceState::new(info)?);
+        map.insert(info.handle, state.clone());
+        Ok(state)
+    }
+}
