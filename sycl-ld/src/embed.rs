@@ -20,9 +20,15 @@ use crate::scan::FoundObject;
 /// Environment variable that overrides the split mode at link time.
 pub const SPLIT_ENV: &str = "SYCL_LD_SPLIT";
 
+/// Environment variable naming targets (comma-separated) every link adds to those its crate's
+/// build.rs chose: how a whole build is made for another device (`SYCL_LD_TARGETS=ptx64`)
+/// without changing any build script.
+pub const TARGETS_ENV: &str = "SYCL_LD_TARGETS";
+
 /// The settings of a link unit: those of the crate being linked, which is the first device
 /// object on the command line (rustc passes a crate's own libraries before its
-/// dependencies'), with `SYCL_LD_SPLIT` over the split mode.
+/// dependencies'), with `SYCL_LD_SPLIT` over the split mode and `SYCL_LD_TARGETS` added to its
+/// targets.
 pub struct Settings {
     pub split: SplitMode,
     pub targets: Vec<String>,
@@ -43,8 +49,21 @@ impl Settings {
             None => DeviceConfig::default_config(),
         };
         let targets = if first.targets.is_empty() { vec!["spir64".to_string()] } else { first.targets.clone() };
-        Ok(Settings { split, targets, config })
+        Ok(Settings { split, targets: with_added_targets(targets)?, config })
     }
+}
+
+/// `targets` and those `SYCL_LD_TARGETS` adds.
+pub fn with_added_targets(mut targets: Vec<String>) -> Result<Vec<String>> {
+    for added in std::env::var(TARGETS_ENV).unwrap_or_default().split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        if !sycl_build::TARGETS.contains(&added) {
+            bail!("{TARGETS_ENV}: unknown target `{added}` (known: {})", sycl_build::TARGETS.join(", "));
+        }
+        if !targets.iter().any(|t| t == added) {
+            targets.push(added.to_string());
+        }
+    }
+    Ok(targets)
 }
 
 /// Links the unit's device objects, post-links them, and makes the images of every target.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sycl_build::SplitMode;
-use sycl_format::{sets, DeviceRequirements, ImageSet};
+use sycl_format::{sets, DeviceRequirements, ImageFormat, ImageSet};
 
 const HEADER: &str = "#include <sycl/device.h>\n";
 
@@ -494,6 +494,21 @@ fn the_split_mode_chosen_in_build_rs_can_be_overridden_at_link_time() {
     let out = unit.link_shared_with(&[("SYCL_LD_SPLIT", "by_mood")]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("SYCL_LD_SPLIT=by_mood: unknown split mode"));
+}
+
+#[test]
+fn targets_can_be_added_at_link_time() {
+    let mut unit = Unit::new();
+    unit.build("added", &[("a.cl", "__kernel void a(__global int *o) { o[get_global_id(0)] = 1; }\n")], |_| {});
+    assert_eq!(unit.link_shared().images.len(), 1, "spir64 only, as build.rs asked");
+    let out = unit.link_shared_with(&[("SYCL_LD_TARGETS", "ptx64")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let set = images_of(&unit.dir.path().join("libunit.so"));
+    let forms: Vec<(ImageFormat, &str)> = set.images.iter().map(|i| (i.format, i.target.as_str())).collect();
+    assert_eq!(forms, [(ImageFormat::SpirV, "spir64"), (ImageFormat::Ptx, "ptx64")]);
+    let out = unit.link_shared_with(&[("SYCL_LD_TARGETS", "ptx64, sm_90")]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SYCL_LD_TARGETS: unknown target `sm_90` (known: spir64,"));
 }
 
 #[test]

@@ -10,6 +10,8 @@
 //!   target).
 //! * `gpu-pack DIR` writes the PTX images the `ptx64` target makes for a set of real kernels,
 //!   with a manifest, for `scripts/gpu/ptx-check.sh` to run on an NVIDIA GPU (see `gpu.rs`).
+//! * `gpu-suite DIR` packs the fixtures' programs, built with PTX, and their expected outputs,
+//!   for `scripts/gpu/suite.sh` to run on an NVIDIA GPU (see `gpu_suite.rs`).
 //! * `fuzz [SECONDS]` runs every fuzz target for SECONDS (see `fuzz.rs`).
 //! * `weight [ARGS]` builds the fixture workspace from clean and prints what device code costs
 //!   a workspace: build time, target size, each build script's size (see `weight.rs`).
@@ -21,6 +23,7 @@ use anyhow::{bail, Context, Result};
 
 mod fuzz;
 mod gpu;
+mod gpu_suite;
 mod weight;
 use std::env;
 use std::ffi::OsString;
@@ -68,6 +71,8 @@ commands:
                  (without ARGS, then a 5-second smoke run of every fuzz target)
   gpu-pack DIR   write the PTX the ptx64 target makes for the GPU check's kernels to DIR,
                  with a manifest (for scripts/gpu/ptx-check.sh on an NVIDIA machine)
+  gpu-suite DIR  setup, build the fixtures in release with PTX, and pack them with their expected
+                 outputs into DIR/suite.tar.xz (for scripts/gpu/suite.sh on an NVIDIA machine)
   fuzz [SECONDS] run every fuzz target for SECONDS each (default 60)
   bench [ARGS]   setup, build sycl-ld, run the sycl-runtime and sycl-ld benchmarks
                  (`cargo bench -p PACKAGE --bench '*' ARGS`) and print a table of their ratios
@@ -102,6 +107,11 @@ fn run() -> Result<ExitCode> {
         ("weight", args) => {
             setup()?;
             weight::weight(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ("gpu-suite", [dir]) => {
+            setup()?;
+            gpu_suite::gpu_suite(Path::new(dir))?;
             Ok(ExitCode::SUCCESS)
         }
         ("gpu-pack", [dir]) => {

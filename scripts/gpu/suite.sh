@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Runs the fixtures' end-to-end programs on an NVIDIA GPU through the runtime's CUDA backend,
+# on a machine with the NVIDIA driver but without Rust or LLVM, and compares each output with
+# the one both CPU devices gave where the programs were built:
+#
+#   cargo xtask gpu-suite target/gpu-suite                  # where the toolkit is built
+#   scripts/gpu/suite.sh target/gpu-suite/suite.tar.xz [CASE...]   # on the GPU machine
+#
+# Every case runs twice, in one persistent cache: cold (each program linked by the CUDA
+# driver's JIT linker) and warm (the linked cubins read back from the cache). Each run prints
+# `PASS name (cold|warm)` or `FAIL name (…)` with a diff; the last line is `N passed, M
+# failed`. The demo also runs once with SYCL_TRACE=1, kept in OUT/app.trace. SYCL_DEVICE
+# (default `cuda`) picks the device. Logs go to $OUT (else ./gpu-suite-out). The exit status
+# is 0 when everything passed.
+set -u
+archive=${1:?usage: suite.sh SUITE.tar.xz [CASE...]}
+shift
+out=${OUT:-gpu-suite-out}
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+tar -xJf "$archive" -C "$work" || exit 1
+bin=$work/bin
+export LD_LIBRARY_PATH=$bin/deps SYCL_DEVICE=${SYCL_DEVICE:-cuda} SYCL_CACHE_DIR=$work/cache
+unset SYCL_TRACE SYCL_CACHE_DISABLE SYCL_STRICT_EXPORTS
+
+{
+    echo "== $(date -u +%FT%TZ) on $(hostname), SYCL_DEVICE=$SYCL_DEVICE"
+    nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 || true
+} | tee "$out/summary.txt"
+
+# One run of a case: its stdout, `exit: N` (or `exit: signal`) when it failed, `BIN` for $bin
+# and `DEVICE` for the device's name (from the trace's `sycl: device PLATFORM / NAME` lines).
+run_case() {
+    local name=$1 argv=$2 log=$3
+    local -a args
+    read -r -a args <<<"${argv//@DEVLIB/$bin/devlib.sydl}"
+    SYCL_TRACE=1 timeout 300 "$bin/${args[0]}" "${args[@]:1}" >"$log.stdout" 2>"$log.stderr"
+    local status=$?
+    cp "$log.stdout" "$log.out"
+    if [ $status -gt 128 ] && [ $status -ne 124 ]; then
+        echo "exit: signal" >>"$log.out"
+    elif [ $status -ne 0 ]; then
+        echo "exit: $status" >>"$log.out"
+    fi
+    sed -i "s|$bin|BIN|g" "$log.out"
+    local device
+    sed -n 's|^sycl: device .* / ||p' "$log.stderr" | sort -u >"$log.devices"
+    while IFS= read -r device; do
+        [ -n "$device" ] && sed -i "s|$(printf '%s' "$device" | sed 's/[][\\/.*^$|]/\\&/g')|DEVICE|g" "$log.out"
+    done <"$log.devices"
+}
+
+passed=0
+failed=0
+while IFS=$'\t' read -r name argv; do
+    if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then
+        continue
+    fi
+    for run in cold warm; do
+        log=$out/$name.$run
+        run_case "$name" "$argv" "$log"
+        if cmp -s "$log.out" "$work/expected/$name.txt"; then
+            echo "PASS $name ($run)" | tee -a "$out/summary.txt"
+            passed=$((passed + 1))
+        else
+            echo "FAIL $name ($run)" | tee -a "$out/summary.txt"
+            diff "$work/expected/$name.txt" "$log.out" | head -20 | sed 's/^/    /' | tee -a "$out/summary.txt"
+            head -5 "$log.stderr" | sed 's/^/    stderr: /' | tee -a "$out/summary.txt"
+            failed=$((failed + 1))
+        fi
+    done
+done <"$work/cases.txt"
+
+SYCL_TRACE=1 SYCL_CACHE_DISABLE=1 "$bin/app" >"$out/app.trace" 2>&1
+echo "== the demo with SYCL_TRACE=1" | tee -a "$out/summary.txt"
+tee -a "$out/summary.txt" <"$out/app.trace"
+
+echo "$passed passed, $failed failed" | tee -a "$out/summary.txt"
+[ "$failed" = 0 ]

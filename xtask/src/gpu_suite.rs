@@ -1,0 +1,162 @@
+//! `cargo xtask gpu-suite DIR`: the fixtures' end-to-end programs, built to run on an NVIDIA
+//! GPU through the runtime's CUDA backend, packed for `scripts/gpu/suite.sh` on a machine
+//! without Rust or LLVM.
+//!
+//! The fixtures are built in release, stripped, with `SYCL_LD_TARGETS=ptx64` (every link also
+//! makes the PTX form of each image the GPU can run) into `fixtures/target/gpu`; the device
+//! library file `devlib-app` loads is made the same way. Each case below is then run here on
+//! both CPU devices: a case whose output is the same on Intel's runtime and on PoCL gets that
+//! output as its expected output on the GPU (paths written as `BIN`, for the directory the
+//! programs run from, and device names as `DEVICE`); a case whose output depends on the device
+//! is left out, and said so.
+//!
+//! `DIR/suite.tar.xz` holds `bin/` (programs, examples, `deps/*.so`, the device library),
+//! `cases.txt` (one case a line: `NAME<TAB>PROGRAM ARGS...`) and `expected/NAME.txt`, about a
+//! tenth of the programs' size: what travels to the GPU machine.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use crate::{cargo, repo_root, run_captured, run_checked};
+
+/// A case: its name, the program (from `bin/`) and its arguments (`@DEVLIB` is the device
+/// library file).
+struct Case {
+    name: &'static str,
+    argv: &'static [&'static str],
+}
+
+const CASES: &[Case] = &[
+    Case { name: "app", argv: &["app"] },
+    Case { name: "static-app", argv: &["static-app"] },
+    Case { name: "chain-app", argv: &["chain-app"] },
+    Case { name: "cpp-app", argv: &["cpp-app"] },
+    Case { name: "args-app", argv: &["args-app"] },
+    Case { name: "unresolved-app", argv: &["unresolved-app"] },
+    Case { name: "cycle-app", argv: &["cycle-app"] },
+    Case { name: "dlopen-app", argv: &["dlopen-app"] },
+    Case { name: "dlopen-app-cycles", argv: &["dlopen-app", "3"] },
+    Case { name: "scoped-app", argv: &["scoped-app"] },
+    Case { name: "fnptr-app", argv: &["fnptr-app"] },
+    Case { name: "vfunc-app", argv: &["vfunc-app"] },
+    Case { name: "threads-app", argv: &["threads-app"] },
+    Case { name: "prebuilt-app", argv: &["prebuilt-app"] },
+    Case { name: "features-app", argv: &["features-app"] },
+    Case { name: "compile_once", argv: &["compile_once"] },
+    Case { name: "devlib-app", argv: &["devlib-app", "@DEVLIB"] },
+    Case { name: "bundle-states", argv: &["bundle-app", "states"] },
+    Case { name: "bundle-unresolved", argv: &["bundle-app", "unresolved"] },
+    Case { name: "bundle-join", argv: &["bundle-app", "join"] },
+    Case { name: "bundle-not-found", argv: &["bundle-app", "not_found"] },
+    Case { name: "bundle-spec", argv: &["bundle-app", "spec"] },
+];
+
+/// The device library file's name in `bin/`.
+const DEVLIB: &str = "devlib.sydl";
+
+pub fn gpu_suite(dir: &Path) -> Result<()> {
+    let root = repo_root();
+    let fixtures = root.join("fixtures");
+    let target = fixtures.join("target/gpu");
+    run_checked(cargo().args(["build", "-q", "-p", "sycl-ld"]).current_dir(&root))?;
+    let mut build = cargo();
+    build
+        .args(["build", "-q", "--release", "--bins", "--examples"])
+        .current_dir(&fixtures)
+        .env("CARGO_TARGET_DIR", &target)
+        .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
+        .env("SYCL_LD_TARGETS", "ptx64");
+    run_checked(&mut build)?;
+
+    let stage = dir.join("suite");
+    let _ = fs::remove_dir_all(&stage);
+    let bin = stage.join("bin");
+    fs::create_dir_all(bin.join("deps"))?;
+    let release = target.join("release");
+    let mut programs: Vec<&str> = CASES.iter().map(|c| c.argv[0]).collect();
+    programs.dedup();
+    for program in programs {
+        let built = [release.join(program), release.join("examples").join(program)];
+        let path = built.iter().find(|p| p.is_file()).with_context(|| format!("no program {program} in {}", release.display()))?;
+        fs::copy(path, bin.join(program))?;
+    }
+    for entry in fs::read_dir(release.join("deps"))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "so") {
+            fs::copy(&path, bin.join("deps").join(path.file_name().unwrap_or_default()))?;
+        }
+    }
+    let mut devlib = Command::new(root.join("target/debug/sycl-ld"));
+    devlib
+        .arg("device-lib")
+        .arg("-o")
+        .arg(bin.join(DEVLIB))
+        .arg(fixtures.join("devlib-app/device/devlib.cl"))
+        .env("SYCL_LD_TARGETS", "ptx64");
+    run_captured(&mut devlib)?;
+
+    // Expected outputs: the same on both CPU devices.
+    let bin = fs::canonicalize(&bin)?;
+    fs::create_dir_all(stage.join("expected"))?;
+    let mut cases = String::new();
+    let mut left_out = Vec::new();
+    for case in CASES {
+        let intel = run_case(&bin, case, "intel")?;
+        let pocl = run_case(&bin, case, "pocl")?;
+        if intel != pocl {
+            left_out.push(case.name);
+            continue;
+        }
+        fs::write(stage.join("expected").join(format!("{}.txt", case.name)), &intel)?;
+        cases.push_str(&format!("{}\t{}\n", case.name, case.argv.join(" ")));
+    }
+    fs::write(stage.join("cases.txt"), cases)?;
+    if !left_out.is_empty() {
+        println!("xtask: left out, their output depends on the CPU device: {}", left_out.join(", "));
+    }
+
+    let archive = dir.join("suite.tar.xz");
+    let mut tar = Command::new("tar");
+    tar.arg("-cJf").arg(&archive).arg("-C").arg(&stage).args(["bin", "cases.txt", "expected"]);
+    run_captured(&mut tar)?;
+    fs::remove_dir_all(&stage)?;
+    let size = fs::metadata(&archive)?.len();
+    if size > 60 << 20 {
+        bail!("{} is {} MiB: more than travels to the GPU machine", archive.display(), size >> 20);
+    }
+    println!("xtask: {} cases in {} ({} KiB)", CASES.len() - left_out.len(), archive.display(), size >> 10);
+    Ok(())
+}
+
+/// A case's output on `device`: stdout and the exit status when it is not 0, with `bin`
+/// written as `BIN` and the device's name as `DEVICE`.
+fn run_case(bin: &Path, case: &Case, device: &str) -> Result<String> {
+    let mut command = Command::new(bin.join(case.argv[0]));
+    for arg in &case.argv[1..] {
+        match *arg {
+            "@DEVLIB" => command.arg(bin.join(DEVLIB)),
+            arg => command.arg(arg),
+        };
+    }
+    command
+        .env("SYCL_DEVICE", device)
+        .env("SYCL_CACHE_DISABLE", "1")
+        .env("LD_LIBRARY_PATH", bin.join("deps"))
+        .env("SYCL_TRACE", "1")
+        .env_remove("SYCL_STRICT_EXPORTS");
+    let out = command.output().with_context(|| format!("running case {}", case.name))?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        text.push_str(&format!("exit: {}\n", out.status.code().map_or("signal".to_string(), |c| c.to_string())));
+    }
+    text = text.replace(&bin.display().to_string(), "BIN");
+    // The device's name, as the trace's `device PLATFORM / NAME` line gives it.
+    let trace = String::from_utf8_lossy(&out.stderr);
+    for name in trace.lines().filter_map(|l| l.strip_prefix("sycl: device ")?.split_once(" / ").map(|(_, n)| n)) {
+        text = text.replace(name, "DEVICE");
+    }
+    Ok(text)
+}
