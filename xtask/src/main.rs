@@ -240,8 +240,9 @@ impl RatioRow {
 }
 
 /// The ratios in a package's benchmark output: the runtime's benches and sycl-ld's
-/// pass-through bench print `RATIO value op bound | what | detail` lines; sycl-ld's others
-/// print theirs in prose (the post-link table against spirv-link, the per_kernel split time).
+/// pass-through bench print `RATIO value op bound | what | detail` lines (`RATIO value | …`
+/// for one shown beside the others without a bound of its own); sycl-ld's others print
+/// theirs in prose (the post-link table against spirv-link, the per_kernel split time).
 fn ratio_rows(package: &str, output: &str) -> Vec<RatioRow> {
     let mut rows = Vec::new();
     let mut in_postlink_table = false;
@@ -250,15 +251,21 @@ fn ratio_rows(package: &str, output: &str) -> Vec<RatioRow> {
             let mut parts = rest.splitn(3, " | ");
             let head: Vec<&str> = parts.next().unwrap_or("").split_whitespace().collect();
             let (what, detail) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-            if let [value, op, limit] = head[..] {
-                if let (Ok(value), Ok(limit)) = (value.parse(), limit.parse()) {
-                    rows.push(RatioRow {
-                        what: what.to_string(),
-                        value,
-                        bound: Some((op.to_string(), limit)),
-                        detail: detail.to_string(),
-                    });
-                }
+            let (value, bound) = match head[..] {
+                [value] => (value, None),
+                [value, op, limit] => match limit.parse() {
+                    Ok(limit) => (value, Some((op.to_string(), limit))),
+                    Err(_) => continue,
+                },
+                _ => continue,
+            };
+            if let Ok(value) = value.parse() {
+                rows.push(RatioRow {
+                    what: what.to_string(),
+                    value,
+                    bound,
+                    detail: detail.to_string(),
+                });
             }
             continue;
         }
@@ -638,6 +645,7 @@ RATIO 58.5655 >= 10 | cold / warm | 140.03 ms vs 2.39 ms
 sycl-ld pass-through (hello world link, optimized sycl-ld, 100 runs each, interleaved)
   pass-through link / cc link = 1.003 (median; min 1.010), bound <= 1.02: met
 RATIO 1.0030 <= 1.02 | sycl-ld pass-through link / cc link (no device code) | medians 24.1 ms vs 24.0 ms; min/min 1.010; 100 runs
+RATIO 1.0010 | a wrapper's floor: env -> cc link / cc link | medians 24.0 ms vs 24.0 ms; min/min 1.004; 100 runs
 device link + post-link vs spirv-link (20 sources, optimized build)
   functions   ours (link+post-link)   spirv-link       ours/spirv-link
        2000        0.051 s (5 runs)      0.412 s (3 runs)   0.1238
@@ -651,6 +659,7 @@ per_kernel split of 1000 kernels: 0.321 s (limit 1 s; load 0.1 s)
             values,
             [
                 (1.003, Some(true)),
+                (1.001, None),
                 (0.1238, None),
                 (0.0308, None),
                 (0.321, Some(true))
@@ -660,8 +669,9 @@ per_kernel split of 1000 kernels: 0.321 s (limit 1 s; load 0.1 s)
             rows[0].what,
             "sycl-ld pass-through link / cc link (no device code)"
         );
+        assert_eq!(rows[1].bound, None);
         assert_eq!(
-            rows[2].what,
+            rows[3].what,
             "device link + post-link / spirv-link, 8000 functions"
         );
     }
