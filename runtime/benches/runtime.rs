@@ -1,18 +1,21 @@
-//! In-process costs of the runtime's image bookkeeping, with criterion:
-//! - `collect/N`: collecting a kernel's images (the kernel's image, then the providers of its
+//! In-process costs of the runtime's image bookkeeping:
+//! - collection: collecting a kernel's images (the kernel's image, then the providers of its
 //!   imports, transitively) over a synthetic registry of N = 100, 1,000 and 10,000 images in
 //!   binaries of 100. The kernel imports one symbol whose provider imports another, so three
 //!   images are collected; the other images are fillers with their own kernels, exports and
 //!   imports. Bound: the same time at every size (ratios to N = 100 within 10%), since the
-//!   work depends on what the kernel imports, not on how many images exist;
-//! - `discover`: finding and indexing the images of every loaded binary, with 100 shared
-//!   libraries of 20 images each opened (generated here: 20 kernels per library, `per_kernel`
-//!   split, linked by `sycl-ld`, every library with its own kernel names). Bound: under 1%
-//!   of one link of the demo (its executable's link replayed through `target/debug/sycl-ld`,
-//!   the linker the demo uses).
+//!   work depends on what the kernel imports, not on how many images exist. The sizes are
+//!   timed side by side, in rounds (see [`collect_side_by_side`]), not with criterion, which
+//!   times one benchmark after another;
+//! - `discover`, with criterion: finding and indexing the images of every loaded binary, with
+//!   100 shared libraries of 20 images each opened (generated here: 20 kernels per library,
+//!   `per_kernel` split, linked by `sycl-ld`, every library with its own kernel names).
+//!   Bound: under 1% of one link of the demo (its executable's link replayed through
+//!   `target/debug/sycl-ld`, the linker the demo uses).
 //!
-//! Ratios are printed as `RATIO` lines for `cargo xtask bench`, from the same samples
-//! criterion reports (per-iteration median over its measurement samples).
+//! Ratios are printed as `RATIO` lines for `cargo xtask bench`: collection's as the median
+//! of the rounds' ratios, discovery's from the samples criterion reports (per-iteration
+//! median over its measurement samples).
 //!
 //! Run with `cargo bench -p sycl-runtime --bench runtime`. Without `--bench` (as in
 //! `cargo test --benches`) every benchmark runs once, on 5 libraries, as a smoke test.
@@ -26,17 +29,22 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion};
+use criterion::Criterion;
 use sycl_format::{sets, Image, ImageFormat, ImageSet, PropertySet, SplitMode};
 use sycl_runtime::bench_support::{self, SyntheticRegistry};
 
-use common::{median, ms, ratio, us};
+use common::{median, ms, ns, ratio};
 
 const SIZES: [usize; 3] = [100, 1_000, 10_000];
 const IMAGES_PER_BINARY: usize = 100;
 const LIBRARIES: usize = 100;
 const KERNELS_PER_LIBRARY: usize = 20;
 const SAMPLES: usize = 50;
+/// Rounds of the side-by-side collection timing, the rounds of warm-up before them, and how
+/// long each size collects in a round: under 2 s in all.
+const COLLECT_ROUNDS: usize = 500;
+const COLLECT_WARMUP_ROUNDS: usize = 50;
+const COLLECT_BATCH: Duration = Duration::from_millis(1);
 
 fn main() {
     let bench = common::bench_mode();
@@ -47,26 +55,16 @@ fn main() {
         .configure_from_args();
 
     // Image collection against the registry's size.
-    let mut collect = Vec::new();
-    let mut group = c.benchmark_group("collect");
-    for n in SIZES {
-        let registry = SyntheticRegistry::new(synthetic(n));
-        assert_eq!(registry.collect("main_kernel").unwrap(), 3, "the kernel, its import's provider and that one's");
-        let samples = Samples::default();
-        group.bench_with_input(BenchmarkId::from_parameter(n), &registry, |b, registry| {
-            b.iter_custom(|iters| {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    black_box(registry.collect(black_box("main_kernel")).unwrap());
-                }
-                samples.record(iters, start.elapsed())
-            })
-        });
-        if let Some(t) = samples.per_iteration() {
-            collect.push((n, t));
-        }
-    }
-    group.finish();
+    let registries: Vec<(usize, SyntheticRegistry)> = SIZES
+        .iter()
+        .map(|&n| {
+            let registry = SyntheticRegistry::new(synthetic(n));
+            assert_eq!(registry.collect("main_kernel").unwrap(), 3, "the kernel, its import's provider and that one's");
+            (n, registry)
+        })
+        .collect();
+    let collect = collect_side_by_side(&registries, if bench { COLLECT_ROUNDS } else { 1 });
+    drop(registries);
 
     // Discovery with 100 libraries x 20 images loaded, against one link of the demo.
     let libraries = if bench { LIBRARIES } else { 5 };
@@ -95,21 +93,27 @@ fn main() {
     let link = median((0..links).map(|n| demo.link_once(&out.path().join(format!("app-{n}"))).as_secs_f64()).collect());
     c.final_summary();
 
-    println!("image collection (3 images collected; median per collection)");
-    for (n, t) in &collect {
-        println!("  {n:>6} images registered   {}", us(*t));
+    println!("image collection (3 images collected; per collection, over {} rounds side by side)", collect.rounds);
+    for (n, t) in &collect.sizes {
+        println!("  {n:>6} images registered   median {}  min {}", ns(t.median), ns(t.min));
     }
     if let Some(discover) = discover {
         println!("discovery of {libraries} libraries x {KERNELS_PER_LIBRARY} images ({images} images)   {}", ms(discover));
     }
     println!("one link of the demo (sycl-ld, {links} runs)   {}", ms(link));
-    if let [(100, base), rest @ ..] = collect.as_slice() {
+    if let [(100, base), rest @ ..] = collect.sizes.as_slice() {
         for (n, t) in rest {
             ratio(
                 &format!("collect a kernel's images: {n} / 100 images registered"),
-                t / base,
+                t.ratio_to(base),
                 "<= 1.10",
-                &format!("{} vs {}", us(*t), us(*base)),
+                &format!(
+                    "median of {} rounds' ratios; medians {} vs {}; min/min {:.3}",
+                    collect.rounds,
+                    ns(t.median),
+                    ns(base.median),
+                    t.min / base.min
+                ),
             );
         }
     }
@@ -121,6 +125,71 @@ fn main() {
             &format!("{} vs {}", ms(discover), ms(link)),
         );
     }
+}
+
+/// Per-collection times at each registry size.
+struct Collection {
+    rounds: usize,
+    sizes: Vec<(usize, Timing)>,
+}
+
+/// One size's time per collection in each round, and their median and minimum, in seconds.
+struct Timing {
+    rounds: Vec<f64>,
+    median: f64,
+    min: f64,
+}
+
+impl Timing {
+    fn of(rounds: Vec<f64>) -> Timing {
+        let min = rounds.iter().copied().fold(f64::INFINITY, f64::min);
+        Timing { median: median(rounds.clone()), min, rounds }
+    }
+
+    /// The median over the rounds of this size's time over `base`'s in the same round: the
+    /// machine can change speed for a while (a neighbour's build, the host), and the median of
+    /// each size's times then falls on one side of the change or the other, 7% apart once in
+    /// three quiet runs; a round's sizes run within milliseconds of each other.
+    fn ratio_to(&self, base: &Timing) -> f64 {
+        median(self.rounds.iter().zip(&base.rounds).map(|(t, b)| t / b).collect())
+    }
+}
+
+/// Times collection at every size side by side: in each round, each registry collects for
+/// about `COLLECT_BATCH`, in an order that turns from round to round, so that all sizes share
+/// whatever else the machine is doing. Timed one after another, as criterion times its
+/// benchmarks (a few seconds each), a build starting or ending on this 2-core machine between
+/// two sizes moved their ratio by up to 20% (1.0-1.22 across runs); side by side, the same
+/// load moves it by a few percent.
+fn collect_side_by_side(registries: &[(usize, SyntheticRegistry)], rounds: usize) -> Collection {
+    let batch = |registry: &SyntheticRegistry, iters: u32| {
+        let start = Instant::now();
+        for _ in 0..iters {
+            black_box(registry.collect(black_box("main_kernel")).unwrap());
+        }
+        start.elapsed().as_secs_f64() / f64::from(iters)
+    };
+    // As many collections per batch as the smallest registry makes in `COLLECT_BATCH`.
+    let (mut iters, started) = (0, Instant::now());
+    while started.elapsed() < COLLECT_BATCH {
+        batch(&registries[0].1, 1);
+        iters += 1;
+    }
+    let mut times = vec![Vec::with_capacity(rounds); registries.len()];
+    for round in 0..COLLECT_WARMUP_ROUNDS + rounds {
+        for i in (0..registries.len()).map(|i| (i + round) % registries.len()) {
+            let t = batch(&registries[i].1, iters);
+            if round >= COLLECT_WARMUP_ROUNDS {
+                times[i].push(t);
+            }
+        }
+    }
+    let sizes = registries
+        .iter()
+        .zip(times)
+        .map(|((n, _), t)| (*n, Timing::of(t)))
+        .collect();
+    Collection { rounds, sizes }
 }
 
 /// What `iter_custom` measured, call by call. Criterion calls the routine during warm-up

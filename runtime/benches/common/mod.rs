@@ -300,3 +300,8 @@ pub fn ms(d: f64) -> String {
 pub fn us(d: f64) -> String {
     format!("{:.1} µs", d * 1e6)
 }
+
+/// Nanoseconds, for details.
+pub fn ns(d: f64) -> String {
+    format!("{:.0} ns", d * 1e9)
+}
