@@ -9,9 +9,11 @@
 # Every case runs twice, in one persistent cache: cold (each program linked by the CUDA
 # driver's JIT linker) and warm (the linked cubins read back from the cache). Each run prints
 # `PASS name (cold|warm)` or `FAIL name (…)` with a diff; the last line is `N passed, M
-# failed`. The demo also runs once with SYCL_TRACE=1, kept in OUT/app.trace. SYCL_DEVICE
-# (default `cuda`) picks the device. Logs go to $OUT (else ./gpu-suite-out). The exit status
-# is 0 when everything passed.
+# failed`. Outputs are compared with `BIN` for the programs' directory, `DEVICE` for the
+# device's name and `image #` for image numbers (a PTX image's number is not its SPIR-V
+# form's). The demo also runs once with SYCL_TRACE=1, kept in OUT/app.trace. SYCL_DEVICE
+# (default `cuda`) picks the device. Logs go to $OUT (else ./gpu-suite-out): summary.txt, and
+# each failed run's output and stderr. The exit status is 0 when everything passed.
 set -u
 archive=${1:?usage: suite.sh SUITE.tar.xz [CASE...]}
 shift
@@ -21,6 +23,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -xJf "$archive" -C "$work" || exit 1
 bin=$work/bin
+mkdir -p "$work/logs"
 export LD_LIBRARY_PATH=$bin/deps SYCL_DEVICE=${SYCL_DEVICE:-cuda} SYCL_CACHE_DIR=$work/cache
 unset SYCL_TRACE SYCL_CACHE_DISABLE SYCL_STRICT_EXPORTS
 
@@ -43,7 +46,7 @@ run_case() {
     elif [ $status -ne 0 ]; then
         echo "exit: $status" >>"$log.out"
     fi
-    sed -i "s|$bin|BIN|g" "$log.out"
+    sed -i -E "s|$bin|BIN|g; s/image [0-9]+/image #/g" "$log.out"
     local device
     sed -n 's|^sycl: device .* / ||p' "$log.stderr" | sort -u >"$log.devices"
     while IFS= read -r device; do
@@ -58,7 +61,7 @@ while IFS=$'\t' read -r name argv; do
         continue
     fi
     for run in cold warm; do
-        log=$out/$name.$run
+        log=$work/logs/$name.$run
         run_case "$name" "$argv" "$log"
         if cmp -s "$log.out" "$work/expected/$name.txt"; then
             echo "PASS $name ($run)" | tee -a "$out/summary.txt"
@@ -67,6 +70,7 @@ while IFS=$'\t' read -r name argv; do
             echo "FAIL $name ($run)" | tee -a "$out/summary.txt"
             diff "$work/expected/$name.txt" "$log.out" | head -20 | sed 's/^/    /' | tee -a "$out/summary.txt"
             head -5 "$log.stderr" | sed 's/^/    stderr: /' | tee -a "$out/summary.txt"
+            cp "$log.out" "$log.stderr" "$out/"
             failed=$((failed + 1))
         fi
     done

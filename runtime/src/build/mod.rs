@@ -185,7 +185,18 @@ impl DeviceState {
         }
 
         let compatible = |image: &sycl_format::Image| image.requirements().is_ok_and(|r| self.caps.check(&r).is_ok());
-        let collected = resolve::collect(registry, kernel, variants, &compatible)?;
+        let collected = match resolve::collect(registry, kernel, variants, &compatible) {
+            Ok(collected) => collected,
+            Err(Error::KernelNotFound { kernel, searched }) => {
+                // An ahead-of-time target's aspect filter leaves out what the device cannot
+                // run: the SPIR-V image then says why, as seed 003's check would.
+                if let Some(&spirv) = registry.kernel_images(&Variant::spirv(), &kernel).first() {
+                    self.check(registry, &kernel, &[spirv])?;
+                }
+                return Err(Error::KernelNotFound { kernel, searched });
+            }
+            Err(e) => return Err(e),
+        };
         self.check(registry, kernel, &collected.images)?;
         let given = options;
         let options = &Options { flags: given.flags.clone(), spec: given.spec.without_defaults(registry, &collected.images) };

@@ -112,27 +112,28 @@ fn collect_in(
                 .copied()
                 .filter(|p| registry.visible(id.binary, p.binary))
                 .collect();
-            let real: Vec<ImageId> =
-                providers.iter().copied().filter(|p| registry.image(*p).virtual_functions_set().is_some_and(|(_, d)| !d)).collect();
-            if real.is_empty() {
+            if providers.is_empty() {
                 return Err(Error::MissingVirtualFunctions { set, kernel: kernel.to_string(), searched: registry.searched() });
             }
-            for r in real {
-                let chosen = if compatible(registry.image(r)) {
-                    r
-                } else {
-                    // The device lacks what the set needs: its dummy, from the same binary.
-                    providers
-                        .iter()
-                        .copied()
-                        .find(|d| d.binary == r.binary && registry.image(*d).virtual_functions_set().is_some_and(|(_, dummy)| dummy))
-                        .unwrap_or(r)
+            let is_dummy = |p: ImageId| registry.image(p).virtual_functions_set().is_some_and(|(_, dummy)| dummy);
+            let mut binaries: Vec<_> = providers.iter().map(|p| p.binary).collect();
+            binaries.dedup();
+            for binary in binaries {
+                let real = providers.iter().copied().find(|p| p.binary == binary && !is_dummy(*p));
+                let dummy = providers.iter().copied().find(|p| p.binary == binary && is_dummy(*p));
+                // The device lacks what the set needs, or the image form has only the dummy (an
+                // ahead-of-time target's aspect filter left the real one out): the dummy.
+                let chosen = match (real, dummy) {
+                    (Some(r), Some(d)) if !compatible(registry.image(r)) => d,
+                    (Some(r), _) => r,
+                    (None, Some(d)) => d,
+                    (None, None) => continue,
                 };
                 trace!(
                     "resolve",
                     "virtual functions {set} -> {}{} (for kernel {kernel})",
                     registry.describe(chosen),
-                    if chosen == r { "" } else { " (dummy)" }
+                    if is_dummy(chosen) { " (dummy)" } else { "" }
                 );
                 provided.extend(registry.image(chosen).exported_symbols());
                 add(chosen, &mut images);
