@@ -4,7 +4,8 @@
 //! At first use the runtime reads the device images that `sycl-ld` embedded in every loaded
 //! binary (from memory, in the dynamic loader's order), indexes kernels and exported symbols,
 //! and for each kernel collects the images that resolve its imports, compiles each once,
-//! links them through OpenCL and caches the program.
+//! links them through the device's driver (OpenCL, or the CUDA driver for NVIDIA GPUs) and
+//! caches the program.
 //!
 //! ```no_run
 //! mod kernels {
@@ -19,7 +20,7 @@
 //! # Ok::<(), sycl_runtime::Error>(())
 //! ```
 //!
-//! Environment: `SYCL_DEVICE` picks the device (`intel`, `pocl`, `cpu`, `pocl:0`: see
+//! Environment: `SYCL_DEVICE` picks the device (`intel`, `pocl`, `cuda`, `cpu`, `pocl:0`: see
 //! [`Queue::with_device`]); `SYCL_TRACE=1` prints one line per event (`sycl: discover …`).
 
 // The rooms, in pipeline order; each imports only those above it (and `error`, `trace`).

@@ -18,7 +18,8 @@
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::cell::Cell;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
 use sycl_format::aspects::{aspect_number, target_aspect};
@@ -321,7 +322,7 @@ impl Module {
         let mut function = ptr::null_mut();
         // SAFETY: a live module and a NUL-terminated name.
         check("cuModuleGetFunction", unsafe { sys::cuModuleGetFunction(&mut function, self.0.raw, c_name.as_ptr()) })?;
-        Ok(Kernel { module: self.0.clone(), function, args: Vec::new(), max_dynamic_shared: Mutex::new(48 << 10) })
+        Ok(Kernel { module: self.0.clone(), function, args: Vec::new(), max_dynamic_shared: Cell::new(48 << 10) })
     }
 }
 
@@ -337,8 +338,9 @@ pub(crate) struct Kernel {
     module: Arc<Loaded>,
     function: sys::CUfunction,
     args: Vec<Slot>,
-    /// The dynamic shared memory the function is allowed (48 KiB until raised).
-    max_dynamic_shared: Mutex<usize>,
+    /// The dynamic shared memory the function is allowed (48 KiB until raised); a kernel is
+    /// used by one thread at a time.
+    max_dynamic_shared: Cell<usize>,
 }
 
 // SAFETY: a function handle may be used from any thread with its context current; a kernel is
@@ -430,19 +432,16 @@ impl Stream {
                 }
             }
         }
-        {
-            let mut allowed = kernel.max_dynamic_shared.lock().unwrap_or_else(|e| e.into_inner());
-            if shared > *allowed {
-                // SAFETY: a live function; the driver checks the size against the device.
-                check("cuFuncSetAttribute", unsafe {
-                    sys::cuFuncSetAttribute(
-                        kernel.function,
-                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        shared as i32,
-                    )
-                })?;
-                *allowed = shared;
-            }
+        if shared > kernel.max_dynamic_shared.get() {
+            // SAFETY: a live function; the driver checks the size against the device.
+            check("cuFuncSetAttribute", unsafe {
+                sys::cuFuncSetAttribute(
+                    kernel.function,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared as i32,
+                )
+            })?;
+            kernel.max_dynamic_shared.set(shared);
         }
         self.set_work_dim(&kernel.module, global.len() as u32)?;
         // SAFETY: `params` holds one pointer per kernel parameter, each to a value of the

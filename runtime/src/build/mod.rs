@@ -367,16 +367,16 @@ impl DeviceState {
                     trace!("compile", "{} on {} (ahead-of-time object)", registry.describe(id), self.name);
                     self.device.load_object(&image.data).map_err(failed)?
                 }
-                ImageFormat::Ptx => {
+                format => {
                     trace!("compile", "{} on {}", registry.describe(id), self.name);
+                    // SPIR-V first gets the builtins the device's own build would call; PTX is
+                    // taken as sycl-ld made it.
+                    let code = match format {
+                        ImageFormat::Ptx => std::borrow::Cow::Borrowed(image.data.as_slice()),
+                        _ => rewrite_for_device(registry, id, &self.caps)?,
+                    };
                     let spec = options.spec.for_image(image);
-                    self.device.compile(&image.data, &spec, &options.flags).map_err(failed)?
-                }
-                _ => {
-                    trace!("compile", "{} on {}", registry.describe(id), self.name);
-                    let il = rewrite_for_device(registry, id, &self.caps)?;
-                    let spec = options.spec.for_image(image);
-                    self.device.compile(&il, &spec, &options.flags).map_err(failed)?
+                    self.device.compile(&code, &spec, &options.flags).map_err(failed)?
                 }
             };
             let object = Arc::new(object);
