@@ -36,9 +36,13 @@ unset SYCL_TRACE SYCL_CACHE_DISABLE SYCL_STRICT_EXPORTS
 # and `DEVICE` for the device's name (from the trace's `sycl: device PLATFORM / NAME` lines).
 run_case() {
     local name=$1 argv=$2 log=$3
-    local -a args
-    read -r -a args <<<"${argv//@DEVLIB/$bin/devlib.sydl}"
-    SYCL_TRACE=1 timeout 300 "$bin/${args[0]}" "${args[@]:1}" >"$log.stdout" 2>"$log.stderr"
+    local -a env args
+    read -r -a args <<<"${argv//@BIN/$bin}"
+    while [[ ${args[0]} == *=* ]]; do
+        env+=("${args[0]}")
+        args=("${args[@]:1}")
+    done
+    SYCL_TRACE=1 timeout 300 env "${env[@]}" "$bin/${args[0]}" "${args[@]:1}" >"$log.stdout" 2>"$log.stderr"
     local status=$?
     cp "$log.stdout" "$log.out"
     if [ $status -gt 128 ] && [ $status -ne 124 ]; then
@@ -79,6 +83,15 @@ done <"$work/cases.txt"
 SYCL_TRACE=1 SYCL_CACHE_DISABLE=1 "$bin/app" >"$out/app.trace" 2>&1
 echo "== the demo with SYCL_TRACE=1" | tee -a "$out/summary.txt"
 tee -a "$out/summary.txt" <"$out/app.trace"
+
+# Every device the runtime sees (an unmatched selector lists them), then the GPU and each
+# OpenCL device from one process: told, not counted.
+echo "== devices" | tee -a "$out/summary.txt"
+SYCL_DEVICE=none "$bin/app" 2>&1 | tee -a "$out/summary.txt"
+for other in $(SYCL_DEVICE=none "$bin/app" 2>&1 | awk 'NR > 1 && $1 != "cuda" && $1 !~ /^cuda:/ { print $1 }'); do
+    echo "== two_devices cuda $other" | tee -a "$out/summary.txt"
+    "$bin/two_devices" cuda "$other" 2>&1 | tail -5 | tee -a "$out/summary.txt"
+done
 
 echo "$passed passed, $failed failed" | tee -a "$out/summary.txt"
 [ "$failed" = 0 ]

@@ -47,6 +47,12 @@ pub const DEVICE_OBJECT_SECTION: &str = ".sycl.device_object";
 /// rustc's codegen units (`*.rcgu.o`), which it skips unread.
 pub const DEVICE_OBJECT_MEMBER_PREFIX: &str = "sycl-device-";
 
+/// In a PTX image, each specialization constant `NAME` is a `.weak .const .b8` array of its
+/// value's bytes, named this and `NAME`, initialised to its default; the runtime writes the
+/// values it is given into the initialiser before the CUDA link (a PTX image holds no
+/// `OpSpecConstant`, and no translator runs at run time).
+pub const PTX_SPEC_CONSTANT_PREFIX: &str = "__sycl_spec_constant_";
+
 /// Magic that starts an image-set payload.
 pub const IMAGE_SET_MAGIC: &[u8; 8] = b"SYCLIMGS";
 /// The newest version of the image-set payload this crate writes and reads. Version 2 added

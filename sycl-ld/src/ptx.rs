@@ -42,6 +42,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use sycl_build::{Tool, ToolFile};
+use sycl_format::PTX_SPEC_CONSTANT_PREFIX;
 use sycl_spirv::PostLinkImage;
 
 /// Set (not to 0), each image's intermediate files are kept (the SPIR LLVM IR, the
@@ -93,8 +94,18 @@ pub fn compile(image: &PostLinkImage, tools: &Toolchain) -> Result<Vec<u8>> {
     // `llvm-spirv -r --spirv-target-env=CL1.2` would otherwise write as work-group barriers.
     let mut module = sycl_spirv::load(&image.spirv).context("reading the image's SPIR-V")?;
     let declared = sycl_spirv::Symbols::of(&module).declared_functions(&module);
-    match sycl_spirv::sub_group_barriers_to_calls(&mut module, shim::SUB_GROUP_BARRIER) {
-        0 => write(&path("image.spv"), &image.spirv)?,
+    let spec_globals: Vec<(u32, String)> =
+        image.spec_constants.iter().map(|c| (c.id, format!("{PTX_SPEC_CONSTANT_PREFIX}{}", c.name))).collect();
+    let lowered = sycl_spirv::spec::lower_to_globals(&mut module, &spec_globals).map_err(|name| {
+        anyhow::anyhow!(
+            "the {TARGET} target cannot set specialization constant `{}`: a constant expression uses it \
+             (read it with SYCL_SPEC in a function instead)",
+            name.trim_start_matches(PTX_SPEC_CONSTANT_PREFIX)
+        )
+    })?;
+    let barriers = sycl_spirv::sub_group_barriers_to_calls(&mut module, shim::SUB_GROUP_BARRIER);
+    match (lowered.len(), barriers) {
+        (0, 0) => write(&path("image.spv"), &image.spirv)?,
         _ => write(&path("image.spv"), &sycl_spirv::assemble(&module))?,
     }
     run(Command::new(&tools.llvm_spirv).args(["-r", "--spirv-target-env=CL1.2"]).arg(path("image.spv")).arg("-o").arg(path("image.bc")))?;
@@ -104,12 +115,55 @@ pub fn compile(image: &PostLinkImage, tools: &Toolchain) -> Result<Vec<u8>> {
     let symbols = retarget::Symbols { kernels: &image.kernels, exported: &image.exported, declared: &declared };
     let retargeted = retarget::retarget(&ir, &symbols, &shim::redirect);
     let shim = shim::shim(&retargeted.builtins);
-    write(&path("image.nvptx.ll"), format!("{}\n{}\n", retargeted.module, shim.image_globals).as_bytes())?;
+    let module = spec_constants_in_const_space(&retargeted.module, &image.spec_constants);
+    write(&path("image.nvptx.ll"), format!("{module}\n{}\n", shim.image_globals).as_bytes())?;
     write(&path("shim.ll"), shim.module.as_bytes())?;
 
     let ptx = link_and_compile(tools, &[&path("image.nvptx.ll"), &path("shim.ll")], dir.path())?;
     check(&ptx, image, &declared)?;
     Ok(ptx.into_bytes())
+}
+
+/// The variables `lower_to_globals` made for specialization constants, as the runtime finds
+/// them in the PTX: `.weak` (one per link, however many images read it), in the const space
+/// (read by every thread alike), `externally_initialized` (never folded), and an array of the
+/// value's bytes, so the runtime writes any type's value the same way:
+/// `@__sycl_spec_constant_scale = internal addrspace(1) global i32 2, align 4` →
+/// `@__sycl_spec_constant_scale = weak addrspace(4) externally_initialized global [4 x i8] c"\02\00\00\00", align 4`.
+fn spec_constants_in_const_space(ir: &str, constants: &[sycl_spirv::spec::SpecConstant]) -> String {
+    let mut ir = ir.to_string();
+    for c in constants {
+        let global = format!("@{PTX_SPEC_CONSTANT_PREFIX}{}", c.name);
+        let bytes: String = c.default.iter().map(|b| format!("\\{b:02X}")).collect();
+        let align = c.default.len().next_power_of_two().clamp(1, 8);
+        let definition = format!(
+            "{global} = weak addrspace(4) externally_initialized global [{} x i8] c\"{bytes}\", align {align}",
+            c.default.len()
+        );
+        let is_definition = |line: &str| line.strip_prefix(global.as_str()).is_some_and(|rest| rest.starts_with(" = "));
+        let use_in_global = format!("ptr addrspace(1) {global}");
+        let use_in_const = format!("ptr addrspace(4) {global}");
+        ir = ir
+            .lines()
+            .map(|line| {
+                if is_definition(line) {
+                    return format!("{definition}\n");
+                }
+                let mut out = String::with_capacity(line.len());
+                let mut rest = line;
+                while let Some(at) = rest.find(&use_in_global) {
+                    let end = at + use_in_global.len();
+                    let whole = !rest[end..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '$');
+                    out.push_str(&rest[..at]);
+                    out.push_str(if whole { &use_in_const } else { &use_in_global });
+                    rest = &rest[end..];
+                }
+                out.push_str(rest);
+                out + "\n"
+            })
+            .collect();
+    }
+    ir
 }
 
 /// `modules` (the image first) linked with libclc, optimised and compiled to PTX, in `dir`.

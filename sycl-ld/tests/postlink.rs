@@ -940,7 +940,10 @@ fn check_ptx_forms(file: &Path) -> Vec<serde_json::Value> {
         expected_externs.sort();
         assert_eq!(sorted(&summary["externs"]), expected_externs, "{image}");
         for variable in strings(&summary["variables"]) {
-            assert_eq!(variable, "__sycl_work_dim", "only the launch's dimension count is visible: {image}");
+            assert!(
+                variable == "__sycl_work_dim" || variable.starts_with(sycl_format::PTX_SPEC_CONSTANT_PREFIX),
+                "only the launch's dimension count and specialization constants are visible: {image}"
+            );
         }
     }
     ptx
@@ -1020,6 +1023,40 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("ptx ptx64 ("), "{text}");
     assert!(text.contains("  ptx:      .version 7.8 .target sm_90\n    .visible .entry: distances\n"), "{text}");
+}
+
+/// A specialization constant in PTX is a weak `.const` array of its value's bytes, which the
+/// runtime rewrites before the CUDA link, read where SPIR-V read the constant; a `bool` is a
+/// byte.
+#[test]
+fn ptx64_specialization_constants_are_weak_const_bytes_the_runtime_can_rewrite() {
+    let mut unit = Unit::new();
+    let source = "#include <sycl/device.h>\n\
+SYCL_SPEC_CONSTANT(int, scale, -2)\nSYCL_SPEC_CONSTANT(double, shift, 0.5)\nSYCL_SPEC_CONSTANT(bool, negate, true)\n\
+__kernel void spec(__global double *o) {\n\
+  double v = o[get_global_id(0)] * SYCL_SPEC(scale) + SYCL_SPEC(shift);\n\
+  o[get_global_id(0)] = SYCL_SPEC(negate) ? -v : v;\n\
+}\n";
+    unit.build("sc", &[("sc.cl", source)], |b| {
+        b.targets(["spir64", "ptx64"]);
+    });
+    let set = unit.link_shared();
+    let ptx = check_ptx_forms(&unit.dir.path().join("libunit.so"));
+    let mut variables = strings(&ptx[0]["ptx"]["variables"]);
+    variables.sort();
+    assert_eq!(variables, ["__sycl_spec_constant_negate", "__sycl_spec_constant_scale", "__sycl_spec_constant_shift"]);
+    let image = set.images.iter().find(|i| i.target == "ptx64").unwrap();
+    let code = String::from_utf8(image.data.clone()).unwrap();
+    for expected in [
+        ".weak .const .align 4 .b8 __sycl_spec_constant_scale[4] = {254, 255, 255, 255};",
+        ".weak .const .align 8 .b8 __sycl_spec_constant_shift[8] = {0, 0, 0, 0, 0, 0, 224, 63};",
+        ".weak .const .align 1 .b8 __sycl_spec_constant_negate[1] = {1};",
+        "ld.const.u32",
+        "ld.const.f64",
+        "ld.const.u8",
+    ] {
+        assert!(code.contains(expected), "{expected}:\n{code}");
+    }
 }
 
 #[test]

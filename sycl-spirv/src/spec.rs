@@ -11,7 +11,11 @@
 use std::collections::{BTreeMap, HashMap};
 
 use rspirv::dr::{Module, Operand};
+#[cfg(feature = "link")]
+use rspirv::dr::Instruction;
 use rspirv::spirv::{Decoration, Op, Word};
+#[cfg(feature = "link")]
+use rspirv::spirv::StorageClass;
 
 /// The marker prefix `SYCL_SPEC_CONSTANT` writes.
 pub const SPEC_CONSTANT_SEMANTIC: &str = "sycl-spec-constant:";
@@ -145,4 +149,131 @@ pub fn llvm_type_of(module: &Module, id: u32) -> Option<String> {
         (Op::TypeBool, _) => Some("i1".into()),
         _ => None,
     }
+}
+
+/// Each specialization constant of `globals` (`SpecId` → variable name) made a load of a
+/// module-scope variable of that name, for a target that sets values after compiling, not
+/// while translating: the variable (`UniformConstant`, initialised to the default; a `bool`
+/// one as a `uchar`) is loaded once at the start of every function that uses the constant,
+/// and the load replaces every use there. Constants the module lacks are skipped. Returns the
+/// names of the variables made, or the name of a constant that a constant expression uses,
+/// which no load can replace.
+#[cfg(feature = "link")]
+pub fn lower_to_globals(module: &mut Module, globals: &[(u32, String)]) -> Result<Vec<String>, String> {
+    let ids = spec_ids(module);
+    let mut next = module.header.as_ref().map_or(1, |h| h.bound).max(crate::link::max_id(module) + 1);
+    let mut fresh = || {
+        next += 1;
+        next - 1
+    };
+    // (constant, its type, variable, the variable's type, bool)
+    let mut lowered: Vec<(Word, Word, Word, Word, bool)> = Vec::new();
+    let mut made = Vec::new();
+    for (spec_id, name) in globals {
+        let Some((&value, _)) = ids.iter().find(|(_, id)| *id == spec_id) else { continue };
+        let Some(def) = module.types_global_values.iter().find(|i| i.result_id == Some(value)).cloned() else { continue };
+        let Some(ty) = def.result_type else { continue };
+        let in_constants = module.types_global_values.iter().any(|i| {
+            i.result_id != Some(value) && i.operands.contains(&Operand::IdRef(value))
+        });
+        if in_constants {
+            return Err(name.clone());
+        }
+        let boolean = matches!(def.class.opcode, Op::SpecConstantTrue | Op::SpecConstantFalse);
+        let mut new = Vec::new();
+        let (stored, initial) = if boolean {
+            let uchar = find_or_make_int8(module, &mut new, &mut fresh);
+            let one = def.class.opcode == Op::SpecConstantTrue;
+            let initial = fresh();
+            new.push(Instruction::new(Op::Constant, Some(uchar), Some(initial), vec![Operand::LiteralBit32(one as u32)]));
+            (uchar, initial)
+        } else {
+            let initial = fresh();
+            new.push(Instruction::new(Op::Constant, Some(ty), Some(initial), def.operands.clone()));
+            (ty, initial)
+        };
+        let pointer = fresh();
+        let variable = fresh();
+        new.push(Instruction::new(
+            Op::TypePointer,
+            None,
+            Some(pointer),
+            vec![Operand::StorageClass(StorageClass::UniformConstant), Operand::IdRef(stored)],
+        ));
+        new.push(Instruction::new(
+            Op::Variable,
+            Some(pointer),
+            Some(variable),
+            vec![Operand::StorageClass(StorageClass::UniformConstant), Operand::IdRef(initial)],
+        ));
+        module.types_global_values.extend(new);
+        module.debug_names.push(Instruction::new(Op::Name, None, None, vec![Operand::IdRef(variable), Operand::LiteralString(name.clone())]));
+        lowered.push((value, ty, variable, stored, boolean));
+        made.push(name.clone());
+    }
+    let zero8 = if lowered.iter().any(|l| l.4) {
+        let mut new = Vec::new();
+        let uchar = find_or_make_int8(module, &mut new, &mut fresh);
+        let zero = fresh();
+        new.push(Instruction::new(Op::Constant, Some(uchar), Some(zero), vec![Operand::LiteralBit32(0)]));
+        module.types_global_values.extend(new);
+        Some(zero)
+    } else {
+        None
+    };
+
+    for f in &mut module.functions {
+        let uses = |value: Word| {
+            f.blocks.iter().flat_map(|b| &b.instructions).any(|i| i.operands.contains(&Operand::IdRef(value)))
+        };
+        let here: Vec<_> = lowered.iter().copied().filter(|l| uses(l.0)).collect();
+        if here.is_empty() {
+            continue;
+        }
+        let mut loads = Vec::new();
+        let mut replace = HashMap::new();
+        for (value, ty, variable, stored, boolean) in here {
+            let loaded = fresh();
+            loads.push(Instruction::new(Op::Load, Some(stored), Some(loaded), vec![Operand::IdRef(variable)]));
+            let result = if boolean {
+                let b = fresh();
+                let zero = zero8.expect("made for bool constants");
+                loads.push(Instruction::new(Op::INotEqual, Some(ty), Some(b), vec![Operand::IdRef(loaded), Operand::IdRef(zero)]));
+                b
+            } else {
+                loaded
+            };
+            replace.insert(value, result);
+        }
+        for inst in f.blocks.iter_mut().flat_map(|b| &mut b.instructions) {
+            for o in &mut inst.operands {
+                if let Operand::IdRef(id) = o {
+                    if let Some(new) = replace.get(id) {
+                        *id = *new;
+                    }
+                }
+            }
+        }
+        let entry = &mut f.blocks[0].instructions;
+        let at = entry.iter().position(|i| i.class.opcode != Op::Variable).unwrap_or(entry.len());
+        entry.splice(at..at, loads);
+    }
+    if let Some(h) = &mut module.header {
+        h.bound = next;
+    }
+    Ok(made)
+}
+
+/// The module's `uchar` type (`OpTypeInt 8 0`), made (into `new`) where it has none.
+#[cfg(feature = "link")]
+fn find_or_make_int8(module: &Module, new: &mut Vec<Instruction>, fresh: &mut impl FnMut() -> Word) -> Word {
+    let is_int8 = |i: &&Instruction| {
+        i.class.opcode == Op::TypeInt && i.operands == [Operand::LiteralBit32(8), Operand::LiteralBit32(0)]
+    };
+    if let Some(id) = module.types_global_values.iter().chain(new.iter()).find(is_int8).and_then(|i| i.result_id) {
+        return id;
+    }
+    let id = fresh();
+    new.push(Instruction::new(Op::TypeInt, None, Some(id), vec![Operand::LiteralBit32(8), Operand::LiteralBit32(0)]));
+    id
 }

@@ -24,9 +24,10 @@ use anyhow::{bail, Context, Result};
 
 use crate::{cargo, repo_root, run_captured, run_checked};
 
-/// A case: its name, the program (from `bin/`) and its arguments (`@DEVLIB` is the device
-/// library file); `no_fp16`: the case has kernels that need fp16, which the GPU lacks as PoCL
-/// does, so PoCL's output is the expected one.
+/// A case: its name, then environment variables (`NAME=value`), the program (from `bin/`)
+/// and its arguments, where `@BIN` is the directory the programs run from; `no_fp16`: the
+/// case has kernels that need fp16, which the GPU lacks as PoCL does, so PoCL's output is the
+/// expected one.
 struct Case {
     name: &'static str,
     argv: &'static [&'static str],
@@ -35,6 +36,7 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case { name: "app", argv: &["app"], no_fp16: false },
+    Case { name: "app-preload", argv: &["LD_PRELOAD=@BIN/deps/libfast_helpers.so", "app"], no_fp16: false },
     Case { name: "static-app", argv: &["static-app"], no_fp16: false },
     Case { name: "chain-app", argv: &["chain-app"], no_fp16: false },
     Case { name: "cpp-app", argv: &["cpp-app"], no_fp16: false },
@@ -50,7 +52,7 @@ const CASES: &[Case] = &[
     Case { name: "prebuilt-app", argv: &["prebuilt-app"], no_fp16: false },
     Case { name: "features-app", argv: &["features-app"], no_fp16: false },
     Case { name: "compile_once", argv: &["compile_once"], no_fp16: false },
-    Case { name: "devlib-app", argv: &["devlib-app", "@DEVLIB"], no_fp16: false },
+    Case { name: "devlib-app", argv: &["devlib-app", "@BIN/devlib.sydl"], no_fp16: false },
     Case { name: "bundle-states", argv: &["bundle-app", "states"], no_fp16: false },
     Case { name: "bundle-unresolved", argv: &["bundle-app", "unresolved"], no_fp16: false },
     Case { name: "bundle-join", argv: &["bundle-app", "join"], no_fp16: false },
@@ -60,6 +62,18 @@ const CASES: &[Case] = &[
 
 /// The device library file's name in `bin/`.
 const DEVLIB: &str = "devlib.sydl";
+
+/// Programs carried for runs outside the cases: `two_devices cuda pocl` uses the GPU and
+/// another device from one process.
+const CARRIED: &[&str] = &["two_devices"];
+
+impl Case {
+    /// The `NAME=value` words before the program, and the rest.
+    fn split(&self) -> (&[&'static str], &[&'static str]) {
+        let env = self.argv.iter().take_while(|a| a.contains('=')).count();
+        self.argv.split_at(env)
+    }
+}
 
 pub fn gpu_suite(dir: &Path) -> Result<()> {
     let root = repo_root();
@@ -80,7 +94,8 @@ pub fn gpu_suite(dir: &Path) -> Result<()> {
     let bin = stage.join("bin");
     fs::create_dir_all(bin.join("deps"))?;
     let release = target.join("release");
-    let mut programs: Vec<&str> = CASES.iter().map(|c| c.argv[0]).collect();
+    let mut programs: Vec<&str> = CASES.iter().map(|c| c.split().1[0]).chain(CARRIED.iter().copied()).collect();
+    programs.sort();
     programs.dedup();
     for program in programs {
         let built = [release.join(program), release.join("examples").join(program)];
@@ -155,12 +170,13 @@ fn image_numbers_hidden(text: &str) -> String {
 /// A case's output on `device`: stdout and the exit status when it is not 0, with `bin`
 /// written as `BIN` and the device's name as `DEVICE`.
 fn run_case(bin: &Path, case: &Case, device: &str) -> Result<String> {
-    let mut command = Command::new(bin.join(case.argv[0]));
-    for arg in &case.argv[1..] {
-        match *arg {
-            "@DEVLIB" => command.arg(bin.join(DEVLIB)),
-            arg => command.arg(arg),
-        };
+    let at_bin = |word: &str| word.replace("@BIN", &bin.display().to_string());
+    let (env, argv) = case.split();
+    let mut command = Command::new(bin.join(argv[0]));
+    command.args(argv[1..].iter().map(|a| at_bin(a)));
+    for assignment in env {
+        let (name, value) = assignment.split_once('=').expect("an assignment");
+        command.env(name, at_bin(value));
     }
     command
         .env("SYCL_DEVICE", device)

@@ -10,7 +10,10 @@
 //! - a `local` pointer parameter is an 8-byte byte offset into the launch's dynamic shared
 //!   memory (`__sycl_local_mem`), whose size is the total of the local arguments, each aligned
 //!   to 16 bytes;
-//! - `__sycl_work_dim`, where the module has it, holds the launch's number of dimensions.
+//! - `__sycl_work_dim`, where the module has it, holds the launch's number of dimensions;
+//! - a specialization constant is a `.weak .const` variable whose initialiser the runtime
+//!   rewrites in each image's PTX before the link (so the linked cubin, cached like any
+//!   other under a key that includes the values, holds them).
 //!
 //! Every call first makes the device's primary context current on the calling thread, so
 //! queues, buffers and programs work from any thread, as OpenCL's do.
@@ -23,9 +26,10 @@ use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
 use sycl_format::aspects::{aspect_number, target_aspect};
+use sycl_format::PTX_SPEC_CONSTANT_PREFIX;
 
 use super::caps::CL_DEVICE_TYPE_GPU;
-use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure};
+use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, SpecValue};
 use crate::Error;
 
 /// The platform name CUDA devices are listed under (`SYCL_DEVICE=cuda` picks them).
@@ -170,17 +174,10 @@ impl Device {
         Ok(Device { context: Arc::new(Context { raw, device }) })
     }
 
-    /// An image's PTX: the object, as it is (the JIT linker compiles it). Specialization
-    /// values cannot reach PTX yet: a program that sets any is refused.
-    pub(crate) fn compile(&self, ptx: &[u8], spec: &[(u32, &[u8])], _flags: &str) -> Result<Ptx, Failure> {
-        if !spec.is_empty() {
-            return Err(Failure {
-                error: "specializing PTX".into(),
-                log: "the CUDA backend cannot set specialization constants yet: their default values are built in".into(),
-                bad_options: false,
-            });
-        }
-        let mut text = ptx.to_vec();
+    /// An image's PTX: the object (the JIT linker compiles it), with the specialization
+    /// values written into the variables that hold them.
+    pub(crate) fn compile(&self, ptx: &[u8], spec: &[SpecValue], _flags: &str) -> Result<Ptx, Failure> {
+        let mut text = specialize(ptx, spec).map_err(|log| Failure { error: "specializing PTX".into(), log, bad_options: false })?;
         if text.last() != Some(&0) {
             text.push(0);
         }
@@ -276,6 +273,43 @@ impl Device {
         check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut address, bytes.max(1)) })?;
         Ok(Memory { context: self.context.clone(), address })
     }
+}
+
+/// `ptx` with each value of `spec` as the initialiser of its constant's variable,
+/// `.weak .const .align 4 .b8 __sycl_spec_constant_scale[4] = {2, 0, 0, 0};` (the form
+/// `sycl-ld` writes); a constant the PTX does not read has no variable and is skipped.
+fn specialize(ptx: &[u8], spec: &[SpecValue]) -> Result<Vec<u8>, String> {
+    if spec.is_empty() {
+        return Ok(ptx.to_vec());
+    }
+    let text = std::str::from_utf8(ptx).map_err(|_| "the PTX is not UTF-8 text".to_string())?;
+    let mut out = String::with_capacity(text.len() + 16 * spec.len());
+    for line in text.split_inclusive('\n') {
+        let Some((value, (declaration, size))) = spec.iter().find_map(|v| Some((v, spec_variable(line, v.name)?))) else {
+            out.push_str(line);
+            continue;
+        };
+        if size != value.bytes.len() {
+            return Err(format!(
+                "specialization constant `{}`: {} byte(s) given, the image's holds {size}",
+                value.name,
+                value.bytes.len()
+            ));
+        }
+        let bytes: Vec<String> = value.bytes.iter().map(u8::to_string).collect();
+        let newline = if line.ends_with('\n') { "\n" } else { "" };
+        out.push_str(&format!("{declaration} = {{{}}};{newline}", bytes.join(", ")));
+    }
+    Ok(out.into_bytes())
+}
+
+/// The declaration (without its initialiser: `llc` writes none for zeros) and size of the
+/// variable of constant `name`, if `line` declares it.
+fn spec_variable<'l>(line: &'l str, name: &str) -> Option<(&'l str, usize)> {
+    let rest = line.strip_prefix(".weak .const ")?;
+    let size = &rest[rest.find(&format!(" {PTX_SPEC_CONSTANT_PREFIX}{name}["))?..];
+    let size = size[size.find('[')? + 1..size.find(']')?].parse().ok()?;
+    Some((&line[..line.find(" = ").or_else(|| line.find(';'))?], size))
 }
 
 /// An image's PTX, NUL-terminated.
@@ -545,5 +579,30 @@ mod tests {
         assert_eq!(default_local(&[1009]), [1, 1, 1]);
         assert_eq!(default_local(&[64, 64]), [64, 4, 1]);
         assert_eq!(default_local(&[8, 8, 8]), [8, 8, 4]);
+    }
+
+    const PTX: &str = ".version 7.8\n.weak .const .align 4 .b8 __sycl_spec_constant_scale[4] = {2, 0, 0, 0};\n\
+.weak .const .align 4 .b8 __sycl_spec_constant_scale_2[4] = {9, 0, 0, 0};\n\
+.weak .const .align 8 .b8 __sycl_spec_constant_zero[8];\n\
+.weak .const .align 4 .u32 __sycl_work_dim;\n\tld.const.u32 %r5, [__sycl_spec_constant_scale];\n";
+
+    #[test]
+    fn specialization_values_become_the_initialisers_of_their_variables() {
+        let value = |name, bytes| SpecValue { name, id: 0, bytes };
+        let three = 3i32.to_le_bytes();
+        let out = String::from_utf8(specialize(PTX.as_bytes(), &[value("scale", &three)]).unwrap()).unwrap();
+        assert_eq!(out, PTX.replace("scale[4] = {2, 0, 0, 0}", "scale[4] = {3, 0, 0, 0}"), "only `scale`, not `scale_2`");
+        let minus = (-1i32).to_le_bytes();
+        let out = String::from_utf8(specialize(PTX.as_bytes(), &[value("scale_2", &minus), value("absent", &three)]).unwrap()).unwrap();
+        assert!(out.contains("scale_2[4] = {255, 255, 255, 255};\n"), "{out}");
+        assert!(out.contains("scale[4] = {2, 0, 0, 0};\n"), "{out}");
+        let one_and_a_half = 1.5f64.to_le_bytes();
+        let out = String::from_utf8(specialize(PTX.as_bytes(), &[value("zero", &one_and_a_half)]).unwrap()).unwrap();
+        assert!(out.contains("\n.weak .const .align 8 .b8 __sycl_spec_constant_zero[8] = {0, 0, 0, 0, 0, 0, 248, 63};\n"), "a default of zeros has no initialiser: {out}");
+        assert_eq!(
+            specialize(PTX.as_bytes(), &[value("scale", &[1, 0])]).unwrap_err(),
+            "specialization constant `scale`: 2 byte(s) given, the image's holds 4"
+        );
+        assert_eq!(specialize(PTX.as_bytes(), &[]).unwrap(), PTX.as_bytes(), "nothing to write, nothing changed");
     }
 }

@@ -92,6 +92,15 @@ pub(crate) enum Object {
     Cuda(cuda::Ptx),
 }
 
+/// A specialization constant's value for one image: by `SpecId` in SPIR-V, by name in PTX
+/// (see `sycl_format::PTX_SPEC_CONSTANT_PREFIX`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SpecValue<'a> {
+    pub name: &'a str,
+    pub id: u32,
+    pub bytes: &'a [u8],
+}
+
 /// A linked program whose kernels can be launched.
 pub(crate) enum Program {
     OpenCl(opencl::Program),
@@ -127,7 +136,7 @@ impl Device {
 
     /// Compiles one image's linkable form (SPIR-V, with its specialization values; PTX) into
     /// an object.
-    pub(crate) fn compile(&self, code: &[u8], spec: &[(u32, &[u8])], flags: &str) -> Result<Object, Failure> {
+    pub(crate) fn compile(&self, code: &[u8], spec: &[SpecValue], flags: &str) -> Result<Object, Failure> {
         match self {
             Device::OpenCl(d) => d.compile(code, spec, flags).map(Object::OpenCl),
             Device::Cuda(d) => d.compile(code, spec, flags).map(Object::Cuda),

@@ -13,7 +13,7 @@ use cl3::types::{cl_command_queue, cl_context, cl_device_id, cl_int, cl_kernel, 
 use sycl_format::aspects::{aspect_number, target_aspect};
 
 use super::caps::{CL_DEVICE_TYPE_ACCELERATOR, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
-use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure};
+use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, SpecValue};
 use crate::Error;
 
 fn cl_err(call: &'static str) -> impl Fn(cl_int) -> Error {
@@ -432,10 +432,10 @@ impl Device {
     }
 
     /// SPIR-V with its specialization values, compiled to an object.
-    pub(crate) fn compile(&self, il: &[u8], spec: &[(u32, &[u8])], flags: &str) -> Result<Program, Failure> {
+    pub(crate) fn compile(&self, il: &[u8], spec: &[SpecValue], flags: &str) -> Result<Program, Failure> {
         let program = Program::from_il(&self.context, il).map_err(not_created)?;
-        for &(id, bytes) in spec {
-            program.set_spec_constant(id, bytes).map_err(not_created)?;
+        for value in spec {
+            program.set_spec_constant(value.id, value.bytes).map_err(not_created)?;
         }
         program.compile(self.id, flags).map_err(|(code, log)| failure("clCompileProgram", code, log))?;
         Ok(program)

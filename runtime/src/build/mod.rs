@@ -23,7 +23,7 @@ use sycl_format::ImageFormat;
 
 pub(crate) use spir::{can_translate, link_to_spir};
 
-use crate::backend::{self, Capabilities, DeviceInfo, Failure, Kernel, Memory, Object, Program};
+use crate::backend::{self, Capabilities, DeviceInfo, Failure, Kernel, Memory, Object, Program, SpecValue};
 use crate::registry::{BinaryId, ImageId, Registry, Variant};
 use crate::resolve::{self, Collected};
 use crate::trace::trace;
@@ -65,15 +65,15 @@ impl SpecValues {
         )
     }
 
-    /// `(SpecId, bytes)` for the constants `image` has.
-    fn for_image(&self, image: &sycl_format::Image) -> Vec<(u32, &[u8])> {
+    /// The values of the constants `image` has.
+    fn for_image(&self, image: &sycl_format::Image) -> Vec<SpecValue<'_>> {
         let Some(ids) = image.property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS) else {
             return vec![];
         };
         self.0
             .iter()
             .filter_map(|(name, bytes)| match ids.get(name) {
-                Some(sycl_format::PropertyValue::U32(id)) => Some((*id, bytes.as_slice())),
+                Some(sycl_format::PropertyValue::U32(id)) => Some(SpecValue { name, id: *id, bytes }),
                 _ => None,
             })
             .collect()

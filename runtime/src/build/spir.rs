@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use super::SpecValues;
-use crate::backend::Capabilities;
+use crate::backend::{Capabilities, SpecValue};
 use crate::registry::{ImageId, Registry};
 use crate::trace::trace;
 use crate::Error;
@@ -98,7 +98,7 @@ pub(crate) fn link_to_spir(
     }
     let mut baked = Vec::new();
     for &id in images {
-        for (spec_id, bytes) in spec.for_image(registry.image(id)) {
+        for SpecValue { id: spec_id, bytes, .. } in spec.for_image(registry.image(id)) {
             let Some(ty) = sycl_spirv::spec::llvm_type_of(&linked.module, spec_id) else {
                 continue;
             };
