@@ -163,8 +163,20 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
     if status.success() && args.is_empty() {
         // A short smoke run of every fuzz target (the long runs are `cargo xtask fuzz`).
         fuzz::fuzz(FUZZ_SMOKE_SECONDS)?;
+        say_gpu_runs_skipped();
     }
     Ok(exit_code(status))
+}
+
+/// The tests check the PTX the `ptx64` target makes (sycl-ld's `ptx64_*` tests), but run
+/// nothing on a GPU: the suite that does is built here and run on a GPU machine. Said plainly.
+fn say_gpu_runs_skipped() {
+    let gpu = Command::new("nvidia-smi").arg("-L").output().is_ok_and(|o| o.status.success());
+    println!(
+        "xtask: GPU runs skipped: {}; the PTX forms were checked. On a GPU machine: `cargo xtask gpu-suite DIR` here, \
+         then `scripts/gpu/suite.sh DIR/suite.tar.xz` there",
+        if gpu { "the tests run nothing on the GPU this machine has" } else { "no NVIDIA GPU on this machine" }
+    );
 }
 
 /// Seconds each fuzz target runs in `cargo xtask test`.
