@@ -13,8 +13,9 @@
 //! and said so.
 //!
 //! `DIR/suite.tar.xz` holds `bin/` (programs, examples, `deps/*.so`, the device library),
-//! `cases.txt` (one case a line: `NAME<TAB>PROGRAM ARGS...`) and `expected/NAME.txt`, about a
-//! tenth of the programs' size: what travels to the GPU machine.
+//! `cases.txt` (one case a line: `NAME<TAB>[VAR=value...] PROGRAM ARGS...`),
+//! `expected/NAME.txt` and `bench.cu` (for `scripts/gpu/bench.sh`), about a tenth of the
+//! programs' size: what travels to the GPU machine.
 
 use std::fs;
 use std::path::Path;
@@ -64,8 +65,12 @@ const CASES: &[Case] = &[
 const DEVLIB: &str = "devlib.sydl";
 
 /// Programs carried for runs outside the cases: `two_devices cuda pocl` uses the GPU and
-/// another device from one process.
-const CARRIED: &[&str] = &["two_devices"];
+/// another device from one process; `gpu-bench` is `scripts/gpu/bench.sh`'s, with the CUDA C
+/// of its kernels (`bench.cu`), which nvcc compiles on the GPU machine.
+const CARRIED: &[&str] = &["two_devices", "gpu-bench"];
+
+/// The CUDA C side of `gpu-bench`, from the fixtures.
+const BENCH_CUDA: &str = "gpu-bench/device/bench.cu";
 
 impl Case {
     /// The `NAME=value` words before the program, and the rest.
@@ -116,6 +121,7 @@ pub fn gpu_suite(dir: &Path) -> Result<()> {
         .arg(fixtures.join("devlib-app/device/devlib.cl"))
         .env("SYCL_LD_TARGETS", "ptx64");
     run_captured(&mut devlib)?;
+    fs::copy(fixtures.join(BENCH_CUDA), stage.join("bench.cu"))?;
 
     // Expected outputs: the same on both CPU devices.
     let bin = fs::canonicalize(&bin)?;
@@ -139,7 +145,7 @@ pub fn gpu_suite(dir: &Path) -> Result<()> {
 
     let archive = dir.join("suite.tar.xz");
     let mut tar = Command::new("tar");
-    tar.arg("-cJf").arg(&archive).arg("-C").arg(&stage).args(["bin", "cases.txt", "expected"]);
+    tar.arg("-cJf").arg(&archive).arg("-C").arg(&stage).args(["bin", "cases.txt", "expected", "bench.cu"]);
     run_captured(&mut tar)?;
     fs::remove_dir_all(&stage)?;
     let size = fs::metadata(&archive)?.len();

@@ -25,6 +25,9 @@ macro_rules! pod {
     )* };
 }
 pod!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
+// SAFETY: an array of plain data has no padding between its elements and no invalid bit
+// patterns: `[f32; 4]` is OpenCL's `float4`.
+unsafe impl<T: Pod, const N: usize> Pod for [T; N] {}
 
 pub(crate) fn as_bytes<T: Pod>(data: &[T]) -> &[u8] {
     // SAFETY: `T: Pod` has no padding, so all `size_of_val(data)` bytes are initialised.

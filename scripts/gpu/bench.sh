@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The GPU benchmark: kernels through the toolkit against the same kernels from nvcc, side by
+# side in one process, on a machine with the NVIDIA driver and the CUDA toolkit (no Rust, no
+# LLVM):
+#
+#   cargo xtask gpu-suite target/gpu-suite                    # where the toolkit is built
+#   scripts/gpu/bench.sh target/gpu-suite/suite.tar.xz        # on the GPU machine
+#
+# nvcc compiles bench.cu (-O3 -arch=sm_90) there; `gpu-bench` checks every kernel on both sides
+# against a CPU reference, then prints each comparison and its `RATIO` line. Then the register
+# and spill counts of both sides' kernels (`cuobjdump -res-usage`: nvcc's cubin, and the cubins
+# the runtime linked, from its persistent cache) and the SASS of both SGEMMs. Logs go to $OUT
+# (else ./gpu-bench-out): bench.txt, resources.txt, sass-*.txt.
+set -eu
+archive=${1:?usage: bench.sh SUITE.tar.xz}
+out=${OUT:-gpu-bench-out}
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+tar -xJf "$archive" -C "$work"
+arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+nvcc -O3 -arch="$arch" -cubin -Xptxas -v -o "$work/bench.cubin" "$work/bench.cu" 2>"$out/nvcc.txt"
+export LD_LIBRARY_PATH=$work/bin/deps SYCL_CACHE_DIR=$work/cache
+unset SYCL_DEVICE SYCL_TRACE SYCL_CACHE_DISABLE
+"$work/bin/gpu-bench" "$work/bench.cubin" | tee "$out/bench.txt"
+
+{
+    echo "== nvcc ($arch)"
+    cuobjdump -res-usage "$work/bench.cubin"
+    for entry in "$work"/cache/*; do
+        # A cache entry: a 116-byte header, then the linked cubin.
+        tail -c +117 "$entry" >"$work/ours.cubin"
+        echo "== ours: $(basename "$entry")"
+        cuobjdump -res-usage "$work/ours.cubin" 2>&1 || true
+        if cuobjdump -sass -fun sgemm "$work/ours.cubin" >"$work/sass.txt" 2>/dev/null; then
+            cp "$work/sass.txt" "$out/sass-ours-sgemm.txt"
+        fi
+    done
+} >"$out/resources.txt" 2>&1
+cuobjdump -sass -fun sgemm "$work/bench.cubin" >"$out/sass-nvcc-sgemm.txt" 2>&1 || true
+grep -E "Function|REG|spill" "$out/resources.txt" | head -60
