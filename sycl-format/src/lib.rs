@@ -52,6 +52,10 @@ pub const DEVICE_OBJECT_MEMBER_PREFIX: &str = "sycl-device-";
 /// values it is given into the initialiser before the CUDA link (a PTX image holds no
 /// `OpSpecConstant`, and no translator runs at run time).
 pub const PTX_SPEC_CONSTANT_PREFIX: &str = "__sycl_spec_constant_";
+/// The target of a PTX image made with the functions it imports from shared libraries on its
+/// link line compiled in (see [`sets::INLINED_IMPORTS`]): no device lists it among its image
+/// forms, so only the runtime's check that resolution picked those very functions uses it.
+pub const PTX_INLINED_TARGET: &str = "ptx64+inlined";
 
 /// Magic that starts an image-set payload.
 pub const IMAGE_SET_MAGIC: &[u8; 8] = b"SYCLIMGS";
@@ -90,6 +94,11 @@ pub mod sets {
     /// symbols (exactly as in `SYCL/imported symbols`), sorted, separated by
     /// [`CALL_GRAPH_SEPARATOR`]. An image whose graph has no node has no such set.
     pub const CALL_GRAPH: &str = "SYCL/call graph";
+    /// Ours: in a [`PTX_INLINED_TARGET`](crate::PTX_INLINED_TARGET) image, each import
+    /// compiled in, named by its symbol, whose string value is the [`payload_hash`](crate::payload_hash)
+    /// of the PTX image that exported it, in hexadecimal (16 digits). The runtime uses the image
+    /// instead of its plain PTX twin only when resolution picks exactly those images.
+    pub const INLINED_IMPORTS: &str = "SYCL/inlined imports";
     /// What separates callees in a `SYCL/call graph` value.
     pub const CALL_GRAPH_SEPARATOR: char = '\n';
     /// Ours (DPC++'s `SYCL/kernel param opt info` is something else: which parameters its

@@ -53,7 +53,7 @@ fn describe(image: &PostLinkImage) -> String {
 
 /// `f` over `items` on as many threads as there are cores (at most one per item); the
 /// results in order, or the first error in order.
-fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
+pub fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len());
     if workers <= 1 {
         return items.iter().map(&f).collect();

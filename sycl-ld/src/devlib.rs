@@ -48,7 +48,7 @@ pub fn run(args: &[OsString]) -> Result<ExitCode> {
     let mut settings = Settings::of(&found.objects)?;
     settings.split = split.unwrap_or(settings.split);
     settings.targets = embed::with_added_targets(vec!["spir64".into()])?;
-    let (set, warnings) = embed::device_link(&found.objects, &settings)?;
+    let (set, warnings) = embed::device_link(&found.objects, &settings, &[])?;
     for line in warnings.iter().flat_map(|w| w.lines()) {
         eprintln!("sycl-ld: {line}");
     }

@@ -10,12 +10,12 @@ use object::write::Object;
 use object::{Architecture, BinaryFormat, Endianness, SectionKind};
 use sycl_format::{
     sets, DeviceConfig, DeviceRequirements, Image, ImageFormat, ImageSet, Property, PropertySet, PropertyValue,
-    SplitMode, IMAGE_NOTE_SECTION, NOTE_TYPE_IMAGES, NOTE_TYPE_PAYLOAD_HASH,
+    SplitMode, IMAGE_NOTE_SECTION, NOTE_TYPE_IMAGES, NOTE_TYPE_PAYLOAD_HASH, PTX_INLINED_TARGET,
 };
 use sycl_spirv::{LinkInput, PostLink, PostLinkImage, PostLinkOptions, Source};
 
-use crate::aot;
-use crate::scan::FoundObject;
+use crate::scan::{DeviceLibrary, FoundObject};
+use crate::{aot, ptx};
 
 /// Environment variable that overrides the split mode at link time.
 pub const SPLIT_ENV: &str = "SYCL_LD_SPLIT";
@@ -69,7 +69,7 @@ pub fn with_added_targets(mut targets: Vec<String>) -> Result<Vec<String>> {
 /// Links the unit's device objects, post-links them, and makes the images of every target.
 /// Returns the images and the warnings: a call cycle in the unit's code (the link goes on, as
 /// a C linker's would; the runtime refuses the kernels that reach it), then the post-link's.
-pub fn device_link(objects: &[FoundObject], settings: &Settings) -> Result<(ImageSet, Vec<String>)> {
+pub fn device_link(objects: &[FoundObject], settings: &Settings, libraries: &[DeviceLibrary]) -> Result<(ImageSet, Vec<String>)> {
     let mut modules = Vec::with_capacity(objects.len());
     let mut sources = Vec::with_capacity(objects.len());
     for found in objects {
@@ -92,12 +92,14 @@ pub fn device_link(objects: &[FoundObject], settings: &Settings) -> Result<(Imag
     let post = sycl_spirv::post_link(linked, &options).context("device post-link failed")?;
     let PostLink { images, warnings: post_link_warnings, .. } = post;
     warnings.extend(post_link_warnings);
-    Ok((images_for_targets(&images, settings)?, warnings))
+    Ok((images_for_targets(&images, settings, libraries)?, warnings))
 }
 
 /// The post-linked images in the form of every target: SPIR-V for `spir64`, and for each
-/// ahead-of-time target the images its configuration entry accepts, compiled for it.
-pub fn images_for_targets(images: &[PostLinkImage], settings: &Settings) -> Result<ImageSet> {
+/// ahead-of-time target the images its configuration entry accepts, compiled for it. For
+/// `ptx64`, each image whose imports the shared `libraries` on the link line export also gets
+/// a twin with those functions compiled in ([`inlined_twins`]).
+pub fn images_for_targets(images: &[PostLinkImage], settings: &Settings, libraries: &[DeviceLibrary]) -> Result<ImageSet> {
     let mut set = ImageSet::default();
     for target in &settings.targets {
         let (format, entry) = match target.as_str() {
@@ -120,6 +122,9 @@ pub fn images_for_targets(images: &[PostLinkImage], settings: &Settings) -> Resu
             ImageFormat::SpirV => accepted.iter().map(|(image, _)| image.spirv.clone()).collect(),
             _ => aot::compile(target, &accepted.iter().map(|(image, _)| *image).collect::<Vec<_>>())?,
         };
+        if target == ptx::TARGET {
+            set.images.extend(inlined_twins(&accepted, libraries)?);
+        }
         for ((image, requirements), data) in accepted.into_iter().zip(data) {
             set.images.push(Image {
                 format,
@@ -134,6 +139,80 @@ pub fn images_for_targets(images: &[PostLinkImage], settings: &Settings) -> Resu
         bail!("no target among {} can run any of this unit's device images", settings.targets.join(", "));
     }
     Ok(set)
+}
+
+/// For each image with imports that the shared libraries on the link line export (the first
+/// that exports each, in link order, as the loader would pick them), from PTX images with no
+/// imports and no specialization constants of their own: a twin PTX image, target
+/// [`PTX_INLINED_TARGET`], with those functions compiled in and inlined where LLVM would
+/// inline them, no imports, and `SYCL/inlined imports` naming the provider images by hash. A
+/// call into another module costs a real call on the GPU (twice the time of an n-body step
+/// with its body interaction in another library); the twin costs none, and the runtime uses
+/// it only when resolution picks those very images (no `LD_PRELOAD` or earlier library
+/// replaced them).
+fn inlined_twins(accepted: &[(&PostLinkImage, DeviceRequirements)], libraries: &[DeviceLibrary]) -> Result<Vec<Image>> {
+    let planned: Vec<Twin> = accepted
+        .iter()
+        .filter_map(|(image, requirements)| Some((*image, requirements, providers_of(image, libraries)?)))
+        .collect();
+    if planned.is_empty() {
+        return Ok(Vec::new());
+    }
+    let tools = ptx::Toolchain::find()?;
+    let data = aot::in_parallel(&planned, |(image, _, providers)| {
+        let providers: Vec<ptx::Provider> = providers
+            .iter()
+            .map(|(_, spirv)| ptx::Provider { spirv: &spirv.data, exported: spirv.exported_symbols().map(str::to_string).collect() })
+            .collect();
+        let names: Vec<&str> = image.kernels.iter().chain(&image.exported).map(String::as_str).collect();
+        ptx::compile_with(image, &providers, &tools)
+            .with_context(|| format!("building image of {} for {PTX_INLINED_TARGET}", names.join(", ")))
+    })?;
+    Ok(planned
+        .into_iter()
+        .zip(data)
+        .map(|((image, requirements, providers), data)| {
+            let mut property_sets: Vec<PropertySet> =
+                property_sets(image, requirements).into_iter().filter(|s| s.name != sets::IMPORTED_SYMBOLS).collect();
+            let hashes = image.imported.iter().map(|symbol| {
+                let (ptx, _) = providers.iter().find(|(p, _)| p.exported_symbols().any(|e| e == symbol)).expect("a provider for every import");
+                Property::new(symbol.clone(), PropertyValue::String(format!("{:016x}", sycl_format::payload_hash(&ptx.data))))
+            });
+            property_sets.push(PropertySet { name: sets::INLINED_IMPORTS.into(), properties: hashes.collect() });
+            Image { format: ImageFormat::Ptx, target: PTX_INLINED_TARGET.into(), kernels: image.kernels.clone(), property_sets, data }
+        })
+        .collect())
+}
+
+/// An image, its requirements, and the (PTX, SPIR-V) images of its providers.
+type Twin<'a> = (&'a PostLinkImage, &'a DeviceRequirements, Vec<(&'a Image, &'a Image)>);
+
+/// The PTX image and its SPIR-V form that export each of `image`'s imports, each from the
+/// first library that exports it, if every import has one that can be compiled in; each pair
+/// once.
+fn providers_of<'l>(image: &PostLinkImage, libraries: &'l [DeviceLibrary]) -> Option<Vec<(&'l Image, &'l Image)>> {
+    if image.imported.is_empty() {
+        return None;
+    }
+    let mut providers: Vec<(&Image, &Image)> = Vec::new();
+    for symbol in &image.imported {
+        let library = libraries.iter().find(|l| l.exports.contains(symbol))?;
+        let exports = |i: &Image| i.exported_symbols().any(|e| e == symbol);
+        let ptx = library.images.iter().find(|i| i.format == ImageFormat::Ptx && i.target == ptx::TARGET && exports(i))?;
+        let self_contained = ptx.imported_symbols().next().is_none()
+            && ptx.property_set(sets::SPECIALIZATION_CONSTANTS).is_none()
+            && ptx.property_set(sets::VIRTUAL_FUNCTIONS).is_none();
+        if !self_contained {
+            return None;
+        }
+        let spirv = library.images.iter().find(|i| {
+            i.format == ImageFormat::SpirV && i.exported_symbols().eq(ptx.exported_symbols()) && i.kernels == ptx.kernels
+        })?;
+        if !providers.iter().any(|(p, _)| std::ptr::eq(*p, ptx)) {
+            providers.push((ptx, spirv));
+        }
+    }
+    Some(providers)
 }
 
 pub fn requirements_of(image: &PostLinkImage) -> DeviceRequirements {

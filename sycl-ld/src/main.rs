@@ -156,7 +156,7 @@ fn link(args: Vec<OsString>) -> Result<ExitCode> {
         (sycl_format::ImageSet::default(), vec![])
     } else {
         let settings = embed::Settings::of(&found.objects)?;
-        embed::device_link(&found.objects, &settings)?
+        embed::device_link(&found.objects, &settings, &found.libraries)?
     };
     set.images.extend(added_set.images);
     for warning in &warnings {

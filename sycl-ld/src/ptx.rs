@@ -80,8 +80,22 @@ impl Toolchain {
     }
 }
 
+/// A function another binary exports, compiled into an image's PTX instead of imported: the
+/// SPIR-V image that defines it (with no imports, no specialization constants) and its exports.
+pub struct Provider<'a> {
+    pub spirv: &'a [u8],
+    pub exported: Vec<String>,
+}
+
 /// The PTX of one post-linked image.
 pub fn compile(image: &PostLinkImage, tools: &Toolchain) -> Result<Vec<u8>> {
+    compile_with(image, &[], tools)
+}
+
+/// The PTX of one post-linked image with `providers`' functions linked in before the
+/// optimiser runs, so that their calls are inlined as calls inside one image are: what
+/// `cuLink` cannot do across modules (ptxas never inlines across them).
+pub fn compile_with(image: &PostLinkImage, providers: &[Provider], tools: &Toolchain) -> Result<Vec<u8>> {
     let keep = std::env::var_os(KEEP_ENV).is_some_and(|v| !v.is_empty() && v != "0");
     let dir = tempfile::Builder::new().prefix("sycl-ptx-").disable_cleanup(keep).tempdir().context("creating a temporary directory")?;
     if keep {
@@ -114,14 +128,45 @@ pub fn compile(image: &PostLinkImage, tools: &Toolchain) -> Result<Vec<u8>> {
 
     let symbols = retarget::Symbols { kernels: &image.kernels, exported: &image.exported, declared: &declared };
     let retargeted = retarget::retarget(&ir, &symbols, &shim::redirect);
-    let shim = shim::shim(&retargeted.builtins);
+    let mut builtins = retargeted.builtins;
+    let mut modules = vec![path("image.nvptx.ll")];
+    for (i, provider) in providers.iter().enumerate() {
+        let (module, provided) = retarget_provider(provider, tools, &dir.path().join(format!("provider{i}")))?;
+        for builtin in provided {
+            if !builtins.iter().any(|b| b.name == builtin.name) {
+                builtins.push(builtin);
+            }
+        }
+        modules.push(module);
+    }
+    let shim = shim::shim(&builtins);
     let module = spec_constants_in_const_space(&retargeted.module, &image.spec_constants);
     write(&path("image.nvptx.ll"), format!("{module}\n{}\n", shim.image_globals).as_bytes())?;
     write(&path("shim.ll"), shim.module.as_bytes())?;
+    modules.push(path("shim.ll"));
 
-    let ptx = link_and_compile(tools, &[&path("image.nvptx.ll"), &path("shim.ll")], dir.path())?;
+    let modules: Vec<&Path> = modules.iter().map(PathBuf::as_path).collect();
+    let ptx = link_and_compile(tools, &modules, dir.path())?;
     check(&ptx, image, &declared)?;
     Ok(ptx.into_bytes())
+}
+
+/// A provider's SPIR-V as NVPTX IR in `{stem}.nvptx.ll`, with the builtins it declares.
+fn retarget_provider(provider: &Provider, tools: &Toolchain, stem: &Path) -> Result<(PathBuf, Vec<retarget::Declaration>)> {
+    let file = |ext: &str| stem.with_extension(ext);
+    let mut module = sycl_spirv::load(provider.spirv).context("reading a provider's SPIR-V")?;
+    let declared = sycl_spirv::Symbols::of(&module).declared_functions(&module);
+    match sycl_spirv::sub_group_barriers_to_calls(&mut module, shim::SUB_GROUP_BARRIER) {
+        0 => write(&file("spv"), provider.spirv)?,
+        _ => write(&file("spv"), &sycl_spirv::assemble(&module))?,
+    }
+    run(Command::new(&tools.llvm_spirv).args(["-r", "--spirv-target-env=CL1.2"]).arg(file("spv")).arg("-o").arg(file("bc")))?;
+    run(Command::new(&tools.llvm_dis).arg(file("bc")).arg("-o").arg(file("ll")))?;
+    let ir = std::fs::read_to_string(file("ll")).context("reading a provider's disassembled image")?;
+    let symbols = retarget::Symbols { kernels: &[], exported: &provider.exported, declared: &declared };
+    let retargeted = retarget::retarget(&ir, &symbols, &shim::redirect);
+    write(&file("nvptx.ll"), retargeted.module.as_bytes())?;
+    Ok((file("nvptx.ll"), retargeted.builtins))
 }
 
 /// The variables `lower_to_globals` made for specialization constants, as the runtime finds

@@ -40,6 +40,8 @@ pub struct DeviceLibrary {
     /// What to name it to the linker so that `DT_NEEDED` is its file name (`-l:FILE`).
     pub file_name: String,
     pub exports: BTreeSet<String>,
+    /// Its images, for the `ptx64` target's compiled-in imports.
+    pub images: Vec<sycl_format::Image>,
 }
 
 #[derive(Debug, Default)]
@@ -279,7 +281,7 @@ impl Scanner {
             let set = decode_notes(&payload, 4).with_context(|| format!("{origin}: malformed embedded device images"))?;
             let exports = set.images.iter().flat_map(|i| i.exported_symbols().map(str::to_string)).collect();
             let file_name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
-            self.found.libraries.push(DeviceLibrary { file_name, exports });
+            self.found.libraries.push(DeviceLibrary { file_name, exports, images: set.images });
         }
         Ok(())
     }

@@ -38,7 +38,7 @@ pub fn post_link(args: &[OsString]) -> Result<ExitCode> {
         settings.split = split;
     }
     settings.targets = vec!["spir64".into()];
-    let (set, warnings) = embed::device_link(&found.objects, &settings)?;
+    let (set, warnings) = embed::device_link(&found.objects, &settings, &[])?;
     for line in warnings.iter().flat_map(|w| w.lines()) {
         eprintln!("sycl-ld: {line}");
     }

@@ -73,8 +73,13 @@ impl Unit {
     }
 
     fn link_shared_with(&self, env: &[(&str, &str)]) -> std::process::Output {
+        self.link_shared_against(&[], env)
+    }
+
+    /// Linked with `libraries` (`-L`/`-l` arguments) on the link line, after the unit's code.
+    fn link_shared_against(&self, libraries: &[String], env: &[(&str, &str)]) -> std::process::Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sycl-ld"));
-        cmd.args(&self.archives).args(["-shared", "-nostdlib", "-o"]).arg(self.dir.path().join("libunit.so"));
+        cmd.args(&self.archives).args(libraries).args(["-shared", "-nostdlib", "-o"]).arg(self.dir.path().join("libunit.so"));
         cmd.env_remove("SYCL_LD_LINKER").env_remove("SYCL_LD_SPLIT");
         cmd.envs(env.iter().copied());
         cmd.output().unwrap()
@@ -1057,6 +1062,50 @@ __kernel void spec(__global double *o) {\n\
     ] {
         assert!(code.contains(expected), "{expected}:\n{code}");
     }
+}
+
+/// An image whose imports a shared library on the link line exports gets a `ptx64+inlined`
+/// twin with the library's functions compiled in: no `.extern`, no call, and the provider's
+/// PTX image named by hash, so that the runtime uses the twin only when resolution picks it.
+/// A provider that imports in turn is not compiled in.
+#[test]
+fn ptx64_images_get_a_twin_with_the_link_lines_libraries_compiled_in() {
+    let mut lib = Unit::new();
+    let scale = "SYCL_EXTERNAL float lib_scale(float x) { return x * 3.0f; }\n";
+    let relay = "SYCL_EXTERNAL float far_away(float x);\nSYCL_EXTERNAL float lib_relay(float x) { return far_away(x); }\n";
+    lib.build("lib", &[("scale.cl", scale), ("relay.cl", relay)], |b| {
+        b.targets(["spir64", "ptx64"]);
+    });
+    let lib_set = lib.link_shared();
+    let lib_dir = format!("-L{}", lib.dir.path().display());
+    let provider = lib_set.images.iter().find(|i| i.target == "ptx64" && i.exported_symbols().any(|e| e == "lib_scale")).unwrap();
+
+    let mut app = Unit::new();
+    let app_source = "SYCL_EXTERNAL float lib_scale(float x);\nSYCL_EXTERNAL float lib_relay(float x);\n\
+__kernel void scale(__global float *o) { o[0] = lib_scale(o[0]); }\n";
+    let relay_source = "SYCL_EXTERNAL float lib_relay(float x);\n__kernel void relay(__global float *o) { o[0] = lib_relay(o[0]); }\n";
+    app.build("app", &[("app.cl", app_source), ("relay.cl", relay_source)], |b| {
+        b.targets(["spir64", "ptx64"]);
+    });
+    let output = app.link_shared_against(&[lib_dir, "-lunit".into()], &[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let set = images_of(&app.dir.path().join("libunit.so"));
+    check_ptx_forms(&app.dir.path().join("libunit.so"));
+    let twins: Vec<&sycl_format::Image> = set.images.iter().filter(|i| i.target == sycl_format::PTX_INLINED_TARGET).collect();
+    assert_eq!(twins.len(), 1, "only `scale`'s image: lib_relay imports far_away");
+    let twin = twins[0];
+    assert_eq!(twin.kernels, ["scale"]);
+    assert_eq!(twin.imported_symbols().count(), 0);
+    let recorded = twin.property_set(sets::INLINED_IMPORTS).unwrap();
+    assert_eq!(
+        recorded.get("lib_scale"),
+        Some(&sycl_format::PropertyValue::String(format!("{:016x}", sycl_format::payload_hash(&provider.data))))
+    );
+    let code = String::from_utf8(twin.data.clone()).unwrap();
+    assert!(!code.contains(".extern") && !code.contains("call"), "{code}");
+    assert!(code.contains("0f40400000"), "lib_scale's 3.0f, inlined: {code}");
+    let plain = set.images.iter().find(|i| i.target == "ptx64" && i.kernels == ["scale"]).unwrap();
+    assert!(String::from_utf8_lossy(&plain.data).contains(".extern .func  (.param .b32 func_retval0) lib_scale"));
 }
 
 #[test]

@@ -263,3 +263,20 @@ fn libraries_opened_rtld_local_resolve_only_among_themselves() {
     let out = Command::new(fixtures().join("scoped-app")).arg("global").env("SYCL_CACHE_DISABLE", "1").output().unwrap();
     assert_eq!(ok(&out).0, "kernel_a: [1, 2, 3, 4]\napp_uses_scoped: [1, 2, 3, 4]\n", "RTLD_GLOBAL exports serve everyone");
 }
+
+/// The GPU benchmark's kernels (register-blocked SGEMM in local memory, n-body with its hot
+/// function in another library, vector loads) build and give the CPU reference's results on
+/// both CPU devices, small: what CI can check of the benchmark without a GPU.
+#[test]
+fn the_gpu_benchmarks_kernels_run_right_on_both_cpu_devices() {
+    for device in ["intel", "pocl"] {
+        let out = Command::new(fixtures().join("gpu-bench"))
+            .arg("--smoke")
+            .env("SYCL_DEVICE", device)
+            .env("SYCL_CACHE_DISABLE", "1")
+            .output()
+            .unwrap();
+        let (out, _) = ok(&out);
+        assert!(out.starts_with("gpu-bench smoke on ") && out.ends_with(": saxpy, copy4, sgemm, nbody, nbody_lib checked\n"), "{device}: {out}");
+    }
+}

@@ -198,6 +198,7 @@ impl DeviceState {
             Err(e) => return Err(e),
         };
         self.check(registry, kernel, &collected.images)?;
+        let collected = with_inlined_imports(registry, kernel, collected);
         let given = options;
         let options = &Options { flags: given.flags.clone(), spec: given.spec.without_defaults(registry, &collected.images) };
 
@@ -433,6 +434,49 @@ impl DeviceState {
     }
 }
 
+/// The kernel's PTX image with its imports compiled in (`sycl-ld`'s `ptx64+inlined` twin of
+/// the kernel's image, from the same binary) instead of it and the images it imports from, when
+/// resolution picked exactly the images the twin compiled in (by hash); otherwise `collected`
+/// as it is. Images the rest of the collection still imports from stay.
+fn with_inlined_imports(registry: &Registry, kernel: &str, collected: Collected) -> Collected {
+    if collected.variant.format != ImageFormat::Ptx {
+        return collected;
+    }
+    let root = collected.images[0];
+    let variant = Variant { format: ImageFormat::Ptx, target: sycl_format::PTX_INLINED_TARGET.into() };
+    let Some(&twin) = registry.kernel_images(&variant, kernel).iter().find(|t| t.binary == root.binary) else {
+        return collected;
+    };
+    let Some(recorded) = registry.image(twin).property_set(sycl_format::sets::INLINED_IMPORTS) else { return collected };
+    let rest = &collected.images[1..];
+    let exports = |id: ImageId, symbol: &str| registry.image(id).exported_symbols().any(|e| e == symbol);
+    let mut inlined: Vec<ImageId> = Vec::new();
+    for property in &recorded.properties {
+        let provider = rest.iter().copied().find(|&id| exports(id, &property.name));
+        let hash = provider.map(|id| format!("{:016x}", sycl_format::payload_hash(&registry.image(id).data)));
+        match (provider, &property.value) {
+            (Some(id), sycl_format::PropertyValue::String(recorded)) if hash.as_deref() == Some(recorded.as_str()) => {
+                if !inlined.contains(&id) {
+                    inlined.push(id);
+                }
+            }
+            _ => {
+                trace!("inline", "{kernel}: {} not used: {} resolved to another image than it compiled in", registry.describe(twin), property.name);
+                return collected;
+            }
+        }
+    }
+    let others: Vec<ImageId> = rest.iter().copied().filter(|id| !inlined.contains(id)).collect();
+    let still_imported = |provider: ImageId| {
+        others.iter().any(|&o| registry.image(o).imported_symbols().any(|s| exports(provider, s)))
+    };
+    let names: Vec<String> = inlined.iter().map(|&id| registry.describe(id)).collect();
+    trace!("inline", "{kernel}: {} has {} compiled in", registry.describe(twin), names.join(" + "));
+    let mut images = vec![twin];
+    images.extend(rest.iter().copied().filter(|&id| !inlined.contains(&id) || still_imported(id)));
+    Collected { variant, images }
+}
+
 /// The driver step that failed, for [`hint`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Step {
@@ -475,5 +519,56 @@ pub(crate) fn hint(step: Step, bad_options: bool, log: &str, flags: &str) -> Str
             "the driver could not build this program{flags}: the log names what it could not take; SYCL_TRACE=1 shows \
              which images it was made from"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sycl_format::{sets, Image, ImageSet, Property, PropertySet, PropertyValue, PTX_INLINED_TARGET};
+
+    fn ptx(target: &str, kernels: &[&str], sets: Vec<PropertySet>, data: &[u8]) -> Image {
+        let kernels = kernels.iter().map(|k| k.to_string()).collect();
+        Image { format: ImageFormat::Ptx, target: target.into(), kernels, property_sets: sets, data: data.to_vec() }
+    }
+
+    /// An app whose kernel imports `f`, with a twin that compiled in the image `libf.so` exports
+    /// it from; `first`, when given, is a library loaded before it that exports another `f`.
+    fn loaded(first: Option<&[u8]>) -> Registry {
+        let plain = ptx("ptx64", &["k"], vec![PropertySet::symbols(sets::IMPORTED_SYMBOLS, ["f"])], b"plain");
+        let hash = format!("{:016x}", sycl_format::payload_hash(b"f from libf"));
+        let inlined = PropertySet { name: sets::INLINED_IMPORTS.into(), properties: vec![Property::new("f", PropertyValue::String(hash))] };
+        let twin = ptx(PTX_INLINED_TARGET, &["k"], vec![inlined], b"twin");
+        let provider = |data: &[u8]| ImageSet {
+            images: vec![ptx("ptx64", &[], vec![PropertySet::symbols(sets::EXPORTED_SYMBOLS, ["f"])], data)],
+        };
+        let mut binaries = vec![("app".to_string(), ImageSet { images: vec![twin, plain] })];
+        if let Some(data) = first {
+            binaries.push(("preloaded.so".into(), provider(data)));
+        }
+        binaries.push(("libf.so".into(), provider(b"f from libf")));
+        Registry::from_binaries(binaries)
+    }
+
+    fn collect(registry: &Registry) -> Collected {
+        let variants = [Variant { format: ImageFormat::Ptx, target: "ptx64".into() }];
+        resolve::collect(registry, "k", &variants, &|_| true).unwrap()
+    }
+
+    #[test]
+    fn the_inlined_twin_replaces_exactly_the_images_it_compiled_in() {
+        let registry = loaded(None);
+        let inlined = with_inlined_imports(&registry, "k", collect(&registry));
+        assert_eq!(inlined.variant.target, PTX_INLINED_TARGET);
+        assert_eq!(inlined.images.len(), 1);
+        assert_eq!(registry.image(inlined.images[0]).data, b"twin");
+
+        // Another `f` first in loader order (LD_PRELOAD): the images resolution picked.
+        let registry = loaded(Some(b"another f"));
+        let collected = collect(&registry);
+        let kept = with_inlined_imports(&registry, "k", collected.clone());
+        assert_eq!(kept.variant.target, "ptx64");
+        assert_eq!(kept.images, collected.images);
+        assert_eq!(registry.image(kept.images[1]).data, b"another f");
     }
 }
