@@ -30,7 +30,7 @@ pub fn sub_group_barriers_to_calls(module: &mut Module, name: &str) -> usize {
     if count == 0 {
         return 0;
     }
-    let mut next = module.header.as_ref().map_or(1, |h| h.bound).max(crate::link::max_id(module) + 1);
+    let mut next = crate::link::next_id(module);
     let mut fresh = || {
         next += 1;
         next - 1

@@ -169,7 +169,7 @@ struct Made {
 
 impl Made {
     fn new(module: &Module) -> Made {
-        let next = module.header.as_ref().map_or(1, |h| h.bound).max(crate::link::max_id(module) + 1);
+        let next = crate::link::next_id(module);
         Made { defined: module.types_global_values.clone(), added: Vec::new(), next }
     }
 
@@ -371,7 +371,7 @@ impl Lowering {
             _ => 64,
         };
         let void = module.types_global_values.iter().find(|i| i.class.opcode == Op::TypeVoid).and_then(|i| i.result_id);
-        let next = module.header.as_ref().map_or(1, |h| h.bound).max(crate::link::max_id(module) + 1);
+        let next = crate::link::next_id(module);
         Lowering {
             opencl_std: opencl_std(module),
             types,

@@ -76,7 +76,7 @@ struct Lowering {
 
 impl Lowering {
     fn new(module: &mut Module, pointers: HashMap<Word, Word>) -> Lowering {
-        let mut next = module.header.as_ref().map_or(1, |h| h.bound).max(crate::link::max_id(module) + 1);
+        let mut next = crate::link::next_id(module);
         // A 64-bit integer type ahead of every other declaration, so that whatever used a
         // pointer type can use it instead.
         let is_int64 = |i: &Instruction| {

@@ -412,6 +412,11 @@ fn shift_ids(m: &mut Module, offset: Word) {
 }
 
 /// The largest id a module uses (its bound is one more).
+/// The first id a pass may make in `m`: past its header's bound and every id it uses.
+pub(crate) fn next_id(m: &Module) -> Word {
+    m.header.as_ref().map_or(1, |h| h.bound).max(max_id(m) + 1)
+}
+
 pub(crate) fn max_id(m: &Module) -> Word {
     // Every id used is defined, so the largest result id is the largest id.
     m.all_inst_iter().filter_map(|i| i.result_id).max().unwrap_or(0)

@@ -161,7 +161,7 @@ pub fn llvm_type_of(module: &Module, id: u32) -> Option<String> {
 #[cfg(feature = "link")]
 pub fn lower_to_globals(module: &mut Module, globals: &[(u32, String)]) -> Result<Vec<String>, String> {
     let ids = spec_ids(module);
-    let mut next = module.header.as_ref().map_or(1, |h| h.bound).max(crate::link::max_id(module) + 1);
+    let mut next = crate::link::next_id(module);
     let mut fresh = || {
         next += 1;
         next - 1

@@ -64,7 +64,7 @@ impl VirtualSets {
 /// dummy returns, and `OpUndef`, unlike `OpConstantNull`, is valid for every OpenCL type).
 pub fn with_empty_bodies(module: &Module, functions: &[Word]) -> Module {
     let mut out = module.clone();
-    let mut next = out.header.as_ref().map_or(1, |h| h.bound).max(crate::link::max_id(&out) + 1);
+    let mut next = crate::link::next_id(&out);
     let void_types: std::collections::HashSet<Word> = out
         .types_global_values
         .iter()
