@@ -217,6 +217,11 @@ pub fn lower_to_globals(module: &mut Module, globals: &[(u32, String)]) -> Resul
         let zero = fresh();
         new.push(Instruction::new(Op::Constant, Some(uchar), Some(zero), vec![Operand::LiteralBit32(0)]));
         module.types_global_values.extend(new);
+        // An 8-bit integer type needs the `Int8` capability.
+        let int8 = [Operand::Capability(rspirv::spirv::Capability::Int8)];
+        if !module.capabilities.iter().any(|c| c.operands == int8) {
+            module.capabilities.push(Instruction::new(Op::Capability, None, None, int8.to_vec()));
+        }
         Some(zero)
     } else {
         None
