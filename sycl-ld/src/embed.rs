@@ -159,11 +159,13 @@ fn inlined_twins(accepted: &[(&PostLinkImage, DeviceRequirements)], libraries: &
         return Ok(Vec::new());
     }
     let tools = ptx::Toolchain::find()?;
-    let data = aot::in_parallel(&planned, |(image, _, providers)| {
-        let providers: Vec<ptx::Provider> = providers
-            .iter()
-            .map(|(_, spirv)| ptx::Provider { spirv: &spirv.data, exported: spirv.exported_symbols().map(str::to_string).collect() })
-            .collect();
+    let data = aot::in_parallel(&planned, |(image, _, imports)| {
+        let mut providers: Vec<ptx::Provider> = Vec::new();
+        for (_, _, spirv) in imports {
+            if !providers.iter().any(|p| std::ptr::eq(p.spirv, spirv.data.as_slice())) {
+                providers.push(ptx::Provider { spirv: &spirv.data, exported: spirv.exported_symbols().map(str::to_string).collect() });
+            }
+        }
         let names: Vec<&str> = image.kernels.iter().chain(&image.exported).map(String::as_str).collect();
         ptx::compile_with(image, &providers, &tools)
             .with_context(|| format!("building image of {} for {PTX_INLINED_TARGET}", names.join(", ")))
@@ -171,12 +173,11 @@ fn inlined_twins(accepted: &[(&PostLinkImage, DeviceRequirements)], libraries: &
     Ok(planned
         .into_iter()
         .zip(data)
-        .map(|((image, requirements, providers), data)| {
+        .map(|((image, requirements, imports), data)| {
             let mut property_sets: Vec<PropertySet> =
                 property_sets(image, requirements).into_iter().filter(|s| s.name != sets::IMPORTED_SYMBOLS).collect();
-            let hashes = image.imported.iter().map(|symbol| {
-                let (ptx, _) = providers.iter().find(|(p, _)| p.exported_symbols().any(|e| e == symbol)).expect("a provider for every import");
-                Property::new(symbol.clone(), PropertyValue::String(format!("{:016x}", sycl_format::payload_hash(&ptx.data))))
+            let hashes = imports.iter().map(|(symbol, ptx, _)| {
+                Property::new(*symbol, PropertyValue::String(format!("{:016x}", sycl_format::payload_hash(&ptx.data))))
             });
             property_sets.push(PropertySet { name: sets::INLINED_IMPORTS.into(), properties: hashes.collect() });
             Image { format: ImageFormat::Ptx, target: PTX_INLINED_TARGET.into(), kernels: image.kernels.clone(), property_sets, data }
@@ -184,17 +185,16 @@ fn inlined_twins(accepted: &[(&PostLinkImage, DeviceRequirements)], libraries: &
         .collect())
 }
 
-/// An image, its requirements, and the (PTX, SPIR-V) images of its providers.
-type Twin<'a> = (&'a PostLinkImage, &'a DeviceRequirements, Vec<(&'a Image, &'a Image)>);
+/// An image, its requirements, and each import with the PTX and SPIR-V images providing it.
+type Twin<'a> = (&'a PostLinkImage, &'a DeviceRequirements, Vec<(&'a str, &'a Image, &'a Image)>);
 
-/// The PTX image and its SPIR-V form that export each of `image`'s imports, each from the
-/// first library that exports it, if every import has one that can be compiled in; each pair
-/// once.
-fn providers_of<'l>(image: &PostLinkImage, libraries: &'l [DeviceLibrary]) -> Option<Vec<(&'l Image, &'l Image)>> {
+/// Each of `image`'s imports with the PTX image and its SPIR-V form that export it, from the
+/// first library that exports it, if every import has one that can be compiled in.
+fn providers_of<'a>(image: &'a PostLinkImage, libraries: &'a [DeviceLibrary]) -> Option<Vec<(&'a str, &'a Image, &'a Image)>> {
     if image.imported.is_empty() {
         return None;
     }
-    let mut providers: Vec<(&Image, &Image)> = Vec::new();
+    let mut providers = Vec::new();
     for symbol in &image.imported {
         let library = libraries.iter().find(|l| l.exports.contains(symbol))?;
         let exports = |i: &Image| i.exported_symbols().any(|e| e == symbol);
@@ -208,9 +208,7 @@ fn providers_of<'l>(image: &PostLinkImage, libraries: &'l [DeviceLibrary]) -> Op
         let spirv = library.images.iter().find(|i| {
             i.format == ImageFormat::SpirV && i.exported_symbols().eq(ptx.exported_symbols()) && i.kernels == ptx.kernels
         })?;
-        if !providers.iter().any(|(p, _)| std::ptr::eq(*p, ptx)) {
-            providers.push((ptx, spirv));
-        }
+        providers.push((symbol.as_str(), ptx, spirv));
     }
     Some(providers)
 }

@@ -104,8 +104,7 @@ pub fn compile_with(image: &PostLinkImage, providers: &[Provider], tools: &Toolc
     }
     let path = |name: &str| dir.path().join(name);
     // The functions the image declares: its imports, and the members of virtual-function sets
-    // its kernels call. Then its sub-group barriers made calls to a function of ours, which
-    // `llvm-spirv -r --spirv-target-env=CL1.2` would otherwise write as work-group barriers.
+    // its kernels call.
     let mut module = sycl_spirv::load(&image.spirv).context("reading the image's SPIR-V")?;
     let declared = sycl_spirv::Symbols::of(&module).declared_functions(&module);
     let spec_globals: Vec<(u32, String)> =
@@ -117,14 +116,7 @@ pub fn compile_with(image: &PostLinkImage, providers: &[Provider], tools: &Toolc
             name.trim_start_matches(PTX_SPEC_CONSTANT_PREFIX)
         )
     })?;
-    let barriers = sycl_spirv::sub_group_barriers_to_calls(&mut module, shim::SUB_GROUP_BARRIER);
-    match (lowered.len(), barriers) {
-        (0, 0) => write(&path("image.spv"), &image.spirv)?,
-        _ => write(&path("image.spv"), &sycl_spirv::assemble(&module))?,
-    }
-    run(Command::new(&tools.llvm_spirv).args(["-r", "--spirv-target-env=CL1.2"]).arg(path("image.spv")).arg("-o").arg(path("image.bc")))?;
-    run(Command::new(&tools.llvm_dis).arg(path("image.bc")).arg("-o").arg(path("image.ll")))?;
-    let ir = std::fs::read_to_string(path("image.ll")).context("reading the disassembled image")?;
+    let ir = spir_ir(&image.spirv, module, !lowered.is_empty(), tools, &path("image"))?;
 
     let symbols = retarget::Symbols { kernels: &image.kernels, exported: &image.exported, declared: &declared };
     let retargeted = retarget::retarget(&ir, &symbols, &shim::redirect);
@@ -153,20 +145,30 @@ pub fn compile_with(image: &PostLinkImage, providers: &[Provider], tools: &Toolc
 
 /// A provider's SPIR-V as NVPTX IR in `{stem}.nvptx.ll`, with the builtins it declares.
 fn retarget_provider(provider: &Provider, tools: &Toolchain, stem: &Path) -> Result<(PathBuf, Vec<retarget::Declaration>)> {
-    let file = |ext: &str| stem.with_extension(ext);
-    let mut module = sycl_spirv::load(provider.spirv).context("reading a provider's SPIR-V")?;
+    let module = sycl_spirv::load(provider.spirv).context("reading a provider's SPIR-V")?;
     let declared = sycl_spirv::Symbols::of(&module).declared_functions(&module);
-    match sycl_spirv::sub_group_barriers_to_calls(&mut module, shim::SUB_GROUP_BARRIER) {
-        0 => write(&file("spv"), provider.spirv)?,
+    let ir = spir_ir(provider.spirv, module, false, tools, stem)?;
+    let symbols = retarget::Symbols { kernels: &[], exported: &provider.exported, declared: &declared };
+    let retargeted = retarget::retarget(&ir, &symbols, &shim::redirect);
+    let file = stem.with_extension("nvptx.ll");
+    write(&file, retargeted.module.as_bytes())?;
+    Ok((file, retargeted.builtins))
+}
+
+/// SPIR-V as the SPIR LLVM IR `llvm-spirv -r` writes (through `{stem}.spv`, `.bc`, `.ll`):
+/// `module`, loaded from `spirv` and `changed` by a pass or not, with its sub-group barriers
+/// made calls to a function of ours, which `llvm-spirv -r --spirv-target-env=CL1.2` would
+/// otherwise write as work-group barriers. An unchanged module is written as it came.
+fn spir_ir(spirv: &[u8], mut module: sycl_spirv::dr::Module, changed: bool, tools: &Toolchain, stem: &Path) -> Result<String> {
+    let file = |ext: &str| stem.with_extension(ext);
+    let barriers = sycl_spirv::sub_group_barriers_to_calls(&mut module, shim::SUB_GROUP_BARRIER);
+    match (changed, barriers) {
+        (false, 0) => write(&file("spv"), spirv)?,
         _ => write(&file("spv"), &sycl_spirv::assemble(&module))?,
     }
     run(Command::new(&tools.llvm_spirv).args(["-r", "--spirv-target-env=CL1.2"]).arg(file("spv")).arg("-o").arg(file("bc")))?;
     run(Command::new(&tools.llvm_dis).arg(file("bc")).arg("-o").arg(file("ll")))?;
-    let ir = std::fs::read_to_string(file("ll")).context("reading a provider's disassembled image")?;
-    let symbols = retarget::Symbols { kernels: &[], exported: &provider.exported, declared: &declared };
-    let retargeted = retarget::retarget(&ir, &symbols, &shim::redirect);
-    write(&file("nvptx.ll"), retargeted.module.as_bytes())?;
-    Ok((file("nvptx.ll"), retargeted.builtins))
+    std::fs::read_to_string(file("ll")).with_context(|| format!("reading {}", file("ll").display()))
 }
 
 /// The variables `lower_to_globals` made for specialization constants, as the runtime finds
