@@ -87,8 +87,9 @@ tee -a "$out/summary.txt" <"$out/app.trace"
 # Every device the runtime sees (an unmatched selector lists them), then the GPU and each
 # OpenCL device from one process: told, not counted.
 echo "== devices" | tee -a "$out/summary.txt"
-SYCL_DEVICE=none "$bin/app" 2>&1 | tee -a "$out/summary.txt"
-for other in $(SYCL_DEVICE=none "$bin/app" 2>&1 | awk 'NR > 1 && $1 != "cuda" && $1 !~ /^cuda:/ { print $1 }'); do
+devices=$(SYCL_DEVICE=none "$bin/app" 2>&1)
+echo "$devices" | tee -a "$out/summary.txt"
+for other in $(echo "$devices" | awk 'NR > 1 && $1 != "cuda" && $1 !~ /^cuda:/ { print $1 }'); do
     echo "== two_devices cuda $other" | tee -a "$out/summary.txt"
     "$bin/two_devices" cuda "$other" 2>&1 | tail -5 | tee -a "$out/summary.txt"
 done
