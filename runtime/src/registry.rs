@@ -93,6 +93,9 @@ struct ImageRecord {
 struct Records {
     variants: Vec<Variant>,
     images: Vec<ImageRecord>,
+    /// Where each image lies: its payload (an index into the binary's sources) and its offset
+    /// there. Empty for images given as values.
+    at: Vec<(u32, u32)>,
     names: Vec<Span>,
     uses_function_pointers: bool,
 }
@@ -138,8 +141,8 @@ pub(crate) struct Binary {
     /// Where its names lie: its image-set payloads (copied out of the loaded object and
     /// checked; the images are copied out of them when first needed), or, for images given as
     /// values, one table of their names.
-    sources: Vec<Arc<[u8]>>,
-    images: OnceLock<Arc<[Image]>>,
+    sources: Vec<Payload>,
+    images: Images,
     variants: Vec<Variant>,
     records: Vec<ImageRecord>,
     names: Vec<Span>,
@@ -153,11 +156,12 @@ pub(crate) struct Binary {
 
 impl Binary {
     fn new(id: BinaryId, name: String, ranges: Vec<(usize, usize)>, records: Records) -> Binary {
+        let copied = records.at.iter().map(|_| OnceLock::new()).collect();
         Binary {
             id,
             name,
             sources: vec![],
-            images: OnceLock::new(),
+            images: Images::InPayloads { at: records.at, copied },
             image_count: records.images.len() as u32,
             variants: records.variants,
             records: records.images,
@@ -174,7 +178,7 @@ impl Binary {
     pub(crate) fn read(
         id: BinaryId,
         name: String,
-        payloads: Result<Vec<Arc<[u8]>>, DecodeError>,
+        payloads: Result<Vec<Payload>, DecodeError>,
         ranges: Vec<(usize, usize)>,
     ) -> Binary {
         let mut records = Records::default();
@@ -218,18 +222,25 @@ impl Binary {
                 _ => None,
             });
         }
-        let binary = Binary { sources: vec![Arc::from(table.into_bytes())], ..Binary::new(id, name, vec![], records) };
-        let _ = binary.images.set(images);
-        binary
+        Binary {
+            sources: vec![Payload::Copied(Arc::from(table.into_bytes()))],
+            images: Images::Given(images),
+            ..Binary::new(id, name, vec![], records)
+        }
     }
 
-    /// The images, copied out of the payloads at the first call.
-    pub(crate) fn images(&self) -> &[Image] {
-        self.images.get_or_init(|| {
-            // The payloads were checked when indexed, and are ours: reading them again cannot fail.
-            let views = self.sources.iter().filter_map(|p| ImageSetView::parse(p).ok());
-            views.flat_map(|view| view.images.iter().map(ImageView::to_image).collect::<Vec<_>>()).collect()
-        })
+    /// Image `index`, copied out of its payload at the first call: a launch copies the images
+    /// it links, not the binary's thousand others.
+    pub(crate) fn image(&self, index: u32) -> &Image {
+        match &self.images {
+            Images::Given(images) => &images[index as usize],
+            Images::InPayloads { at, copied } => copied[index as usize].get_or_init(|| {
+                let (source, offset) = at[index as usize];
+                ImageSetView::image_at(&self.sources[source as usize], offset as usize)
+                    .expect("an image of a payload checked when it was indexed")
+                    .to_image()
+            }),
+        }
     }
 
     fn names(&self, range: &Range<u32>) -> &[Span] {
@@ -243,6 +254,32 @@ impl Binary {
     fn text(&self, span: Span) -> String {
         String::from_utf8_lossy(self.bytes(span)).into_owned()
     }
+}
+
+/// An image-set payload: where the executable maps it (which stays mapped for the life of
+/// the process), or copied out of a shared library (which can be closed). The executable's
+/// payloads, often the largest, are never copied.
+#[derive(Clone)]
+pub(crate) enum Payload {
+    Mapped(&'static [u8]),
+    Copied(Arc<[u8]>),
+}
+
+impl std::ops::Deref for Payload {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Payload::Mapped(bytes) => bytes,
+            Payload::Copied(bytes) => bytes,
+        }
+    }
+}
+
+/// A binary's images as values: given whole, or copied out of its payloads one at a time.
+enum Images {
+    Given(Arc<[Image]>),
+    InPayloads { at: Vec<(u32, u32)>, copied: Box<[OnceLock<Image>]> },
 }
 
 /// Records one image of a checked payload, `source` of its binary, reading its property sets
@@ -280,6 +317,7 @@ fn record_view(records: &mut Records, source: u32, payload: &[u8], image: &Image
         (0..0, None)
     };
     records.push(image.format, image.target, kernels, exports, uses, set);
+    records.at.push((source, image.offset as u32));
     records.uses_function_pointers |= calls_through_pointers(aspects.flatten());
     if outside {
         return Err(DecodeError::Invalid("a name outside its payload".into()));
@@ -480,7 +518,7 @@ impl Registry {
     }
 
     pub(crate) fn image(&self, id: ImageId) -> &Image {
-        &self.binary(id.binary).images()[id.image as usize]
+        self.binary(id.binary).image(id.image)
     }
 
     /// `libhelpers.so image 0`, for traces and messages.
@@ -536,8 +574,8 @@ mod tests {
         }
     }
 
-    fn payload(images: Vec<Image>) -> Arc<[u8]> {
-        Arc::from(ImageSet { images }.encode())
+    fn payload(images: Vec<Image>) -> Payload {
+        Payload::Copied(Arc::from(ImageSet { images }.encode()))
     }
 
     #[test]
@@ -562,10 +600,10 @@ mod tests {
     fn a_malformed_payload_leaves_the_binary_without_images() {
         let mut bytes = ImageSet { images: vec![image(&["k"], &[])] }.encode();
         bytes.truncate(bytes.len() - 1);
-        let binary = Binary::read(BinaryId::fresh(), "libbad.so".into(), Ok(vec![Arc::from(bytes)]), vec![]);
+        let binary = Binary::read(BinaryId::fresh(), "libbad.so".into(), Ok(vec![Payload::Copied(Arc::from(bytes))]), vec![]);
         assert_eq!(binary.image_count, 0);
         assert!(binary.error.is_some());
-        assert!(binary.images().is_empty());
+        assert!(matches!(&binary.images, Images::InPayloads { at, .. } if at.is_empty()));
     }
 
     #[test]

@@ -110,6 +110,12 @@ impl<'a> Decoder<'a> {
         Decoder { bytes, pos: 0 }
     }
 
+    /// A decoder of `bytes` from `position` on (at most their length), whose positions
+    /// count from the start of `bytes`.
+    pub(crate) fn at(bytes: &'a [u8], position: usize) -> Self {
+        Decoder { bytes, pos: position.min(bytes.len()) }
+    }
+
     pub(crate) fn position(&self) -> usize {
         self.pos
     }

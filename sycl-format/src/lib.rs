@@ -437,6 +437,22 @@ mod tests {
     }
 
     #[test]
+    fn each_image_reads_alone_from_its_offset() {
+        let set = sample_set();
+        let bytes = set.encode();
+        let view = ImageSetView::parse(&bytes).unwrap();
+        for (image, read) in set.images.iter().zip(&view.images) {
+            assert_eq!(&ImageSetView::image_at(&bytes, read.offset).unwrap().to_image(), image);
+        }
+        // Anywhere else: an error, never a panic or a read past the end.
+        for offset in (0..bytes.len() + 8).filter(|o| view.images.iter().all(|i| i.offset != *o)) {
+            if let Ok(image) = ImageSetView::image_at(&bytes, offset) {
+                assert!(image.data.len() <= bytes.len());
+            }
+        }
+    }
+
+    #[test]
     fn device_object_round_trip() {
         let mut object = DeviceObject {
             package: "helpers".into(),

@@ -35,28 +35,44 @@ impl<'a> ImageSetView<'a> {
         let count = d.count(16)?;
         let mut images = Vec::with_capacity(count);
         for _ in 0..count {
-            let format = ImageFormat::from_code(d.u32()?, version)?;
-            let target = d.str_ref()?;
-            let kernels = List::read(&mut d, 4, |d| d.str_ref().map(drop))?;
-            let sets = List::read(&mut d, 8, |d| {
-                d.str_ref()?;
-                List::read(d, 12, |d| {
-                    let name = d.str_ref()?;
-                    match d.u32()? {
-                        TYPE_UINT32 => d.u32().map(drop),
-                        TYPE_BYTE_ARRAY => d.bytes().map(drop),
-                        TYPE_STRING => d.str_ref().map(drop),
-                        other => Err(DecodeError::Invalid(format!("property `{name}` has unknown type {other}"))),
-                    }
-                })
-                .map(drop)
-            })?;
-            let data = d.bytes()?;
-            images.push(ImageView { format, target, kernels, sets, data });
+            images.push(read_image(&mut d, version)?);
         }
         d.end()?;
         Ok(ImageSetView { images })
     }
+
+    /// The one image that starts at `offset` of a payload ([`ImageView::offset`] of a view
+    /// [`parse`](Self::parse) returned): read without walking the images before it.
+    pub fn image_at(bytes: &'a [u8], offset: usize) -> Result<ImageView<'a>, DecodeError> {
+        let (d, version) = Decoder::with_versions(bytes, IMAGE_SET_MAGIC, IMAGE_SET_OLDEST_VERSION..=IMAGE_SET_VERSION)?;
+        if offset < d.position() || offset > bytes.len() {
+            return Err(DecodeError::Invalid(format!("no image starts at offset {offset}")));
+        }
+        read_image(&mut Decoder::at(bytes, offset), version)
+    }
+}
+
+/// One image, checked, from where `d` stands.
+fn read_image<'a>(d: &mut Decoder<'a>, version: u32) -> Result<ImageView<'a>, DecodeError> {
+    let offset = d.position();
+    let format = ImageFormat::from_code(d.u32()?, version)?;
+    let target = d.str_ref()?;
+    let kernels = List::read(d, 4, |d| d.str_ref().map(drop))?;
+    let sets = List::read(d, 8, |d| {
+        d.str_ref()?;
+        List::read(d, 12, |d| {
+            let name = d.str_ref()?;
+            match d.u32()? {
+                TYPE_UINT32 => d.u32().map(drop),
+                TYPE_BYTE_ARRAY => d.bytes().map(drop),
+                TYPE_STRING => d.str_ref().map(drop),
+                other => Err(DecodeError::Invalid(format!("property `{name}` has unknown type {other}"))),
+            }
+        })
+        .map(drop)
+    })?;
+    let data = d.bytes()?;
+    Ok(ImageView { offset, format, target, kernels, sets, data })
 }
 
 /// A list as encoded (a count, then its elements), kept as its bytes once checked.
@@ -96,6 +112,8 @@ impl<'a> List<'a> {
 /// One image, read in place.
 #[derive(Debug, Clone, Copy)]
 pub struct ImageView<'a> {
+    /// Where it starts in its payload, for [`ImageSetView::image_at`].
+    pub offset: usize,
     pub format: ImageFormat,
     /// Target triple or device name the image is for (`spir64` for JIT SPIR-V).
     pub target: &'a str,

@@ -7,6 +7,7 @@
 use std::ffi::CStr;
 use std::sync::Arc;
 
+use crate::registry::Payload;
 use sycl_format::{find_notes, payload_hash, DecodeError, NOTE_TYPE_IMAGES, NOTE_TYPE_PAYLOAD_HASH};
 
 /// One loaded object, as the loader lists it now.
@@ -24,9 +25,10 @@ pub(crate) struct LoadedObject {
 
 /// What is read of an object the first time it is seen.
 pub(crate) struct Contents {
-    /// The payloads, copied out of the mapping (so they stay valid whatever happens to it
-    /// later), or why the notes could not be read.
-    pub payloads: Result<Vec<Arc<[u8]>>, DecodeError>,
+    /// The payloads: a shared library's copied out of the mapping (so they stay valid
+    /// whatever happens to it later), the executable's where they are mapped; or why the
+    /// notes could not be read.
+    pub payloads: Result<Vec<Payload>, DecodeError>,
     /// `DT_NEEDED` entries, the libraries it depends on, each followed by a NUL (which no
     /// name contains): one allocation for all.
     pub needed: String,
@@ -174,7 +176,10 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t
     }
     let payloads = match error {
         Some(e) => Err(e),
-        None => Ok(payloads.into_iter().map(Arc::from).collect()),
+        // SAFETY: the executable (the loader's object without a name) is never unmapped: its
+        // segments, and so the payloads in them, stay for the life of the process.
+        None if name.is_empty() => Ok(payloads.into_iter().map(|p| Payload::Mapped(unsafe { &*(p as *const [u8]) })).collect()),
+        None => Ok(payloads.into_iter().map(|p| Payload::Copied(Arc::from(p))).collect()),
     };
     walk.out.push(LoadedObject { name, base, payload_hashes, contents: Some(Contents { payloads, needed, ranges }) });
     0
