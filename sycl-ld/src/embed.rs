@@ -4,6 +4,7 @@
 //! runtime finds it in memory.
 
 use std::collections::BTreeSet;
+use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use object::write::Object;
@@ -118,12 +119,17 @@ pub fn images_for_targets(images: &[PostLinkImage], settings: &Settings, librari
             .map(|image| (image, requirements_of(image)))
             .filter(|(_, requirements)| entry.is_none_or(|e| requirements.accepted_by(e)))
             .collect();
-        let data = match format {
+        let started = Instant::now();
+        let data: Vec<Vec<u8>> = match format {
             ImageFormat::SpirV => accepted.iter().map(|(image, _)| image.spirv.clone()).collect(),
             _ => aot::compile(target, &accepted.iter().map(|(image, _)| *image).collect::<Vec<_>>())?,
         };
+        report_cost(target, data.iter().map(Vec::len), started);
         if target == ptx::TARGET {
-            set.images.extend(inlined_twins(&accepted, libraries)?);
+            let started = Instant::now();
+            let twins = inlined_twins(&accepted, libraries)?;
+            report_cost(PTX_INLINED_TARGET, twins.iter().map(|t| t.data.len()), started);
+            set.images.extend(twins);
         }
         for ((image, requirements), data) in accepted.into_iter().zip(data) {
             set.images.push(Image {
@@ -139,6 +145,17 @@ pub fn images_for_targets(images: &[PostLinkImage], settings: &Settings, librari
         bail!("no target among {} can run any of this unit's device images", settings.targets.join(", "));
     }
     Ok(set)
+}
+
+/// With `SYCL_LD_VERBOSE`, what a target's images cost: how many, their bytes, the time
+/// they took to make.
+fn report_cost(target: &str, sizes: impl Iterator<Item = usize>, started: Instant) {
+    if crate::verbose() {
+        let (count, bytes) = sizes.fold((0, 0), |(n, b), size| (n + 1, b + size));
+        if count > 0 {
+            eprintln!("sycl-ld: {target}: {count} image(s), {bytes} bytes, made in {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
+        }
+    }
 }
 
 /// For each image with imports that the shared libraries on the link line export (the first

@@ -189,7 +189,8 @@ environment:
                         per_kernel, per_source, off or auto
     SYCL_LD_TARGETS     targets every link adds to those build.rs chose, comma-separated
                         (SYCL_LD_TARGETS=ptx64 makes a whole build's PTX for NVIDIA GPUs)
-    SYCL_LD_VERBOSE=1   say which device objects and device libraries each link found
+    SYCL_LD_VERBOSE=1   say which device objects and device libraries each link found,
+                        and per target how many images it made, their bytes and time
     SYCL_CLANG, SYCL_LLVM_SPIRV, SYCL_DEVICE_CONFIG
                         as for sycl-build: the tools and the device configuration that
                         device-lib compiles sources with (llvm-spirv also makes the
