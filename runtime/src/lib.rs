@@ -124,6 +124,17 @@ pub mod bench_support {
         crate::discovery::Discovery::new().registry().binaries.iter().map(|b| b.image_count as usize).sum()
     }
 
+    /// The images a first launch of `kernel` on the device `selector` picks would link, in
+    /// link order, as the binaries hold them (PTX text for a CUDA GPU): for benchmarks that
+    /// make the same driver calls by hand. Opens the device; builds nothing.
+    pub fn linked_images(selector: &str, kernel: &str) -> Result<Vec<Vec<u8>>, crate::Error> {
+        let runtime = crate::process::runtime();
+        let device = runtime.device(Some(selector))?;
+        let registry = runtime.registry();
+        let collected = device.images_for(&registry, kernel, device.variants(&Default::default()))?;
+        Ok(collected.images.iter().map(|&id| registry.image(id).data.clone()).collect())
+    }
+
     /// A registry of synthetic binaries, to time image collection against its size.
     pub struct SyntheticRegistry(Registry, [Variant; 1]);
 

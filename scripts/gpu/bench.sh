@@ -7,11 +7,14 @@
 #   scripts/gpu/bench.sh target/gpu-suite/suite.tar.xz        # on the GPU machine
 #
 # nvcc compiles bench.cu (-O3 -arch=sm_90) there; `gpu-bench` checks every kernel on both sides
-# against a CPU reference, then prints each comparison and its `RATIO` line. Then the register
+# against a CPU reference, then prints each comparison and its `RATIO` line; `gpu-bench
+# --overheads` compares first launches (against the same cuLink calls by hand, warm cache
+# against cold) and start-up with 1,000 kernels against 1, in new processes; `gpu-bench --gpus`
+# runs the kernels on every GPU, then on all at once (skipped with one GPU). Then the register
 # and spill counts of both sides' kernels (`cuobjdump -res-usage`: nvcc's cubin, and the cubins
 # the runtime linked, from its persistent cache) and the SASS of both SGEMMs. Logs go to $OUT
 # (else ./gpu-bench-out): bench.txt, resources.txt, sass-*.txt.
-set -eu
+set -euo pipefail
 archive=${1:?usage: bench.sh SUITE.tar.xz}
 out=${OUT:-gpu-bench-out}
 mkdir -p "$out"
@@ -23,6 +26,8 @@ nvcc -O3 -arch="$arch" -cubin -Xptxas -v -o "$work/bench.cubin" "$work/bench.cu"
 export LD_LIBRARY_PATH=$work/bin/deps SYCL_CACHE_DIR=$work/cache
 unset SYCL_DEVICE SYCL_TRACE SYCL_CACHE_DISABLE
 "$work/bin/gpu-bench" "$work/bench.cubin" | tee "$out/bench.txt"
+"$work/bin/gpu-bench" --overheads | tee -a "$out/bench.txt"
+"$work/bin/gpu-bench" --gpus | tee -a "$out/bench.txt"
 
 {
     echo "== nvcc ($arch)"

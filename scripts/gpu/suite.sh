@@ -12,7 +12,7 @@
 # failed`. Outputs are compared with `BIN` for the programs' directory, `DEVICE` for the
 # device's name and `image #` for image numbers (a PTX image's number is not its SPIR-V
 # form's). The demo also runs once with SYCL_TRACE=1, kept in OUT/app.trace. SYCL_DEVICE
-# (default `cuda`) picks the device. Logs go to $OUT (else ./gpu-suite-out): summary.txt, and
+# (default `cuda:0`, the first GPU) picks the device. Logs go to $OUT (else ./gpu-suite-out): summary.txt, and
 # each failed run's output and stderr. The exit status is 0 when everything passed.
 set -u
 archive=${1:?usage: suite.sh SUITE.tar.xz [CASE...]}
@@ -24,7 +24,7 @@ trap 'rm -rf "$work"' EXIT
 tar -xJf "$archive" -C "$work" || exit 1
 bin=$work/bin
 mkdir -p "$work/logs"
-export LD_LIBRARY_PATH=$bin/deps SYCL_DEVICE=${SYCL_DEVICE:-cuda} SYCL_CACHE_DIR=$work/cache
+export LD_LIBRARY_PATH=$bin/deps SYCL_DEVICE=${SYCL_DEVICE:-cuda:0} SYCL_CACHE_DIR=$work/cache
 unset SYCL_TRACE SYCL_CACHE_DISABLE SYCL_STRICT_EXPORTS
 
 {
@@ -84,14 +84,28 @@ SYCL_TRACE=1 SYCL_CACHE_DISABLE=1 "$bin/app" >"$out/app.trace" 2>&1
 echo "== the demo with SYCL_TRACE=1" | tee -a "$out/summary.txt"
 tee -a "$out/summary.txt" <"$out/app.trace"
 
-# Every device the runtime sees (an unmatched selector lists them), then the GPU and each
-# OpenCL device from one process: told, not counted.
+# Every device the runtime sees (an unmatched selector lists them). With several GPUs, the
+# demo's kernel on each of them from one process, each result checked (counted); then the GPU
+# and each OpenCL device from one process (told, not counted).
 echo "== devices" | tee -a "$out/summary.txt"
 devices=$(SYCL_DEVICE=none "$bin/app" 2>&1)
 echo "$devices" | tee -a "$out/summary.txt"
+gpus=$(echo "$devices" | awk 'NR > 1 && $1 ~ /^cuda:[0-9]+$/ { print $1 }')
+if [ "$(echo "$gpus" | wc -w)" -gt 1 ]; then
+    # shellcheck disable=SC2086 # one selector a word
+    got=$("$bin/two_devices" $gpus 2>&1)
+    want=$(for gpu in $gpus; do echo "$gpu: [0, 2, 4, 6, 8, 10, 12, 14]"; done)
+    if [ "$got" = "$want" ]; then
+        passed=$((passed + 1))
+        echo "PASS two_devices $(echo $gpus) (every GPU from one process)" | tee -a "$out/summary.txt"
+    else
+        failed=$((failed + 1))
+        { echo "FAIL two_devices $(echo $gpus)"; diff <(echo "$want") <(echo "$got"); } | tee -a "$out/summary.txt"
+    fi
+fi
 for other in $(echo "$devices" | awk 'NR > 1 && $1 != "cuda" && $1 !~ /^cuda:/ { print $1 }'); do
-    echo "== two_devices cuda $other" | tee -a "$out/summary.txt"
-    "$bin/two_devices" cuda "$other" 2>&1 | tail -5 | tee -a "$out/summary.txt"
+    echo "== two_devices $SYCL_DEVICE $other" | tee -a "$out/summary.txt"
+    "$bin/two_devices" "$SYCL_DEVICE" "$other" 2>&1 | tail -5 | tee -a "$out/summary.txt"
 done
 
 echo "$passed passed, $failed failed" | tee -a "$out/summary.txt"

@@ -16,8 +16,10 @@
 //! * `weight [ARGS]` builds the fixture workspace from clean and prints what device code costs
 //!   a workspace: build time, target size, each build script's size (see `weight.rs`).
 //! * `bench [ARGS]` builds `sycl-ld`, runs the benchmarks of `sycl-runtime` and `sycl-ld`
-//!   (their output shown as it comes), then prints one table of every ratio they measured
-//!   side by side, each with the bound it must meet and whether it did.
+//!   (their output shown as it comes), the fixtures' `gpu-bench --across` on both CPU devices,
+//!   and, where an NVIDIA GPU and nvcc are, the GPU benchmark (`scripts/gpu/bench.sh`); then
+//!   prints one table of every ratio they measured side by side, each with the bound it must
+//!   meet and whether it did.
 
 use anyhow::{bail, Context, Result};
 
@@ -75,7 +77,9 @@ commands:
                  outputs into DIR/suite.tar.xz (for scripts/gpu/suite.sh on an NVIDIA machine)
   fuzz [SECONDS] run every fuzz target for SECONDS each (default 60)
   bench [ARGS]   setup, build sycl-ld, run the sycl-runtime and sycl-ld benchmarks
-                 (`cargo bench -p PACKAGE --bench '*' ARGS`) and print a table of their ratios
+                 (`cargo bench -p PACKAGE --bench '*' ARGS`), gpu-bench --across on both CPU
+                 devices and, with an NVIDIA GPU and nvcc here, the GPU benchmark; print a
+                 table of their ratios
   weight [ARGS]  setup, build the fixtures from clean in target/weight-fixtures (`cargo build
                  ARGS`) and print the build time, the target size and each build script's size";
 
@@ -201,8 +205,47 @@ fn bench(args: &[OsString]) -> Result<ExitCode> {
         let output = run_teed(&mut command)?;
         rows.extend(ratio_rows(package, &output));
     }
+    rows.extend(across_libraries_on_cpus()?);
+    rows.extend(gpu_rows()?);
     print_ratio_table(&rows);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The fixtures' `gpu-bench` n-body step with its hot function in another library against
+/// the same code in one, on both CPU devices (release build).
+fn across_libraries_on_cpus() -> Result<Vec<RatioRow>> {
+    let root = repo_root();
+    run_checked(cargo().args(["build", "-q", "--release", "-p", "gpu-bench"]).current_dir(root.join("fixtures")))?;
+    let program = root.join("fixtures/target/release/gpu-bench");
+    let mut rows = Vec::new();
+    for device in ["intel", "pocl"] {
+        let mut command = Command::new(&program);
+        command.args(["--across", device]).env("SYCL_CACHE_DISABLE", "1");
+        rows.extend(ratio_rows("gpu-bench", &run_teed(&mut command)?));
+    }
+    Ok(rows)
+}
+
+/// Where an NVIDIA GPU and nvcc are here: the fixtures packed for the GPU
+/// (`gpu-suite`) and `scripts/gpu/bench.sh` run on them, its ratios tabulated. Elsewhere, says
+/// that the GPU rows were skipped and how to get them.
+fn gpu_rows() -> Result<Vec<RatioRow>> {
+    let gpu = Command::new("nvidia-smi").arg("-L").output().is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
+    let nvcc = Command::new("nvcc").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !(gpu && nvcc) {
+        println!(
+            "xtask: GPU benchmarks skipped: {} here. On a machine with one (no Rust needed there): \
+             `cargo xtask gpu-suite DIR` here, then `scripts/gpu/bench.sh DIR/suite.tar.xz` there",
+            if gpu { "no nvcc" } else { "no NVIDIA GPU" }
+        );
+        return Ok(Vec::new());
+    }
+    let root = repo_root();
+    let dir = root.join("target/gpu-suite");
+    gpu_suite::gpu_suite(&dir)?;
+    let mut command = Command::new("bash");
+    command.arg(root.join("scripts/gpu/bench.sh")).arg(dir.join("suite.tar.xz")).env("OUT", dir.join("bench-out"));
+    Ok(ratio_rows("gpu-bench", &run_teed(&mut command)?))
 }
 
 /// Runs a command with its stdout shown line by line as it comes and also returned; stderr

@@ -184,21 +184,7 @@ impl DeviceState {
             }
         }
 
-        let compatible = |image: &sycl_format::Image| image.requirements().is_ok_and(|r| self.caps.check(&r).is_ok());
-        let collected = match resolve::collect(registry, kernel, variants, &compatible) {
-            Ok(collected) => collected,
-            Err(Error::KernelNotFound { kernel, searched }) => {
-                // An ahead-of-time target's aspect filter leaves out what the device cannot
-                // run: the SPIR-V image then says why, as seed 003's check would.
-                if let Some(&spirv) = registry.kernel_images(&Variant::spirv(), &kernel).first() {
-                    self.check(registry, &kernel, &[spirv])?;
-                }
-                return Err(Error::KernelNotFound { kernel, searched });
-            }
-            Err(e) => return Err(e),
-        };
-        self.check(registry, kernel, &collected.images)?;
-        let collected = with_inlined_imports(registry, kernel, collected);
+        let collected = self.images_for(registry, kernel, variants)?;
         let given = options;
         let options = &Options { flags: given.flags.clone(), spec: given.spec.without_defaults(registry, &collected.images) };
 
@@ -239,6 +225,27 @@ impl DeviceState {
             }
         }
         Ok(program)
+    }
+
+    /// The images a launch of `kernel` links, in link order: the kernel's image and the
+    /// providers of its imports as resolution picks them (or the image with them compiled in),
+    /// each checked against the device.
+    pub(crate) fn images_for(&self, registry: &Registry, kernel: &str, variants: &[Variant]) -> Result<Collected, Error> {
+        let compatible = |image: &sycl_format::Image| image.requirements().is_ok_and(|r| self.caps.check(&r).is_ok());
+        let collected = match resolve::collect(registry, kernel, variants, &compatible) {
+            Ok(collected) => collected,
+            Err(Error::KernelNotFound { kernel, searched }) => {
+                // An ahead-of-time target's aspect filter leaves out what the device cannot
+                // run: the SPIR-V image then says why, as seed 003's check would.
+                if let Some(&spirv) = registry.kernel_images(&Variant::spirv(), &kernel).first() {
+                    self.check(registry, &kernel, &[spirv])?;
+                }
+                return Err(Error::KernelNotFound { kernel, searched });
+            }
+            Err(e) => return Err(e),
+        };
+        self.check(registry, kernel, &collected.images)?;
+        Ok(with_inlined_imports(registry, kernel, collected))
     }
 
     /// Image forms to try: with specialization constants set, only the linkable form
