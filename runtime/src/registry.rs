@@ -156,12 +156,11 @@ pub(crate) struct Binary {
 
 impl Binary {
     fn new(id: BinaryId, name: String, ranges: Vec<(usize, usize)>, records: Records) -> Binary {
-        let copied = records.at.iter().map(|_| OnceLock::new()).collect();
         Binary {
             id,
             name,
             sources: vec![],
-            images: Images::InPayloads { at: records.at, copied },
+            images: Images::InPayloads { at: records.at, copied: OnceLock::new() },
             image_count: records.images.len() as u32,
             variants: records.variants,
             records: records.images,
@@ -234,7 +233,7 @@ impl Binary {
     pub(crate) fn image(&self, index: u32) -> &Image {
         match &self.images {
             Images::Given(images) => &images[index as usize],
-            Images::InPayloads { at, copied } => copied[index as usize].get_or_init(|| {
+            Images::InPayloads { at, copied } => copied.get_or_init(|| at.iter().map(|_| OnceLock::new()).collect())[index as usize].get_or_init(|| {
                 let (source, offset) = at[index as usize];
                 ImageSetView::image_at(&self.sources[source as usize], offset as usize)
                     .expect("an image of a payload checked when it was indexed")
@@ -279,7 +278,9 @@ impl std::ops::Deref for Payload {
 /// A binary's images as values: given whole, or copied out of its payloads one at a time.
 enum Images {
     Given(Arc<[Image]>),
-    InPayloads { at: Vec<(u32, u32)>, copied: Box<[OnceLock<Image>]> },
+    /// Where each image lies (its payload, its offset there), and the images copied so far:
+    /// the table made at the first copy, so that discovery allocates none.
+    InPayloads { at: Vec<(u32, u32)>, copied: OnceLock<Box<[OnceLock<Image>]>> },
 }
 
 /// Records one image of a checked payload, `source` of its binary, reading its property sets

@@ -53,6 +53,11 @@ impl Encoder {
         e
     }
 
+    /// An encoder of a part of a payload: no magic, no version.
+    pub(crate) fn bare() -> Encoder {
+        Encoder { buf: Vec::new() }
+    }
+
     pub(crate) fn u32(&mut self, v: u32) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
@@ -154,6 +159,18 @@ impl<'a> Decoder<'a> {
         let offset = self.pos;
         let bytes = self.bytes()?;
         std::str::from_utf8(bytes).map_err(|_| DecodeError::Invalid(format!("text at offset {offset} is not UTF-8")))
+    }
+
+    /// Steps over a string, checking that it is UTF-8: what [`Decoder::str_ref`] checks,
+    /// with ASCII (nearly every name and record) taken the short way.
+    pub(crate) fn skip_str(&mut self) -> Result<(), DecodeError> {
+        let offset = self.pos;
+        let bytes = self.bytes()?;
+        if bytes.is_ascii() || std::str::from_utf8(bytes).is_ok() {
+            Ok(())
+        } else {
+            Err(DecodeError::Invalid(format!("text at offset {offset} is not UTF-8")))
+        }
     }
 
     /// A list of strings (a count, then each string).

@@ -34,44 +34,88 @@ impl<'a> ImageSetView<'a> {
         // Each image takes at least 16 bytes, so a count larger than that allows is a lie.
         let count = d.count(16)?;
         let mut images = Vec::with_capacity(count);
-        for _ in 0..count {
-            images.push(read_image(&mut d, version)?);
+        match Parts::read(&mut d, version)? {
+            Some(Parts { descriptions, code }) => {
+                let mut descriptions = Decoder::raw(descriptions);
+                for _ in 0..count {
+                    images.push(read_image(&mut descriptions, version, Some(code))?);
+                }
+                descriptions.end()?;
+            }
+            None => {
+                for _ in 0..count {
+                    images.push(read_image(&mut d, version, None)?);
+                }
+            }
         }
         d.end()?;
         Ok(ImageSetView { images })
     }
 
-    /// The one image that starts at `offset` of a payload ([`ImageView::offset`] of a view
-    /// [`parse`](Self::parse) returned): read without walking the images before it.
+    /// The one image at `offset` ([`ImageView::offset`] of a view [`parse`](Self::parse)
+    /// returned for the same payload): read without walking the images before it.
     pub fn image_at(bytes: &'a [u8], offset: usize) -> Result<ImageView<'a>, DecodeError> {
-        let (d, version) = Decoder::with_versions(bytes, IMAGE_SET_MAGIC, IMAGE_SET_OLDEST_VERSION..=IMAGE_SET_VERSION)?;
-        if offset < d.position() || offset > bytes.len() {
-            return Err(DecodeError::Invalid(format!("no image starts at offset {offset}")));
+        let (mut d, version) = Decoder::with_versions(bytes, IMAGE_SET_MAGIC, IMAGE_SET_OLDEST_VERSION..=IMAGE_SET_VERSION)?;
+        d.count(16)?;
+        match Parts::read(&mut d, version)? {
+            Some(Parts { descriptions, code }) => read_image(&mut Decoder::at(descriptions, offset), version, Some(code)),
+            None => read_image(&mut Decoder::at(bytes, offset), version, None),
         }
-        read_image(&mut Decoder::at(bytes, offset), version)
     }
 }
 
-/// One image, checked, from where `d` stands.
-fn read_image<'a>(d: &mut Decoder<'a>, version: u32) -> Result<ImageView<'a>, DecodeError> {
+/// A version-3 payload's two parts after the count: the images' descriptions and their code.
+struct Parts<'a> {
+    descriptions: &'a [u8],
+    code: &'a [u8],
+}
+
+impl<'a> Parts<'a> {
+    /// The parts, read where `d` stands after the count (`None` before version 3, whose
+    /// images each hold their code).
+    fn read(d: &mut Decoder<'a>, version: u32) -> Result<Option<Parts<'a>>, DecodeError> {
+        if version < 3 {
+            return Ok(None);
+        }
+        let descriptions = d.bytes()?;
+        let code = d.bytes()?;
+        Ok(Some(Parts { descriptions, code }))
+    }
+}
+
+/// One image, checked, from where `d` stands: its code inline (before version 3) or where its
+/// description says in `code`.
+fn read_image<'a>(d: &mut Decoder<'a>, version: u32, code: Option<&'a [u8]>) -> Result<ImageView<'a>, DecodeError> {
     let offset = d.position();
     let format = ImageFormat::from_code(d.u32()?, version)?;
     let target = d.str_ref()?;
-    let kernels = List::read(d, 4, |d| d.str_ref().map(drop))?;
+    let kernels = List::read(d, 4, Decoder::skip_str)?;
     let sets = List::read(d, 8, |d| {
-        d.str_ref()?;
+        d.skip_str()?;
         List::read(d, 12, |d| {
-            let name = d.str_ref()?;
+            let at = d.position();
+            d.skip_str()?;
             match d.u32()? {
                 TYPE_UINT32 => d.u32().map(drop),
                 TYPE_BYTE_ARRAY => d.bytes().map(drop),
-                TYPE_STRING => d.str_ref().map(drop),
-                other => Err(DecodeError::Invalid(format!("property `{name}` has unknown type {other}"))),
+                TYPE_STRING => d.skip_str(),
+                other => {
+                    let name = Decoder::at(d.since(at), 0).str_ref().unwrap_or_default();
+                    Err(DecodeError::Invalid(format!("property `{name}` has unknown type {other}")))
+                }
             }
         })
         .map(drop)
     })?;
-    let data = d.bytes()?;
+    let data = match code {
+        None => d.bytes()?,
+        Some(code) => {
+            let (start, len) = (d.u32()? as usize, d.u32()? as usize);
+            start.checked_add(len).and_then(|end| code.get(start..end)).ok_or_else(|| {
+                DecodeError::Invalid(format!("image code at {start}+{len} outside the {} bytes of code", code.len()))
+            })?
+        }
+    };
     Ok(ImageView { offset, format, target, kernels, sets, data })
 }
 
@@ -112,7 +156,7 @@ impl<'a> List<'a> {
 /// One image, read in place.
 #[derive(Debug, Clone, Copy)]
 pub struct ImageView<'a> {
-    /// Where it starts in its payload, for [`ImageSetView::image_at`].
+    /// Where its description starts, for [`ImageSetView::image_at`].
     pub offset: usize,
     pub format: ImageFormat,
     /// Target triple or device name the image is for (`spir64` for JIT SPIR-V).

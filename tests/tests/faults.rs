@@ -27,7 +27,8 @@ fn a_binary_with_damaged_images_is_skipped_and_the_rest_works() {
         ("future", Box::new(move |b, at| put(b, at + 8, 99)), "unknown version 99"),
         ("magic", Box::new(|b, at| b[at] ^= 0xff), "bad magic"),
         ("count", Box::new(move |b, at| put(b, at + 12, u32::MAX)), "exceeds"),
-        ("format", Box::new(move |b, at| put(b, at + 16, 77)), "unknown image format 77"),
+        // The first description's format: after the count and the descriptions' length.
+        ("format", Box::new(move |b, at| put(b, at + 20, 77)), "unknown image format 77"),
         // The note's own descriptor size (the header is 20 bytes before the payload).
         ("note", Box::new(move |b, at| put(b, at - 16, u32::MAX / 2)), "truncated"),
     ];
