@@ -3,9 +3,9 @@
 //! driver; options; specialization constants; this runtime's version).
 //!
 //! A cache failure never fails a launch: every error here is logged and counts as a miss.
-//! Entries are written to a temporary file and renamed, carry their key and a checksum of
-//! their content, and are never opened through a symlink; a corrupt, truncated or foreign
-//! entry is removed and rebuilt. The directory must be private (created 0700); one owned by
+//! Entries are written to a temporary file and renamed (not synced: the disk's pace is not
+//! the launch's), carry their key and a checksum of their content, and are never opened
+//! through a symlink; a corrupt, truncated or foreign entry is removed and rebuilt. The directory must be private (created 0700); one owned by
 //! another user or writable by others is refused with a warning, and the cache is off.
 //! Least-recently-used entries (by modification time, refreshed on every hit) are evicted
 //! past the size cap.
@@ -133,7 +133,9 @@ impl DiskCache {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)?;
-        let result = file.write_all(&encode_entry(key, payload)).and_then(|_| file.sync_data());
+        // Not synced to the disk: a first launch would wait milliseconds for it, and an entry
+        // that a crash leaves damaged fails its checksum when read, and is rebuilt.
+        let result = file.write_all(&encode_entry(key, payload));
         drop(file);
         match result.and_then(|_| fs::rename(&tmp, self.entry_path(key))) {
             Ok(()) => Ok(()),
