@@ -183,13 +183,12 @@ impl Binary {
         let mut records = Records::default();
         let indexed = payloads.and_then(|payloads| {
             for (source, payload) in payloads.iter().enumerate() {
-                let view = ImageSetView::parse(payload)?;
                 // Most images define one kernel, or export a few symbols.
-                records.images.reserve(view.images.len());
-                records.names.reserve(2 * view.images.len());
-                for image in &view.images {
-                    record_view(&mut records, source as u32, payload, image)?;
-                }
+                let count = ImageSetView::count_hint(payload);
+                records.images.reserve(count);
+                records.at.reserve(count);
+                records.names.reserve(2 * count);
+                ImageSetView::parse_each(payload, |image| record_view(&mut records, source as u32, payload, &image))?;
             }
             Ok(payloads)
         });
@@ -429,10 +428,19 @@ impl Registry {
     /// read: nothing is parsed here.
     pub(crate) fn assemble(members: Members, file_binaries: HashMap<u64, BinaryId>) -> Registry {
         let mut registry = Registry { file_binaries, ..Registry::default() };
-        // The kernel index sized once for every image (most are JIT SPIR-V, one kernel each).
-        let images = members.iter().map(|(b, _)| b.records.len()).sum();
-        let spirv = by_name(&mut registry.kernels, &Variant::spirv());
-        registry.kernels[spirv].1.reserve(images, |named| named.hash);
+        // Each form's kernel index sized once for its images (most define one kernel each):
+        // a binary with 1,000 kernels in SPIR-V and PTX fills two tables without growing them.
+        let mut planned: Vec<usize> = Vec::new();
+        for (binary, _) in &members {
+            let tables: Vec<usize> = binary.variants.iter().map(|v| by_name(&mut registry.kernels, v)).collect();
+            planned.resize(registry.kernels.len(), 0);
+            for record in &binary.records {
+                planned[tables[record.variant as usize]] += 1;
+            }
+        }
+        for ((_, table), images) in registry.kernels.iter_mut().zip(planned) {
+            table.reserve(images, |named| named.hash);
+        }
         registry.position.reserve(members.len());
         registry.binaries.reserve(members.len());
         for (binary, group) in members {

@@ -29,27 +29,41 @@ impl<'a> ImageSetView<'a> {
     /// Reads and checks a whole payload, as [`ImageSet::decode`](crate::ImageSet::decode)
     /// does, without copying anything out of it.
     pub fn parse(bytes: &'a [u8]) -> Result<ImageSetView<'a>, DecodeError> {
+        let mut images = Vec::with_capacity(ImageSetView::count_hint(bytes));
+        ImageSetView::parse_each(bytes, |image| {
+            images.push(image);
+            Ok(())
+        })?;
+        Ok(ImageSetView { images })
+    }
+
+    /// [`parse`](Self::parse), handing each image to `each` as it is read instead of
+    /// gathering them: an index of a large set allocates nothing here. An error from `each`
+    /// stops the parse and is returned. Until the whole payload is checked, `each` may see
+    /// images of a payload that turns out malformed.
+    pub fn parse_each(
+        bytes: &'a [u8],
+        mut each: impl FnMut(ImageView<'a>) -> Result<(), DecodeError>,
+    ) -> Result<(), DecodeError> {
         let (mut d, version) =
             Decoder::with_versions(bytes, IMAGE_SET_MAGIC, IMAGE_SET_OLDEST_VERSION..=IMAGE_SET_VERSION)?;
         // Each image takes at least 16 bytes, so a count larger than that allows is a lie.
         let count = d.count(16)?;
-        let mut images = Vec::with_capacity(count);
         match Parts::read(&mut d, version)? {
             Some(Parts { descriptions, code }) => {
                 let mut descriptions = Decoder::raw(descriptions);
                 for _ in 0..count {
-                    images.push(read_image(&mut descriptions, version, Some(code))?);
+                    each(read_image(&mut descriptions, version, Some(code))?)?;
                 }
                 descriptions.end()?;
             }
             None => {
                 for _ in 0..count {
-                    images.push(read_image(&mut d, version, None)?);
+                    each(read_image(&mut d, version, None)?)?;
                 }
             }
         }
-        d.end()?;
-        Ok(ImageSetView { images })
+        d.end()
     }
 
     /// The one image at `offset` ([`ImageView::offset`] of a view [`parse`](Self::parse)
