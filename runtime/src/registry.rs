@@ -138,9 +138,9 @@ fn calls_through_pointers(aspects: Option<&[u8]>) -> bool {
 pub(crate) struct Binary {
     pub id: BinaryId,
     pub name: String,
-    /// Where its names lie: its image-set payloads (copied out of the loaded object and
-    /// checked; the images are copied out of them when first needed), or, for images given as
-    /// values, one table of their names.
+    /// Where its names lie: its image-set payloads (checked; see [`Payload`]; each image is
+    /// copied out of them when first needed), or, for images given as values, one table of
+    /// their names.
     sources: Vec<Payload>,
     images: Images,
     variants: Vec<Variant>,
@@ -171,7 +171,7 @@ impl Binary {
         }
     }
 
-    /// A loaded object's binary, from its payloads (already copied out of the object): each
+    /// A loaded object's binary, from its payloads (as discovery keeps them, see [`Payload`]): each
     /// payload checked and its images indexed in place, in one pass. A malformed payload
     /// leaves the binary without images, its error recorded.
     pub(crate) fn read(
@@ -232,12 +232,15 @@ impl Binary {
     pub(crate) fn image(&self, index: u32) -> &Image {
         match &self.images {
             Images::Given(images) => &images[index as usize],
-            Images::InPayloads { at, copied } => copied.get_or_init(|| at.iter().map(|_| OnceLock::new()).collect())[index as usize].get_or_init(|| {
-                let (source, offset) = at[index as usize];
-                ImageSetView::image_at(&self.sources[source as usize], offset as usize)
-                    .expect("an image of a payload checked when it was indexed")
-                    .to_image()
-            }),
+            Images::InPayloads { at, copied } => {
+                let table = copied.get_or_init(|| at.iter().map(|_| OnceLock::new()).collect());
+                table[index as usize].get_or_init(|| {
+                    let (source, offset) = at[index as usize];
+                    ImageSetView::image_at(&self.sources[source as usize], offset as usize)
+                        .expect("an image of a payload checked when it was indexed")
+                        .to_image()
+                })
+            }
         }
     }
 

@@ -176,9 +176,13 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t
     }
     let payloads = match error {
         Some(e) => Err(e),
-        // SAFETY: the executable (the loader's object without a name) is never unmapped: its
-        // segments, and so the payloads in them, stay for the life of the process.
-        None if name.is_empty() => Ok(payloads.into_iter().map(|p| Payload::Mapped(unsafe { &*(p as *const [u8]) })).collect()),
+        // The executable: the loader's first object, without a name.
+        None if name.is_empty() && walk.out.is_empty() => Ok(payloads
+            .into_iter()
+            // SAFETY: the executable is never unmapped: its segments, and so the payloads in
+            // them, stay for the life of the process.
+            .map(|p| Payload::Mapped(unsafe { &*(p as *const [u8]) }))
+            .collect()),
         None => Ok(payloads.into_iter().map(|p| Payload::Copied(Arc::from(p))).collect()),
     };
     walk.out.push(LoadedObject { name, base, payload_hashes, contents: Some(Contents { payloads, needed, ranges }) });
