@@ -280,3 +280,13 @@ fn the_gpu_benchmarks_kernels_run_right_on_both_cpu_devices() {
         assert!(out.starts_with("gpu-bench smoke on ") && out.ends_with(": saxpy, copy4, sgemm, nbody, nbody_lib checked\n"), "{device}: {out}");
     }
 }
+
+#[test]
+fn a_binary_with_a_thousand_kernels_compiles_only_the_image_it_launches() {
+    let out = run_fixture("startup-1000");
+    let (out, trace) = ok(&out);
+    assert!(out.contains("images 1000\n"), "{out}");
+    let compiled: Vec<&str> = trace.lines().filter(|l| l.starts_with("sycl: compile ")).collect();
+    assert_eq!(compiled.len(), 1, "one image compiled of 1,000:\n{trace}");
+    assert!(compiled[0].contains("startup-1000 image "), "{}", compiled[0]);
+}
