@@ -8,7 +8,8 @@
 //! through a symlink; a corrupt, truncated or foreign entry is removed and rebuilt. The directory must be private (created 0700); one owned by
 //! another user or writable by others is refused with a warning, and the cache is off.
 //! Least-recently-used entries (by modification time, refreshed on every hit) are evicted
-//! past the size cap.
+//! past the size cap, which each process checks against its own running count (a look at the
+//! directory at its first store and whenever the count passes the cap, not at every store).
 //!
 //! Environment: `SYCL_CACHE_DISABLE=1`, `SYCL_CACHE_DIR=path` (default
 //! `$XDG_CACHE_HOME/sycl-rs` or `~/.cache/sycl-rs`), `SYCL_CACHE_MAX_BYTES=n` (default 1 GiB).
@@ -35,6 +36,11 @@ const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 pub(crate) struct DiskCache {
     dir: PathBuf,
     max_bytes: u64,
+    /// What this process takes the entries to total: counted by its first store's look at the
+    /// directory, then grown by each store; past the cap, a look evicts and counts again. A
+    /// store no longer stats every entry, and what other processes store shows at this one's
+    /// next look, so the cap is exceeded by at most what they store meanwhile.
+    stored: std::sync::Mutex<Option<u64>>,
 }
 
 /// Builds a key from length-prefixed parts.
@@ -72,7 +78,7 @@ impl DiskCache {
         };
         let max_bytes = std::env::var(MAX_BYTES_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_MAX_BYTES);
         match prepare_dir(&dir) {
-            Ok(()) => Some(DiskCache { dir, max_bytes }),
+            Ok(()) => Some(DiskCache { dir, max_bytes, stored: Default::default() }),
             Err(reason) => {
                 eprintln!("sycl: warning: persistent cache off: {}: {reason}", dir.display());
                 None
@@ -122,7 +128,12 @@ impl DiskCache {
             return;
         }
         trace!("persist-store", "{key} ({} bytes)", payload.len());
-        self.evict();
+        let mut stored = self.stored.lock().unwrap_or_else(|e| e.into_inner());
+        let size = (HEADER_LEN + payload.len()) as u64;
+        *stored = Some(match *stored {
+            Some(total) if total + size <= self.max_bytes => total + size,
+            _ => self.evict(),
+        });
     }
 
     fn try_put(&self, key: &str, payload: &[u8]) -> std::io::Result<()> {
@@ -146,9 +157,9 @@ impl DiskCache {
         }
     }
 
-    /// Removes least-recently-used entries until the total is under the cap.
-    fn evict(&self) {
-        let Ok(dir) = fs::read_dir(&self.dir) else { return };
+    /// Removes least-recently-used entries until the total is under the cap; returns the total.
+    fn evict(&self) -> u64 {
+        let Ok(dir) = fs::read_dir(&self.dir) else { return 0 };
         let mut entries: Vec<(SystemTime, u64, PathBuf)> = dir
             .filter_map(Result::ok)
             .filter(|e| e.file_name().to_string_lossy().ends_with(".bin"))
@@ -159,7 +170,7 @@ impl DiskCache {
             .collect();
         let mut total: u64 = entries.iter().map(|e| e.1).sum();
         if total <= self.max_bytes {
-            return;
+            return total;
         }
         entries.sort();
         for (_, len, path) in entries {
@@ -171,6 +182,7 @@ impl DiskCache {
                 total -= len;
             }
         }
+        total
     }
 }
 
@@ -244,7 +256,7 @@ mod tests {
 
     fn cache(dir: &Path, max_bytes: u64) -> DiskCache {
         prepare_dir(dir).unwrap();
-        DiskCache { dir: dir.to_path_buf(), max_bytes }
+        DiskCache { dir: dir.to_path_buf(), max_bytes, stored: Default::default() }
     }
 
     fn key(n: u8) -> String {
