@@ -161,13 +161,13 @@ impl<'a> Decoder<'a> {
         std::str::from_utf8(bytes).map_err(|_| DecodeError::Invalid(format!("text at offset {offset} is not UTF-8")))
     }
 
-    /// Steps over a string, checking that it is UTF-8: what [`Decoder::str_ref`] checks,
-    /// with ASCII (nearly every name and record) taken the short way.
-    pub(crate) fn skip_str(&mut self) -> Result<(), DecodeError> {
+    /// A string's bytes, checked to be UTF-8 as [`Decoder::str_ref`] checks, with ASCII
+    /// (nearly every name and record) taken the short way: for a parse that steps over text.
+    pub(crate) fn str_bytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let offset = self.pos;
         let bytes = self.bytes()?;
         if bytes.is_ascii() || std::str::from_utf8(bytes).is_ok() {
-            Ok(())
+            Ok(bytes)
         } else {
             Err(DecodeError::Invalid(format!("text at offset {offset} is not UTF-8")))
         }

@@ -375,13 +375,7 @@ impl ImageSet {
         let mut descriptions = Encoder::bare();
         let mut code = Vec::with_capacity(self.images.iter().map(|i| i.data.len()).sum());
         for image in &self.images {
-            descriptions.u32(image.format.code());
-            descriptions.str(&image.target);
-            descriptions.strs(&image.kernels);
-            descriptions.u32(len_u32(image.property_sets.len()));
-            for set in &image.property_sets {
-                set.encode(&mut descriptions);
-            }
+            image.encode_description(&mut descriptions);
             descriptions.u32(len_u32(code.len()));
             descriptions.u32(len_u32(image.data.len()));
             code.extend_from_slice(&image.data);
@@ -397,6 +391,20 @@ impl ImageSet {
     pub fn decode(bytes: &[u8]) -> Result<ImageSet, DecodeError> {
         let view = ImageSetView::parse(bytes)?;
         Ok(ImageSet { images: view.images.iter().map(ImageView::to_image).collect() })
+    }
+}
+
+impl Image {
+    /// The image's description as every version writes it: format, target, kernels, property
+    /// sets (its code follows, inline before version 3, as an offset and length from 3 on).
+    fn encode_description(&self, e: &mut Encoder) {
+        e.u32(self.format.code());
+        e.str(&self.target);
+        e.strs(&self.kernels);
+        e.u32(len_u32(self.property_sets.len()));
+        for set in &self.property_sets {
+            set.encode(e);
+        }
     }
 }
 
@@ -508,13 +516,7 @@ mod tests {
         let mut e = Encoder::new(IMAGE_SET_MAGIC, version);
         e.u32(len_u32(set.images.len()));
         for image in &set.images {
-            e.u32(image.format.code());
-            e.str(&image.target);
-            e.strs(&image.kernels);
-            e.u32(len_u32(image.property_sets.len()));
-            for property_set in &image.property_sets {
-                property_set.encode(&mut e);
-            }
+            image.encode_description(&mut e);
             e.bytes(&image.data);
         }
         e.finish()

@@ -103,20 +103,19 @@ fn read_image<'a>(d: &mut Decoder<'a>, version: u32, code: Option<&'a [u8]>) -> 
     let offset = d.position();
     let format = ImageFormat::from_code(d.u32()?, version)?;
     let target = d.str_ref()?;
-    let kernels = List::read(d, 4, Decoder::skip_str)?;
+    let kernels = List::read(d, 4, |d| d.str_bytes().map(drop))?;
     let sets = List::read(d, 8, |d| {
-        d.skip_str()?;
+        d.str_bytes()?;
         List::read(d, 12, |d| {
-            let at = d.position();
-            d.skip_str()?;
+            let name = d.str_bytes()?;
             match d.u32()? {
                 TYPE_UINT32 => d.u32().map(drop),
                 TYPE_BYTE_ARRAY => d.bytes().map(drop),
-                TYPE_STRING => d.skip_str(),
-                other => {
-                    let name = Decoder::at(d.since(at), 0).str_ref().unwrap_or_default();
-                    Err(DecodeError::Invalid(format!("property `{name}` has unknown type {other}")))
-                }
+                TYPE_STRING => d.str_bytes().map(drop),
+                other => Err(DecodeError::Invalid(format!(
+                    "property `{}` has unknown type {other}",
+                    String::from_utf8_lossy(name)
+                ))),
             }
         })
         .map(drop)

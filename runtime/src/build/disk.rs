@@ -5,8 +5,9 @@
 //! A cache failure never fails a launch: every error here is logged and counts as a miss.
 //! Entries are written to a temporary file and renamed (not synced: the disk's pace is not
 //! the launch's), carry their key and a checksum of their content, and are never opened
-//! through a symlink; a corrupt, truncated or foreign entry is removed and rebuilt. The directory must be private (created 0700); one owned by
-//! another user or writable by others is refused with a warning, and the cache is off.
+//! through a symlink; a corrupt, truncated or foreign entry is removed and rebuilt. The
+//! directory must be private (created 0700); one owned by another user or writable by others
+//! is refused with a warning, and the cache is off.
 //! Least-recently-used entries (by modification time, refreshed on every hit) are evicted
 //! past the size cap, which each process checks against its own running count (a look at the
 //! directory at its first store and whenever the count passes the cap, not at every store).
