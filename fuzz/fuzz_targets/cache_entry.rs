@@ -10,7 +10,11 @@ const KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abc
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(payload) = decode_cache_entry(data, KEY) {
-        assert_eq!(encode_cache_entry(KEY, payload), data, "only the writer's exact bytes are accepted");
+        assert_eq!(
+            encode_cache_entry(KEY, payload),
+            data,
+            "only the writer's exact bytes are accepted"
+        );
     }
     // And what the writer makes always reads back.
     let entry = encode_cache_entry(KEY, data);

@@ -9,7 +9,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sycl_format::{encode_kernel_params, find_notes, parse_kernel_params, sets, ImageSet, ImageSetView, NOTE_TYPE_IMAGES};
+use sycl_format::{
+    encode_kernel_params, find_notes, parse_kernel_params, sets, ImageSet, ImageSetView,
+    NOTE_TYPE_IMAGES,
+};
 
 fuzz_target!(|data: &[u8]| {
     for align in [4, 8] {
@@ -28,20 +31,31 @@ fuzz_target!(|data: &[u8]| {
                 assert!(seen.kernel_bytes().eq(image.kernels.iter().map(String::as_bytes)));
                 assert!(seen.exported_symbols().eq(image.exported_symbols()));
                 let exported = seen.property_set(sycl_format::sets::EXPORTED_SYMBOLS);
-                assert!(exported.into_iter().flat_map(|set| set.name_bytes()).eq(image.exported_symbols().map(str::as_bytes)));
+                assert!(exported
+                    .into_iter()
+                    .flat_map(|set| set.name_bytes())
+                    .eq(image.exported_symbols().map(str::as_bytes)));
                 assert_eq!(seen.virtual_functions_set(), image.virtual_functions_set());
-                assert_eq!(seen.uses_virtual_functions_sets().collect::<Vec<_>>(), image.uses_virtual_functions_sets());
+                assert_eq!(
+                    seen.uses_virtual_functions_sets().collect::<Vec<_>>(),
+                    image.uses_virtual_functions_sets()
+                );
                 let _ = image.requirements();
                 let recorded = image.property_names(sets::KERNEL_ARGUMENTS);
                 for kernel in image.kernels.iter().map(String::as_str).chain(recorded) {
                     let params = image.kernel_params(kernel);
                     assert_eq!(seen.kernel_params(kernel), params);
                     if let Some(Ok(params)) = params {
-                        assert_eq!(parse_kernel_params(&encode_kernel_params(&params)).as_ref(), Ok(&params));
+                        assert_eq!(
+                            parse_kernel_params(&encode_kernel_params(&params)).as_ref(),
+                            Ok(&params)
+                        );
                     }
                 }
             }
         }
-        Err(_) => assert!(view.is_err(), "a set that does not decode does not parse in place either"),
+        Err(_) => {
+            assert!(view.is_err(), "a set that does not decode does not parse in place either")
+        }
     }
 });

@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
 use sycl_format::{DeviceConfig, SplitMode};
-use sycl_spirv::{assemble, link, load, lower_function_pointers, post_link, LinkInput, PostLinkOptions, Source};
+use sycl_spirv::{
+    assemble, link, load, lower_function_pointers, post_link, LinkInput, PostLinkOptions, Source,
+};
 
 fuzz_target!(|data: &[u8]| {
     static QUIET_CAUGHT_PANICS: std::sync::Once = std::sync::Once::new();
@@ -34,7 +36,8 @@ fuzz_target!(|data: &[u8]| {
     let config = DeviceConfig::default_config();
     let spec = BTreeMap::new();
     let split = [SplitMode::PerKernel, SplitMode::PerSource, SplitMode::Off][data.len() % 3];
-    let options = PostLinkOptions { split, sources: &sources, config: &config, spec_constants: &spec };
+    let options =
+        PostLinkOptions { split, sources: &sources, config: &config, spec_constants: &spec };
     if let Ok(out) = post_link(linked, &options) {
         for image in out.images {
             load(&image.spirv).expect("a post-linked image loads");

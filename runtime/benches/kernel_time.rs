@@ -31,14 +31,21 @@ use std::process::Command;
 use std::rc::Rc;
 use std::time::Instant;
 
-use sycl_runtime::{build, load_device_library, Buffer, DeviceLibrary, Error, Executable, KernelBundle, Local, Pod, Queue};
+use sycl_runtime::{
+    build, load_device_library, Buffer, DeviceLibrary, Error, Executable, KernelBundle, Local, Pod,
+    Queue,
+};
 
 use common::{median, ratio, repo_root, run_ok};
 
 const DEVICES: [&str; 2] = ["intel", "pocl"];
 
 /// The device sources, from the repository root.
-const SOURCES: [&str; 3] = ["runtime/benches/kernels/kernel_time.cl", "tests/kernels/nbody.cl", "tests/kernels/local_memory.cl"];
+const SOURCES: [&str; 3] = [
+    "runtime/benches/kernels/kernel_time.cl",
+    "tests/kernels/nbody.cl",
+    "tests/kernels/local_memory.cl",
+];
 
 /// A clang that runs clang-15 (or `$SYCL_CLANG`) with sycl-build's command line, less
 /// `-Xclang -disable-llvm-passes`: LLVM's optimisations on, as `-O2` alone.
@@ -70,12 +77,14 @@ fn main() {
     let (warmup, rounds) = if common::bench_mode() { (3, 40) } else { (1, 1) };
     let dir = tempfile::Builder::new().prefix("sycl-bench-kernel-time").tempdir().unwrap();
     let sycl_ld = common::sycl_ld();
-    let wrappers = [("clang-with-passes", CLANG_WITH_PASSES), ("opt-nothing", OPT_NOTHING)].map(|(name, text)| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        run_ok(Command::new("chmod").arg("+x").arg(&path));
-        path
-    });
+    let wrappers = [("clang-with-passes", CLANG_WITH_PASSES), ("opt-nothing", OPT_NOTHING)].map(
+        |(name, text)| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            run_ok(Command::new("chmod").arg("+x").arg(&path));
+            path
+        },
+    );
     let old = device_library(&sycl_ld, dir.path(), "old", Some(&wrappers));
     let new = device_library(&sycl_ld, dir.path(), "new", None);
     assert_ne!(
@@ -86,14 +95,27 @@ fn main() {
 
     println!("kernel time: SPIR-V as sycl-build makes it (new) / from clang -O2 (old); per launch + wait, {rounds} samples each");
     println!("  load average before: {}", load_average());
-    println!("  {:<6} {:<17} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11}", "device", "kernel", "old med", "new med", "old min", "new min", "med new/old", "min new/old");
+    println!(
+        "  {:<6} {:<17} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11}",
+        "device",
+        "kernel",
+        "old med",
+        "new med",
+        "old min",
+        "new min",
+        "med new/old",
+        "min new/old"
+    );
     let (mut all_median, mut all_min) = (Vec::new(), Vec::new());
     for device in DEVICES {
         let q = Queue::with_device(device).unwrap_or_else(|e| panic!("{device}: {e}"));
-        let bundles = [&old, &new].map(|lib| build(&lib.kernel_bundle(&q), &[]).unwrap_or_else(|e| panic!("{device}: {e}")));
+        let bundles = [&old, &new].map(|lib| {
+            build(&lib.kernel_bundle(&q), &[]).unwrap_or_else(|e| panic!("{device}: {e}"))
+        });
         let (mut device_median, mut device_min) = (Vec::new(), Vec::new());
         for case in CASES {
-            let [old_times, new_times] = time_case(&q, case, &bundles, warmup, rounds).unwrap_or_else(|e| panic!("{device} {}: {e}", case.kernel));
+            let [old_times, new_times] = time_case(&q, case, &bundles, warmup, rounds)
+                .unwrap_or_else(|e| panic!("{device} {}: {e}", case.kernel));
             let (old_med, new_med) = (median(old_times.clone()), median(new_times.clone()));
             let (old_min, new_min) = (min(&old_times), min(&new_times));
             println!(
@@ -113,7 +135,11 @@ fn main() {
             &format!("kernel time on {device}: SPIR-V as sycl-build makes it / from clang -O2"),
             geomean(&device_median),
             "<= 1.02",
-            &format!("geomean of {} kernels' medians; of minima {:.4}", device_median.len(), geomean(&device_min)),
+            &format!(
+                "geomean of {} kernels' medians; of minima {:.4}",
+                device_median.len(),
+                geomean(&device_min)
+            ),
         );
         all_median.extend(device_median);
         all_min.extend(device_min);
@@ -123,16 +149,28 @@ fn main() {
         "kernel time, both devices: SPIR-V as sycl-build makes it / from clang -O2",
         geomean(&all_median),
         "<= 1.02",
-        &format!("geomean of {} kernel-device medians; of minima {:.4}", all_median.len(), geomean(&all_min)),
+        &format!(
+            "geomean of {} kernel-device medians; of minima {:.4}",
+            all_median.len(),
+            geomean(&all_min)
+        ),
     );
 }
 
 /// The device sources built one way (`tools`: the clang and opt wrappers for the old way,
 /// `None` for sycl-build's own commands), made into a device library file and loaded.
-fn device_library(sycl_ld: &Path, dir: &Path, way: &str, tools: Option<&[std::path::PathBuf; 2]>) -> DeviceLibrary {
+fn device_library(
+    sycl_ld: &Path,
+    dir: &Path,
+    way: &str,
+    tools: Option<&[std::path::PathBuf; 2]>,
+) -> DeviceLibrary {
     let root = repo_root();
     let mut b = sycl_build::Build::new();
-    b.files(SOURCES.iter().map(|s| root.join(s))).define("BINS", "64").out_dir(dir.join(way)).cargo_metadata(false);
+    b.files(SOURCES.iter().map(|s| root.join(s)))
+        .define("BINS", "64")
+        .out_dir(dir.join(way))
+        .cargo_metadata(false);
     if let Some([clang, opt]) = tools {
         b.clang(clang).opt(opt);
     }
@@ -174,7 +212,13 @@ const CASES: &[Case] = &[
 
 /// Times `case` on `q` from each bundle (old, new): warmed up, then `rounds` samples per side
 /// in alternating order; the outputs compared at the end. Seconds per sample.
-fn time_case(q: &Queue, case: &Case, bundles: &[KernelBundle<Executable>; 2], warmup: usize, rounds: usize) -> Result<[Vec<f64>; 2], Error> {
+fn time_case(
+    q: &Queue,
+    case: &Case,
+    bundles: &[KernelBundle<Executable>; 2],
+    warmup: usize,
+    rounds: usize,
+) -> Result<[Vec<f64>; 2], Error> {
     let sides = [(case.prepare)(q, case.kernel)?, (case.prepare)(q, case.kernel)?];
     let mut times = [Vec::with_capacity(rounds), Vec::with_capacity(rounds)];
     for round in 0..warmup + rounds {
@@ -192,7 +236,12 @@ fn time_case(q: &Queue, case: &Case, bundles: &[KernelBundle<Executable>; 2], wa
     let (old, new) = ((sides[0].output)()?, (sides[1].output)()?);
     assert_eq!(old.len(), new.len());
     let scale = old.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1.0);
-    if let Some((i, (o, n))) = old.iter().zip(&new).enumerate().find(|(_, (o, n))| (*o - *n).abs() > case.tolerance * scale) {
+    if let Some((i, (o, n))) = old
+        .iter()
+        .zip(&new)
+        .enumerate()
+        .find(|(_, (o, n))| (*o - *n).abs() > case.tolerance * scale)
+    {
         panic!("{}: the two ways disagree at {i}: old {o}, new {n}", case.kernel);
     }
     Ok(times)
@@ -220,10 +269,24 @@ fn inputs(n: usize, seed: u32) -> Vec<f32> {
 /// 16 Mi floats: 192 MiB through memory.
 fn saxpy(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
     let n = 16 << 20;
-    let (x, y, out) = (q.buffer_from(&inputs(n, 1))?, q.buffer_from(&inputs(n, 2))?, Rc::new(q.buffer::<f32>(n)?));
+    let (x, y, out) = (
+        q.buffer_from(&inputs(n, 1))?,
+        q.buffer_from(&inputs(n, 2))?,
+        Rc::new(q.buffer::<f32>(n)?),
+    );
     let (queue, o) = (q.clone(), out.clone());
     Ok(Prepared {
-        launch: Box::new(move |exe| queue.launch(kernel).arg(&x).arg(&y).arg(&*o).arg(2.5f32).global([n]).use_kernel_bundle(exe).run()),
+        launch: Box::new(move |exe| {
+            queue
+                .launch(kernel)
+                .arg(&x)
+                .arg(&y)
+                .arg(&*o)
+                .arg(2.5f32)
+                .global([n])
+                .use_kernel_bundle(exe)
+                .run()
+        }),
         output: output_of(&out),
     })
 }
@@ -231,12 +294,27 @@ fn saxpy(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
 /// 512 x 512 x 512, tiles of 16 x 16, four results per work-item.
 fn matmul(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
     let n = 512;
-    let (a, b, c) = (q.buffer_from(&inputs(n * n, 3))?, q.buffer_from(&inputs(n * n, 4))?, Rc::new(q.buffer::<f32>(n * n)?));
+    let (a, b, c) = (
+        q.buffer_from(&inputs(n * n, 3))?,
+        q.buffer_from(&inputs(n * n, 4))?,
+        Rc::new(q.buffer::<f32>(n * n)?),
+    );
     let (queue, o) = (q.clone(), c.clone());
     Ok(Prepared {
         launch: Box::new(move |exe| {
             let size = n as i32;
-            queue.launch(kernel).arg(size).arg(size).arg(size).arg(&a).arg(&b).arg(&*o).global([n, n / 4]).local([16, 4]).use_kernel_bundle(exe).run()
+            queue
+                .launch(kernel)
+                .arg(size)
+                .arg(size)
+                .arg(size)
+                .arg(&a)
+                .arg(&b)
+                .arg(&*o)
+                .global([n, n / 4])
+                .local([16, 4])
+                .use_kernel_bundle(exe)
+                .run()
         }),
         output: output_of(&c),
     })
@@ -245,10 +323,20 @@ fn matmul(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
 /// The interior of a 4098 x 4098 grid.
 fn stencil(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
     let w = 4098;
-    let (input, out) = (q.buffer_from(&inputs(w * w, 5))?, Rc::new(q.buffer_from(&vec![0.0f32; w * w])?));
+    let (input, out) =
+        (q.buffer_from(&inputs(w * w, 5))?, Rc::new(q.buffer_from(&vec![0.0f32; w * w])?));
     let (queue, o) = (q.clone(), out.clone());
     Ok(Prepared {
-        launch: Box::new(move |exe| queue.launch(kernel).arg(&input).arg(&*o).arg(w as i32).global([w - 2, w - 2]).use_kernel_bundle(exe).run()),
+        launch: Box::new(move |exe| {
+            queue
+                .launch(kernel)
+                .arg(&input)
+                .arg(&*o)
+                .arg(w as i32)
+                .global([w - 2, w - 2])
+                .use_kernel_bundle(exe)
+                .run()
+        }),
         output: output_of(&out),
     })
 }
@@ -287,11 +375,21 @@ fn nbody(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
 /// 8 Mi floats summed by 8,192 work-items in groups of 64.
 fn reduce(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
     let (n, global, group) = (8 << 20, 8192, 64);
-    let (input, partial) = (q.buffer_from(&inputs(n, 8))?, Rc::new(q.buffer::<f32>(global / group)?));
+    let (input, partial) =
+        (q.buffer_from(&inputs(n, 8))?, Rc::new(q.buffer::<f32>(global / group)?));
     let (queue, o) = (q.clone(), partial.clone());
     Ok(Prepared {
         launch: Box::new(move |exe| {
-            queue.launch(kernel).arg(&input).arg(&*o).arg(Local::<f32>::new(group)).arg(n as i32).global([global]).local([group]).use_kernel_bundle(exe).run()
+            queue
+                .launch(kernel)
+                .arg(&input)
+                .arg(&*o)
+                .arg(Local::<f32>::new(group))
+                .arg(n as i32)
+                .global([global])
+                .local([group])
+                .use_kernel_bundle(exe)
+                .run()
         }),
         output: output_of(&partial),
     })
@@ -305,7 +403,16 @@ fn histogram(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
     let (queue, o) = (q.clone(), hist.clone());
     Ok(Prepared {
         launch: Box::new(move |exe| {
-            queue.launch(kernel).arg(&input).arg(n as i32).arg(&*o).arg(Local::<u32>::new(bins)).global([global]).local([group]).use_kernel_bundle(exe).run()
+            queue
+                .launch(kernel)
+                .arg(&input)
+                .arg(n as i32)
+                .arg(&*o)
+                .arg(Local::<u32>::new(bins))
+                .global([global])
+                .local([group])
+                .use_kernel_bundle(exe)
+                .run()
         }),
         output: output_of(&hist),
     })

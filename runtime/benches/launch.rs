@@ -62,9 +62,13 @@ fn main() {
     let mut cached_args = vec!["cached", rounds.as_str(), block.as_str()];
     cached_args.extend(&image_args);
     let values = demo.run(&cached_args, no_cache);
-    let (cached, raw) = (value(&values, "runtime_launch_ns") * 1e-9, value(&values, "raw_launch_ns") * 1e-9);
+    let (cached, raw) =
+        (value(&values, "runtime_launch_ns") * 1e-9, value(&values, "raw_launch_ns") * 1e-9);
     let raw_new_kernel = value(&values, "raw_new_kernel_launch_ns") * 1e-9;
-    let (cached_min, raw_min) = (value(&values, "runtime_launch_min_ns") * 1e-9, value(&values, "raw_launch_min_ns") * 1e-9);
+    let (cached_min, raw_min) = (
+        value(&values, "runtime_launch_min_ns") * 1e-9,
+        value(&values, "raw_launch_min_ns") * 1e-9,
+    );
 
     // Persistent cache: a cold process (empty directory) and a warm one (the entry of the
     // first cold run), alternating.
@@ -82,10 +86,23 @@ fn main() {
 
     let p = runs.processes;
     println!("launch of the demo kernel ({} images linked; medians; release build)", images.len());
-    println!("  first launch, runtime          {}   (min {}, {p} processes, persistent cache off)", ms(rt), ms(rt_min));
-    println!("  first launch, by hand (cl3)    {}   (min {}, {p} processes)", ms(hand), ms(hand_min));
+    println!(
+        "  first launch, runtime          {}   (min {}, {p} processes, persistent cache off)",
+        ms(rt),
+        ms(rt_min)
+    );
+    println!(
+        "  first launch, by hand (cl3)    {}   (min {}, {p} processes)",
+        ms(hand),
+        ms(hand_min)
+    );
     println!("    of the runtime's, discovery  {}   (all loaded binaries, measured again after the launch)", ms(discover));
-    println!("  cached launch, runtime         {}   (min {}, {} launches)", us(cached), us(cached_min), runs.rounds * runs.block);
+    println!(
+        "  cached launch, runtime         {}   (min {}, {} launches)",
+        us(cached),
+        us(cached_min),
+        runs.rounds * runs.block
+    );
     println!("  raw enqueue + finish           {}   (min {})", us(raw), us(raw_min));
     println!("  raw, creating the kernel each  {}   (clCreateKernel, clSetKernelArg, enqueue, clReleaseKernel, finish)", us(raw_new_kernel));
     println!("  first launch, cold cache       {}   ({p} processes)", ms(cold));
@@ -115,5 +132,9 @@ fn min(values: &[f64]) -> f64 {
 }
 
 fn value(values: &[(String, f64)], key: &str) -> f64 {
-    values.iter().find(|(k, _)| k == key).unwrap_or_else(|| panic!("the program printed no {key}: {values:?}")).1
+    values
+        .iter()
+        .find(|(k, _)| k == key)
+        .unwrap_or_else(|| panic!("the program printed no {key}: {values:?}"))
+        .1
 }

@@ -59,7 +59,11 @@ fn main() {
         .iter()
         .map(|&n| {
             let registry = SyntheticRegistry::new(synthetic(n));
-            assert_eq!(registry.collect("main_kernel").unwrap(), 3, "the kernel, its import's provider and that one's");
+            assert_eq!(
+                registry.collect("main_kernel").unwrap(),
+                3,
+                "the kernel, its import's provider and that one's"
+            );
             (n, registry)
         })
         .collect();
@@ -90,10 +94,17 @@ fn main() {
     let out = tempfile::Builder::new().prefix("sycl-bench-link").tempdir().unwrap();
     let links = if bench { 10 } else { 1 };
     demo.link_once(&out.path().join("warm-up"));
-    let link = median((0..links).map(|n| demo.link_once(&out.path().join(format!("app-{n}"))).as_secs_f64()).collect());
+    let link = median(
+        (0..links)
+            .map(|n| demo.link_once(&out.path().join(format!("app-{n}"))).as_secs_f64())
+            .collect(),
+    );
     c.final_summary();
 
-    println!("image collection (3 images collected; per collection, over {} rounds side by side)", collect.rounds);
+    println!(
+        "image collection (3 images collected; per collection, over {} rounds side by side)",
+        collect.rounds
+    );
     for (n, t) in &collect.sizes {
         println!("  {n:>6} images registered   median {}  min {}", ns(t.median), ns(t.min));
     }
@@ -119,7 +130,9 @@ fn main() {
     }
     if let Some(discover) = discover {
         ratio(
-            &format!("discover {libraries} libraries x {KERNELS_PER_LIBRARY} images / one demo link"),
+            &format!(
+                "discover {libraries} libraries x {KERNELS_PER_LIBRARY} images / one demo link"
+            ),
             discover / link,
             "< 0.01",
             &format!("{} vs {}", ms(discover), ms(link)),
@@ -184,11 +197,7 @@ fn collect_side_by_side(registries: &[(usize, SyntheticRegistry)], rounds: usize
             }
         }
     }
-    let sizes = registries
-        .iter()
-        .zip(times)
-        .map(|((n, _), t)| (*n, Timing::of(t)))
-        .collect();
+    let sizes = registries.iter().zip(times).map(|((n, _), t)| (*n, Timing::of(t))).collect();
     Collection { rounds, sizes }
 }
 
@@ -209,7 +218,9 @@ impl Samples {
     fn per_iteration(&self) -> Option<f64> {
         let all = self.0.borrow();
         let samples = &all[all.len().saturating_sub(SAMPLES)..];
-        (!samples.is_empty()).then(|| median(samples.iter().map(|(iters, d)| d.as_secs_f64() / *iters as f64).collect()))
+        (!samples.is_empty()).then(|| {
+            median(samples.iter().map(|(iters, d)| d.as_secs_f64() / *iters as f64).collect())
+        })
     }
 }
 
@@ -274,7 +285,12 @@ fn libraries_of_images(count: usize) -> Vec<PathBuf> {
             }
         });
         std::fs::write(&stamp, want).unwrap();
-        eprintln!("made {} libraries in {:.0} s ({})", missing.len(), started.elapsed().as_secs_f64(), dir.display());
+        eprintln!(
+            "made {} libraries in {:.0} s ({})",
+            missing.len(),
+            started.elapsed().as_secs_f64(),
+            dir.display()
+        );
     }
     paths
 }
@@ -286,7 +302,10 @@ fn make_library(sycl_ld: &Path, dir: &Path, i: usize, out: &Path) {
     let source = work.join(format!("lib{i}.cl"));
     let mut text = String::from("#include <sycl/device.h>\n");
     for j in 0..KERNELS_PER_LIBRARY {
-        text += &format!("__kernel void lib{i}_k{j}(__global int *o) {{ o[get_global_id(0)] = {}; }}\n", i * 1000 + j);
+        text += &format!(
+            "__kernel void lib{i}_k{j}(__global int *o) {{ o[get_global_id(0)] = {}; }}\n",
+            i * 1000 + j
+        );
     }
     std::fs::write(&source, text).unwrap();
     let compiled = sycl_build::Build::new()

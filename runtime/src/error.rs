@@ -89,8 +89,12 @@ mod tests {
             none.starts_with("kernel `diamond` not found in the device images of: (none: no loaded binary carries device images"),
             "{none}"
         );
-        assert!(none.contains("linker = \"/path/to/sycl-ld\"") && none.contains("linker-flavor=gcc"), "{none}");
-        let some = Error::KernelNotFound { kernel: "k".into(), searched: vec!["/bin/app".into()] }.to_string();
+        assert!(
+            none.contains("linker = \"/path/to/sycl-ld\"") && none.contains("linker-flavor=gcc"),
+            "{none}"
+        );
+        let some = Error::KernelNotFound { kernel: "k".into(), searched: vec!["/bin/app".into()] }
+            .to_string();
         assert_eq!(some, "kernel `k` not found in the device images of: /bin/app");
     }
 }

@@ -34,12 +34,17 @@ mod registry;
 mod resolve;
 mod trace;
 
-pub use build::disk::{DIR_ENV as CACHE_DIR_ENV, DISABLE_ENV as CACHE_DISABLE_ENV, MAX_BYTES_ENV as CACHE_MAX_BYTES_ENV};
-pub use discovery::files::{load_device_library, load_device_library_with, DeviceLibrary, LibraryScope};
+pub use build::disk::{
+    DIR_ENV as CACHE_DIR_ENV, DISABLE_ENV as CACHE_DISABLE_ENV,
+    MAX_BYTES_ENV as CACHE_MAX_BYTES_ENV,
+};
+pub use discovery::files::{
+    load_device_library, load_device_library_with, DeviceLibrary, LibraryScope,
+};
 pub use error::Error;
 pub use launch::bundle::{
-    build, compile, get_kernel_bundle, get_kernel_bundle_for, has_kernel_bundle, join, link, BuildProperty, BundleState,
-    DeviceImage, Executable, Input, KernelBundle, Object, SpecConstant,
+    build, compile, get_kernel_bundle, get_kernel_bundle_for, has_kernel_bundle, join, link,
+    BuildProperty, BundleState, DeviceImage, Executable, Input, KernelBundle, Object, SpecConstant,
 };
 pub use launch::queue::{Buffer, GlobalRange, KernelArg, Launch, Local, NoGlobalRange, Pod, Queue};
 pub use process::{compile_object_for, DEVICE_ENV};
@@ -78,9 +83,9 @@ pub mod test_support {
         };
         let mut objects = Vec::new();
         for source in sources {
-            let object = device
-                .compile_source(source)
-                .map_err(|f| state.failed(Step::Compile, format!("compiling source {}", objects.len()), "", f))?;
+            let object = device.compile_source(source).map_err(|f| {
+                state.failed(Step::Compile, format!("compiling source {}", objects.len()), "", f)
+            })?;
             objects.push(Arc::new(Object::OpenCl(object)));
         }
         let names: Vec<String> = (0..objects.len()).map(|i| format!("source {i}")).collect();
@@ -121,7 +126,12 @@ pub mod bench_support {
     /// Finds and indexes the images of every loaded binary from scratch, as a process's
     /// first discovery does; returns how many images there are.
     pub fn discover() -> usize {
-        crate::discovery::Discovery::new().registry().binaries.iter().map(|b| b.image_count as usize).sum()
+        crate::discovery::Discovery::new()
+            .registry()
+            .binaries
+            .iter()
+            .map(|b| b.image_count as usize)
+            .sum()
     }
 
     /// The images a first launch of `kernel` on the device `selector` picks would link, in
@@ -131,7 +141,8 @@ pub mod bench_support {
         let runtime = crate::process::runtime();
         let device = runtime.device(Some(selector))?;
         let registry = runtime.registry();
-        let collected = device.images_for(&registry, kernel, device.variants(&Default::default()))?;
+        let collected =
+            device.images_for(&registry, kernel, device.variants(&Default::default()))?;
         Ok(collected.images.iter().map(|&id| registry.image(id).data.clone()).collect())
     }
 

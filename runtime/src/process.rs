@@ -27,7 +27,11 @@ pub(crate) struct Runtime {
 
 pub(crate) fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| Runtime { discovery: RwLock::new(None), devices: Mutex::default(), disk: DiskCache::open() })
+    RUNTIME.get_or_init(|| Runtime {
+        discovery: RwLock::new(None),
+        devices: Mutex::default(),
+        disk: DiskCache::open(),
+    })
 }
 
 /// Compiles SPIR-V ahead of time into a compiled-object program binary for the OpenCL device
@@ -38,7 +42,10 @@ pub fn compile_object_for(selector: &str, spirv: &[u8]) -> Result<Vec<u8>, Error
     let info = find_device(&devices, Some((selector, &format!("device selector `{selector}`"))))?;
     let state = DeviceState::new(info)?;
     let backend::Device::OpenCl(device) = &state.device else {
-        return Err(Error::InvalidArgument(format!("ahead-of-time objects are made for OpenCL devices, not {}", info.name)));
+        return Err(Error::InvalidArgument(format!(
+            "ahead-of-time objects are made for OpenCL devices, not {}",
+            info.name
+        )));
     };
     let object = device
         .compile(spirv, &[], "")
@@ -61,9 +68,13 @@ fn candidates(devices: &[DeviceInfo]) -> Vec<select::Candidate<'_>> {
 
 /// The device `wanted` picks (a selector, and where it came from), or the first that takes
 /// the images' linkable form itself: a CUDA GPU, else an OpenCL device that accepts SPIR-V.
-fn find_device<'d>(devices: &'d [DeviceInfo], wanted: Option<(&str, &str)>) -> Result<&'d DeviceInfo, Error> {
+fn find_device<'d>(
+    devices: &'d [DeviceInfo],
+    wanted: Option<(&str, &str)>,
+) -> Result<&'d DeviceInfo, Error> {
     let table = candidates(devices);
-    let no_device = |e: select::SelectionError| Error::NoDevice { problem: e.problem, available: e.available };
+    let no_device =
+        |e: select::SelectionError| Error::NoDevice { problem: e.problem, available: e.available };
     match wanted {
         Some((selector, source)) => Ok(&devices[select::select(&table, selector, source).map_err(no_device)?]),
         None => devices.iter().find(|d| d.takes_linkable).ok_or_else(|| Error::NoDevice {
@@ -108,8 +119,13 @@ impl Runtime {
     fn guard_vectorizer(&self) {
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(|| {
-            if std::env::var_os("CL_CONFIG_USE_VECTORIZER").is_none() && self.registry().uses_function_pointers {
-                trace!("vectorizer", "off for this process: its device code calls through function pointers");
+            if std::env::var_os("CL_CONFIG_USE_VECTORIZER").is_none()
+                && self.registry().uses_function_pointers
+            {
+                trace!(
+                    "vectorizer",
+                    "off for this process: its device code calls through function pointers"
+                );
                 // The first OpenCL call has not happened yet, so no driver thread reads the
                 // environment while it changes.
                 std::env::set_var("CL_CONFIG_USE_VECTORIZER", "False");
@@ -124,11 +140,16 @@ impl Runtime {
         let devices = backend::devices()?;
         let from_env = std::env::var(DEVICE_ENV).ok().filter(|v| !v.trim().is_empty());
         let wanted = match (wanted, &from_env) {
-            (Some(selector), _) => Some((selector.to_string(), format!("Queue::with_device({selector:?})"))),
+            (Some(selector), _) => {
+                Some((selector.to_string(), format!("Queue::with_device({selector:?})")))
+            }
             (None, Some(selector)) => Some((selector.clone(), format!("{DEVICE_ENV}={selector}"))),
             (None, None) => None,
         };
-        let info = find_device(&devices, wanted.as_ref().map(|(s, source)| (s.as_str(), source.as_str())))?;
+        let info = find_device(
+            &devices,
+            wanted.as_ref().map(|(s, source)| (s.as_str(), source.as_str())),
+        )?;
         let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(state) = map.get(&info.handle) {
             return Ok(state.clone());

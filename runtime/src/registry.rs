@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use hashbrown::HashTable;
-use sycl_format::{requirements, sets, DecodeError, Image, ImageFormat, ImageSet, ImageSetView, ImageView};
+use sycl_format::{
+    requirements, sets, DecodeError, Image, ImageFormat, ImageSet, ImageSetView, ImageView,
+};
 
 /// An image form a device can use: its format and the target it was made for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -109,14 +111,23 @@ impl Records {
 
     /// Records an image whose names were added as `kernels`, `exports` and `uses` (ranges
     /// from [`Records::range`]) and `set`.
-    fn push(&mut self, format: ImageFormat, target: &str, kernels: Range<u32>, exports: Range<u32>, uses: Range<u32>, set: Option<Span>) {
-        let variant = match self.variants.iter().position(|v| v.format == format && v.target == target) {
-            Some(at) => at,
-            None => {
-                self.variants.push(Variant { format, target: target.to_string() });
-                self.variants.len() - 1
-            }
-        } as u32;
+    fn push(
+        &mut self,
+        format: ImageFormat,
+        target: &str,
+        kernels: Range<u32>,
+        exports: Range<u32>,
+        uses: Range<u32>,
+        set: Option<Span>,
+    ) {
+        let variant =
+            match self.variants.iter().position(|v| v.format == format && v.target == target) {
+                Some(at) => at,
+                None => {
+                    self.variants.push(Variant { format, target: target.to_string() });
+                    self.variants.len() - 1
+                }
+            } as u32;
         let set = set.map(|name| {
             self.names.push(name);
             self.names.len() as u32 - 1
@@ -129,8 +140,12 @@ impl Records {
 /// `function_pointers` aspect.
 fn calls_through_pointers(aspects: Option<&[u8]>) -> bool {
     static FUNCTION_POINTERS: OnceLock<u32> = OnceLock::new();
-    let wanted = *FUNCTION_POINTERS.get_or_init(|| sycl_format::aspects::aspect_number("function_pointers").expect("known aspect"));
-    aspects.is_some_and(|bytes| bytes.chunks_exact(4).any(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) == wanted))
+    let wanted = *FUNCTION_POINTERS.get_or_init(|| {
+        sycl_format::aspects::aspect_number("function_pointers").expect("known aspect")
+    });
+    aspects.is_some_and(|bytes| {
+        bytes.chunks_exact(4).any(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) == wanted)
+    })
 }
 
 /// A loaded executable or shared library, or a device-library file, that carries device
@@ -188,13 +203,18 @@ impl Binary {
                 records.images.reserve(count);
                 records.at.reserve(count);
                 records.names.reserve(2 * count);
-                ImageSetView::parse_each(payload, |image| record_view(&mut records, source as u32, payload, &image))?;
+                ImageSetView::parse_each(payload, |image| {
+                    record_view(&mut records, source as u32, payload, &image)
+                })?;
             }
             Ok(payloads)
         });
         match indexed {
             Ok(sources) => Binary { sources, ..Binary::new(id, name, ranges, records) },
-            Err(e) => Binary { error: Some(e.to_string()), ..Binary::new(id, name, ranges, Records::default()) },
+            Err(e) => Binary {
+                error: Some(e.to_string()),
+                ..Binary::new(id, name, ranges, Records::default())
+            },
         }
     }
 
@@ -214,7 +234,9 @@ impl Binary {
             let uses = records.range(image.uses_virtual_functions_sets().into_iter().map(&mut at));
             let set = image.virtual_functions_set().map(|(set, _)| at(set));
             records.push(image.format, &image.target, kernels, exports, uses, set);
-            let aspects = image.property_set(sets::DEVICE_REQUIREMENTS).and_then(|set| set.get(requirements::ASPECT));
+            let aspects = image
+                .property_set(sets::DEVICE_REQUIREMENTS)
+                .and_then(|set| set.get(requirements::ASPECT));
             records.uses_function_pointers |= calls_through_pointers(match aspects {
                 Some(sycl_format::PropertyValue::Bytes(bytes)) => Some(bytes),
                 _ => None,
@@ -282,12 +304,20 @@ enum Images {
     Given(Arc<[Image]>),
     /// Where each image lies (its payload, its offset there), and the images copied so far:
     /// the table made at the first copy, so that discovery allocates none.
-    InPayloads { at: Vec<(u32, u32)>, copied: OnceLock<Box<[OnceLock<Image>]>> },
+    InPayloads {
+        at: Vec<(u32, u32)>,
+        copied: OnceLock<Box<[OnceLock<Image>]>>,
+    },
 }
 
 /// Records one image of a checked payload, `source` of its binary, reading its property sets
 /// once.
-fn record_view(records: &mut Records, source: u32, payload: &[u8], image: &ImageView<'_>) -> Result<(), DecodeError> {
+fn record_view(
+    records: &mut Records,
+    source: u32,
+    payload: &[u8],
+    image: &ImageView<'_>,
+) -> Result<(), DecodeError> {
     let (mut exports, mut aspects, mut virtual_functions) = (None, None, false);
     for set in image.property_sets() {
         match set.name {
@@ -312,7 +342,8 @@ fn record_view(records: &mut Records, source: u32, payload: &[u8], image: &Image
         })
     };
     let kernels = records.range(image.kernel_bytes().map(&mut span));
-    let exports = records.range(exports.into_iter().flat_map(|set| set.name_bytes()).map(&mut span));
+    let exports =
+        records.range(exports.into_iter().flat_map(|set| set.name_bytes()).map(&mut span));
     let (uses, set) = if virtual_functions {
         let uses = image.uses_virtual_functions_sets().map(|set| span(set.as_bytes()));
         (records.range(uses), image.virtual_functions_set().map(|(set, _)| span(set.as_bytes())))
@@ -379,7 +410,14 @@ fn by_name(maps: &mut Vec<(Variant, ByName)>, variant: &Variant) -> usize {
 }
 
 /// Adds image `id` under the name at `span` of the binary at `binary` in `binaries`.
-fn insert(names: &mut ByName, hasher: &Hasher, binaries: &[Arc<Binary>], binary: u32, span: Span, id: ImageId) {
+fn insert(
+    names: &mut ByName,
+    hasher: &Hasher,
+    binaries: &[Arc<Binary>],
+    binary: u32,
+    span: Span,
+    id: ImageId,
+) {
     let bytes = binaries[binary as usize].bytes(span);
     let hash = hasher.hash_one(bytes);
     let same = |named: &Named| named.hash == hash && bytes_of(binaries, named) == bytes;
@@ -392,7 +430,13 @@ fn insert(names: &mut ByName, hasher: &Hasher, binaries: &[Arc<Binary>], binary:
 }
 
 /// The images `name` names in `maps`' index of `variant`.
-fn lookup<'r>(maps: &'r [(Variant, ByName)], hasher: &Hasher, binaries: &[Arc<Binary>], variant: &Variant, name: &str) -> &'r [ImageId] {
+fn lookup<'r>(
+    maps: &'r [(Variant, ByName)],
+    hasher: &Hasher,
+    binaries: &[Arc<Binary>],
+    variant: &Variant,
+    name: &str,
+) -> &'r [ImageId] {
     let Some((_, names)) = maps.iter().find(|(v, _)| v == variant) else { return &[] };
     let bytes = name.as_bytes();
     let hash = hasher.hash_one(bytes);
@@ -435,7 +479,8 @@ impl Registry {
         // a binary with 1,000 kernels in SPIR-V and PTX fills two tables without growing them.
         let mut planned: Vec<usize> = Vec::new();
         for (binary, _) in &members {
-            let tables: Vec<usize> = binary.variants.iter().map(|v| by_name(&mut registry.kernels, v)).collect();
+            let tables: Vec<usize> =
+                binary.variants.iter().map(|v| by_name(&mut registry.kernels, v)).collect();
             planned.resize(registry.kernels.len(), 0);
             for record in &binary.records {
                 planned[tables[record.variant as usize]] += 1;
@@ -461,7 +506,9 @@ impl Registry {
     pub(crate) fn from_binaries(binaries: Vec<(String, ImageSet)>) -> Registry {
         let members = binaries
             .into_iter()
-            .map(|(name, set)| (Arc::new(Binary::of_images(BinaryId::fresh(), name, set.images.into())), None))
+            .map(|(name, set)| {
+                (Arc::new(Binary::of_images(BinaryId::fresh(), name, set.images.into())), None)
+            })
             .collect();
         Registry::assemble(members, HashMap::new())
     }
@@ -473,7 +520,9 @@ impl Registry {
         let forms: Vec<(usize, usize)> = binary
             .variants
             .iter()
-            .map(|variant| (by_name(&mut self.kernels, variant), by_name(&mut self.exports, variant)))
+            .map(|variant| {
+                (by_name(&mut self.kernels, variant), by_name(&mut self.exports, variant))
+            })
             .collect();
         let at = position as u32;
         for (image, record) in binary.records.iter().enumerate() {
@@ -513,7 +562,10 @@ impl Registry {
 
     /// The binary whose loaded segments contain `address`.
     pub(crate) fn binary_containing(&self, address: usize) -> Option<&Binary> {
-        self.binaries.iter().map(|b| &**b).find(|b| b.ranges.iter().any(|&(start, end)| (start..end).contains(&address)))
+        self.binaries
+            .iter()
+            .map(|b| &**b)
+            .find(|b| b.ranges.iter().any(|&(start, end)| (start..end).contains(&address)))
     }
 
     /// Whether `binary` is a device-library file rather than a loaded object.
@@ -581,7 +633,10 @@ mod tests {
             format: ImageFormat::SpirV,
             target: "spir64".into(),
             kernels: kernels.iter().map(|k| k.to_string()).collect(),
-            property_sets: vec![PropertySet::symbols(sets::EXPORTED_SYMBOLS, exports.iter().copied())],
+            property_sets: vec![PropertySet::symbols(
+                sets::EXPORTED_SYMBOLS,
+                exports.iter().copied(),
+            )],
             data: vec![1, 2, 3],
         }
     }
@@ -612,7 +667,12 @@ mod tests {
     fn a_malformed_payload_leaves_the_binary_without_images() {
         let mut bytes = ImageSet { images: vec![image(&["k"], &[])] }.encode();
         bytes.truncate(bytes.len() - 1);
-        let binary = Binary::read(BinaryId::fresh(), "libbad.so".into(), Ok(vec![Payload::Copied(Arc::from(bytes))]), vec![]);
+        let binary = Binary::read(
+            BinaryId::fresh(),
+            "libbad.so".into(),
+            Ok(vec![Payload::Copied(Arc::from(bytes))]),
+            vec![],
+        );
         assert_eq!(binary.image_count, 0);
         assert!(binary.error.is_some());
         assert!(matches!(&binary.images, Images::InPayloads { at, .. } if at.is_empty()));
@@ -620,24 +680,50 @@ mod tests {
 
     #[test]
     fn assembling_again_keeps_loader_order_and_drops_what_went() {
-        let a = Arc::new(Binary::read(BinaryId::fresh(), "liba.so".into(), Ok(vec![payload(vec![image(&[], &["f"])])]), vec![]));
-        let b = Arc::new(Binary::of_images(BinaryId::fresh(), "libb.so".into(), vec![image(&["k"], &["f"])].into()));
+        let a = Arc::new(Binary::read(
+            BinaryId::fresh(),
+            "liba.so".into(),
+            Ok(vec![payload(vec![image(&[], &["f"])])]),
+            vec![],
+        ));
+        let b = Arc::new(Binary::of_images(
+            BinaryId::fresh(),
+            "libb.so".into(),
+            vec![image(&["k"], &["f"])].into(),
+        ));
         let spirv = Variant::spirv();
         let both = Registry::assemble(vec![(a.clone(), None), (b.clone(), None)], HashMap::new());
-        assert_eq!(both.providers(&spirv, "f").iter().map(|i| i.binary).collect::<Vec<_>>(), [a.id, b.id]);
+        assert_eq!(
+            both.providers(&spirv, "f").iter().map(|i| i.binary).collect::<Vec<_>>(),
+            [a.id, b.id]
+        );
         let only_b = Registry::assemble(vec![(b.clone(), None)], HashMap::new());
-        assert_eq!(only_b.providers(&spirv, "f").iter().map(|i| i.binary).collect::<Vec<_>>(), [b.id]);
+        assert_eq!(
+            only_b.providers(&spirv, "f").iter().map(|i| i.binary).collect::<Vec<_>>(),
+            [b.id]
+        );
         assert!(!only_b.contains(a.id));
     }
 
     #[test]
     fn local_groups_limit_visibility_both_ways() {
-        let ids: Vec<Arc<Binary>> =
-            (0..3).map(|i| Arc::new(Binary::of_images(BinaryId::fresh(), format!("lib{i}.so"), vec![image(&[], &[])].into()))).collect();
+        let ids: Vec<Arc<Binary>> = (0..3)
+            .map(|i| {
+                Arc::new(Binary::of_images(
+                    BinaryId::fresh(),
+                    format!("lib{i}.so"),
+                    vec![image(&[], &[])].into(),
+                ))
+            })
+            .collect();
         let (global, local, dep) = (ids[0].id, ids[1].id, ids[2].id);
         let group: Box<[BinaryId]> = vec![local, dep].into();
         let registry = Registry::assemble(
-            vec![(ids[0].clone(), None), (ids[1].clone(), Some(group.clone())), (ids[2].clone(), Some(group))],
+            vec![
+                (ids[0].clone(), None),
+                (ids[1].clone(), Some(group.clone())),
+                (ids[2].clone(), Some(group)),
+            ],
             HashMap::new(),
         );
         assert!(registry.visible(local, global), "a local library sees global exports");

@@ -78,7 +78,15 @@ pub(crate) fn relocatable_with_section(name: &str, flags: u64, data: &[u8], alig
     header(&mut out, none);
     header(
         &mut out,
-        SectionHeader { name: 1, kind: SHT_PROGBITS, flags, offset: data_offset, size: data.len(), align, ..none },
+        SectionHeader {
+            name: 1,
+            kind: SHT_PROGBITS,
+            flags,
+            offset: data_offset,
+            size: data.len(),
+            align,
+            ..none
+        },
     );
     // sh_link: the string table (section 3); sh_info: one past the last local symbol.
     header(
@@ -95,10 +103,27 @@ pub(crate) fn relocatable_with_section(name: &str, flags: u64, data: &[u8], alig
             ..none
         },
     );
-    header(&mut out, SectionHeader { name: strtab_name, kind: SHT_STRTAB, offset: strtab_offset, size: 1, align: 1, ..none });
     header(
         &mut out,
-        SectionHeader { name: shstrtab_name, kind: SHT_STRTAB, offset: shstrtab_offset, size: shstrtab.len(), align: 1, ..none },
+        SectionHeader {
+            name: strtab_name,
+            kind: SHT_STRTAB,
+            offset: strtab_offset,
+            size: 1,
+            align: 1,
+            ..none
+        },
+    );
+    header(
+        &mut out,
+        SectionHeader {
+            name: shstrtab_name,
+            kind: SHT_STRTAB,
+            offset: shstrtab_offset,
+            size: shstrtab.len(),
+            align: 1,
+            ..none
+        },
     );
     out
 }
@@ -129,7 +154,8 @@ mod tests {
     /// What `object::write` makes of one section, the writer this module replaced.
     fn written_by_object(name: &str, flags: u64, data: &[u8], align: u64) -> Vec<u8> {
         use object::{write, Architecture, BinaryFormat, Endianness, SectionKind};
-        let mut obj = write::Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
+        let mut obj =
+            write::Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
         let section = obj.add_section(vec![], name.as_bytes().to_vec(), SectionKind::Metadata);
         obj.section_mut(section).flags = object::SectionFlags::Elf { sh_flags: flags };
         obj.append_section_data(section, data, align);

@@ -236,7 +236,10 @@ impl Build {
     /// The seed's `-fsycl-fixed-targets`: asserts that this build's device code runs only on
     /// these targets (names from the device configuration). Code using what a target lacks
     /// is warned about, and images are bundled by target set rather than by features.
-    pub fn fixed_targets<S: AsRef<str>>(&mut self, targets: impl IntoIterator<Item = S>) -> &mut Build {
+    pub fn fixed_targets<S: AsRef<str>>(
+        &mut self,
+        targets: impl IntoIterator<Item = S>,
+    ) -> &mut Build {
         self.fixed_targets = targets.into_iter().map(|t| t.as_ref().to_string()).collect();
         self
     }
@@ -286,13 +289,21 @@ impl Build {
         let (config, config_text) = self.load_device_config(cargo)?;
         for target in &self.targets {
             if !TARGETS.contains(&target.as_str()) {
-                return Err(Error::UnknownTarget { target: target.clone(), setter: "targets", known: TARGETS.join(", ") });
+                return Err(Error::UnknownTarget {
+                    target: target.clone(),
+                    setter: "targets",
+                    known: TARGETS.join(", "),
+                });
             }
         }
         for target in &self.fixed_targets {
             if config.target(target).is_none() {
                 let known: Vec<&str> = config.targets.keys().map(String::as_str).collect();
-                return Err(Error::UnknownTarget { target: target.clone(), setter: "fixed_targets", known: known.join(", ") });
+                return Err(Error::UnknownTarget {
+                    target: target.clone(),
+                    setter: "fixed_targets",
+                    known: known.join(", "),
+                });
             }
         }
 
@@ -344,7 +355,9 @@ impl Build {
             // rotate), the front end's IR is translated instead: the devices' compilers
             // optimise it themselves.
             let translated = match to_spirv(&llvm_spirv, &optimised, &spv, source) {
-                Ok((spirv, module)) if !has_llvm_intrinsics(&module) => Ok(((spirv, module), false)),
+                Ok((spirv, module)) if !has_llvm_intrinsics(&module) => {
+                    Ok(((spirv, module), false))
+                }
                 _ => to_spirv(&llvm_spirv, &bc, &spv, source).map(|t| (t, true)),
             };
             let ((spirv, module), from_front_end) = translated.map_err(|error| match error {
@@ -352,8 +365,16 @@ impl Build {
                     let ir = base.with_extension("ll");
                     let mut cmd = self.clang_command(&clang, std_flag, &include_dir);
                     cmd.args(["-S", "-gline-tables-only", "-w"]).arg("-o").arg(&ir).arg(source);
-                    let ir = run(&mut cmd, source).ok().and_then(|_| fs::read_to_string(&ir).ok()).unwrap_or_default();
-                    Error::Translate(Box::new(Untranslatable::new(source_path, command, &stderr, &ir)))
+                    let ir = run(&mut cmd, source)
+                        .ok()
+                        .and_then(|_| fs::read_to_string(&ir).ok())
+                        .unwrap_or_default();
+                    Error::Translate(Box::new(Untranslatable::new(
+                        source_path,
+                        command,
+                        &stderr,
+                        &ir,
+                    )))
                 }
                 other => other,
             })?;
@@ -389,7 +410,10 @@ impl Build {
                 device_config: config_text.clone(),
                 spirv,
             };
-            members.push((format!("{DEVICE_OBJECT_MEMBER_PREFIX}{index}-{stem}.o"), elf_object(&object)));
+            members.push((
+                format!("{DEVICE_OBJECT_MEMBER_PREFIX}{index}-{stem}.o"),
+                elf_object(&object),
+            ));
         }
 
         let archive = work.join(format!("libsycl_device_{name}.a"));
@@ -398,19 +422,25 @@ impl Build {
         let mut module = kernel_module(&kernels)?;
         module.push_str(&spec_module(&spec_constants, &mut diagnostics));
         if cargo {
-            for line in diagnostics.iter().filter(|d| d.starts_with("warning: specialization constant")) {
+            for line in
+                diagnostics.iter().filter(|d| d.starts_with("warning: specialization constant"))
+            {
                 println!("cargo:warning={line}");
             }
         }
         write_file(&kernels_rs, module.as_bytes())?;
         if cargo {
-            for line in linker_warning(env::var_os("RUSTC_LINKER").as_deref(), &env::var("TARGET").unwrap_or_default()) {
+            for line in linker_warning(
+                env::var_os("RUSTC_LINKER").as_deref(),
+                &env::var("TARGET").unwrap_or_default(),
+            ) {
                 println!("cargo:warning={line}");
             }
             println!("cargo:rustc-link-search=native={}", work.display());
             println!("cargo:rustc-link-lib=static=sycl_device_{name}");
             for image in &self.device_images {
-                let path = fs::canonicalize(image).map_err(|error| Error::Io { path: image.clone(), error })?;
+                let path = fs::canonicalize(image)
+                    .map_err(|error| Error::Io { path: image.clone(), error })?;
                 println!("cargo:rerun-if-changed={}", path.display());
                 println!("cargo:rustc-link-arg=--sycl-add-images={}", path.display());
             }
@@ -436,7 +466,9 @@ impl Build {
         cmd.args(["-O2", "-Xclang", "-disable-llvm-passes"]);
         // What an OpenCL driver defines and clang does not: the device's OpenCL version. The
         // SPIR-V serves every device; the devices it runs on are OpenCL 3.0 ones.
-        if !self.defines.iter().any(|(k, _)| k == OPENCL_VERSION_MACRO) && !self.flags.iter().any(|f| f.contains(OPENCL_VERSION_MACRO)) {
+        if !self.defines.iter().any(|(k, _)| k == OPENCL_VERSION_MACRO)
+            && !self.flags.iter().any(|f| f.contains(OPENCL_VERSION_MACRO))
+        {
             cmd.arg(format!("-D{OPENCL_VERSION_MACRO}=300"));
         }
         cmd.arg("-I").arg(include_dir);
@@ -466,8 +498,10 @@ impl Build {
         if cargo {
             println!("cargo:rerun-if-changed={}", path.display());
         }
-        let text = fs::read_to_string(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
-        let config = DeviceConfig::parse(&text, &path.display().to_string()).map_err(Error::DeviceConfig)?;
+        let text =
+            fs::read_to_string(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
+        let config =
+            DeviceConfig::parse(&text, &path.display().to_string()).map_err(Error::DeviceConfig)?;
         Ok((config, Some(text)))
     }
 }
@@ -486,7 +520,11 @@ fn needs_feature_check(module: &sycl_spirv::dr::Module, fixed_targets: &[String]
 
 /// The seed's front-end diagnostics for one translation unit: uses of aspects a function did
 /// not declare, and uses of what a fixed target does not support.
-fn feature_warnings(module: &sycl_spirv::dr::Module, fixed_targets: &[String], config: &DeviceConfig) -> Vec<String> {
+fn feature_warnings(
+    module: &sycl_spirv::dr::Module,
+    fixed_targets: &[String],
+    config: &DeviceConfig,
+) -> Vec<String> {
     let features = Features::analyze(module);
     let mut out = features.undeclared_use_warnings();
     if fixed_targets.is_empty() {
@@ -580,11 +618,19 @@ pub fn link_device_library(name: &str) {
 /// bitcode fails to verify), or an `llvm.` name passed through.
 fn has_llvm_intrinsics(module: &sycl_spirv::dr::Module) -> bool {
     let symbols = sycl_spirv::Symbols::of(module);
-    symbols.linkage.values().any(|(name, _)| name.starts_with("spirv.llvm_") || name.starts_with("llvm."))
+    symbols
+        .linkage
+        .values()
+        .any(|(name, _)| name.starts_with("spirv.llvm_") || name.starts_with("llvm."))
 }
 
 /// `llvm-spirv-15 BC -o SPV`: the SPIR-V and its module.
-fn to_spirv(llvm_spirv: &Path, bc: &Path, spv: &Path, source: &Path) -> Result<(Vec<u8>, sycl_spirv::dr::Module), Error> {
+fn to_spirv(
+    llvm_spirv: &Path,
+    bc: &Path,
+    spv: &Path,
+    source: &Path,
+) -> Result<(Vec<u8>, sycl_spirv::dr::Module), Error> {
     run(Command::new(llvm_spirv).arg(SPIRV_EXTENSIONS).arg(bc).arg("-o").arg(spv), source)?;
     let spirv = fs::read(spv).map_err(|error| Error::Io { path: spv.to_path_buf(), error })?;
     // C99 `inline` functions come out as bodies with `Import` linkage: local definitions.
@@ -601,7 +647,8 @@ fn to_spirv(llvm_spirv: &Path, bc: &Path, spv: &Path, source: &Path) -> Result<(
 /// text on failure.
 fn run(cmd: &mut Command, source: &Path) -> Result<Vec<String>, Error> {
     let command = format!("{cmd:?}");
-    let output = cmd.output().map_err(|error| Error::Io { path: cmd.get_program().into(), error })?;
+    let output =
+        cmd.output().map_err(|error| Error::Io { path: cmd.get_program().into(), error })?;
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     if !output.status.success() {
         return Err(Error::Compile { source_path: source.to_path_buf(), command, stderr });
@@ -674,7 +721,9 @@ fn spec_module(constants: &[(String, String)], diagnostics: &mut Vec<String>) ->
     if constants.is_empty() {
         return String::new();
     }
-    let mut out = String::from("/// Typed handles of the specialization constants.\n#[allow(dead_code)]\npub mod spec {\n");
+    let mut out = String::from(
+        "/// Typed handles of the specialization constants.\n#[allow(dead_code)]\npub mod spec {\n",
+    );
     for (name, c_type) in constants {
         let rust = match c_type.trim() {
             "char" | "signed char" => "i8",
@@ -694,7 +743,10 @@ fn spec_module(constants: &[(String, String)], diagnostics: &mut Vec<String>) ->
                 continue;
             }
         };
-        let constant: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+        let constant: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+            .collect();
         let _ = writeln!(
             out,
             "    pub const {constant}: sycl_runtime::SpecConstant<{rust}> = sycl_runtime::SpecConstant::new({name:?});"
@@ -772,24 +824,48 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         let src = dir.join("broken.cl");
         fs::write(&src, "__kernel void k(__global int *o) { o[0] = undeclared_thing; }\n").unwrap();
-        let err = Build::new().file(&src).out_dir(&dir).cargo_metadata(false).try_compile("t").unwrap_err();
+        let err = Build::new()
+            .file(&src)
+            .out_dir(&dir)
+            .cargo_metadata(false)
+            .try_compile("t")
+            .unwrap_err();
         let text = err.to_string();
         assert!(matches!(err, Error::Compile { .. }), "{text}");
-        assert!(text.contains("broken.cl: compilation failed") && text.contains("undeclared_thing"), "{text}");
+        assert!(
+            text.contains("broken.cl: compilation failed") && text.contains("undeclared_thing"),
+            "{text}"
+        );
     }
 
     #[test]
     fn a_translator_failure_names_the_source_line_the_cause_and_a_remedy() {
         let dir = tempdir().join("untranslatable");
         fs::create_dir_all(&dir).unwrap();
-        fs::write(dir.join("cycles.h"), "static long cycles(void) {\n  return __builtin_readcyclecounter();\n}\n").unwrap();
+        fs::write(
+            dir.join("cycles.h"),
+            "static long cycles(void) {\n  return __builtin_readcyclecounter();\n}\n",
+        )
+        .unwrap();
         let src = dir.join("timed.cl");
-        fs::write(&src, "#include \"cycles.h\"\nkernel void timed(global long *out) { out[0] = cycles(); }\n").unwrap();
-        let err = Build::new().file(&src).out_dir(&dir).cargo_metadata(false).try_compile("t").unwrap_err();
+        fs::write(
+            &src,
+            "#include \"cycles.h\"\nkernel void timed(global long *out) { out[0] = cycles(); }\n",
+        )
+        .unwrap();
+        let err = Build::new()
+            .file(&src)
+            .out_dir(&dir)
+            .cargo_metadata(false)
+            .try_compile("t")
+            .unwrap_err();
         let text = err.to_string();
         assert!(matches!(err, Error::Translate(_)), "{text}");
         assert!(text.contains("cannot translate it to SPIR-V: the source uses LLVM intrinsic `llvm.readcyclecounter`"), "{text}");
-        let at = format!("{}:2:10\n      return __builtin_readcyclecounter();\n             ^", dir.join("cycles.h").display());
+        let at = format!(
+            "{}:2:10\n      return __builtin_readcyclecounter();\n             ^",
+            dir.join("cycles.h").display()
+        );
         assert!(text.contains(&at), "the header's line, with a caret: {text}");
         assert!(text.contains("to try: use an OpenCL C builtin"), "{text}");
         assert!(!text.contains("Stack dump") && !text.contains("[Src:"), "{text}");
@@ -818,13 +894,17 @@ mod tests {
                for (int i = 0; i < 8; i++) for (int j = 0; j < 8; j++) c[(r + i) * n + q + j] = acc[i][j]; }\n",
         )
         .unwrap();
-        let compiled = Build::new().file(&src).out_dir(&dir).cargo_metadata(false).try_compile("t").unwrap();
+        let compiled =
+            Build::new().file(&src).out_dir(&dir).cargo_metadata(false).try_compile("t").unwrap();
         assert_eq!(compiled.kernels, ["divrem", "rotl", "inside", "tile"]);
         // instcombine makes a rotate `llvm.fshl.i32`, which llvm-spirv-15 emulates with a
         // function the devices turn back into the intrinsic and cannot build: none reaches
         // the device object.
         let archive = fs::read(&compiled.archive).unwrap();
-        assert!(!archive.windows(9).any(|w| w == b"llvm_fshl"), "an LLVM intrinsic emulated by the translator");
+        assert!(
+            !archive.windows(9).any(|w| w == b"llvm_fshl"),
+            "an LLVM intrinsic emulated by the translator"
+        );
     }
 
     #[test]
@@ -837,7 +917,10 @@ mod tests {
         let mut own = Build::new();
         own.file(&src).out_dir(&dir).cargo_metadata(false).define("__OPENCL_VERSION__", "120");
         let err = own.try_compile("t").unwrap_err().to_string();
-        assert!(err.contains("wrong version") && !err.contains("macro redefined"), "the user's definition wins: {err}");
+        assert!(
+            err.contains("wrong version") && !err.contains("macro redefined"),
+            "the user's definition wins: {err}"
+        );
     }
 
     #[test]
@@ -865,10 +948,23 @@ mod tests {
 
     #[test]
     fn a_linker_other_than_sycl_ld_is_warned_with_the_config_to_add() {
-        assert!(linker_warning(Some("/home/u/.cargo/bin/sycl-ld".as_ref()), "x86_64-unknown-linux-gnu").is_empty());
-        assert!(linker_warning(Some("../target/debug/sycl-ld".as_ref()), "x86_64-unknown-linux-gnu").is_empty());
+        assert!(linker_warning(
+            Some("/home/u/.cargo/bin/sycl-ld".as_ref()),
+            "x86_64-unknown-linux-gnu"
+        )
+        .is_empty());
+        assert!(linker_warning(
+            Some("../target/debug/sycl-ld".as_ref()),
+            "x86_64-unknown-linux-gnu"
+        )
+        .is_empty());
         let none = linker_warning(None, "x86_64-unknown-linux-gnu");
-        assert!(none[0].starts_with("sycl-build: no linker is configured for x86_64-unknown-linux-gnu, not sycl-ld"), "{none:?}");
+        assert!(
+            none[0].starts_with(
+                "sycl-build: no linker is configured for x86_64-unknown-linux-gnu, not sycl-ld"
+            ),
+            "{none:?}"
+        );
         assert_eq!(none[1], "[target.x86_64-unknown-linux-gnu]");
         assert!(none[2].starts_with("linker = \"/path/to/sycl-ld\""));
         assert_eq!(none[3], "rustflags = [\"-C\", \"linker-flavor=gcc\"]");
@@ -879,7 +975,12 @@ mod tests {
     #[test]
     fn unknown_source_kinds_are_refused() {
         let dir = tempdir().join("kind");
-        let err = Build::new().file("x.cpp").out_dir(&dir).cargo_metadata(false).try_compile("t").unwrap_err();
+        let err = Build::new()
+            .file("x.cpp")
+            .out_dir(&dir)
+            .cargo_metadata(false)
+            .try_compile("t")
+            .unwrap_err();
         assert!(matches!(err, Error::UnknownSourceKind { .. }), "{err}");
     }
 

@@ -24,8 +24,10 @@ impl Tool {
     /// LLVM 16's tools make the `ptx64` target's images (`sycl-ld`): LLVM 15's NVPTX back end
     /// stops at sm_86 and PTX 7.5, and LLVM 16 reads `llvm-spirv-15 -r`'s typed-pointer
     /// bitcode as opaque pointers, which libclc's library has.
-    pub const LLVM_DIS: Tool = Tool { name: "llvm-dis-16", env: "SYCL_LLVM_DIS", debian_package: "llvm-16" };
-    pub const LLVM_LINK: Tool = Tool { name: "llvm-link-16", env: "SYCL_LLVM_LINK", debian_package: "llvm-16" };
+    pub const LLVM_DIS: Tool =
+        Tool { name: "llvm-dis-16", env: "SYCL_LLVM_DIS", debian_package: "llvm-16" };
+    pub const LLVM_LINK: Tool =
+        Tool { name: "llvm-link-16", env: "SYCL_LLVM_LINK", debian_package: "llvm-16" };
     pub const OPT_16: Tool = Tool { name: "opt-16", env: "SYCL_OPT_16", debian_package: "llvm-16" };
     pub const LLC: Tool = Tool { name: "llc-16", env: "SYCL_LLC", debian_package: "llvm-16" };
 

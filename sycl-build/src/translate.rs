@@ -30,7 +30,12 @@ pub struct Untranslatable {
 impl Untranslatable {
     /// From the translator's `stderr` and the source's textual IR with line tables (`ir`,
     /// empty when it could not be made).
-    pub(crate) fn new(source_path: PathBuf, command: String, stderr: &str, ir: &str) -> Untranslatable {
+    pub(crate) fn new(
+        source_path: PathBuf,
+        command: String,
+        stderr: &str,
+        ir: &str,
+    ) -> Untranslatable {
         let message = message(stderr);
         let (cause, remedy) = explain(&message);
         let locations = locate(&message, ir).iter().map(render).collect();
@@ -117,7 +122,8 @@ pub(crate) fn explain(message: &str) -> (String, String) {
         );
     }
     if let Some(Culprit::Instruction(text)) = &culprit {
-        let opcode = text.split('=').next_back().unwrap_or(text).split_whitespace().next().unwrap_or("?");
+        let opcode =
+            text.split('=').next_back().unwrap_or(text).split_whitespace().next().unwrap_or("?");
         return (
             format!("LLVM instruction `{opcode}` has no SPIR-V form in llvm-spirv-15"),
             "write the construct at the line shown another way; if it is plain OpenCL C, please report it with this message".into(),
@@ -130,11 +136,15 @@ pub(crate) fn explain(message: &str) -> (String, String) {
 }
 
 fn culprit(message: &str) -> Option<Culprit> {
-    let after = |prefix: &str| Some(message[message.find(prefix)? + prefix.len()..].lines().next()?.trim().to_string());
+    let after = |prefix: &str| {
+        Some(message[message.find(prefix)? + prefix.len()..].lines().next()?.trim().to_string())
+    };
     if let Some(text) = after("Can't translate llvm instruction:") {
         return Some(Culprit::Instruction(text));
     }
-    if let Some(name) = after("Unexpected llvm intrinsic:").or_else(|| after("Unsupported function call:")) {
+    if let Some(name) =
+        after("Unexpected llvm intrinsic:").or_else(|| after("Unsupported function call:"))
+    {
         return Some(Culprit::Function(name.trim_start_matches('@').to_string()));
     }
     if let Some(count) = number_after(message, "Unsupported vector type with ") {
@@ -150,7 +160,8 @@ fn uses_vector(line: &str, count: Option<u32>) -> bool {
         let rest = &line[at + 1..];
         let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
         let Ok(n) = digits.parse::<u32>() else { return false };
-        rest[digits.len()..].starts_with(" x ") && count.map_or(![2, 3, 4, 8, 16].contains(&n), |c| c == n)
+        rest[digits.len()..].starts_with(" x ")
+            && count.map_or(![2, 3, 4, 8, 16].contains(&n), |c| c == n)
     })
 }
 
@@ -172,14 +183,21 @@ pub(crate) fn locate(message: &str, ir: &str) -> Vec<Location> {
     let mut out: Vec<Location> = Vec::new();
     for line in ir.lines().map(str::trim) {
         let matches = match &culprit {
-            Culprit::Instruction(text) => {
-                line.strip_prefix(text.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with(','))
+            Culprit::Instruction(text) => line
+                .strip_prefix(text.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(',')),
+            Culprit::Function(name) => {
+                line.contains("call ") && line.contains(&format!("@{name}("))
             }
-            Culprit::Function(name) => line.contains("call ") && line.contains(&format!("@{name}(")),
             Culprit::Vector(count) => uses_vector(line, *count),
         };
-        let Some(id) = matches.then(|| line.rsplit_once("!dbg !")).flatten().map(|(_, id)| id) else { continue };
-        if let Some(location) = location(&metadata, id.trim_end_matches(|c: char| !c.is_ascii_digit())) {
+        let Some(id) = matches.then(|| line.rsplit_once("!dbg !")).flatten().map(|(_, id)| id)
+        else {
+            continue;
+        };
+        if let Some(location) =
+            location(&metadata, id.trim_end_matches(|c: char| !c.is_ascii_digit()))
+        {
             if !out.contains(&location) && out.len() < 3 {
                 out.push(location);
             }
@@ -224,7 +242,9 @@ fn quoted(text: &str, key: &str) -> Option<String> {
 pub(crate) fn render(location: &Location) -> String {
     let mut out = format!("{}:{}:{}", location.file.display(), location.line, location.column);
     let text = std::fs::read_to_string(&location.file).ok();
-    if let Some(source_line) = text.as_deref().and_then(|t| t.lines().nth(location.line.saturating_sub(1) as usize)) {
+    if let Some(source_line) =
+        text.as_deref().and_then(|t| t.lines().nth(location.line.saturating_sub(1) as usize))
+    {
         let caret = " ".repeat(location.column.saturating_sub(1) as usize);
         out.push_str(&format!("\n    {source_line}\n    {caret}^"));
     }
@@ -254,17 +274,29 @@ mod tests {
     #[test]
     fn an_instruction_is_found_by_its_text() {
         let message = message("InvalidInstruction: Can't translate llvm instruction:\n   %6 = freeze i32 %5 [Src: ./lib/SPIRV/SPIRVWriter.cpp:2140 false ]\n");
-        assert_eq!(locate(&message, IR), [Location { file: "/src/k.cl".into(), line: 3, column: 12 }]);
+        assert_eq!(
+            locate(&message, IR),
+            [Location { file: "/src/k.cl".into(), line: 3, column: 12 }]
+        );
         assert!(explain(&message).0.contains("`freeze`"), "{:?}", explain(&message));
     }
 
     #[test]
     fn an_intrinsic_is_found_by_its_calls_through_lexical_blocks() {
         let message = message("InvalidFunctionCall: Unexpected llvm intrinsic:\n llvm.readcyclecounter [Src: ./lib/SPIRV/SPIRVWriter.cpp:3837 false ]\n");
-        assert_eq!(message, "InvalidFunctionCall: Unexpected llvm intrinsic: llvm.readcyclecounter");
-        assert_eq!(locate(&message, IR), [Location { file: "/inc/h.h".into(), line: 1, column: 33 }]);
+        assert_eq!(
+            message,
+            "InvalidFunctionCall: Unexpected llvm intrinsic: llvm.readcyclecounter"
+        );
+        assert_eq!(
+            locate(&message, IR),
+            [Location { file: "/inc/h.h".into(), line: 1, column: 33 }]
+        );
         let (cause, remedy) = explain(&message);
-        assert!(cause.contains("`llvm.readcyclecounter`") && remedy.contains("OpenCL C builtin"), "{cause} / {remedy}");
+        assert!(
+            cause.contains("`llvm.readcyclecounter`") && remedy.contains("OpenCL C builtin"),
+            "{cause} / {remedy}"
+        );
     }
 
     #[test]
@@ -278,7 +310,10 @@ mod tests {
     #[test]
     fn a_vector_too_wide_is_found_where_it_is_used() {
         let message = message("LLVM ERROR: Cannot translate source of bitcast instruction.\nPLEASE submit a bug report\n");
-        assert_eq!(locate(&message, IR), [Location { file: "/src/k.cl".into(), line: 4, column: 3 }]);
+        assert_eq!(
+            locate(&message, IR),
+            [Location { file: "/src/k.cl".into(), line: 4, column: 3 }]
+        );
         assert!(explain(&message).0.contains("more than 16 elements"));
     }
 

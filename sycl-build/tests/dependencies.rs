@@ -8,7 +8,16 @@ use std::process::Command;
 fn build_scripts_get_no_linker_and_no_object_writer() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["tree", "--offline", "-p", "sycl-build", "-e", "normal,features", "--prefix", "none"])
+        .args([
+            "tree",
+            "--offline",
+            "-p",
+            "sycl-build",
+            "-e",
+            "normal,features",
+            "--prefix",
+            "none",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
@@ -24,6 +33,9 @@ fn build_scripts_get_no_linker_and_no_object_writer() {
         // Device configurations are only read.
         "toml feature \"display\"",
     ] {
-        assert!(!tree.lines().any(|l| l.starts_with(unwanted)), "sycl-build depends on {unwanted}:\n{tree}");
+        assert!(
+            !tree.lines().any(|l| l.starts_with(unwanted)),
+            "sycl-build depends on {unwanted}:\n{tree}"
+        );
     }
 }

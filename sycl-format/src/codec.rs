@@ -29,7 +29,10 @@ impl fmt::Display for DecodeError {
                 write!(f, "unknown version {found} (this build reads version {supported})")
             }
             DecodeError::Version { found, oldest, supported } => {
-                write!(f, "unknown version {found} (this build reads versions {oldest} to {supported})")
+                write!(
+                    f,
+                    "unknown version {found} (this build reads versions {oldest} to {supported})"
+                )
             }
             DecodeError::Truncated { needed, offset } => {
                 write!(f, "truncated: {needed} more bytes needed at offset {offset}")
@@ -105,7 +108,11 @@ impl<'a> Decoder<'a> {
         }
         let found = d.u32()?;
         if !versions.contains(&found) {
-            return Err(DecodeError::Version { found, oldest: *versions.start(), supported: *versions.end() });
+            return Err(DecodeError::Version {
+                found,
+                oldest: *versions.start(),
+                supported: *versions.end(),
+            });
         }
         Ok((d, found))
     }
@@ -158,7 +165,8 @@ impl<'a> Decoder<'a> {
     pub(crate) fn str_ref(&mut self) -> Result<&'a str, DecodeError> {
         let offset = self.pos;
         let bytes = self.bytes()?;
-        std::str::from_utf8(bytes).map_err(|_| DecodeError::Invalid(format!("text at offset {offset} is not UTF-8")))
+        std::str::from_utf8(bytes)
+            .map_err(|_| DecodeError::Invalid(format!("text at offset {offset} is not UTF-8")))
     }
 
     /// A string's bytes, checked to be UTF-8 as [`Decoder::str_ref`] checks, with ASCII

@@ -63,8 +63,9 @@ impl DeviceConfig {
             for a in raw.aspects {
                 aspects.push(match a {
                     AspectRef::Number(n) => n,
-                    AspectRef::Name(s) => aspect_number(&s)
-                        .ok_or_else(|| format!("{origin}: target `{name}`: unknown aspect `{s}`"))?,
+                    AspectRef::Name(s) => aspect_number(&s).ok_or_else(|| {
+                        format!("{origin}: target `{name}`: unknown aspect `{s}`")
+                    })?,
                 });
             }
             let target_aspect = raw.target_aspect.or_else(|| target_aspect(&name));
@@ -108,7 +109,14 @@ mod tests {
         assert!(pocl.sub_group_sizes.is_empty());
         assert!(config.target("nvidia_gpu_sm_90").is_some());
         let ptx = config.target("ptx64").unwrap();
-        for (aspect, has) in [("gpu", true), ("fp64", true), ("atomic64", true), ("function_pointers", true), ("fp16", false), ("image", false)] {
+        for (aspect, has) in [
+            ("gpu", true),
+            ("fp64", true),
+            ("atomic64", true),
+            ("function_pointers", true),
+            ("fp16", false),
+            ("image", false),
+        ] {
             assert_eq!(ptx.has_aspect(aspect_number(aspect).unwrap()), has, "ptx64 {aspect}");
         }
         assert_eq!(ptx.target_aspect, aspect_number("target_ptx64"));
@@ -117,11 +125,17 @@ mod tests {
 
     #[test]
     fn numbers_and_names_mix_and_errors_name_the_file() {
-        let c = DeviceConfig::parse("[x]\naspects = [6, \"fp16\"]\nsub-group-sizes = [16, 8]\n", "f.toml").unwrap();
+        let c = DeviceConfig::parse(
+            "[x]\naspects = [6, \"fp16\"]\nsub-group-sizes = [16, 8]\n",
+            "f.toml",
+        )
+        .unwrap();
         assert_eq!(c.target("x").unwrap().aspects, [5, 6]);
         assert_eq!(c.target("x").unwrap().sub_group_sizes, [8, 16]);
         let err = DeviceConfig::parse("[x]\naspects = [\"warp_drive\"]\n", "f.toml").unwrap_err();
         assert_eq!(err, "f.toml: target `x`: unknown aspect `warp_drive`");
-        assert!(DeviceConfig::parse("[x]\nfrobnicate = 1\n", "f.toml").unwrap_err().starts_with("f.toml: "));
+        assert!(DeviceConfig::parse("[x]\nfrobnicate = 1\n", "f.toml")
+            .unwrap_err()
+            .starts_with("f.toml: "));
     }
 }

@@ -8,7 +8,9 @@
 
 use std::fmt;
 
-use crate::sets::{KERNEL_ARGUMENTS_FIELD_SEPARATOR as FIELD, KERNEL_ARGUMENTS_LINE_SEPARATOR as LINE};
+use crate::sets::{
+    KERNEL_ARGUMENTS_FIELD_SEPARATOR as FIELD, KERNEL_ARGUMENTS_LINE_SEPARATOR as LINE,
+};
 
 /// What a kernel parameter is, as far as setting it with `clSetKernelArg` goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -124,7 +126,15 @@ pub fn encode_kernel_params(params: &[KernelParam]) -> String {
     let clean = |s: &str| s.replace([FIELD, LINE], " ");
     let lines: Vec<String> = params
         .iter()
-        .map(|p| format!("{}{FIELD}{}{FIELD}{}{FIELD}{}", p.kind.name(), p.size, clean(&p.ty), clean(&p.name)))
+        .map(|p| {
+            format!(
+                "{}{FIELD}{}{FIELD}{}{FIELD}{}",
+                p.kind.name(),
+                p.size,
+                clean(&p.ty),
+                clean(&p.name)
+            )
+        })
         .collect();
     lines.join(&LINE.to_string())
 }
@@ -140,12 +150,19 @@ pub fn parse_kernel_params(value: &str) -> Result<Vec<KernelParam>, String> {
         .map(|(i, line)| {
             let at = || format!("parameter {i}");
             let mut fields = line.split(FIELD);
-            let (Some(kind), Some(size), Some(ty), Some(name)) = (fields.next(), fields.next(), fields.next(), fields.next())
+            let (Some(kind), Some(size), Some(ty), Some(name)) =
+                (fields.next(), fields.next(), fields.next(), fields.next())
             else {
-                return Err(format!("{}: expected 4 tab-separated fields (kind, size, type, name), found `{line}`", at()));
+                return Err(format!(
+                    "{}: expected 4 tab-separated fields (kind, size, type, name), found `{line}`",
+                    at()
+                ));
             };
-            let kind = ParamKind::parse(kind).ok_or_else(|| format!("{}: unknown kind `{kind}`", at()))?;
-            let size = size.parse::<u32>().map_err(|_| format!("{}: size `{size}` is not a number of bytes", at()))?;
+            let kind =
+                ParamKind::parse(kind).ok_or_else(|| format!("{}: unknown kind `{kind}`", at()))?;
+            let size = size
+                .parse::<u32>()
+                .map_err(|_| format!("{}: size `{size}` is not a number of bytes", at()))?;
             Ok(KernelParam { kind, size, ty: ty.to_string(), name: name.to_string() })
         })
         .collect()
@@ -186,18 +203,33 @@ mod tests {
 
     #[test]
     fn later_fields_are_ignored_and_malformed_lines_are_named() {
-        assert_eq!(parse_kernel_params("scalar\t4\tint\tn\tfuture").unwrap(), [param(ParamKind::Scalar, 4, "int", "n")]);
+        assert_eq!(
+            parse_kernel_params("scalar\t4\tint\tn\tfuture").unwrap(),
+            [param(ParamKind::Scalar, 4, "int", "n")]
+        );
         let err = |v: &str| parse_kernel_params(v).unwrap_err();
         assert_eq!(err("scalar\t4\tint"), "parameter 0: expected 4 tab-separated fields (kind, size, type, name), found `scalar\t4\tint`");
-        assert_eq!(err("scalar\t4\tint\tn\npointer\t8\tint*\tp"), "parameter 1: unknown kind `pointer`");
+        assert_eq!(
+            err("scalar\t4\tint\tn\npointer\t8\tint*\tp"),
+            "parameter 1: unknown kind `pointer`"
+        );
         assert_eq!(err("scalar\t-1\tint\tn"), "parameter 0: size `-1` is not a number of bytes");
-        assert_eq!(err("scalar\t4294967296\tint\tn"), "parameter 0: size `4294967296` is not a number of bytes");
-        assert!(parse_kernel_params("scalar\t4\tint\tn\n").is_err(), "a trailing line break is an empty line");
+        assert_eq!(
+            err("scalar\t4294967296\tint\tn"),
+            "parameter 0: size `4294967296` is not a number of bytes"
+        );
+        assert!(
+            parse_kernel_params("scalar\t4\tint\tn\n").is_err(),
+            "a trailing line break is an empty line"
+        );
     }
 
     #[test]
     fn signatures_and_declarations() {
-        let params = [param(ParamKind::Global, 8, "global int*", "out"), param(ParamKind::Scalar, 4, "int", "")];
+        let params = [
+            param(ParamKind::Global, 8, "global int*", "out"),
+            param(ParamKind::Scalar, 4, "int", ""),
+        ];
         assert_eq!(kernel_signature(&params), "(global int*, int)");
         assert_eq!(kernel_signature(&[]), "()");
         assert_eq!(params[0].to_string(), "global int*");

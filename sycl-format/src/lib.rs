@@ -28,7 +28,9 @@ mod view;
 
 pub use codec::DecodeError;
 pub use config::{DeviceConfig, TargetConfig, DEFAULT_DEVICE_CONFIG};
-pub use kernel_params::{encode_kernel_params, kernel_signature, parse_kernel_params, KernelParam, ParamKind};
+pub use kernel_params::{
+    encode_kernel_params, kernel_signature, parse_kernel_params, KernelParam, ParamKind,
+};
 pub use note::{elf_note, find_notes, payload_hash, scope_marker_symbol};
 pub use property::{Property, PropertySet, PropertyValue};
 pub use requirements::DeviceRequirements;
@@ -86,7 +88,8 @@ pub mod sets {
     pub const DEVICE_REQUIREMENTS: &str = "SYCL/device requirements";
     pub const VIRTUAL_FUNCTIONS: &str = "SYCL/virtual functions";
     pub const SPECIALIZATION_CONSTANTS: &str = "SYCL/specialization constants";
-    pub const SPECIALIZATION_CONSTANTS_DEFAULTS: &str = "SYCL/specialization constants default values";
+    pub const SPECIALIZATION_CONSTANTS_DEFAULTS: &str =
+        "SYCL/specialization constants default values";
     /// Ours (DPC++ has none): the image's reduced call graph, so that the runtime can
     /// find a call cycle (recursion) across the images it links without reading their code.
     /// The nodes are the image's functions that reach an import through direct calls or lie on
@@ -258,7 +261,9 @@ impl ImageFormat {
             _ => return Err(DecodeError::Invalid(format!("unknown image format {code}"))),
         };
         if format.since_version() > version {
-            return Err(DecodeError::Invalid(format!("image format {code} in an image set of version {version}")));
+            return Err(DecodeError::Invalid(format!(
+                "image format {code} in an image set of version {version}"
+            )));
         }
         Ok(format)
     }
@@ -310,14 +315,21 @@ impl Image {
     /// dummy (empty bodies) version.
     pub fn virtual_functions_set(&self) -> Option<(&str, bool)> {
         let set = self.property_set(sets::VIRTUAL_FUNCTIONS)?;
-        let Some(PropertyValue::String(name)) = set.get("virtual-functions-set") else { return None };
+        let Some(PropertyValue::String(name)) = set.get("virtual-functions-set") else {
+            return None;
+        };
         Some((name.as_str(), matches!(set.get("dummy-image"), Some(PropertyValue::U32(1)))))
     }
 
     /// The virtual-function sets the image's kernels use.
     pub fn uses_virtual_functions_sets(&self) -> Vec<&str> {
-        match self.property_set(sets::VIRTUAL_FUNCTIONS).and_then(|s| s.get("uses-virtual-functions-set")) {
-            Some(PropertyValue::String(list)) => list.split(',').filter(|s| !s.is_empty()).collect(),
+        match self
+            .property_set(sets::VIRTUAL_FUNCTIONS)
+            .and_then(|s| s.get("uses-virtual-functions-set"))
+        {
+            Some(PropertyValue::String(list)) => {
+                list.split(',').filter(|s| !s.is_empty()).collect()
+            }
             _ => vec![],
         }
     }
@@ -327,7 +339,9 @@ impl Image {
         let nodes = self.property_set(sets::CALL_GRAPH).into_iter().flat_map(|set| &set.properties);
         nodes
             .map(|p| match &p.value {
-                PropertyValue::String(callees) => (p.name.as_str(), call_graph_callees(callees).collect()),
+                PropertyValue::String(callees) => {
+                    (p.name.as_str(), call_graph_callees(callees).collect())
+                }
                 _ => (p.name.as_str(), vec![]),
             })
             .collect()
@@ -541,7 +555,10 @@ mod tests {
         let bytes = encode_inline(&set, 2);
         assert_eq!(ImageSet::decode(&bytes).unwrap(), set);
         let view = ImageSetView::parse(&bytes).unwrap();
-        assert_eq!(ImageSetView::image_at(&bytes, view.images[1].offset).unwrap().to_image(), set.images[1]);
+        assert_eq!(
+            ImageSetView::image_at(&bytes, view.images[1].offset).unwrap().to_image(),
+            set.images[1]
+        );
         // A PTX image in a version-1 set is refused: no version-1 writer made one.
         let err = ImageSet::decode(&encode_inline(&set, 1)).unwrap_err();
         assert_eq!(err.to_string(), "image format 4 in an image set of version 1");
@@ -549,7 +566,8 @@ mod tests {
 
     #[test]
     fn code_outside_the_code_part_is_refused() {
-        let set = ImageSet { images: vec![Image { data: vec![7; 8], ..sample_set().images[1].clone() }] };
+        let set =
+            ImageSet { images: vec![Image { data: vec![7; 8], ..sample_set().images[1].clone() }] };
         let mut bytes = set.encode();
         // The last description's code length, just before the code part's length and code.
         let at = bytes.len() - 8 - 4 - 4;
@@ -580,7 +598,9 @@ mod tests {
     fn call_graphs_survive_encoding_and_read_the_same_in_place() {
         let mut set = sample_set();
         let graph = [("f", vec!["LibDeviceFunc", "helper"]), ("helper", vec!["f"])];
-        set.images[0].property_sets.push(PropertySet::call_graph(graph.iter().map(|(n, c)| (*n, c.iter()))));
+        set.images[0]
+            .property_sets
+            .push(PropertySet::call_graph(graph.iter().map(|(n, c)| (*n, c.iter()))));
         let value = set.images[0].property_set(sets::CALL_GRAPH).unwrap().get("f");
         assert_eq!(value, Some(&PropertyValue::String("LibDeviceFunc\nhelper".into())));
         let bytes = set.encode();
@@ -589,14 +609,23 @@ mod tests {
         assert!(decoded.images[1].call_graph().is_empty());
         let view = ImageSetView::parse(&bytes).unwrap();
         let image = view.images[0];
-        let in_place: Vec<(&str, Vec<&str>)> = image.call_graph().map(|(n, c)| (n, c.collect())).collect();
+        let in_place: Vec<(&str, Vec<&str>)> =
+            image.call_graph().map(|(n, c)| (n, c.collect())).collect();
         assert_eq!(in_place, graph.to_vec());
     }
 
     #[test]
     fn kernel_params_survive_encoding_and_read_the_same_in_place() {
-        let param = |kind, size, ty: &str, name: &str| KernelParam { kind, size, ty: ty.into(), name: name.into() };
-        let params = vec![param(ParamKind::Global, 8, "global int*", "out"), param(ParamKind::Local, 8, "local float*", "")];
+        let param = |kind, size, ty: &str, name: &str| KernelParam {
+            kind,
+            size,
+            ty: ty.into(),
+            name: name.into(),
+        };
+        let params = vec![
+            param(ParamKind::Global, 8, "global int*", "out"),
+            param(ParamKind::Local, 8, "local float*", ""),
+        ];
         let mut set = sample_set();
         let kernels: [(&str, &[KernelParam]); 2] = [("app_kernel", &params), ("empty", &[])];
         set.images[0].property_sets.push(PropertySet::kernel_arguments(kernels));
@@ -617,13 +646,27 @@ mod tests {
         }
         let (first, second) = (&decoded.images[0], &decoded.images[1]);
         assert_eq!(first.kernel_params("app_kernel"), Some(Ok(params)));
-        assert_eq!(first.kernel_params("empty"), Some(Ok(vec![])), "no parameters is not no record");
+        assert_eq!(
+            first.kernel_params("empty"),
+            Some(Ok(vec![])),
+            "no parameters is not no record"
+        );
         assert_eq!(first.kernel_params("missing"), None);
-        assert_eq!(second.kernel_params("app_kernel"), None, "no record in an image without the set");
-        assert!(second.kernel_params("bad").unwrap().unwrap_err().contains("expected 4 tab-separated fields"));
+        assert_eq!(
+            second.kernel_params("app_kernel"),
+            None,
+            "no record in an image without the set"
+        );
+        assert!(second
+            .kernel_params("bad")
+            .unwrap()
+            .unwrap_err()
+            .contains("expected 4 tab-separated fields"));
         assert_eq!(
             second.kernel_params("number"),
-            Some(Err("the `SYCL/kernel arguments` record of kernel `number` is not a string".into()))
+            Some(Err(
+                "the `SYCL/kernel arguments` record of kernel `number` is not a string".into()
+            ))
         );
     }
 }

@@ -17,8 +17,12 @@ pub fn scope_marker_symbol(payload_hash: u64) -> String {
 /// four independent lanes, which the processor runs side by side.
 pub fn payload_hash(payload: &[u8]) -> u64 {
     const PRIME: u64 = 0x0100_0000_01b3;
-    let mut lanes =
-        [0xcbf2_9ce4_8422_2325u64 ^ payload.len() as u64, 0x9e37_79b9_7f4a_7c15, 0xc2b2_ae3d_27d4_eb4f, 0x1656_67b1_9e37_79f9];
+    let mut lanes = [
+        0xcbf2_9ce4_8422_2325u64 ^ payload.len() as u64,
+        0x9e37_79b9_7f4a_7c15,
+        0xc2b2_ae3d_27d4_eb4f,
+        0x1656_67b1_9e37_79f9,
+    ];
     let mut blocks = payload.chunks_exact(32);
     for block in &mut blocks {
         for (lane, word) in lanes.iter_mut().zip(block.chunks_exact(8)) {
@@ -26,7 +30,8 @@ pub fn payload_hash(payload: &[u8]) -> u64 {
             *lane ^= *lane >> 29;
         }
     }
-    let mut h = lanes[0] ^ lanes[1].rotate_left(16) ^ lanes[2].rotate_left(32) ^ lanes[3].rotate_left(48);
+    let mut h =
+        lanes[0] ^ lanes[1].rotate_left(16) ^ lanes[2].rotate_left(32) ^ lanes[3].rotate_left(48);
     for b in blocks.remainder() {
         h = (h ^ u64::from(*b)).wrapping_mul(PRIME);
     }

@@ -70,9 +70,15 @@ impl PropertySet {
         P: AsRef<[crate::KernelParam]>,
     {
         let properties = kernels.into_iter().map(|(kernel, params)| {
-            Property::new(kernel, PropertyValue::String(crate::encode_kernel_params(params.as_ref())))
+            Property::new(
+                kernel,
+                PropertyValue::String(crate::encode_kernel_params(params.as_ref())),
+            )
         });
-        PropertySet { name: crate::sets::KERNEL_ARGUMENTS.to_string(), properties: properties.collect() }
+        PropertySet {
+            name: crate::sets::KERNEL_ARGUMENTS.to_string(),
+            properties: properties.collect(),
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&PropertyValue> {

@@ -56,8 +56,9 @@ impl DeviceRequirements {
             let PropertyValue::Bytes(bytes) = &p.value else {
                 return Err(format!("property `{}` is not a byte array", p.name));
             };
-            let values = decode_u32s(bytes)
-                .ok_or_else(|| format!("property `{}` has {} bytes, not a multiple of 4", p.name, bytes.len()))?;
+            let values = decode_u32s(bytes).ok_or_else(|| {
+                format!("property `{}` has {} bytes, not a multiple of 4", p.name, bytes.len())
+            })?;
             match p.name.as_str() {
                 ASPECT => out.aspects = values,
                 REQD_SUB_GROUP_SIZE => out.reqd_sub_group_sizes = values,
@@ -102,7 +103,10 @@ mod tests {
             fixed_target: Some(vec![1002]),
         };
         let set = r.to_property_set().unwrap();
-        assert_eq!(set.get(REQD_WORK_GROUP_SIZE), Some(&PropertyValue::Bytes(encode_u32s(&[3, 8, 1, 1]))));
+        assert_eq!(
+            set.get(REQD_WORK_GROUP_SIZE),
+            Some(&PropertyValue::Bytes(encode_u32s(&[3, 8, 1, 1])))
+        );
         assert_eq!(DeviceRequirements::from_property_set(&set).unwrap(), r);
         assert!(DeviceRequirements::default().to_property_set().is_none());
     }
@@ -110,13 +114,15 @@ mod tests {
     #[test]
     fn the_aspect_filter_follows_dpcpp() {
         let config = DeviceConfig::default_config();
-        let (intel, pocl) = (config.target("intel_cpu_x86_64").unwrap(), config.target("pocl_cpu").unwrap());
+        let (intel, pocl) =
+            (config.target("intel_cpu_x86_64").unwrap(), config.target("pocl_cpu").unwrap());
         let fp16 = DeviceRequirements { aspects: vec![5], ..Default::default() };
         assert!(fp16.accepted_by(intel) && !fp16.accepted_by(pocl));
         let sg = DeviceRequirements { reqd_sub_group_sizes: vec![16], ..Default::default() };
         assert!(sg.accepted_by(intel) && !sg.accepted_by(pocl));
         let fixed = DeviceRequirements { fixed_target: Some(vec![1002]), ..Default::default() };
         assert!(!fixed.accepted_by(intel) && fixed.accepted_by(pocl));
-        assert!(!DeviceRequirements { fixed_target: Some(vec![]), ..Default::default() }.accepted_by(pocl));
+        assert!(!DeviceRequirements { fixed_target: Some(vec![]), ..Default::default() }
+            .accepted_by(pocl));
     }
 }

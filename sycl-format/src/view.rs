@@ -45,8 +45,11 @@ impl<'a> ImageSetView<'a> {
         bytes: &'a [u8],
         mut each: impl FnMut(ImageView<'a>) -> Result<(), DecodeError>,
     ) -> Result<(), DecodeError> {
-        let (mut d, version) =
-            Decoder::with_versions(bytes, IMAGE_SET_MAGIC, IMAGE_SET_OLDEST_VERSION..=IMAGE_SET_VERSION)?;
+        let (mut d, version) = Decoder::with_versions(
+            bytes,
+            IMAGE_SET_MAGIC,
+            IMAGE_SET_OLDEST_VERSION..=IMAGE_SET_VERSION,
+        )?;
         // Each image takes at least 16 bytes, so a count larger than that allows is a lie.
         let count = d.count(16)?;
         match Parts::read(&mut d, version)? {
@@ -69,10 +72,16 @@ impl<'a> ImageSetView<'a> {
     /// The one image at `offset` ([`ImageView::offset`] of a view [`parse`](Self::parse)
     /// returned for the same payload): read without walking the images before it.
     pub fn image_at(bytes: &'a [u8], offset: usize) -> Result<ImageView<'a>, DecodeError> {
-        let (mut d, version) = Decoder::with_versions(bytes, IMAGE_SET_MAGIC, IMAGE_SET_OLDEST_VERSION..=IMAGE_SET_VERSION)?;
+        let (mut d, version) = Decoder::with_versions(
+            bytes,
+            IMAGE_SET_MAGIC,
+            IMAGE_SET_OLDEST_VERSION..=IMAGE_SET_VERSION,
+        )?;
         d.count(16)?;
         match Parts::read(&mut d, version)? {
-            Some(Parts { descriptions, code }) => read_image(&mut Decoder::at(descriptions, offset), version, Some(code)),
+            Some(Parts { descriptions, code }) => {
+                read_image(&mut Decoder::at(descriptions, offset), version, Some(code))
+            }
             None => read_image(&mut Decoder::at(bytes, offset), version, None),
         }
     }
@@ -99,7 +108,11 @@ impl<'a> Parts<'a> {
 
 /// One image, checked, from where `d` stands: its code inline (before version 3) or where its
 /// description says in `code`.
-fn read_image<'a>(d: &mut Decoder<'a>, version: u32, code: Option<&'a [u8]>) -> Result<ImageView<'a>, DecodeError> {
+fn read_image<'a>(
+    d: &mut Decoder<'a>,
+    version: u32,
+    code: Option<&'a [u8]>,
+) -> Result<ImageView<'a>, DecodeError> {
     let offset = d.position();
     let format = ImageFormat::from_code(d.u32()?, version)?;
     let target = d.str_ref()?;
@@ -125,7 +138,10 @@ fn read_image<'a>(d: &mut Decoder<'a>, version: u32, code: Option<&'a [u8]>) -> 
         Some(code) => {
             let (start, len) = (d.u32()? as usize, d.u32()? as usize);
             start.checked_add(len).and_then(|end| code.get(start..end)).ok_or_else(|| {
-                DecodeError::Invalid(format!("image code at {start}+{len} outside the {} bytes of code", code.len()))
+                DecodeError::Invalid(format!(
+                    "image code at {start}+{len} outside the {} bytes of code",
+                    code.len()
+                ))
             })?
         }
     };
@@ -212,13 +228,18 @@ impl<'a> ImageView<'a> {
     /// dummy (empty bodies) version.
     pub fn virtual_functions_set(&self) -> Option<(&'a str, bool)> {
         let set = self.property_set(sets::VIRTUAL_FUNCTIONS)?;
-        let Some(PropertyValueView::String(name)) = set.get("virtual-functions-set") else { return None };
+        let Some(PropertyValueView::String(name)) = set.get("virtual-functions-set") else {
+            return None;
+        };
         Some((name, matches!(set.get("dummy-image"), Some(PropertyValueView::U32(1)))))
     }
 
     /// The virtual-function sets the image's kernels use.
     pub fn uses_virtual_functions_sets(&self) -> impl Iterator<Item = &'a str> {
-        let list = match self.property_set(sets::VIRTUAL_FUNCTIONS).and_then(|s| s.get("uses-virtual-functions-set")) {
+        let list = match self
+            .property_set(sets::VIRTUAL_FUNCTIONS)
+            .and_then(|s| s.get("uses-virtual-functions-set"))
+        {
             Some(PropertyValueView::String(list)) => list,
             _ => "",
         };
@@ -227,7 +248,8 @@ impl<'a> ImageView<'a> {
 
     /// The image's reduced call graph (`SYCL/call graph`): each node with its callees.
     pub fn call_graph(&self) -> impl Iterator<Item = (&'a str, impl Iterator<Item = &'a str>)> {
-        let nodes = self.property_set(sets::CALL_GRAPH).into_iter().flat_map(|set| set.properties());
+        let nodes =
+            self.property_set(sets::CALL_GRAPH).into_iter().flat_map(|set| set.properties());
         nodes.map(|(node, value)| {
             let callees = match value {
                 PropertyValueView::String(list) => list,
@@ -290,7 +312,8 @@ impl<'a> PropertySetView<'a> {
     }
 
     pub fn to_property_set(&self) -> PropertySet {
-        let properties = self.properties().map(|(name, value)| Property::new(name, value.to_value())).collect();
+        let properties =
+            self.properties().map(|(name, value)| Property::new(name, value.to_value())).collect();
         PropertySet { name: self.name.to_string(), properties }
     }
 }
@@ -333,7 +356,9 @@ fn read_property<'a>(d: &mut Decoder<'a>) -> Result<(&'a str, PropertyValueView<
         TYPE_UINT32 => PropertyValueView::U32(d.u32()?),
         TYPE_BYTE_ARRAY => PropertyValueView::Bytes(d.bytes()?),
         TYPE_STRING => PropertyValueView::String(d.str_ref()?),
-        other => return Err(DecodeError::Invalid(format!("property `{name}` has unknown type {other}"))),
+        other => {
+            return Err(DecodeError::Invalid(format!("property `{name}` has unknown type {other}")))
+        }
     };
     Ok((name, value))
 }

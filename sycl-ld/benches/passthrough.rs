@@ -60,12 +60,15 @@ fn main() {
     let links = interleaved(warmup, runs, [cc_link("cc"), via_sycl_ld("cc"), via_env("cc")]);
     let [cc, ld, floor] = links.each_ref().map(|t| Stats::of(t));
     let [alone, own, env] =
-        interleaved(warmup, runs, [cc_link("true"), via_sycl_ld("true"), via_env("true")]).map(|t| Stats::of(&t));
+        interleaved(warmup, runs, [cc_link("true"), via_sycl_ld("true"), via_env("true")])
+            .map(|t| Stats::of(&t));
 
     let profile = if cfg!(debug_assertions) { "debug" } else { "optimized" };
     let (ratio, min_ratio) = (paired_ratio(&links[1], &links[0]), ld.min / cc.min);
     let (floor_ratio, floor_min_ratio) = (paired_ratio(&links[2], &links[0]), floor.min / cc.min);
-    println!("sycl-ld pass-through (hello world link, {profile} sycl-ld, {runs} runs each, interleaved)");
+    println!(
+        "sycl-ld pass-through (hello world link, {profile} sycl-ld, {runs} runs each, interleaved)"
+    );
     println!("  cc link              {cc}");
     println!("  sycl-ld -> cc link   {ld}");
     println!("  env -> cc link       {floor}");
@@ -109,7 +112,8 @@ fn capture_link(dir: &Path) -> Vec<OsString> {
         "[package]\nname = \"hello\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n[workspace]\n",
     )
     .unwrap();
-    std::fs::write(project.join("src/main.rs"), "fn main() {\n    println!(\"hello\");\n}\n").unwrap();
+    std::fs::write(project.join("src/main.rs"), "fn main() {\n    println!(\"hello\");\n}\n")
+        .unwrap();
 
     let script = dir.join("capture-cc");
     std::fs::write(
@@ -131,7 +135,11 @@ fn capture_link(dir: &Path) -> Vec<OsString> {
         .env("CARGO_TARGET_DIR", dir.join("target"))
         .output()
         .unwrap();
-    assert!(output.status.success(), "building hello world failed:\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "building hello world failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 
     let text = std::fs::read_to_string(dir.join("link-args")).unwrap();
     let mut args: Vec<OsString> = text.lines().map(OsString::from).collect();
@@ -142,7 +150,11 @@ fn capture_link(dir: &Path) -> Vec<OsString> {
 
 /// Runs the commands in turn, `warmup` then `runs` rounds, and returns each one's wall times.
 /// Each round starts one command further on, so that none is always the first of its round.
-fn interleaved<const N: usize>(warmup: usize, runs: usize, mut cmds: [Command; N]) -> [Vec<Duration>; N] {
+fn interleaved<const N: usize>(
+    warmup: usize,
+    runs: usize,
+    mut cmds: [Command; N],
+) -> [Vec<Duration>; N] {
     let mut times: [Vec<Duration>; N] = std::array::from_fn(|_| Vec::with_capacity(runs));
     for round in 0..warmup + runs {
         for i in (0..N).map(|i| (i + round) % N) {
@@ -166,14 +178,19 @@ fn interleaved<const N: usize>(warmup: usize, runs: usize, mut cmds: [Command; N
 
 /// The median over the rounds of `b`'s time over `a`'s in the same round.
 fn paired_ratio(b: &[Duration], a: &[Duration]) -> f64 {
-    let mut ratios: Vec<f64> = b.iter().zip(a).map(|(b, a)| b.as_secs_f64() / a.as_secs_f64()).collect();
+    let mut ratios: Vec<f64> =
+        b.iter().zip(a).map(|(b, a)| b.as_secs_f64() / a.as_secs_f64()).collect();
     ratios.sort_by(f64::total_cmp);
     median_of_sorted(&ratios)
 }
 
 fn median_of_sorted(sorted: &[f64]) -> f64 {
     let n = sorted.len();
-    if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
 }
 
 /// Median and minimum in milliseconds.

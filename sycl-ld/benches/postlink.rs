@@ -38,7 +38,11 @@ struct Runs {
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let (functions, kernels, runs) = if bench {
-        ([100, 400], 1000, Runs { ours: 5, spirv_link_small: 3, spirv_link_large: 1, per_kernel: 3 })
+        (
+            [100, 400],
+            1000,
+            Runs { ours: 5, spirv_link_small: 3, spirv_link_large: 1, per_kernel: 3 },
+        )
     } else {
         ([5, 20], 100, Runs { ours: 1, spirv_link_small: 1, spirv_link_large: 1, per_kernel: 1 })
     };
@@ -49,14 +53,17 @@ fn main() {
     let mut rows = Vec::new();
     for (size, &f) in functions.iter().enumerate() {
         let inputs = chain_project(dir.path(), f);
-        let ours = median_of(runs.ours, || link_and_post_link(&inputs, SplitMode::PerSource, &config));
+        let ours =
+            median_of(runs.ours, || link_and_post_link(&inputs, SplitMode::PerSource, &config));
         let spirv_link_runs = if size == 0 { runs.spirv_link_small } else { runs.spirv_link_large };
         let theirs = spirv_link(dir.path(), &inputs, spirv_link_runs);
         rows.push(Row { functions: SOURCES * f, ours, spirv_link: theirs, spirv_link_runs });
     }
 
     let kernel_inputs = kernels_project(dir.path(), kernels);
-    let split = median_of(runs.per_kernel, || link_and_post_link(&kernel_inputs, SplitMode::PerKernel, &config));
+    let split = median_of(runs.per_kernel, || {
+        link_and_post_link(&kernel_inputs, SplitMode::PerKernel, &config)
+    });
     assert_eq!(split.images, kernels, "per_kernel split of {kernels} kernels");
 
     let profile = if cfg!(debug_assertions) { "debug" } else { "optimized" };
@@ -84,9 +91,18 @@ fn main() {
         large.spirv_link / small.spirv_link
     );
     for r in &rows {
-        println!("  ours at {:>5} functions: {} ({} images)", r.functions, r.ours.phases(), r.ours.images);
+        println!(
+            "  ours at {:>5} functions: {} ({} images)",
+            r.functions,
+            r.ours.phases(),
+            r.ours.images
+        );
     }
-    println!("per_kernel split of {kernels} kernels: {:.3} s (limit 1 s; {})", split.total, split.phases());
+    println!(
+        "per_kernel split of {kernels} kernels: {:.3} s (limit 1 s; {})",
+        split.total,
+        split.phases()
+    );
 }
 
 struct Row {
@@ -108,7 +124,10 @@ struct Timing {
 
 impl Timing {
     fn phases(&self) -> String {
-        format!("load {:.3} s, link {:.3} s, post-link {:.3} s", self.load, self.link, self.post_link)
+        format!(
+            "load {:.3} s, link {:.3} s, post-link {:.3} s",
+            self.load, self.link, self.post_link
+        )
     }
 }
 
@@ -142,16 +161,24 @@ fn link_and_post_link(inputs: &[Input], split: SplitMode, config: &DeviceConfig)
     let mut modules = Vec::with_capacity(inputs.len());
     let mut sources = Vec::with_capacity(inputs.len());
     for input in inputs {
-        modules.push(sycl_spirv::load(&input.bytes).unwrap_or_else(|e| panic!("{}: {e}", input.spv.display())));
+        modules.push(
+            sycl_spirv::load(&input.bytes)
+                .unwrap_or_else(|e| panic!("{}: {e}", input.spv.display())),
+        );
         sources.push(Source { name: input.source.clone(), fixed_targets: vec![] });
     }
     let loaded = Instant::now();
     // As sycl-ld does: named specialization constants get their ids, then the link.
     let spec_constants = sycl_spirv::spec::assign_ids(&mut modules);
-    let modules = modules.into_iter().zip(inputs).map(|(module, i)| LinkInput { name: i.source.clone(), module }).collect();
+    let modules = modules
+        .into_iter()
+        .zip(inputs)
+        .map(|(module, i)| LinkInput { name: i.source.clone(), module })
+        .collect();
     let linked = sycl_spirv::link(modules).unwrap();
     let link_done = Instant::now();
-    let options = PostLinkOptions { split, sources: &sources, config, spec_constants: &spec_constants };
+    let options =
+        PostLinkOptions { split, sources: &sources, config, spec_constants: &spec_constants };
     let post = sycl_spirv::post_link(linked, &options).unwrap();
     let end = Instant::now();
     assert!(!post.images.is_empty(), "the post-link made no images");
@@ -218,18 +245,23 @@ fn spirv_link_inputs(dir: &Path, inputs: &[Input]) -> Vec<PathBuf> {
             let mut at = 5;
             while at < source.len() {
                 let count = (source[at] >> 16) as usize;
-                assert!(count > 0 && at + count <= source.len(), "{}: malformed SPIR-V", input.spv.display());
+                assert!(
+                    count > 0 && at + count <= source.len(),
+                    "{}: malformed SPIR-V",
+                    input.spv.display()
+                );
                 let inst = &source[at..at + count];
                 let opcode = inst[0] & 0xffff;
-                let user_semantic =
-                    (opcode == OP_DECORATE || opcode == OP_DECORATE_STRING) && inst.get(2) == Some(&USER_SEMANTIC);
+                let user_semantic = (opcode == OP_DECORATE || opcode == OP_DECORATE_STRING)
+                    && inst.get(2) == Some(&USER_SEMANTIC);
                 if !user_semantic {
                     out.extend_from_slice(inst);
                 }
                 at += count;
             }
             let path = copies.join(format!("{n}.spv"));
-            std::fs::write(&path, out.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+            std::fs::write(&path, out.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>())
+                .unwrap();
             path
         })
         .collect()
@@ -263,7 +295,9 @@ fn kernels_project(dir: &Path, n: usize) -> Vec<Input> {
     // noinline keeps the helper a function of its own, which every kernel's image must copy.
     text += "__attribute__((noinline)) static int helper(int i) { return i * 3 + 1; }\n";
     for i in 0..n {
-        text += &format!("__kernel void k{i}(__global int *o) {{ o[get_global_id(0)] = helper({i}); }}\n");
+        text += &format!(
+            "__kernel void k{i}(__global int *o) {{ o[get_global_id(0)] = helper({i}); }}\n"
+        );
     }
     compile(dir, &format!("kernels{n}"), &[("kernels.cl".into(), text)])
 }

@@ -27,7 +27,8 @@ pub fn format_of(target: &str) -> Result<ImageFormat> {
 /// Each image built for `target`, in order. PTX images are made side by side, one per core:
 /// each runs five LLVM tools.
 pub fn compile(target: &str, images: &[&PostLinkImage]) -> Result<Vec<Vec<u8>>> {
-    let context = |image: &PostLinkImage| format!("building image of {} for {target}", describe(image));
+    let context =
+        |image: &PostLinkImage| format!("building image of {} for {target}", describe(image));
     match target {
         "intel_cpu_x86_64" => images
             .iter()
@@ -47,13 +48,17 @@ pub fn compile(target: &str, images: &[&PostLinkImage]) -> Result<Vec<Vec<u8>>> 
 }
 
 fn describe(image: &PostLinkImage) -> String {
-    let names: Vec<&str> = image.kernels.iter().chain(&image.exported).map(String::as_str).collect();
+    let names: Vec<&str> =
+        image.kernels.iter().chain(&image.exported).map(String::as_str).collect();
     names.join(", ")
 }
 
 /// `f` over `items` on as many threads as there are cores (at most one per item); the
 /// results in order, or the first error in order.
-pub fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
+pub fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R> + Sync,
+) -> Result<Vec<R>> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len());
     if workers <= 1 {
         return items.iter().map(&f).collect();
@@ -103,8 +108,12 @@ mod tests {
     #[test]
     fn parallel_results_keep_their_order_and_the_first_error_wins() {
         let items: Vec<u32> = (0..20).collect();
-        assert_eq!(in_parallel(&items, |i| Ok(i * 2)).unwrap(), items.iter().map(|i| i * 2).collect::<Vec<_>>());
-        let err = in_parallel(&items, |i| if *i >= 7 { bail!("item {i}") } else { Ok(*i) }).unwrap_err();
+        assert_eq!(
+            in_parallel(&items, |i| Ok(i * 2)).unwrap(),
+            items.iter().map(|i| i * 2).collect::<Vec<_>>()
+        );
+        let err =
+            in_parallel(&items, |i| if *i >= 7 { bail!("item {i}") } else { Ok(*i) }).unwrap_err();
         assert_eq!(err.to_string(), "item 7");
     }
 }

@@ -35,8 +35,10 @@ pub struct LinkLine {
 }
 
 /// Driver options whose value is the next argument.
-const TAKES_VALUE: &[&str] =
-    &["-o", "-L", "-l", "-x", "-Xlinker", "-T", "-e", "-u", "-z", "-B", "-I", "-isystem", "-MF", "-MT"];
+const TAKES_VALUE: &[&str] = &[
+    "-o", "-L", "-l", "-x", "-Xlinker", "-T", "-e", "-u", "-z", "-B", "-I", "-isystem", "-MF",
+    "-MT",
+];
 
 /// Arguments that rustc's `ld` and `ld.lld` flavors pass bare and its `cc` flavor behind
 /// `-Wl,`, and that `cc` refuses: every `ld`-flavored link of rustc 1.95 (executables, shared
@@ -44,8 +46,14 @@ const TAKES_VALUE: &[&str] =
 /// `--eh-frame-hdr`; shared libraries have `--no-undefined-version` first. Only arguments `cc`
 /// refuses, so that no command line `cc` would take is taken for `ld`'s (`-Bstatic`,
 /// `-z relro` and `-pie` are accepted by both).
-const LD_ONLY: &[&[u8]] =
-    &[b"--as-needed", b"--no-as-needed", b"--eh-frame-hdr", b"--gc-sections", b"--no-undefined-version", b"--strip-debug"];
+const LD_ONLY: &[&[u8]] = &[
+    b"--as-needed",
+    b"--no-as-needed",
+    b"--eh-frame-hdr",
+    b"--gc-sections",
+    b"--no-undefined-version",
+    b"--strip-debug",
+];
 
 /// Expands `@file` arguments recursively, as GCC does: a response file holds arguments
 /// separated by white space, with quotes and backslash escapes. An `@name` that is not a
@@ -191,7 +199,11 @@ fn lib(name: &[u8], static_only: bool) -> Input {
 }
 
 /// Options passed through to the linker itself (`-Wl,a,b` or `-Xlinker a`).
-fn linker_options<'a>(parts: impl Iterator<Item = &'a [u8]>, line: &mut LinkLine, static_only: &mut bool) {
+fn linker_options<'a>(
+    parts: impl Iterator<Item = &'a [u8]>,
+    line: &mut LinkLine,
+    static_only: &mut bool,
+) {
     let mut parts = parts.peekable();
     while let Some(part) = parts.next() {
         match part {
@@ -207,9 +219,13 @@ fn linker_options<'a>(parts: impl Iterator<Item = &'a [u8]>, line: &mut LinkLine
                 }
             }
             p => {
-                if let Some(v) = p.strip_prefix(b"-L").or_else(|| p.strip_prefix(b"--library-path=")) {
+                if let Some(v) =
+                    p.strip_prefix(b"-L").or_else(|| p.strip_prefix(b"--library-path="))
+                {
                     line.search_paths.push(path(v));
-                } else if let Some(v) = p.strip_prefix(b"-l").or_else(|| p.strip_prefix(b"--library=")) {
+                } else if let Some(v) =
+                    p.strip_prefix(b"-l").or_else(|| p.strip_prefix(b"--library="))
+                {
                     line.inputs.push(lib(v, *static_only));
                 }
             }
@@ -231,24 +247,35 @@ pub struct ToolArgs {
 /// over what it cannot open, as a link must, and would report only "no device code".
 pub fn parse_tool_args(args: &[OsString], command: &'static Command) -> Result<ToolArgs> {
     let compiles = command.name == crate::usage::DEVICE_LIB.name;
-    let (mut split, mut out, mut inputs, mut compiler_options) = (None, None, Vec::new(), Vec::new());
+    let (mut split, mut out, mut inputs, mut compiler_options) =
+        (None, None, Vec::new(), Vec::new());
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.to_str() {
             Some("--split") => {
-                let v = it.next().ok_or_else(|| command.error(format!("`--split` needs a mode ({})", split_modes())))?;
+                let v = it.next().ok_or_else(|| {
+                    command.error(format!("`--split` needs a mode ({})", split_modes()))
+                })?;
                 let v = v.to_string_lossy();
-                let mode = SplitMode::parse(&v)
-                    .ok_or_else(|| command.error(format!("unknown split mode `{v}` ({})", split_modes())))?;
+                let mode = SplitMode::parse(&v).ok_or_else(|| {
+                    command.error(format!("unknown split mode `{v}` ({})", split_modes()))
+                })?;
                 split = Some(mode);
             }
-            Some("-o") => out = Some(PathBuf::from(it.next().ok_or_else(|| command.error("`-o` needs a path"))?)),
+            Some("-o") => {
+                out = Some(PathBuf::from(
+                    it.next().ok_or_else(|| command.error("`-o` needs a path"))?,
+                ))
+            }
             Some(flag @ ("-D" | "-U" | "-I")) if compiles => {
-                let value = it.next().ok_or_else(|| command.error(format!("`{flag}` needs a value")))?;
+                let value =
+                    it.next().ok_or_else(|| command.error(format!("`{flag}` needs a value")))?;
                 compiler_options.push(format!("{flag}{}", value.to_string_lossy()));
             }
             Some(s) if compiles && is_compiler_option(s) => compiler_options.push(s.to_string()),
-            Some(s) if s.starts_with('-') => return Err(command.error(format!("unknown option `{s}`"))),
+            Some(s) if s.starts_with('-') => {
+                return Err(command.error(format!("unknown option `{s}`")))
+            }
             _ => inputs.push(command.existing(Path::new(arg))?.to_path_buf()),
         }
     }
@@ -262,12 +289,16 @@ pub fn parse_tool_args(args: &[OsString], command: &'static Command) -> Result<T
 /// An option `device-lib` hands to the compiler in one argument: `-DNAME[=VALUE]`, `-UNAME`,
 /// `-IDIR`, `-cl-*`, `-W*`, `-w`, and `-g` (debug information, an OpenCL build option too).
 fn is_compiler_option(arg: &str) -> bool {
-    ["-D", "-U", "-I", "-cl-", "-W"].iter().any(|p| arg.len() > p.len() && arg.starts_with(p)) || arg == "-w" || arg == "-g"
+    ["-D", "-U", "-I", "-cl-", "-W"].iter().any(|p| arg.len() > p.len() && arg.starts_with(p))
+        || arg == "-w"
+        || arg == "-g"
 }
 
 /// The split modes, as a list for messages.
 pub fn split_modes() -> String {
-    [SplitMode::PerKernel, SplitMode::PerSource, SplitMode::Off, SplitMode::Auto].map(SplitMode::name).join(", ")
+    [SplitMode::PerKernel, SplitMode::PerSource, SplitMode::Off, SplitMode::Auto]
+        .map(SplitMode::name)
+        .join(", ")
 }
 
 /// The inputs, as a list for messages.
@@ -277,7 +308,12 @@ pub fn list(paths: &[PathBuf]) -> String {
 
 /// Where the linker would find an `-l` library: along the search paths, `lib{name}.so` before
 /// `lib{name}.a` unless only static libraries are allowed.
-pub fn find_library(search_paths: &[PathBuf], name: &str, verbatim: bool, static_only: bool) -> Option<PathBuf> {
+pub fn find_library(
+    search_paths: &[PathBuf],
+    name: &str,
+    verbatim: bool,
+    static_only: bool,
+) -> Option<PathBuf> {
     let candidates: Vec<String> = if verbatim {
         vec![name.to_string()]
     } else if static_only {
@@ -285,9 +321,7 @@ pub fn find_library(search_paths: &[PathBuf], name: &str, verbatim: bool, static
     } else {
         vec![format!("lib{name}.so"), format!("lib{name}.a")]
     };
-    search_paths.iter().find_map(|dir| {
-        candidates.iter().map(|c| dir.join(c)).find(|p| p.is_file())
-    })
+    search_paths.iter().find_map(|dir| candidates.iter().map(|c| dir.join(c)).find(|p| p.is_file()))
 }
 
 #[cfg(test)]
@@ -324,8 +358,12 @@ mod tests {
             "c",
         ]));
         assert_eq!(line.output, Some(PathBuf::from("/target/debug/app")));
-        assert_eq!(line.search_paths, [PathBuf::from("/out/sycl"), "/deps".into(), "/other".into()]);
-        let lib = |n: &str, verbatim, static_only| Input::Lib { name: n.into(), verbatim, static_only };
+        assert_eq!(
+            line.search_paths,
+            [PathBuf::from("/out/sycl"), "/deps".into(), "/other".into()]
+        );
+        let lib =
+            |n: &str, verbatim, static_only| Input::Lib { name: n.into(), verbatim, static_only };
         assert_eq!(
             line.inputs,
             [
@@ -351,9 +389,13 @@ mod tests {
         let cc = lines(include_str!("../tests/data/rustc-1.95-gcc-flavor.args"));
         assert_eq!(parse(&cc).ld_only_arg, None);
         // What cc takes too is no sign of an ld command line.
-        let both = os(&["main.o", "-Bstatic", "-z", "relro", "-pie", "--sycl-add-images=x", "-o", "out"]);
+        let both =
+            os(&["main.o", "-Bstatic", "-z", "relro", "-pie", "--sycl-add-images=x", "-o", "out"]);
         assert_eq!(parse(&both).ld_only_arg, None);
-        assert_eq!(parse(&os(&["-shared", "--no-undefined-version", "--as-needed"])).ld_only_arg, Some(1));
+        assert_eq!(
+            parse(&os(&["-shared", "--no-undefined-version", "--as-needed"])).ld_only_arg,
+            Some(1)
+        );
     }
 
     #[test]

@@ -23,21 +23,28 @@ pub fn run(args: &[OsString]) -> Result<ExitCode> {
     let crate::args::ToolArgs { split, out, inputs, compiler_options } =
         crate::args::parse_tool_args(args, &crate::usage::DEVICE_LIB)?;
     let work = tempfile::tempdir().context("creating a temporary directory")?;
-    let sources: Vec<&PathBuf> =
-        inputs.iter().filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("cl" | "clcpp"))).collect();
+    let sources: Vec<&PathBuf> = inputs
+        .iter()
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("cl" | "clcpp")))
+        .collect();
     let mut line = crate::args::parse(&[]);
     if !sources.is_empty() {
         let mut build = sycl_build::Build::new();
         for option in &compiler_options {
             build.flag(option);
         }
-        let compiled = build.files(sources.iter().copied()).out_dir(work.path()).cargo_metadata(false).try_compile("device_lib")?;
+        let compiled = build
+            .files(sources.iter().copied())
+            .out_dir(work.path())
+            .cargo_metadata(false)
+            .try_compile("device_lib")?;
         for line in &compiled.compiler_warnings {
             eprintln!("{line}");
         }
         line.inputs.push(Input::File(compiled.archive));
     }
-    line.inputs.extend(inputs.iter().filter(|p| !sources.contains(p)).map(|p| Input::File(p.clone())));
+    line.inputs
+        .extend(inputs.iter().filter(|p| !sources.contains(p)).map(|p| Input::File(p.clone())));
     let found = scan::scan(&line)?;
     if found.objects.is_empty() {
         bail!(
@@ -73,14 +80,17 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 pub fn added_images(paths: &[PathBuf]) -> Result<(Vec<FoundObject>, ImageSet)> {
     let (mut objects, mut set) = (Vec::new(), ImageSet::default());
     for path in paths {
-        let bytes = std::fs::read(path).with_context(|| format!("{ADD_IMAGES}{}: reading it", path.display()))?;
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("{ADD_IMAGES}{}: reading it", path.display()))?;
         if bytes.starts_with(sycl_format::IMAGE_SET_MAGIC) {
-            let images = ImageSet::decode(&bytes).with_context(|| format!("{}: malformed device library", path.display()))?;
+            let images = ImageSet::decode(&bytes)
+                .with_context(|| format!("{}: malformed device library", path.display()))?;
             set.images.extend(images.images);
         } else if bytes.starts_with(&[0x03, 0x02, 0x23, 0x07]) {
             // llvm-spirv's output, as sycl-build takes it (C99 inline definitions made local).
             let bytes = sycl_spirv::localize_inline_definitions(&bytes).unwrap_or(bytes);
-            sycl_spirv::load(&bytes).with_context(|| format!("{}: malformed SPIR-V", path.display()))?;
+            sycl_spirv::load(&bytes)
+                .with_context(|| format!("{}: malformed SPIR-V", path.display()))?;
             let object = DeviceObject {
                 package: "(added image)".into(),
                 source: path.display().to_string(),

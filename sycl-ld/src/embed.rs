@@ -10,8 +10,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use object::write::Object;
 use object::{Architecture, BinaryFormat, Endianness, SectionKind};
 use sycl_format::{
-    sets, DeviceConfig, DeviceRequirements, Image, ImageFormat, ImageSet, Property, PropertySet, PropertyValue,
-    SplitMode, IMAGE_NOTE_SECTION, NOTE_TYPE_IMAGES, NOTE_TYPE_PAYLOAD_HASH, PTX_INLINED_TARGET,
+    sets, DeviceConfig, DeviceRequirements, Image, ImageFormat, ImageSet, Property, PropertySet,
+    PropertyValue, SplitMode, IMAGE_NOTE_SECTION, NOTE_TYPE_IMAGES, NOTE_TYPE_PAYLOAD_HASH,
+    PTX_INLINED_TARGET,
 };
 use sycl_spirv::{LinkInput, PostLink, PostLinkImage, PostLinkOptions, Source};
 
@@ -40,25 +41,40 @@ impl Settings {
     pub fn of(objects: &[FoundObject]) -> Result<Settings> {
         let first = &objects[0].object;
         let split = match std::env::var(SPLIT_ENV).ok().filter(|v| !v.is_empty()) {
-            Some(v) => SplitMode::parse(&v)
-                .ok_or_else(|| anyhow!("{SPLIT_ENV}={v}: unknown split mode (per_kernel, per_source, off, auto)"))?,
+            Some(v) => SplitMode::parse(&v).ok_or_else(|| {
+                anyhow!("{SPLIT_ENV}={v}: unknown split mode (per_kernel, per_source, off, auto)")
+            })?,
             None => first.split.unwrap_or(SplitMode::Auto),
         };
         let config = match &first.device_config {
-            Some(text) => DeviceConfig::parse(text, &format!("the device configuration of {}", first.package))
-                .map_err(|e| anyhow!(e))?,
+            Some(text) => {
+                DeviceConfig::parse(text, &format!("the device configuration of {}", first.package))
+                    .map_err(|e| anyhow!(e))?
+            }
             None => DeviceConfig::default_config(),
         };
-        let targets = if first.targets.is_empty() { vec!["spir64".to_string()] } else { first.targets.clone() };
+        let targets = if first.targets.is_empty() {
+            vec!["spir64".to_string()]
+        } else {
+            first.targets.clone()
+        };
         Ok(Settings { split, targets: with_added_targets(targets)?, config })
     }
 }
 
 /// `targets` and those `SYCL_LD_TARGETS` adds.
 pub fn with_added_targets(mut targets: Vec<String>) -> Result<Vec<String>> {
-    for added in std::env::var(TARGETS_ENV).unwrap_or_default().split(',').map(str::trim).filter(|t| !t.is_empty()) {
+    for added in std::env::var(TARGETS_ENV)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
         if !sycl_build::TARGETS.contains(&added) {
-            bail!("{TARGETS_ENV}: unknown target `{added}` (known: {})", sycl_build::TARGETS.join(", "));
+            bail!(
+                "{TARGETS_ENV}: unknown target `{added}` (known: {})",
+                sycl_build::TARGETS.join(", ")
+            );
         }
         if !targets.iter().any(|t| t == added) {
             targets.push(added.to_string());
@@ -70,7 +86,11 @@ pub fn with_added_targets(mut targets: Vec<String>) -> Result<Vec<String>> {
 /// Links the unit's device objects, post-links them, and makes the images of every target.
 /// Returns the images and the warnings: a call cycle in the unit's code (the link goes on, as
 /// a C linker's would; the runtime refuses the kernels that reach it), then the post-link's.
-pub fn device_link(objects: &[FoundObject], settings: &Settings, libraries: &[DeviceLibrary]) -> Result<(ImageSet, Vec<String>)> {
+pub fn device_link(
+    objects: &[FoundObject],
+    settings: &Settings,
+    libraries: &[DeviceLibrary],
+) -> Result<(ImageSet, Vec<String>)> {
     let mut modules = Vec::with_capacity(objects.len());
     let mut sources = Vec::with_capacity(objects.len());
     for found in objects {
@@ -81,15 +101,23 @@ pub fn device_link(objects: &[FoundObject], settings: &Settings, libraries: &[De
         modules.push(module);
     }
     let spec_constants = sycl_spirv::spec::assign_ids(&mut modules);
-    let inputs = modules.into_iter().zip(&sources).map(|(module, s)| LinkInput { name: s.name.clone(), module }).collect();
+    let inputs = modules
+        .into_iter()
+        .zip(&sources)
+        .map(|(module, s)| LinkInput { name: s.name.clone(), module })
+        .collect();
     let linked = sycl_spirv::link(inputs).context("device link failed")?;
     // Before the split, which may copy a cycle's functions into several images.
     let mut warnings: Vec<String> = sycl_spirv::call_cycle(&linked.module)
         .map(|cycle| sycl_spirv::cycle_warning(&linked.module, &cycle))
         .into_iter()
         .collect();
-    let options =
-        PostLinkOptions { split: settings.split, sources: &sources, config: &settings.config, spec_constants: &spec_constants };
+    let options = PostLinkOptions {
+        split: settings.split,
+        sources: &sources,
+        config: &settings.config,
+        spec_constants: &spec_constants,
+    };
     let post = sycl_spirv::post_link(linked, &options).context("device post-link failed")?;
     let PostLink { images, warnings: post_link_warnings, .. } = post;
     warnings.extend(post_link_warnings);
@@ -100,16 +128,19 @@ pub fn device_link(objects: &[FoundObject], settings: &Settings, libraries: &[De
 /// ahead-of-time target the images its configuration entry accepts, compiled for it. For
 /// `ptx64`, each image whose imports the shared `libraries` on the link line export also gets
 /// a twin with those functions compiled in ([`inlined_twins`]).
-pub fn images_for_targets(images: &[PostLinkImage], settings: &Settings, libraries: &[DeviceLibrary]) -> Result<ImageSet> {
+pub fn images_for_targets(
+    images: &[PostLinkImage],
+    settings: &Settings,
+    libraries: &[DeviceLibrary],
+) -> Result<ImageSet> {
     let mut set = ImageSet::default();
     for target in &settings.targets {
         let (format, entry) = match target.as_str() {
             "spir64" => (ImageFormat::SpirV, None),
             t => {
-                let entry = settings
-                    .config
-                    .target(t)
-                    .ok_or_else(|| anyhow!("target `{t}` has no entry in the device configuration"))?;
+                let entry = settings.config.target(t).ok_or_else(|| {
+                    anyhow!("target `{t}` has no entry in the device configuration")
+                })?;
                 (aot::format_of(t)?, Some(entry))
             }
         };
@@ -122,7 +153,9 @@ pub fn images_for_targets(images: &[PostLinkImage], settings: &Settings, librari
         let started = Instant::now();
         let data: Vec<Vec<u8>> = match format {
             ImageFormat::SpirV => accepted.iter().map(|(image, _)| image.spirv.clone()).collect(),
-            _ => aot::compile(target, &accepted.iter().map(|(image, _)| *image).collect::<Vec<_>>())?,
+            _ => {
+                aot::compile(target, &accepted.iter().map(|(image, _)| *image).collect::<Vec<_>>())?
+            }
         };
         report_cost(target, data.iter().map(Vec::len), started);
         if target == ptx::TARGET {
@@ -142,7 +175,10 @@ pub fn images_for_targets(images: &[PostLinkImage], settings: &Settings, librari
         }
     }
     if set.images.is_empty() && !images.is_empty() {
-        bail!("no target among {} can run any of this unit's device images", settings.targets.join(", "));
+        bail!(
+            "no target among {} can run any of this unit's device images",
+            settings.targets.join(", ")
+        );
     }
     Ok(set)
 }
@@ -153,7 +189,10 @@ fn report_cost(target: &str, sizes: impl Iterator<Item = usize>, started: Instan
     if crate::verbose() {
         let (count, bytes) = sizes.fold((0, 0), |(n, b), size| (n + 1, b + size));
         if count > 0 {
-            eprintln!("sycl-ld: {target}: {count} image(s), {bytes} bytes, made in {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
+            eprintln!(
+                "sycl-ld: {target}: {count} image(s), {bytes} bytes, made in {:.0} ms",
+                started.elapsed().as_secs_f64() * 1e3
+            );
         }
     }
 }
@@ -167,10 +206,15 @@ fn report_cost(target: &str, sizes: impl Iterator<Item = usize>, started: Instan
 /// with its body interaction in another library); the twin costs none, and the runtime uses
 /// it only when resolution picks those very images (no `LD_PRELOAD` or earlier library
 /// replaced them).
-fn inlined_twins(accepted: &[(&PostLinkImage, DeviceRequirements)], libraries: &[DeviceLibrary]) -> Result<Vec<Image>> {
+fn inlined_twins(
+    accepted: &[(&PostLinkImage, DeviceRequirements)],
+    libraries: &[DeviceLibrary],
+) -> Result<Vec<Image>> {
     let planned: Vec<Twin> = accepted
         .iter()
-        .filter_map(|(image, requirements)| Some((*image, requirements, providers_of(image, libraries)?)))
+        .filter_map(|(image, requirements)| {
+            Some((*image, requirements, providers_of(image, libraries)?))
+        })
         .collect();
     if planned.is_empty() {
         return Ok(Vec::new());
@@ -180,24 +224,43 @@ fn inlined_twins(accepted: &[(&PostLinkImage, DeviceRequirements)], libraries: &
         let mut providers: Vec<ptx::Provider> = Vec::new();
         for (_, _, spirv) in imports {
             if !providers.iter().any(|p| std::ptr::eq(p.spirv, spirv.data.as_slice())) {
-                providers.push(ptx::Provider { spirv: &spirv.data, exported: spirv.exported_symbols().map(str::to_string).collect() });
+                providers.push(ptx::Provider {
+                    spirv: &spirv.data,
+                    exported: spirv.exported_symbols().map(str::to_string).collect(),
+                });
             }
         }
-        let names: Vec<&str> = image.kernels.iter().chain(&image.exported).map(String::as_str).collect();
-        ptx::compile_with(image, &providers, &tools)
-            .with_context(|| format!("building image of {} for {PTX_INLINED_TARGET}", names.join(", ")))
+        let names: Vec<&str> =
+            image.kernels.iter().chain(&image.exported).map(String::as_str).collect();
+        ptx::compile_with(image, &providers, &tools).with_context(|| {
+            format!("building image of {} for {PTX_INLINED_TARGET}", names.join(", "))
+        })
     })?;
     Ok(planned
         .into_iter()
         .zip(data)
         .map(|((image, requirements, imports), data)| {
-            let mut property_sets: Vec<PropertySet> =
-                property_sets(image, requirements).into_iter().filter(|s| s.name != sets::IMPORTED_SYMBOLS).collect();
+            let mut property_sets: Vec<PropertySet> = property_sets(image, requirements)
+                .into_iter()
+                .filter(|s| s.name != sets::IMPORTED_SYMBOLS)
+                .collect();
             let hashes = imports.iter().map(|(symbol, ptx, _)| {
-                Property::new(*symbol, PropertyValue::String(format!("{:016x}", sycl_format::payload_hash(&ptx.data))))
+                Property::new(
+                    *symbol,
+                    PropertyValue::String(format!("{:016x}", sycl_format::payload_hash(&ptx.data))),
+                )
             });
-            property_sets.push(PropertySet { name: sets::INLINED_IMPORTS.into(), properties: hashes.collect() });
-            Image { format: ImageFormat::Ptx, target: PTX_INLINED_TARGET.into(), kernels: image.kernels.clone(), property_sets, data }
+            property_sets.push(PropertySet {
+                name: sets::INLINED_IMPORTS.into(),
+                properties: hashes.collect(),
+            });
+            Image {
+                format: ImageFormat::Ptx,
+                target: PTX_INLINED_TARGET.into(),
+                kernels: image.kernels.clone(),
+                property_sets,
+                data,
+            }
         })
         .collect())
 }
@@ -207,7 +270,10 @@ type Twin<'a> = (&'a PostLinkImage, &'a DeviceRequirements, Vec<(&'a str, &'a Im
 
 /// Each of `image`'s imports with the PTX image and its SPIR-V form that export it, from the
 /// first library that exports it, if every import has one that can be compiled in.
-fn providers_of<'a>(image: &'a PostLinkImage, libraries: &'a [DeviceLibrary]) -> Option<Vec<(&'a str, &'a Image, &'a Image)>> {
+fn providers_of<'a>(
+    image: &'a PostLinkImage,
+    libraries: &'a [DeviceLibrary],
+) -> Option<Vec<(&'a str, &'a Image, &'a Image)>> {
     if image.imported.is_empty() {
         return None;
     }
@@ -215,7 +281,10 @@ fn providers_of<'a>(image: &'a PostLinkImage, libraries: &'a [DeviceLibrary]) ->
     for symbol in &image.imported {
         let library = libraries.iter().find(|l| l.exports.contains(symbol))?;
         let exports = |i: &Image| i.exported_symbols().any(|e| e == symbol);
-        let ptx = library.images.iter().find(|i| i.format == ImageFormat::Ptx && i.target == ptx::TARGET && exports(i))?;
+        let ptx = library
+            .images
+            .iter()
+            .find(|i| i.format == ImageFormat::Ptx && i.target == ptx::TARGET && exports(i))?;
         let self_contained = ptx.imported_symbols().next().is_none()
             && ptx.property_set(sets::SPECIALIZATION_CONSTANTS).is_none()
             && ptx.property_set(sets::VIRTUAL_FUNCTIONS).is_none();
@@ -223,7 +292,9 @@ fn providers_of<'a>(image: &'a PostLinkImage, libraries: &'a [DeviceLibrary]) ->
             return None;
         }
         let spirv = library.images.iter().find(|i| {
-            i.format == ImageFormat::SpirV && i.exported_symbols().eq(ptx.exported_symbols()) && i.kernels == ptx.kernels
+            i.format == ImageFormat::SpirV
+                && i.exported_symbols().eq(ptx.exported_symbols())
+                && i.kernels == ptx.kernels
         })?;
         providers.push((symbol.as_str(), ptx, spirv));
     }
@@ -253,13 +324,17 @@ pub fn property_sets(image: &PostLinkImage, requirements: &DeviceRequirements) -
     if vf.set.is_some() || !vf.uses.is_empty() {
         let mut properties = Vec::new();
         if let Some(set) = &vf.set {
-            properties.push(Property::new("virtual-functions-set", PropertyValue::String(set.clone())));
+            properties
+                .push(Property::new("virtual-functions-set", PropertyValue::String(set.clone())));
         }
         if vf.dummy {
             properties.push(Property::new("dummy-image", PropertyValue::U32(1)));
         }
         if !vf.uses.is_empty() {
-            properties.push(Property::new("uses-virtual-functions-set", PropertyValue::String(vf.uses.join(","))));
+            properties.push(Property::new(
+                "uses-virtual-functions-set",
+                PropertyValue::String(vf.uses.join(",")),
+            ));
         }
         sets_out.push(PropertySet { name: sets::VIRTUAL_FUNCTIONS.into(), properties });
     }
@@ -267,14 +342,27 @@ pub fn property_sets(image: &PostLinkImage, requirements: &DeviceRequirements) -
         sets_out.push(PropertySet::call_graph(&image.call_graph));
     }
     if !image.kernel_params.is_empty() {
-        sets_out.push(PropertySet::kernel_arguments(image.kernel_params.iter().map(|(kernel, params)| (kernel, params))));
+        sets_out.push(PropertySet::kernel_arguments(
+            image.kernel_params.iter().map(|(kernel, params)| (kernel, params)),
+        ));
     }
     if !image.spec_constants.is_empty() {
-        let ids = image.spec_constants.iter().map(|c| Property::new(c.name.clone(), PropertyValue::U32(c.id)));
-        sets_out.push(PropertySet { name: sets::SPECIALIZATION_CONSTANTS.into(), properties: ids.collect() });
-        let defaults =
-            image.spec_constants.iter().map(|c| Property::new(c.name.clone(), PropertyValue::Bytes(c.default.clone())));
-        sets_out.push(PropertySet { name: sets::SPECIALIZATION_CONSTANTS_DEFAULTS.into(), properties: defaults.collect() });
+        let ids = image
+            .spec_constants
+            .iter()
+            .map(|c| Property::new(c.name.clone(), PropertyValue::U32(c.id)));
+        sets_out.push(PropertySet {
+            name: sets::SPECIALIZATION_CONSTANTS.into(),
+            properties: ids.collect(),
+        });
+        let defaults = image
+            .spec_constants
+            .iter()
+            .map(|c| Property::new(c.name.clone(), PropertyValue::Bytes(c.default.clone())));
+        sets_out.push(PropertySet {
+            name: sets::SPECIALIZATION_CONSTANTS_DEFAULTS.into(),
+            properties: defaults.collect(),
+        });
     }
     sets_out
 }
@@ -293,7 +381,8 @@ pub fn note_object(set: &ImageSet) -> (Vec<u8>, String) {
     let hash = sycl_format::payload_hash(&payload);
     let marker = sycl_format::scope_marker_symbol(hash);
     let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
-    let section = obj.add_section(vec![], IMAGE_NOTE_SECTION.as_bytes().to_vec(), SectionKind::Note);
+    let section =
+        obj.add_section(vec![], IMAGE_NOTE_SECTION.as_bytes().to_vec(), SectionKind::Note);
     // Allocated, so it is mapped at run time; retained, so --gc-sections keeps it although
     // nothing refers to it.
     obj.section_mut(section).flags = object::SectionFlags::Elf {
@@ -301,7 +390,11 @@ pub fn note_object(set: &ImageSet) -> (Vec<u8>, String) {
     };
     let note = sycl_format::elf_note(NOTE_TYPE_IMAGES, &payload);
     let offset = obj.append_section_data(section, &note, 4);
-    obj.append_section_data(section, &sycl_format::elf_note(NOTE_TYPE_PAYLOAD_HASH, &hash.to_le_bytes()), 4);
+    obj.append_section_data(
+        section,
+        &sycl_format::elf_note(NOTE_TYPE_PAYLOAD_HASH, &hash.to_le_bytes()),
+        4,
+    );
     obj.add_symbol(Symbol {
         name: marker.clone().into_bytes(),
         value: offset,
@@ -324,7 +417,9 @@ pub fn export_in_version_script(script: &str, symbol: &str) -> String {
             format!("{}\n    {symbol};{}", &script[..end], &script[end..])
         }
         None => match script.find('{') {
-            Some(at) => format!("{}\n  global:\n    {symbol};{}", &script[..=at], &script[at + 1..]),
+            Some(at) => {
+                format!("{}\n  global:\n    {symbol};{}", &script[..=at], &script[at + 1..])
+            }
             None => script.to_string(),
         },
     }

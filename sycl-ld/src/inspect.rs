@@ -17,7 +17,9 @@ pub fn run(args: &[OsString]) -> Result<ExitCode> {
     for arg in args {
         match arg.to_str() {
             Some("--json") => json_out = true,
-            Some(s) if s.starts_with('-') => return Err(command.error(format!("unknown option `{s}`"))),
+            Some(s) if s.starts_with('-') => {
+                return Err(command.error(format!("unknown option `{s}`")))
+            }
             _ if file.is_none() => file = Some(PathBuf::from(arg)),
             _ => return Err(command.error("more than one file given")),
         }
@@ -25,7 +27,8 @@ pub fn run(args: &[OsString]) -> Result<ExitCode> {
     let path = file.ok_or_else(|| command.error("no file given"))?;
     command.existing(&path)?;
     let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    let object = object::File::parse(&*bytes).map_err(|e| anyhow!("{}: not an object file: {e}", path.display()))?;
+    let object = object::File::parse(&*bytes)
+        .map_err(|e| anyhow!("{}: not an object file: {e}", path.display()))?;
     let set = crate::scan::embedded_images(&object)
         .with_context(|| format!("{}: malformed embedded device images", path.display()))?
         .unwrap_or_default();
@@ -48,18 +51,22 @@ fn value_json(set: &str, name: &str, value: &PropertyValue) -> Value {
         PropertyValue::String(s) if set == sycl_format::sets::CALL_GRAPH => {
             json!(sycl_format::call_graph_callees(s).collect::<Vec<_>>())
         }
-        PropertyValue::String(s) if set == sycl_format::sets::KERNEL_ARGUMENTS => match sycl_format::parse_kernel_params(s) {
-            Ok(params) => {
-                let objects = params.iter().map(|p| json!({ "kind": p.kind.name(), "size": p.size, "type": p.ty, "name": p.name }));
-                Value::Array(objects.collect())
+        PropertyValue::String(s) if set == sycl_format::sets::KERNEL_ARGUMENTS => {
+            match sycl_format::parse_kernel_params(s) {
+                Ok(params) => {
+                    let objects = params.iter().map(|p| json!({ "kind": p.kind.name(), "size": p.size, "type": p.ty, "name": p.name }));
+                    Value::Array(objects.collect())
+                }
+                Err(_) => json!(s),
             }
-            Err(_) => json!(s),
-        },
+        }
         PropertyValue::String(s) => json!(s),
         PropertyValue::Bytes(b) if set == sycl_format::sets::DEVICE_REQUIREMENTS => {
             let Some(values) = sycl_format::aspects::decode_u32s(b) else { return json!(b) };
             match name {
-                ASPECT | FIXED_TARGET => json!(values.iter().map(|a| aspect_name(*a)).collect::<Vec<_>>()),
+                ASPECT | FIXED_TARGET => {
+                    json!(values.iter().map(|a| aspect_name(*a)).collect::<Vec<_>>())
+                }
                 REQD_WORK_GROUP_SIZE => {
                     let set = sycl_format::PropertySet {
                         name: set.to_string(),
@@ -84,8 +91,11 @@ pub fn to_json(file: &str, set: &ImageSet) -> Value {
         .map(|image| {
             let mut properties = Map::new();
             for ps in &image.property_sets {
-                let entries: Map<String, Value> =
-                    ps.properties.iter().map(|p| (p.name.clone(), value_json(&ps.name, &p.name, &p.value))).collect();
+                let entries: Map<String, Value> = ps
+                    .properties
+                    .iter()
+                    .map(|p| (p.name.clone(), value_json(&ps.name, &p.name, &p.value)))
+                    .collect();
                 properties.insert(ps.name.clone(), Value::Object(entries));
             }
             let mut out = json!({
@@ -115,7 +125,8 @@ pub fn to_json(file: &str, set: &ImageSet) -> Value {
 /// What a PTX image declares: its kernels, exported, imported functions and visible
 /// variables, as its directives say.
 fn ptx_summary(image: &sycl_format::Image) -> Option<crate::ptx::Summary> {
-    (image.format == sycl_format::ImageFormat::Ptx).then(|| crate::ptx::Summary::of(&String::from_utf8_lossy(&image.data)))
+    (image.format == sycl_format::ImageFormat::Ptx)
+        .then(|| crate::ptx::Summary::of(&String::from_utf8_lossy(&image.data)))
 }
 
 /// A kernel's parameters as declared, `(global int* out, int n, struct Pt p (12 bytes))`: a
@@ -139,9 +150,20 @@ pub fn to_text(file: &str, set: &ImageSet) -> String {
     let n = set.images.len();
     let _ = writeln!(out, "{file}: {n} device image{}", if n == 1 { "" } else { "s" });
     for (i, image) in set.images.iter().enumerate() {
-        let _ = writeln!(out, "image {i}: {} {} ({} bytes)", image.format.name(), image.target, image.data.len());
-        let list = |items: Vec<&str>| if items.is_empty() { "-".to_string() } else { items.join(" ") };
-        let _ = writeln!(out, "  kernels:  {}", list(image.kernels.iter().map(String::as_str).collect()));
+        let _ = writeln!(
+            out,
+            "image {i}: {} {} ({} bytes)",
+            image.format.name(),
+            image.target,
+            image.data.len()
+        );
+        let list =
+            |items: Vec<&str>| if items.is_empty() { "-".to_string() } else { items.join(" ") };
+        let _ = writeln!(
+            out,
+            "  kernels:  {}",
+            list(image.kernels.iter().map(String::as_str).collect())
+        );
         let _ = writeln!(out, "  exported: {}", list(image.exported_symbols().collect()));
         let _ = writeln!(out, "  imported: {}", list(image.imported_symbols().collect()));
         if let Some(ptx) = ptx_summary(image) {
@@ -156,10 +178,13 @@ pub fn to_text(file: &str, set: &ImageSet) -> String {
             let _ = writeln!(out, "  [{}]", ps.name);
             for p in &ps.properties {
                 let value = match &p.value {
-                    PropertyValue::String(s) if ps.name == sycl_format::sets::KERNEL_ARGUMENTS => params_text(s),
+                    PropertyValue::String(s) if ps.name == sycl_format::sets::KERNEL_ARGUMENTS => {
+                        params_text(s)
+                    }
                     _ => None,
                 };
-                let value = value.unwrap_or_else(|| value_json(&ps.name, &p.name, &p.value).to_string());
+                let value =
+                    value.unwrap_or_else(|| value_json(&ps.name, &p.name, &p.value).to_string());
                 let _ = writeln!(out, "    {} = {value}", p.name);
             }
         }
@@ -171,7 +196,8 @@ pub fn to_text(file: &str, set: &ImageSet) -> String {
 mod tests {
     use super::*;
 
-    const VALUE: &str = "global\t8\tglobal int*\tout\nlocal\t8\tlocal float*\t\nstruct\t12\tstruct Pt\tp";
+    const VALUE: &str =
+        "global\t8\tglobal int*\tout\nlocal\t8\tlocal float*\t\nstruct\t12\tstruct Pt\tp";
 
     #[test]
     fn kernel_arguments_read_as_objects_in_json_and_as_a_parameter_list_in_text() {
@@ -184,14 +210,20 @@ mod tests {
                 { "kind": "struct", "size": 12, "type": "struct Pt", "name": "p" },
             ])
         );
-        assert_eq!(params_text(VALUE).unwrap(), "(global int* out, local float*, struct Pt p (12 bytes))");
+        assert_eq!(
+            params_text(VALUE).unwrap(),
+            "(global int* out, local float*, struct Pt p (12 bytes))"
+        );
         assert_eq!(params_text("").unwrap(), "()");
     }
 
     #[test]
     fn a_malformed_record_shows_as_it_is() {
         let value = PropertyValue::String("pointer\t8\tint*\tp".into());
-        assert_eq!(value_json(sycl_format::sets::KERNEL_ARGUMENTS, "k", &value), json!("pointer\t8\tint*\tp"));
+        assert_eq!(
+            value_json(sycl_format::sets::KERNEL_ARGUMENTS, "k", &value),
+            json!("pointer\t8\tint*\tp")
+        );
         assert_eq!(params_text("pointer\t8\tint*\tp"), None);
     }
 }

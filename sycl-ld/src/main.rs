@@ -40,9 +40,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
         Some("--help" | "-h") if args.len() == 1 => print(usage::help(&this_executable())),
-        Some("--version") if args.len() == 1 => {
-            print(usage::version(&real_linker(), std::env::var_os(LINKER_ENV).is_some_and(|v| !v.is_empty())))
-        }
+        Some("--version") if args.len() == 1 => print(usage::version(
+            &real_linker(),
+            std::env::var_os(LINKER_ENV).is_some_and(|v| !v.is_empty()),
+        )),
         Some("help") => command(&usage::HELP, &args[1..], help),
         Some("inspect") => command(&usage::INSPECT, &args[1..], inspect::run),
         Some("post-link") => command(&usage::POST_LINK, &args[1..], table::post_link),
@@ -71,7 +72,11 @@ fn print(text: String) -> Result<ExitCode> {
 }
 
 /// A command, or its help when `--help` or `-h` is among its arguments.
-fn command(usage: &'static usage::Command, args: &[OsString], run: fn(&[OsString]) -> Result<ExitCode>) -> Result<ExitCode> {
+fn command(
+    usage: &'static usage::Command,
+    args: &[OsString],
+    run: fn(&[OsString]) -> Result<ExitCode>,
+) -> Result<ExitCode> {
     if args.iter().any(|a| a == "--help" || a == "-h") {
         return print(usage.help());
     }
@@ -86,7 +91,11 @@ fn help(args: &[OsString]) -> Result<ExitCode> {
             Some(command) => print(command.help()),
             None => {
                 let names: Vec<&str> = usage::COMMANDS.iter().map(|c| c.name).collect();
-                Err(usage::HELP.error(format!("no command `{}` (commands: {})", name.to_string_lossy(), names.join(", "))))
+                Err(usage::HELP.error(format!(
+                    "no command `{}` (commands: {})",
+                    name.to_string_lossy(),
+                    names.join(", ")
+                )))
             }
         },
         _ => Err(usage::HELP.error("one command at most")),
@@ -132,14 +141,18 @@ fn link(args: Vec<OsString>) -> Result<ExitCode> {
         return pass_through(&linker, &args);
     }
 
-    let dir = tempfile::Builder::new().prefix("sycl-ld").tempdir().context("creating a temporary directory")?;
+    let dir = tempfile::Builder::new()
+        .prefix("sycl-ld")
+        .tempdir()
+        .context("creating a temporary directory")?;
     let mut expanded = expanded.into_owned();
     let mut args = args;
     if !added.is_empty() {
         // The rest of the command line, through a response file of our own (it may be long).
         expanded.retain(|a| !a.to_str().is_some_and(|a| a.starts_with(devlib::ADD_IMAGES)));
         let rsp = dir.path().join("args.rsp");
-        std::fs::write(&rsp, args::quote_response_file(&expanded)).with_context(|| format!("writing {}", rsp.display()))?;
+        std::fs::write(&rsp, args::quote_response_file(&expanded))
+            .with_context(|| format!("writing {}", rsp.display()))?;
         args = vec![format!("@{}", rsp.display()).into()];
     }
     let (added_objects, added_set) = devlib::added_images(&added)?;
@@ -231,7 +244,9 @@ fn link_staged(linker: &OsStr, args: Vec<OsString>, output: Option<&Path>) -> Re
     if let Some(tmp) = &staged {
         command.arg("-o").arg(tmp);
     }
-    let status = command.status().with_context(|| format!("running the linker `{}`", linker.to_string_lossy()));
+    let status = command
+        .status()
+        .with_context(|| format!("running the linker `{}`", linker.to_string_lossy()));
     let status = match status {
         Ok(status) => status,
         Err(e) => {
@@ -243,7 +258,8 @@ fn link_staged(linker: &OsStr, args: Vec<OsString>, output: Option<&Path>) -> Re
         // A linker that succeeds without writing anything (a `true` standing in for it, a
         // query) leaves nothing to move, and any previous output as it was.
         if status.success() && std::fs::symlink_metadata(tmp).is_ok() {
-            std::fs::rename(tmp, out).with_context(|| format!("moving the linked output to {}", out.display()))?;
+            std::fs::rename(tmp, out)
+                .with_context(|| format!("moving the linked output to {}", out.display()))?;
         } else {
             let _ = std::fs::remove_file(tmp);
         }
@@ -257,19 +273,26 @@ fn link_staged(linker: &OsStr, args: Vec<OsString>, output: Option<&Path>) -> Re
 /// The command line with its `--version-script` replaced by a copy that exports `marker`
 /// (passed through a response file of our own, since the original may be long); `None` when
 /// the link has no version script, so every global symbol is exported anyway.
-fn export_marker(expanded: &[OsString], marker: &str, dir: &std::path::Path) -> Result<Option<Vec<OsString>>> {
+fn export_marker(
+    expanded: &[OsString],
+    marker: &str,
+    dir: &std::path::Path,
+) -> Result<Option<Vec<OsString>>> {
     const FLAG: &str = "-Wl,--version-script=";
-    let Some(index) = expanded.iter().position(|a| a.to_str().is_some_and(|a| a.starts_with(FLAG))) else {
+    let Some(index) = expanded.iter().position(|a| a.to_str().is_some_and(|a| a.starts_with(FLAG)))
+    else {
         return Ok(None);
     };
     let path = &expanded[index].to_str().unwrap()[FLAG.len()..];
-    let script = std::fs::read_to_string(path).with_context(|| format!("reading the version script {path}"))?;
+    let script = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the version script {path}"))?;
     let copy = dir.join("version-script");
     std::fs::write(&copy, embed::export_in_version_script(&script, marker))
         .with_context(|| format!("writing {}", copy.display()))?;
     let mut args = expanded.to_vec();
     args[index] = format!("{FLAG}{}", copy.display()).into();
     let rsp = dir.join("link.rsp");
-    std::fs::write(&rsp, args::quote_response_file(&args)).with_context(|| format!("writing {}", rsp.display()))?;
+    std::fs::write(&rsp, args::quote_response_file(&args))
+        .with_context(|| format!("writing {}", rsp.display()))?;
     Ok(Some(vec![format!("@{}", rsp.display()).into()]))
 }

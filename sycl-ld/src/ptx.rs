@@ -95,20 +95,36 @@ pub fn compile(image: &PostLinkImage, tools: &Toolchain) -> Result<Vec<u8>> {
 /// The PTX of one post-linked image with `providers`' functions linked in before the
 /// optimiser runs, so that their calls are inlined as calls inside one image are: what
 /// `cuLink` cannot do across modules (ptxas never inlines across them).
-pub fn compile_with(image: &PostLinkImage, providers: &[Provider], tools: &Toolchain) -> Result<Vec<u8>> {
+pub fn compile_with(
+    image: &PostLinkImage,
+    providers: &[Provider],
+    tools: &Toolchain,
+) -> Result<Vec<u8>> {
     let keep = std::env::var_os(KEEP_ENV).is_some_and(|v| !v.is_empty() && v != "0");
-    let dir = tempfile::Builder::new().prefix("sycl-ptx-").disable_cleanup(keep).tempdir().context("creating a temporary directory")?;
+    let dir = tempfile::Builder::new()
+        .prefix("sycl-ptx-")
+        .disable_cleanup(keep)
+        .tempdir()
+        .context("creating a temporary directory")?;
     if keep {
-        let names: Vec<&str> = image.kernels.iter().chain(&image.exported).map(String::as_str).collect();
-        eprintln!("sycl-ld: {TARGET} image of {}: intermediate files kept in {}", names.join(", "), dir.path().display());
+        let names: Vec<&str> =
+            image.kernels.iter().chain(&image.exported).map(String::as_str).collect();
+        eprintln!(
+            "sycl-ld: {TARGET} image of {}: intermediate files kept in {}",
+            names.join(", "),
+            dir.path().display()
+        );
     }
     let path = |name: &str| dir.path().join(name);
     // The functions the image declares: its imports, and the members of virtual-function sets
     // its kernels call.
     let mut module = sycl_spirv::load(&image.spirv).context("reading the image's SPIR-V")?;
     let declared = sycl_spirv::Symbols::of(&module).declared_functions(&module);
-    let spec_globals: Vec<(u32, String)> =
-        image.spec_constants.iter().map(|c| (c.id, format!("{PTX_SPEC_CONSTANT_PREFIX}{}", c.name))).collect();
+    let spec_globals: Vec<(u32, String)> = image
+        .spec_constants
+        .iter()
+        .map(|c| (c.id, format!("{PTX_SPEC_CONSTANT_PREFIX}{}", c.name)))
+        .collect();
     let lowered = sycl_spirv::spec::lower_to_globals(&mut module, &spec_globals).map_err(|name| {
         anyhow::anyhow!(
             "the {TARGET} target cannot set specialization constant `{}`: a constant expression uses it \
@@ -118,12 +134,17 @@ pub fn compile_with(image: &PostLinkImage, providers: &[Provider], tools: &Toolc
     })?;
     let ir = spir_ir(&image.spirv, module, !lowered.is_empty(), tools, &path("image"))?;
 
-    let symbols = retarget::Symbols { kernels: &image.kernels, exported: &image.exported, declared: &declared };
+    let symbols = retarget::Symbols {
+        kernels: &image.kernels,
+        exported: &image.exported,
+        declared: &declared,
+    };
     let retargeted = retarget::retarget(&ir, &symbols, &shim::redirect);
     let mut builtins = retargeted.builtins;
     let mut modules = vec![path("image.nvptx.ll")];
     for (i, provider) in providers.iter().enumerate() {
-        let (module, provided) = retarget_provider(provider, tools, &dir.path().join(format!("provider{i}")))?;
+        let (module, provided) =
+            retarget_provider(provider, tools, &dir.path().join(format!("provider{i}")))?;
         for builtin in provided {
             if !builtins.iter().any(|b| b.name == builtin.name) {
                 builtins.push(builtin);
@@ -144,11 +165,16 @@ pub fn compile_with(image: &PostLinkImage, providers: &[Provider], tools: &Toolc
 }
 
 /// A provider's SPIR-V as NVPTX IR in `{stem}.nvptx.ll`, with the builtins it declares.
-fn retarget_provider(provider: &Provider, tools: &Toolchain, stem: &Path) -> Result<(PathBuf, Vec<retarget::Declaration>)> {
+fn retarget_provider(
+    provider: &Provider,
+    tools: &Toolchain,
+    stem: &Path,
+) -> Result<(PathBuf, Vec<retarget::Declaration>)> {
     let module = sycl_spirv::load(provider.spirv).context("reading a provider's SPIR-V")?;
     let declared = sycl_spirv::Symbols::of(&module).declared_functions(&module);
     let ir = spir_ir(provider.spirv, module, false, tools, stem)?;
-    let symbols = retarget::Symbols { kernels: &[], exported: &provider.exported, declared: &declared };
+    let symbols =
+        retarget::Symbols { kernels: &[], exported: &provider.exported, declared: &declared };
     let retargeted = retarget::retarget(&ir, &symbols, &shim::redirect);
     let file = stem.with_extension("nvptx.ll");
     write(&file, retargeted.module.as_bytes())?;
@@ -159,14 +185,24 @@ fn retarget_provider(provider: &Provider, tools: &Toolchain, stem: &Path) -> Res
 /// `module`, loaded from `spirv` and `changed` by a pass or not, with its sub-group barriers
 /// made calls to a function of ours, which `llvm-spirv -r --spirv-target-env=CL1.2` would
 /// otherwise write as work-group barriers. An unchanged module is written as it came.
-fn spir_ir(spirv: &[u8], mut module: sycl_spirv::dr::Module, changed: bool, tools: &Toolchain, stem: &Path) -> Result<String> {
+fn spir_ir(
+    spirv: &[u8],
+    mut module: sycl_spirv::dr::Module,
+    changed: bool,
+    tools: &Toolchain,
+    stem: &Path,
+) -> Result<String> {
     let file = |ext: &str| stem.with_extension(ext);
     let barriers = sycl_spirv::sub_group_barriers_to_calls(&mut module, shim::SUB_GROUP_BARRIER);
     match (changed, barriers) {
         (false, 0) => write(&file("spv"), spirv)?,
         _ => write(&file("spv"), &sycl_spirv::assemble(&module))?,
     }
-    run(Command::new(&tools.llvm_spirv).args(["-r", "--spirv-target-env=CL1.2"]).arg(file("spv")).arg("-o").arg(file("bc")))?;
+    run(Command::new(&tools.llvm_spirv)
+        .args(["-r", "--spirv-target-env=CL1.2"])
+        .arg(file("spv"))
+        .arg("-o")
+        .arg(file("bc")))?;
     run(Command::new(&tools.llvm_dis).arg(file("bc")).arg("-o").arg(file("ll")))?;
     std::fs::read_to_string(file("ll")).with_context(|| format!("reading {}", file("ll").display()))
 }
@@ -187,7 +223,9 @@ fn spec_constants_in_const_space(ir: &str, constants: &[sycl_spirv::spec::SpecCo
             "{global} = weak addrspace(4) externally_initialized global [{} x i8] c\"{bytes}\", align {align}",
             c.default.len()
         );
-        let is_definition = |line: &str| line.strip_prefix(global.as_str()).is_some_and(|rest| rest.starts_with(" = "));
+        let is_definition = |line: &str| {
+            line.strip_prefix(global.as_str()).is_some_and(|rest| rest.starts_with(" = "))
+        };
         let use_in_global = format!("ptr addrspace(1) {global}");
         let use_in_const = format!("ptr addrspace(4) {global}");
         ir = ir
@@ -200,7 +238,9 @@ fn spec_constants_in_const_space(ir: &str, constants: &[sycl_spirv::spec::SpecCo
                 let mut rest = line;
                 while let Some(at) = rest.find(&use_in_global) {
                     let end = at + use_in_global.len();
-                    let whole = !rest[end..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '$');
+                    let whole = !rest[end..].starts_with(|c: char| {
+                        c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '$'
+                    });
                     out.push_str(&rest[..at]);
                     out.push_str(if whole { &use_in_const } else { &use_in_global });
                     rest = &rest[end..];
@@ -228,7 +268,12 @@ fn link_and_compile(tools: &Toolchain, modules: &[&Path], dir: &Path) -> Result<
         .arg(path("linked.bc")))?;
     run(Command::new(&tools.opt).arg("-O2").arg(path("linked.bc")).arg("-o").arg(path("opt.bc")))?;
     run(Command::new(&tools.llc)
-        .args(["-march=nvptx64", &format!("-mcpu={CPU}"), &format!("-mattr={PTX_FEATURE}"), "-nvptx-sched4reg"])
+        .args([
+            "-march=nvptx64",
+            &format!("-mcpu={CPU}"),
+            &format!("-mattr={PTX_FEATURE}"),
+            "-nvptx-sched4reg",
+        ])
         .arg(path("opt.bc"))
         .arg("-o")
         .arg(path("image.ptx")))?;
@@ -240,7 +285,12 @@ fn link_and_compile(tools: &Toolchain, modules: &[&Path], dir: &Path) -> Result<
 /// (imports, and the virtual functions its kernels call): no builtin is left to the CUDA link.
 fn check(ptx: &str, image: &PostLinkImage, declared: &[String]) -> Result<()> {
     let summary = Summary::of(ptx);
-    let missing: Vec<&str> = summary.externs.iter().map(String::as_str).filter(|e| !declared.iter().any(|d| d == e)).collect();
+    let missing: Vec<&str> = summary
+        .externs
+        .iter()
+        .map(String::as_str)
+        .filter(|e| !declared.iter().any(|d| d == e))
+        .collect();
     if !missing.is_empty() {
         let names: Vec<String> = missing.iter().map(|m| describe_builtin(m)).collect();
         bail!(
@@ -257,7 +307,9 @@ fn check(ptx: &str, image: &PostLinkImage, declared: &[String]) -> Result<()> {
     }
     for export in &image.exported {
         if !summary.functions.contains(export) {
-            bail!("internal error: exported function `{export}` is not a `.visible .func` of its PTX");
+            bail!(
+                "internal error: exported function `{export}` is not a `.visible .func` of its PTX"
+            );
         }
     }
     Ok(())
@@ -298,13 +350,16 @@ impl Summary {
                 [".target", t, ..] => s.target = t.trim_end_matches(',').to_string(),
                 [".visible" | ".extern" | ".weak", kind, ..] => {
                     let linkage = words[0];
-                    let after = line[line.find(kind).expect("a word of the line") + kind.len()..].trim_start();
+                    let after = line[line.find(kind).expect("a word of the line") + kind.len()..]
+                        .trim_start();
                     let Some(name) = symbol_name(after) else { continue };
                     match (linkage, *kind) {
                         (".visible", ".entry") => s.entries.push(name),
                         (".visible", ".func") => s.functions.push(name),
                         (".extern", ".func") => s.externs.push(name),
-                        (".visible" | ".weak", ".global" | ".const" | ".shared") => s.variables.push(name),
+                        (".visible" | ".weak", ".global" | ".const" | ".shared") => {
+                            s.variables.push(name)
+                        }
                         _ => {}
                     }
                 }
@@ -323,7 +378,9 @@ fn symbol_name(text: &str) -> Option<String> {
     if rest.starts_with('(') {
         rest = rest[rest.find(')')? + 1..].trim_start();
     }
-    let mut words = rest.split(|c: char| c.is_whitespace() || c == '(' || c == ';' || c == '[' || c == '=').filter(|w| !w.is_empty());
+    let mut words = rest
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ';' || c == '[' || c == '=')
+        .filter(|w| !w.is_empty());
     let mut name = words.next()?;
     while name.starts_with('.') {
         name = words.next()?;
@@ -346,7 +403,9 @@ fn run(cmd: &mut Command) -> Result<()> {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let message: Vec<&str> = stderr
             .lines()
-            .take_while(|l| !l.starts_with("PLEASE submit a bug report") && !l.starts_with("Stack dump:"))
+            .take_while(|l| {
+                !l.starts_with("PLEASE submit a bug report") && !l.starts_with("Stack dump:")
+            })
             .filter(|l| !l.contains("Linking two modules of different target triples"))
             .collect();
         bail!("{cmd:?} failed ({}):\n{}", out.status, message.join("\n"));
@@ -377,7 +436,10 @@ mod tests {
 
     #[test]
     fn builtins_are_named_by_their_source_names() {
-        assert_eq!(describe_builtin("_Z16get_sub_group_idv"), "`get_sub_group_id` (_Z16get_sub_group_idv)");
+        assert_eq!(
+            describe_builtin("_Z16get_sub_group_idv"),
+            "`get_sub_group_id` (_Z16get_sub_group_idv)"
+        );
         assert_eq!(describe_builtin("printf"), "`printf`");
     }
 }

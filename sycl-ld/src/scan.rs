@@ -23,7 +23,9 @@ use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
 use object::{Object, ObjectSection};
-use sycl_format::{DeviceObject, ImageSet, DEVICE_OBJECT_MEMBER_PREFIX, DEVICE_OBJECT_SECTION, IMAGE_NOTE_SECTION};
+use sycl_format::{
+    DeviceObject, ImageSet, DEVICE_OBJECT_MEMBER_PREFIX, DEVICE_OBJECT_SECTION, IMAGE_NOTE_SECTION,
+};
 
 use crate::args::{find_library, Input, LinkLine};
 
@@ -117,7 +119,8 @@ impl<'f> Span<'f> {
     /// Reads the whole span into `buf`, replacing what it held. The span lies inside the file
     /// (checked against its length when opened), so the read asks for no more than is there.
     fn read_into(&self, buf: &mut Vec<u8>) -> io::Result<()> {
-        let len = usize::try_from(self.len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        let len =
+            usize::try_from(self.len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
         buf.clear();
         buf.resize(len, 0);
         self.file.read_exact_at(buf, self.start)
@@ -173,7 +176,13 @@ impl Scanner {
     }
 
     /// Scans `span`, whose first bytes (up to an ELF header's worth) are `head`.
-    fn scan_bytes(&mut self, span: Span<'_>, head: &[u8], origin: Origin<'_>, path: &Path) -> Result<()> {
+    fn scan_bytes(
+        &mut self,
+        span: Span<'_>,
+        head: &[u8],
+        origin: Origin<'_>,
+        path: &Path,
+    ) -> Result<()> {
         if head.starts_with(AR_MAGIC) {
             let outer = origin.to_string();
             self.scan_archive(span, &outer, path)
@@ -189,7 +198,9 @@ impl Scanner {
     /// Walks a GNU or BSD archive's members (the symbol table and the long-name table are not
     /// members), reading only their headers unless they can hold device code.
     fn scan_archive(&mut self, span: Span<'_>, origin: &str, path: &Path) -> Result<()> {
-        let malformed = |offset: u64, what: &str| anyhow!("{origin}: malformed archive member at offset {offset}: {what}");
+        let malformed = |offset: u64, what: &str| {
+            anyhow!("{origin}: malformed archive member at offset {offset}: {what}")
+        };
         let mut long_names = Vec::new();
         let mut bsd_name = Vec::new();
         // A member's header and what an ELF header needs of its data, in one read.
@@ -218,7 +229,9 @@ impl Scanner {
             } else if let Some(index) = field.strip_prefix(b"/") {
                 // GNU: `/N` is the name at offset N of the long-name table, ended by "/\n".
                 let index = decimal(index).ok_or_else(|| malformed(at, "bad name"))?;
-                let names = long_names.get(index as usize..).ok_or_else(|| malformed(at, "bad long name"))?;
+                let names = long_names
+                    .get(index as usize..)
+                    .ok_or_else(|| malformed(at, "bad long name"))?;
                 let end = names.iter().position(|&b| b == b'\n').unwrap_or(names.len());
                 let name = &names[..end];
                 name.strip_suffix(b"/").unwrap_or(name)
@@ -242,7 +255,9 @@ impl Scanner {
             let origin = Origin { outer: origin, member: Some(name) };
             if prefetched.len() < ELF_HEADER.min(data.len as usize) {
                 let mut member_head = [0u8; ELF_HEADER];
-                let n = data.read_head(&mut member_head).with_context(|| format!("reading {origin}"))?;
+                let n = data
+                    .read_head(&mut member_head)
+                    .with_context(|| format!("reading {origin}"))?;
                 self.scan_bytes(data, &member_head[..n], origin, path)?;
             } else {
                 self.scan_bytes(data, prefetched, origin, path)?;
@@ -253,7 +268,13 @@ impl Scanner {
 
     /// Takes the device object of a relocatable object, or the images of a shared library.
     /// I/O errors are the outer result, malformed device code the inner one.
-    fn scan_elf(&mut self, span: Span<'_>, head: &[u8], origin: Origin<'_>, path: &Path) -> io::Result<Result<()>> {
+    fn scan_elf(
+        &mut self,
+        span: Span<'_>,
+        head: &[u8],
+        origin: Origin<'_>,
+        path: &Path,
+    ) -> io::Result<Result<()>> {
         let Some(header) = ElfHeader::parse(head) else {
             return Ok(Ok(())); // linker scripts (libc.so), rmeta and anything else: not device code
         };
@@ -271,15 +292,24 @@ impl Scanner {
         Ok(self.take(header.e_type, payload, origin, path))
     }
 
-    fn take(&mut self, e_type: u16, payload: Vec<u8>, origin: Origin<'_>, path: &Path) -> Result<()> {
+    fn take(
+        &mut self,
+        e_type: u16,
+        payload: Vec<u8>,
+        origin: Origin<'_>,
+        path: &Path,
+    ) -> Result<()> {
         if e_type == ET_REL {
-            let object = DeviceObject::decode(&payload).with_context(|| format!("{origin}: malformed device object"))?;
+            let object = DeviceObject::decode(&payload)
+                .with_context(|| format!("{origin}: malformed device object"))?;
             if self.seen_payloads.insert(payload) {
                 self.found.objects.push(FoundObject { origin: origin.to_string(), object });
             }
         } else {
-            let set = decode_notes(&payload, 4).with_context(|| format!("{origin}: malformed embedded device images"))?;
-            let exports = set.images.iter().flat_map(|i| i.exported_symbols().map(str::to_string)).collect();
+            let set = decode_notes(&payload, 4)
+                .with_context(|| format!("{origin}: malformed embedded device images"))?;
+            let exports =
+                set.images.iter().flat_map(|i| i.exported_symbols().map(str::to_string)).collect();
             let file_name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
             self.found.libraries.push(DeviceLibrary { file_name, exports, images: set.images });
         }
@@ -289,7 +319,12 @@ impl Scanner {
     /// The section called `name`: `None` if there is none, or if the section headers or their
     /// names do not lie inside the span (not an object of ours to read); `Some(None)` if the
     /// section's data lies outside the span.
-    fn section<'f>(&mut self, span: Span<'f>, header: &ElfHeader, name: &str) -> io::Result<Option<Option<Span<'f>>>> {
+    fn section<'f>(
+        &mut self,
+        span: Span<'f>,
+        header: &ElfHeader,
+        name: &str,
+    ) -> io::Result<Option<Option<Span<'f>>>> {
         if header.shoff == 0 {
             return Ok(None);
         }
@@ -305,17 +340,24 @@ impl Scanner {
                 names_index = field_u32(&self.section_headers, 40);
             }
         }
-        let Some(table) = count.checked_mul(SECTION_HEADER).and_then(|len| span.sub(header.shoff, len)) else {
+        let Some(table) =
+            count.checked_mul(SECTION_HEADER).and_then(|len| span.sub(header.shoff, len))
+        else {
             return Ok(None);
         };
         table.read_into(&mut self.section_headers)?;
         let headers = &self.section_headers;
-        let Some(Some(names)) = section_data(span, headers, names_index as usize) else { return Ok(None) };
+        let Some(Some(names)) = section_data(span, headers, names_index as usize) else {
+            return Ok(None);
+        };
         names.read_into(&mut self.section_names)?;
         let names = &self.section_names;
         let found = (1..count as usize).find(|&i| {
             let start = field_u32(&headers[i * 64..], 0) as usize;
-            names.get(start..).and_then(|rest| rest.strip_prefix(name.as_bytes())).is_some_and(|rest| rest.first() == Some(&0))
+            names
+                .get(start..)
+                .and_then(|rest| rest.strip_prefix(name.as_bytes()))
+                .is_some_and(|rest| rest.first() == Some(&0))
         });
         Ok(found.and_then(|i| section_data(span, headers, i)))
     }
@@ -336,7 +378,12 @@ impl ElfHeader {
             return None;
         }
         let u16_at = |at: usize| u16::from_le_bytes([head[at], head[at + 1]]);
-        Some(ElfHeader { e_type: u16_at(16), shoff: field_u64(head, 40), shnum: u16_at(60), shstrndx: u16_at(62) })
+        Some(ElfHeader {
+            e_type: u16_at(16),
+            shoff: field_u64(head, 40),
+            shnum: u16_at(60),
+            shstrndx: u16_at(62),
+        })
     }
 }
 
@@ -408,7 +455,11 @@ mod tests {
             spirv: vec![0x03, 0x02, 0x23, 0x07],
         };
         let mut obj = Writer::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
-        let section = obj.add_section(vec![], DEVICE_OBJECT_SECTION.as_bytes().to_vec(), SectionKind::Metadata);
+        let section = obj.add_section(
+            vec![],
+            DEVICE_OBJECT_SECTION.as_bytes().to_vec(),
+            SectionKind::Metadata,
+        );
         obj.append_section_data(section, &object.encode(), 8);
         obj.write().unwrap()
     }
@@ -422,7 +473,10 @@ mod tests {
     }
 
     fn ar_member(out: &mut Vec<u8>, name: &str, data: &[u8]) {
-        out.extend_from_slice(format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", 0, 0, 0, 644, data.len()).as_bytes());
+        out.extend_from_slice(
+            format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", 0, 0, 0, 644, data.len())
+                .as_bytes(),
+        );
         out.extend_from_slice(data);
         if data.len() % 2 == 1 {
             out.push(b'\n');
@@ -475,12 +529,17 @@ mod tests {
 
     fn origins(dir: &tempfile::TempDir, found: &Found) -> Vec<String> {
         let prefix = format!("{}/", dir.path().display());
-        found.objects.iter().map(|o| o.origin.strip_prefix(&prefix).unwrap_or(&o.origin).to_string()).collect()
+        found
+            .objects
+            .iter()
+            .map(|o| o.origin.strip_prefix(&prefix).unwrap_or(&o.origin).to_string())
+            .collect()
     }
 
     #[test]
     fn device_objects_are_found_in_nested_gnu_and_bsd_archives() {
-        let inner = gnu_archive(&[("host.o", host_object()), ("sycl-device-0-a.o", device_object("a.cl"))]);
+        let inner =
+            gnu_archive(&[("host.o", host_object()), ("sycl-device-0-a.o", device_object("a.cl"))]);
         let rlib = gnu_archive(&[
             ("lib.rmeta", b"rust\0\0\0\x08metadata".to_vec()),
             ("app-1234.app.5678-cgu.0.rcgu.o", host_object()),
@@ -489,7 +548,8 @@ mod tests {
             ("sycl-device-1-odd.rcgu.o", device_object("odd.rcgu.cl")),
             ("b.o", device_object("b.cl")),
         ]);
-        let bsd = bsd_archive(&[("host.o", host_object()), ("sycl-device-0-c.o", device_object("c.cl"))]);
+        let bsd =
+            bsd_archive(&[("host.o", host_object()), ("sycl-device-0-c.o", device_object("c.cl"))]);
         let (dir, found) = scan_files(&[
             ("libapp-1234.rlib", rlib),
             ("libbsd.a", bsd),
@@ -536,11 +596,15 @@ mod tests {
 
     #[test]
     fn a_member_past_the_end_of_the_archive_is_an_error_naming_it() {
-        let mut archive = gnu_archive(&[("host.o", host_object()), ("sycl-device-0-a.o", device_object("a.cl"))]);
+        let mut archive =
+            gnu_archive(&[("host.o", host_object()), ("sycl-device-0-a.o", device_object("a.cl"))]);
         archive.truncate(archive.len() - 10);
         let (_dir, found) = scan_files(&[("libcut.a", archive)]);
         let err = format!("{:#}", found.unwrap_err());
-        assert!(err.contains("libcut.a: malformed archive member") && err.contains("past the end"), "{err}");
+        assert!(
+            err.contains("libcut.a: malformed archive member") && err.contains("past the end"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -569,7 +633,9 @@ mod tests {
 
     #[test]
     fn the_rust_sysroot_is_recognised() {
-        assert!(is_rust_sysroot(Path::new("/r/lib/rustlib/x86_64-unknown-linux-gnu/lib/libstd-1.rlib")));
+        assert!(is_rust_sysroot(Path::new(
+            "/r/lib/rustlib/x86_64-unknown-linux-gnu/lib/libstd-1.rlib"
+        )));
         assert!(!is_rust_sysroot(Path::new("/r/target/debug/deps/libstd_like-1.rlib")));
     }
 }

@@ -26,7 +26,8 @@ const HEADER: &str = "[Code|Properties|Symbols]";
 
 /// `sycl-ld post-link [--split MODE] -o DIR INPUT...`
 pub fn post_link(args: &[OsString]) -> Result<ExitCode> {
-    let crate::args::ToolArgs { split, out: out_dir, inputs, .. } = parse_tool_args(args, &usage::POST_LINK)?;
+    let crate::args::ToolArgs { split, out: out_dir, inputs, .. } =
+        parse_tool_args(args, &usage::POST_LINK)?;
     let mut line = parse(&[]);
     line.inputs = inputs.iter().cloned().map(Input::File).collect();
     let found = scan::scan(&line)?;
@@ -45,9 +46,15 @@ pub fn post_link(args: &[OsString]) -> Result<ExitCode> {
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let mut table = format!("{HEADER}\n");
     for (i, image) in set.images.iter().enumerate() {
-        let names = [format!("image_{i}.spv"), format!("image_{i}.props"), format!("image_{i}.sym")];
-        let symbols: Vec<&str> = image.kernels.iter().map(String::as_str).chain(image.exported_symbols()).collect();
-        let contents = [image.data.clone(), write_properties(&image.property_sets).into_bytes(), (symbols.join("\n") + "\n").into_bytes()];
+        let names =
+            [format!("image_{i}.spv"), format!("image_{i}.props"), format!("image_{i}.sym")];
+        let symbols: Vec<&str> =
+            image.kernels.iter().map(String::as_str).chain(image.exported_symbols()).collect();
+        let contents = [
+            image.data.clone(),
+            write_properties(&image.property_sets).into_bytes(),
+            (symbols.join("\n") + "\n").into_bytes(),
+        ];
         for (name, bytes) in names.iter().zip(contents) {
             let path = out_dir.join(name);
             std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
@@ -74,7 +81,9 @@ pub fn aspect_filter(args: &[OsString]) -> Result<ExitCode> {
             Some("--target") => target = Some(value("a target")?.to_string_lossy().into_owned()),
             Some("--device-config") => config_path = Some(PathBuf::from(value("a path")?)),
             Some("-o") => output = Some(PathBuf::from(value("a path")?)),
-            Some(s) if s.starts_with('-') => return Err(command.error(format!("unknown option `{s}`"))),
+            Some(s) if s.starts_with('-') => {
+                return Err(command.error(format!("unknown option `{s}`")))
+            }
             _ if table.is_none() => table = Some(PathBuf::from(arg)),
             _ => return Err(command.error("more than one table given")),
         }
@@ -92,11 +101,13 @@ pub fn aspect_filter(args: &[OsString]) -> Result<ExitCode> {
         }
         None => DeviceConfig::default_config(),
     };
-    let text = std::fs::read_to_string(&table).with_context(|| format!("reading {}", table.display()))?;
+    let text =
+        std::fs::read_to_string(&table).with_context(|| format!("reading {}", table.display()))?;
     let filtered = filter_table(&text, table.parent().unwrap_or(Path::new(".")), &target, &config)
         .with_context(|| table.display().to_string())?;
     match output {
-        Some(path) => std::fs::write(&path, filtered).with_context(|| format!("writing {}", path.display()))?,
+        Some(path) => std::fs::write(&path, filtered)
+            .with_context(|| format!("writing {}", path.display()))?,
         None => print!("{filtered}"),
     }
     Ok(ExitCode::SUCCESS)
@@ -104,24 +115,37 @@ pub fn aspect_filter(args: &[OsString]) -> Result<ExitCode> {
 
 /// DPC++'s steps: a table without a Properties column passes whole; the target must have an
 /// entry; a row stays when its image has no device requirements or the entry accepts them.
-pub fn filter_table(text: &str, base: &Path, target: &str, config: &DeviceConfig) -> Result<String> {
+pub fn filter_table(
+    text: &str,
+    base: &Path,
+    target: &str,
+    config: &DeviceConfig,
+) -> Result<String> {
     let mut lines = text.lines();
     let header = lines.next().ok_or_else(|| anyhow!("empty file table"))?;
-    let columns = header.trim().strip_prefix('[').and_then(|h| h.strip_suffix(']')).ok_or_else(|| {
-        anyhow!("not a file table: its first line is not a header such as `{HEADER}`")
-    })?;
+    let columns =
+        header.trim().strip_prefix('[').and_then(|h| h.strip_suffix(']')).ok_or_else(|| {
+            anyhow!("not a file table: its first line is not a header such as `{HEADER}`")
+        })?;
     let Some(props_column) = columns.split('|').position(|c| c == "Properties") else {
         return Ok(text.to_string());
     };
     let entry = config.target(target).ok_or_else(|| {
         let known: Vec<&str> = config.targets.keys().map(String::as_str).collect();
-        anyhow!("no entry for target `{target}` in the device configuration (entries: {})", known.join(", "))
+        anyhow!(
+            "no entry for target `{target}` in the device configuration (entries: {})",
+            known.join(", ")
+        )
     })?;
     let mut out = format!("{header}\n");
     for row in lines.filter(|l| !l.trim().is_empty()) {
-        let cell = row.split('|').nth(props_column).ok_or_else(|| anyhow!("row `{row}` has no Properties cell"))?;
+        let cell = row
+            .split('|')
+            .nth(props_column)
+            .ok_or_else(|| anyhow!("row `{row}` has no Properties cell"))?;
         let path = base.join(cell);
-        let props = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let props = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
         let sets = read_properties(&props).with_context(|| format!("{}", path.display()))?;
         let keep = match sets.iter().find(|s| s.name == sets::DEVICE_REQUIREMENTS) {
             None => true,
@@ -144,7 +168,12 @@ pub fn write_properties(sets_in: &[PropertySet]) -> String {
             let _ = match &p.value {
                 PropertyValue::U32(v) => writeln!(out, "{}=1|{v}", p.name),
                 PropertyValue::Bytes(b) => {
-                    writeln!(out, "{}=2|{}", p.name, b.iter().map(|x| format!("{x:02x}")).collect::<String>())
+                    writeln!(
+                        out,
+                        "{}=2|{}",
+                        p.name,
+                        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+                    )
                 }
                 PropertyValue::String(s) => writeln!(out, "{}=3|{}", p.name, escape(s)),
             };
@@ -210,13 +239,23 @@ mod tests {
     fn properties_round_trip() {
         let sets_in = vec![
             PropertySet::symbols(sets::EXPORTED_SYMBOLS, ["f", "_ZN2ns1gEi"]),
-            DeviceRequirements { aspects: vec![5], reqd_sub_group_sizes: vec![16], ..Default::default() }
-                .to_property_set()
-                .unwrap(),
-            PropertySet { name: "x".into(), properties: vec![Property::new("s", PropertyValue::String("a|b=c".into()))] },
+            DeviceRequirements {
+                aspects: vec![5],
+                reqd_sub_group_sizes: vec![16],
+                ..Default::default()
+            }
+            .to_property_set()
+            .unwrap(),
+            PropertySet {
+                name: "x".into(),
+                properties: vec![Property::new("s", PropertyValue::String("a|b=c".into()))],
+            },
             PropertySet::call_graph([("f", ["g", "back\\slash\\n"]), ("g", ["f", "h"])]),
         ];
-        assert_eq!(write_properties(&sets_in[3..]), "[SYCL/call graph]\nf=3|g\\nback\\\\slash\\\\n\ng=3|f\\nh\n");
+        assert_eq!(
+            write_properties(&sets_in[3..]),
+            "[SYCL/call graph]\nf=3|g\\nback\\\\slash\\\\n\ng=3|f\\nh\n"
+        );
         assert_eq!(read_properties(&write_properties(&sets_in)).unwrap(), sets_in);
         assert!(read_properties("k=1|2\n").is_err(), "a property before any set");
         assert!(read_properties("[s]\nk=2|abc\n").is_err(), "odd hex");
@@ -226,7 +265,9 @@ mod tests {
     #[test]
     fn filter_keeps_what_the_target_can_run() {
         let dir = tempfile::tempdir().unwrap();
-        let fp16 = DeviceRequirements { aspects: vec![5], ..Default::default() }.to_property_set().unwrap();
+        let fp16 = DeviceRequirements { aspects: vec![5], ..Default::default() }
+            .to_property_set()
+            .unwrap();
         std::fs::write(dir.path().join("a.props"), write_properties(&[])).unwrap();
         std::fs::write(dir.path().join("b.props"), write_properties(&[fp16])).unwrap();
         let table = format!("{HEADER}\na.spv|a.props|a.sym\nb.spv|b.props|b.sym\n");
@@ -235,10 +276,18 @@ mod tests {
         assert_eq!(pocl, format!("{HEADER}\na.spv|a.props|a.sym\n"));
         let intel = filter_table(&table, dir.path(), "intel_cpu_x86_64", &config).unwrap();
         assert_eq!(intel, table);
-        assert!(filter_table(&table, dir.path(), "no_such_target", &config).unwrap_err().to_string().contains("no entry for target `no_such_target`"));
+        assert!(filter_table(&table, dir.path(), "no_such_target", &config)
+            .unwrap_err()
+            .to_string()
+            .contains("no entry for target `no_such_target`"));
         let no_props = "[Code|Symbols]\na.spv|a.sym\n";
-        assert_eq!(filter_table(no_props, dir.path(), "no_such_target", &config).unwrap(), no_props);
-        let not_a_table = filter_table("int main() {}\n", dir.path(), "pocl_cpu", &config).unwrap_err().to_string();
+        assert_eq!(
+            filter_table(no_props, dir.path(), "no_such_target", &config).unwrap(),
+            no_props
+        );
+        let not_a_table = filter_table("int main() {}\n", dir.path(), "pocl_cpu", &config)
+            .unwrap_err()
+            .to_string();
         assert!(not_a_table.starts_with("not a file table"), "{not_a_table}");
     }
 }

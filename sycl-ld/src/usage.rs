@@ -208,7 +208,11 @@ environment:
 /// `sycl-ld --version`.
 pub fn version(real_linker: &OsString, from_env: bool) -> String {
     let source = if from_env { " (SYCL_LD_LINKER)" } else { "" };
-    format!("sycl-ld {}\nreal linker: {}{source}\n", env!("CARGO_PKG_VERSION"), real_linker.to_string_lossy())
+    format!(
+        "sycl-ld {}\nreal linker: {}{source}\n",
+        env!("CARGO_PKG_VERSION"),
+        real_linker.to_string_lossy()
+    )
 }
 
 fn config_lines(target: &str, linker: &str) -> String {

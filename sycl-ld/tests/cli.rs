@@ -79,7 +79,8 @@ impl Fixture {
 fn without_device_code_the_linker_gets_the_exact_command_line() {
     let f = Fixture::new();
     std::fs::write(f.path("cmds.rsp"), "-lfoo\n'with space.o'\n").unwrap();
-    let args = ["-m64", "missing.o", "@cmds.rsp", "-Wl,--as-needed", "-o", "out bin", "-nodefaultlibs"];
+    let args =
+        ["-m64", "missing.o", "@cmds.rsp", "-Wl,--as-needed", "-o", "out bin", "-nodefaultlibs"];
     let out = f.link(&args, 0);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(f.linker_args().unwrap(), args, "nothing added, nothing changed");
@@ -92,23 +93,39 @@ fn without_device_code_the_linker_gets_the_exact_command_line() {
 #[test]
 fn without_device_code_sycl_ld_becomes_the_linker() {
     let f = Fixture::new();
-    let linker = f.script("pid-cc", "#!/bin/sh\necho $$ > \"$(dirname \"$0\")/pid\"\necho half > \"$3\"\nexit 1\n");
+    let linker = f.script(
+        "pid-cc",
+        "#!/bin/sh\necho $$ > \"$(dirname \"$0\")/pid\"\necho half > \"$3\"\nexit 1\n",
+    );
     std::fs::write(f.path("out"), "previous build").unwrap();
-    let child = f.sycl_ld().args(["main.o", "-o", "out"]).env("SYCL_LD_LINKER", linker).spawn().unwrap();
+    let child =
+        f.sycl_ld().args(["main.o", "-o", "out"]).env("SYCL_LD_LINKER", linker).spawn().unwrap();
     let pid = child.id();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "the linker's exit status");
     let linker_pid: u32 = std::fs::read_to_string(f.path("pid")).unwrap().trim().parse().unwrap();
     assert_eq!(linker_pid, pid, "the linker runs as sycl-ld's own process");
-    assert_eq!(std::fs::read_to_string(f.path("out")).unwrap(), "half\n", "the output as the linker left it");
-    let names: Vec<String> = std::fs::read_dir(f.dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(
+        std::fs::read_to_string(f.path("out")).unwrap(),
+        "half\n",
+        "the output as the linker left it"
+    );
+    let names: Vec<String> = std::fs::read_dir(f.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     assert!(!names.iter().any(|n| n.ends_with(".tmp")), "nothing staged: {names:?}");
 }
 
 #[test]
 fn a_missing_linker_is_named() {
     let f = Fixture::new();
-    let out = f.sycl_ld().args(["main.o", "-o", "out"]).env("SYCL_LD_LINKER", f.path("no-such-cc")).output().unwrap();
+    let out = f
+        .sycl_ld()
+        .args(["main.o", "-o", "out"])
+        .env("SYCL_LD_LINKER", f.path("no-such-cc"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("running the linker") && err.contains("no-such-cc"), "{err}");
@@ -117,11 +134,17 @@ fn a_missing_linker_is_named() {
 #[test]
 fn a_linker_that_writes_nothing_succeeds_and_leaves_the_previous_output() {
     let f = Fixture::new();
-    let archive = f.device_archive("quiet", &[("q.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
+    let archive =
+        f.device_archive("quiet", &[("q.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
     let linker = f.script("quiet-cc", "#!/bin/sh\nexit 0\n");
     std::fs::write(f.path("out"), "previous build").unwrap();
     // With device code, so that the output is staged: there is nothing to move into place.
-    let out = f.sycl_ld().args([archive.to_str().unwrap(), "-o", "out"]).env("SYCL_LD_LINKER", linker).output().unwrap();
+    let out = f
+        .sycl_ld()
+        .args([archive.to_str().unwrap(), "-o", "out"])
+        .env("SYCL_LD_LINKER", linker)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(std::fs::read_to_string(f.path("out")).unwrap(), "previous build");
 }
@@ -140,7 +163,8 @@ fn device_images_are_appended_as_a_note_object() {
         &[("k.cl", "#include <sycl/device.h>\nSYCL_EXTERNAL int g(int);\n__kernel void k(__global int *o) { o[0] = g(1); }\n")],
     );
     let dir = archive.parent().unwrap().display().to_string();
-    let args = ["main.o", "-Wl,-Bstatic", "-L", &dir, "-lsycl_device_app", "-Wl,-Bdynamic", "-o", "out"];
+    let args =
+        ["main.o", "-Wl,-Bstatic", "-L", &dir, "-lsycl_device_app", "-Wl,-Bdynamic", "-o", "out"];
     let out = f.link(&args, 0);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got = f.linker_args().unwrap();
@@ -153,19 +177,27 @@ fn device_images_are_appended_as_a_note_object() {
     assert_eq!(got[args.len() + 1], "-o");
     assert!(got[args.len() + 2].starts_with(".out.sycl-ld-"), "{got:?}");
     assert_eq!(std::fs::read_to_string(f.path("out")).unwrap(), "linked\n");
-    let leftovers: Vec<_> = std::fs::read_dir(f.dir.path()).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().ends_with(".tmp")).collect();
+    let leftovers: Vec<_> = std::fs::read_dir(f.dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
     assert!(leftovers.is_empty());
 }
 
 #[test]
 fn a_failed_link_leaves_no_output_at_all() {
     let f = Fixture::new();
-    let archive = f.device_archive("fail", &[("k.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
+    let archive =
+        f.device_archive("fail", &[("k.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
     std::fs::write(f.path("out"), "previous build").unwrap();
     let out = f.link(&[archive.to_str().unwrap(), "-o", "out"], 1);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(std::fs::read_to_string(f.path("out")).unwrap(), "previous build", "untouched");
-    let names: Vec<String> = std::fs::read_dir(f.dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> = std::fs::read_dir(f.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     assert!(!names.iter().any(|n| n.ends_with(".tmp")), "no half-written file: {names:?}");
 }
 
@@ -174,7 +206,10 @@ fn the_note_object_holds_the_post_linked_images() {
     let f = Fixture::new();
     let archive = f.device_archive(
         "lib",
-        &[("lib.cl", "#include <sycl/device.h>\nSYCL_EXTERNAL int twice(int i) { return 2 * i; }\n")],
+        &[(
+            "lib.cl",
+            "#include <sycl/device.h>\nSYCL_EXTERNAL int twice(int i) { return 2 * i; }\n",
+        )],
     );
     // Keep the note object by having the fake linker copy it.
     std::fs::write(
@@ -187,7 +222,8 @@ fn the_note_object_holds_the_post_linked_images() {
     let bytes = std::fs::read(f.path("kept.o")).unwrap();
     let file = object::File::parse(&*bytes).unwrap();
     let section = file.section_by_name(sycl_format::IMAGE_NOTE_SECTION).unwrap();
-    let notes = sycl_format::find_notes(section.data().unwrap(), sycl_format::NOTE_TYPE_IMAGES, 4).unwrap();
+    let notes =
+        sycl_format::find_notes(section.data().unwrap(), sycl_format::NOTE_TYPE_IMAGES, 4).unwrap();
     let set = sycl_format::ImageSet::decode(notes[0]).unwrap();
     assert_eq!(set.images.len(), 1);
     assert_eq!(set.images[0].exported_symbols().collect::<Vec<_>>(), ["twice"]);
@@ -201,14 +237,20 @@ fn a_multiple_definition_fails_before_the_linker_runs() {
     let out = f.link(&[archive.to_str().unwrap(), "-o", "out"], 0);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("symbol `f` is defined in both") && err.contains("a.cl") && err.contains("b.cl"), "{err}");
+    assert!(
+        err.contains("symbol `f` is defined in both")
+            && err.contains("a.cl")
+            && err.contains("b.cl"),
+        "{err}"
+    );
     assert!(f.linker_args().is_none(), "the linker must not run");
 }
 
 #[test]
 fn a_corrupt_device_object_is_named() {
     let f = Fixture::new();
-    let archive = f.device_archive("bad", &[("x.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
+    let archive =
+        f.device_archive("bad", &[("x.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
     let mut bytes = std::fs::read(&archive).unwrap();
     let at = find(&bytes, sycl_format::DEVICE_OBJECT_MAGIC).unwrap();
     bytes[at + 8] = 99; // a version from the future
@@ -228,7 +270,8 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 #[test]
 fn a_truncated_archive_is_named() {
     let f = Fixture::new();
-    let archive = f.device_archive("trunc", &[("t.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
+    let archive =
+        f.device_archive("trunc", &[("t.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
     let bytes = std::fs::read(&archive).unwrap();
     let cut = f.path("libcut.a");
     std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
@@ -242,7 +285,8 @@ fn a_truncated_archive_is_named() {
 #[test]
 fn an_object_whose_section_lies_outside_the_file_is_named() {
     let f = Fixture::new();
-    let archive = f.device_archive("lie", &[("l.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
+    let archive =
+        f.device_archive("lie", &[("l.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
     let mut bytes = std::fs::read(&archive).unwrap();
     // The first member's ELF: point every section header's offset far past the end.
     let elf = bytes.windows(4).position(|w| w == b"\x7fELF").unwrap();
@@ -264,7 +308,8 @@ fn an_object_whose_section_lies_outside_the_file_is_named() {
 #[test]
 fn garbage_spirv_in_a_device_object_is_named() {
     let f = Fixture::new();
-    let archive = f.device_archive("garbage", &[("g.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
+    let archive = f
+        .device_archive("garbage", &[("g.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
     let mut bytes = std::fs::read(&archive).unwrap();
     let spirv = bytes.windows(4).position(|w| w == [0x03, 0x02, 0x23, 0x07]).unwrap();
     bytes[spirv + 20..spirv + 24].copy_from_slice(&0xffff_0011u32.to_le_bytes()); // first instruction: 65535 words
@@ -273,13 +318,17 @@ fn garbage_spirv_in_a_device_object_is_named() {
     let out = f.link(&[bad.to_str().unwrap(), "-o", "out"], 0);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("libbadspirv.a(sycl-device-0-g.o)") && err.contains("malformed SPIR-V"), "{err}");
+    assert!(
+        err.contains("libbadspirv.a(sycl-device-0-g.o)") && err.contains("malformed SPIR-V"),
+        "{err}"
+    );
 }
 
 #[test]
 fn an_unwritable_output_is_the_linkers_error_and_leaves_nothing() {
     let f = Fixture::new();
-    let archive = f.device_archive("unw", &[("u.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
+    let archive =
+        f.device_archive("unw", &[("u.cl", "__kernel void k(__global int *o) { o[0] = 1; }\n")]);
     let out = Command::new(env!("CARGO_BIN_EXE_sycl-ld"))
         .arg(&archive)
         .args(["-shared", "-nostdlib", "-o", "/nonexistent-dir/libx.so"])
@@ -305,16 +354,24 @@ fn assert_expected(name: &str, actual: &str) {
         std::fs::write(&path, actual).unwrap();
         return;
     }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with SYCL_TEST_BLESS=1 to create it)", path.display()));
-    assert_eq!(actual, expected, "output differs from {} (SYCL_TEST_BLESS=1 rewrites it)", path.display());
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!("{}: {e} (run with SYCL_TEST_BLESS=1 to create it)", path.display())
+    });
+    assert_eq!(
+        actual,
+        expected,
+        "output differs from {} (SYCL_TEST_BLESS=1 rewrites it)",
+        path.display()
+    );
 }
 
 /// sycl-ld's output with its own path as `SYCL_LD`, so that the expected files hold anywhere.
 fn normalized(bytes: &[u8]) -> String {
     let exe = env!("CARGO_BIN_EXE_sycl-ld");
     let canonical = std::fs::canonicalize(exe).unwrap();
-    String::from_utf8_lossy(bytes).replace(&*canonical.to_string_lossy(), "SYCL_LD").replace(exe, "SYCL_LD")
+    String::from_utf8_lossy(bytes)
+        .replace(&*canonical.to_string_lossy(), "SYCL_LD")
+        .replace(exe, "SYCL_LD")
 }
 
 #[test]
@@ -329,10 +386,18 @@ fn rustcs_ld_command_line_is_refused_with_the_configuration_that_fixes_it() {
 #[test]
 fn with_rustflags_in_the_environment_the_error_says_cargo_ignores_the_configs() {
     let f = Fixture::new();
-    let out = f.sycl_ld().args(captured("rustc-1.95-ld-flavor.args")).env("RUSTFLAGS", "-C opt-level=1").output().unwrap();
+    let out = f
+        .sycl_ld()
+        .args(captured("rustc-1.95-ld-flavor.args"))
+        .env("RUSTFLAGS", "-C opt-level=1")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("RUSTFLAGS is set in the environment, so cargo ignores every `rustflags`"), "{err}");
+    assert!(
+        err.contains("RUSTFLAGS is set in the environment, so cargo ignores every `rustflags`"),
+        "{err}"
+    );
     assert!(err.contains("add `-C linker-flavor=gcc` to RUSTFLAGS instead"), "{err}");
 }
 
@@ -342,7 +407,10 @@ fn rustcs_cc_command_line_passes_through_untouched() {
     let args = captured("rustc-1.95-gcc-flavor.args");
     let out = f.sycl_ld().args(&args).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(f.linker_args().unwrap(), args.iter().map(|a| a.to_str().unwrap()).collect::<Vec<_>>());
+    assert_eq!(
+        f.linker_args().unwrap(),
+        args.iter().map(|a| a.to_str().unwrap()).collect::<Vec<_>>()
+    );
 }
 
 /// The mistake itself: rustc given sycl-ld as its linker, without and with the flavor.
@@ -365,7 +433,11 @@ fn rustc_links_through_sycl_ld_with_the_gcc_flavor_only() {
     let out = rustc(&[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
-    assert!(err.contains("rustc passed an `ld` command line") && err.contains(r#"rustflags = ["-C", "linker-flavor=gcc"]"#), "{err}");
+    assert!(
+        err.contains("rustc passed an `ld` command line")
+            && err.contains(r#"rustflags = ["-C", "linker-flavor=gcc"]"#),
+        "{err}"
+    );
     assert!(f.linker_args().is_none(), "cc must not run");
 
     let out = rustc(&["-C", "linker-flavor=gcc"]);
@@ -406,10 +478,17 @@ fn the_version_names_the_real_linker() {
     let out = f.sycl_ld().arg("--version").output().unwrap();
     assert!(out.status.success());
     let fake = f.path("fake-cc");
-    let expected = format!("sycl-ld {}\nreal linker: {} (SYCL_LD_LINKER)\n", env!("CARGO_PKG_VERSION"), fake.display());
+    let expected = format!(
+        "sycl-ld {}\nreal linker: {} (SYCL_LD_LINKER)\n",
+        env!("CARGO_PKG_VERSION"),
+        fake.display()
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
     let out = f.sycl_ld().arg("--version").env_remove("SYCL_LD_LINKER").output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("sycl-ld {}\nreal linker: cc\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("sycl-ld {}\nreal linker: cc\n", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 #[test]
@@ -421,7 +500,11 @@ fn every_command_has_its_own_help() {
         assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
         let help = String::from_utf8(out.stdout).unwrap();
         let out = f.sycl_ld().args(["help", name]).output().unwrap();
-        assert_eq!(String::from_utf8(out.stdout).unwrap(), help, "`help {name}` is `{name} --help`");
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            help,
+            "`help {name}` is `{name} --help`"
+        );
         all += &format!("$ sycl-ld {name} --help\n{help}\n");
     }
     assert_expected("command-help.txt", &all);
@@ -466,7 +549,14 @@ fn wrong_arguments_are_named_and_answered_with_the_usage() {
         assert!(out.stdout.is_empty(), "{args:?}");
         let code = out.status.code().unwrap();
         if code == 2 {
-            assert!(err.trim_end().lines().last().unwrap().starts_with(&format!("usage: sycl-ld {}", args[0])), "{err}");
+            assert!(
+                err.trim_end()
+                    .lines()
+                    .last()
+                    .unwrap()
+                    .starts_with(&format!("usage: sycl-ld {}", args[0])),
+                "{err}"
+            );
         }
         all += &format!("$ sycl-ld {}\n{err}[exit {code}]\n\n", args.join(" "));
     }

@@ -22,7 +22,12 @@ impl Unit {
     }
 
     /// Compiles sources (name, text) as one crate would, with `configure` applied.
-    fn build(&mut self, name: &str, sources: &[(&str, &str)], configure: impl FnOnce(&mut sycl_build::Build)) -> sycl_build::Compiled {
+    fn build(
+        &mut self,
+        name: &str,
+        sources: &[(&str, &str)],
+        configure: impl FnOnce(&mut sycl_build::Build),
+    ) -> sycl_build::Compiled {
         let mut build = sycl_build::Build::new();
         build.cargo_metadata(false).out_dir(self.dir.path().join(format!("out-{name}")));
         for (file, text) in sources {
@@ -77,9 +82,16 @@ impl Unit {
     }
 
     /// Linked with `libraries` (`-L`/`-l` arguments) on the link line, after the unit's code.
-    fn link_shared_against(&self, libraries: &[String], env: &[(&str, &str)]) -> std::process::Output {
+    fn link_shared_against(
+        &self,
+        libraries: &[String],
+        env: &[(&str, &str)],
+    ) -> std::process::Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sycl-ld"));
-        cmd.args(&self.archives).args(libraries).args(["-shared", "-nostdlib", "-o"]).arg(self.dir.path().join("libunit.so"));
+        cmd.args(&self.archives)
+            .args(libraries)
+            .args(["-shared", "-nostdlib", "-o"])
+            .arg(self.dir.path().join("libunit.so"));
         cmd.env_remove("SYCL_LD_LINKER").env_remove("SYCL_LD_SPLIT");
         cmd.envs(env.iter().copied());
         cmd.output().unwrap()
@@ -117,7 +129,10 @@ fn props(text: &str) -> Vec<sycl_format::PropertySet> {
             let value = match ty {
                 "1" => sycl_format::PropertyValue::U32(value.parse().unwrap()),
                 "2" => sycl_format::PropertyValue::Bytes(
-                    (0..value.len()).step_by(2).map(|i| u8::from_str_radix(&value[i..i + 2], 16).unwrap()).collect(),
+                    (0..value.len())
+                        .step_by(2)
+                        .map(|i| u8::from_str_radix(&value[i..i + 2], 16).unwrap())
+                        .collect(),
                 ),
                 _ => sycl_format::PropertyValue::String(unescape(value)),
             };
@@ -146,11 +161,13 @@ fn images_of(file: &Path) -> ImageSet {
     let bytes = std::fs::read(file).unwrap();
     let obj = object::File::parse(&*bytes).unwrap();
     let section = obj.section_by_name(sycl_format::IMAGE_NOTE_SECTION).unwrap();
-    let notes = sycl_format::find_notes(section.data().unwrap(), sycl_format::NOTE_TYPE_IMAGES, 4).unwrap();
+    let notes =
+        sycl_format::find_notes(section.data().unwrap(), sycl_format::NOTE_TYPE_IMAGES, 4).unwrap();
     ImageSet::decode(notes[0]).unwrap()
 }
 
-const ALL_MODES: [SplitMode; 4] = [SplitMode::PerKernel, SplitMode::PerSource, SplitMode::Off, SplitMode::Auto];
+const ALL_MODES: [SplitMode; 4] =
+    [SplitMode::PerKernel, SplitMode::PerSource, SplitMode::Off, SplitMode::Auto];
 
 const K1_K2: &str = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n\
 __kernel void K1(__global float *o) { o[get_global_id(0)] = 1.0f; }\n\
@@ -175,8 +192,13 @@ fn k1_and_k2_never_share_an_image() {
 fn kernels_of_one_source_share_an_image_unless_split_per_kernel() {
     let mut unit = Unit::new();
     let two = "__kernel void a(__global int *o) { o[0] = 1; }\n__kernel void b(__global int *o) { o[0] = 2; }\n";
-    unit.build("two", &[("two.cl", two), ("three.cl", "__kernel void c(__global int *o) { o[0] = 3; }\n")], |_| {});
-    let symbols = |split| unit.post_link(split).0.into_iter().map(|r| r.symbols).collect::<Vec<_>>();
+    unit.build(
+        "two",
+        &[("two.cl", two), ("three.cl", "__kernel void c(__global int *o) { o[0] = 3; }\n")],
+        |_| {},
+    );
+    let symbols =
+        |split| unit.post_link(split).0.into_iter().map(|r| r.symbols).collect::<Vec<_>>();
     assert_eq!(symbols(SplitMode::PerKernel), [vec!["a"], vec!["b"], vec!["c"]]);
     assert_eq!(symbols(SplitMode::PerSource), [vec!["a", "b"], vec!["c"]]);
     assert_eq!(symbols(SplitMode::Off), [vec!["a", "b", "c"]]);
@@ -204,7 +226,11 @@ fn per_source_duplicates_lib_device_func_but_exports_it_once() {
     assert!(kernel.set(sets::IMPORTED_SYMBOLS).is_empty(), "the kernel image is self-contained");
     let module = sycl_spirv::load(&kernel.spirv).unwrap();
     let symbols = sycl_spirv::Symbols::of(&module);
-    assert_eq!(symbols.defined_functions.len(), 3, "entry wrapper, k, and the copy of LibDeviceFunc");
+    assert_eq!(
+        symbols.defined_functions.len(),
+        3,
+        "entry wrapper, k, and the copy of LibDeviceFunc"
+    );
     assert!(
         symbols.linkage.values().all(|(name, _)| name.starts_with("__spirv_BuiltIn")),
         "the copy is internal: {:?}",
@@ -230,7 +256,11 @@ fn a_sycl_external_calling_one_from_another_source_imports_it() {
     assert_eq!(rows.len(), 2);
     let (f, g) = (&rows[0], &rows[1]);
     assert_eq!(f.set(sets::EXPORTED_SYMBOLS), ["f"]);
-    assert_eq!(f.set(sets::IMPORTED_SYMBOLS), ["g"], "g is not copied: the dependency is an import");
+    assert_eq!(
+        f.set(sets::IMPORTED_SYMBOLS),
+        ["g"],
+        "g is not copied: the dependency is an import"
+    );
     assert_eq!(g.set(sets::EXPORTED_SYMBOLS), ["g"]);
     assert!(g.set(sets::IMPORTED_SYMBOLS).is_empty());
     // Under `off` both functions share one exports image, so nothing is imported.
@@ -265,21 +295,36 @@ fn fixed_targets_bundle_kernels_whatever_their_features() {
     assert_eq!(rows.len(), 1, "fixed targets: split exactly as requested");
     assert_eq!(rows[0].symbols, ["K1", "K2"]);
     let r = rows[0].requirements();
-    assert_eq!(r.fixed_target, Some(vec![sycl_format::aspects::target_aspect("intel_cpu_x86_64").unwrap()]));
+    assert_eq!(
+        r.fixed_target,
+        Some(vec![sycl_format::aspects::target_aspect("intel_cpu_x86_64").unwrap()])
+    );
     assert!(r.aspects.is_empty());
 }
 
 #[test]
 fn a_function_compiled_for_other_fixed_targets_is_warned_about() {
     let mut unit = Unit::new();
-    unit.build("kern", &[("k.cl", "SYCL_EXTERNAL int f(int);\n__kernel void k(__global int *o) { o[0] = f(1); }\n")], |b| {
-        b.fixed_targets(["intel_cpu_x86_64"]);
-    });
+    unit.build(
+        "kern",
+        &[(
+            "k.cl",
+            "SYCL_EXTERNAL int f(int);\n__kernel void k(__global int *o) { o[0] = f(1); }\n",
+        )],
+        |b| {
+            b.fixed_targets(["intel_cpu_x86_64"]);
+        },
+    );
     unit.build("func", &[("f.cl", "SYCL_EXTERNAL int f(int i) { return i; }\n")], |b| {
         b.fixed_targets(["pocl_cpu"]);
     });
     let (rows, stderr) = unit.post_link(SplitMode::PerKernel);
-    assert!(stderr.contains("warning: function 'f' compiled with different fixed targets than its calling kernel."), "{stderr}");
+    assert!(
+        stderr.contains(
+            "warning: function 'f' compiled with different fixed targets than its calling kernel."
+        ),
+        "{stderr}"
+    );
     let kernel = rows.iter().find(|r| r.symbols == ["k"]).unwrap();
     assert_eq!(kernel.requirements().fixed_target, Some(vec![]), "the intersection is empty");
 }
@@ -376,7 +421,13 @@ fn an_aot_target_that_cannot_run_fp16_does_not_get_it() {
             sycl_format::ImageFormat::Native => b"\x7fELF",
             sycl_format::ImageFormat::Ptx => b"//\n",
         };
-        assert!(image.data.starts_with(magic), "{} image for {} starts {:x?}", image.format.name(), image.target, &image.data[..4]);
+        assert!(
+            image.data.starts_with(magic),
+            "{} image for {} starts {:x?}",
+            image.format.name(),
+            image.target,
+            &image.data[..4]
+        );
     }
 }
 
@@ -397,8 +448,11 @@ __kernel void no_pointers(__global int *o) { o[0] = 1; }\n";
     let set = unit.link_shared();
     let of = |target: &str| -> (Vec<(String, bool)>, Vec<String>) {
         let images: Vec<_> = set.images.iter().filter(|i| i.target == target).collect();
-        let mut sets: Vec<(String, bool)> =
-            images.iter().filter_map(|i| i.virtual_functions_set()).map(|(s, dummy)| (s.to_string(), dummy)).collect();
+        let mut sets: Vec<(String, bool)> = images
+            .iter()
+            .filter_map(|i| i.virtual_functions_set())
+            .map(|(s, dummy)| (s.to_string(), dummy))
+            .collect();
         sets.sort();
         let mut kernels: Vec<String> = images.iter().flat_map(|i| i.kernels.clone()).collect();
         kernels.sort();
@@ -418,7 +472,8 @@ __kernel void no_pointers(__global int *o) { o[0] = 1; }\n";
 const FIB: &str = "int fib(int n){ return n<2?n:fib(n-1)+fib(n-2);}\n\
 __kernel void fibs(__global int *o) { size_t i = get_global_id(0); o[i] = fib((int)i); }\n";
 
-const CYCLE_WARNING: &str = "sycl-ld: warning: call cycle in device code (recursion is not allowed in OpenCL C or SYCL \
+const CYCLE_WARNING: &str =
+    "sycl-ld: warning: call cycle in device code (recursion is not allowed in OpenCL C or SYCL \
 device code; the runtime will refuse kernels that reach it): fib -> fib";
 
 #[test]
@@ -430,7 +485,12 @@ fn recursion_is_warned_about_and_recorded_but_links() {
     let out = unit.link_shared_with(&[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains(&format!("{CYCLE_WARNING}\nsycl-ld: compile with '-g' to get source location")), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{CYCLE_WARNING}\nsycl-ld: compile with '-g' to get source location"
+        )),
+        "{stderr}"
+    );
     let set = images_of(&unit.dir.path().join("libunit.so"));
     assert_eq!(set.images.len(), 2, "SPIR-V and pocl_cpu");
     for image in &set.images {
@@ -447,7 +507,9 @@ fn recursion_is_warned_about_and_recorded_but_links() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let fib_cl = unit.dir.path().join("fib.cl").display().to_string();
-    let expected = format!("{CYCLE_WARNING}\nsycl-ld: cycle of calls:\nsycl-ld:   fib()\nsycl-ld:   fib() {fib_cl}:2:");
+    let expected = format!(
+        "{CYCLE_WARNING}\nsycl-ld: cycle of calls:\nsycl-ld:   fib()\nsycl-ld:   fib() {fib_cl}:2:"
+    );
     assert!(stderr.contains(&expected), "{stderr}");
 }
 
@@ -461,8 +523,12 @@ SYCL_EXTERNAL int f(int i) { return g(i) + h(i); }\n";
     assert!(!stderr.contains("warning"), "{stderr}");
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].set(sets::IMPORTED_SYMBOLS), ["g", "h"]);
-    let graph = rows[0].properties.iter().find(|s| s.name == sets::CALL_GRAPH).expect("a call graph");
-    assert_eq!(graph.properties, [sycl_format::Property::new("f", sycl_format::PropertyValue::String("g\nh".into()))]);
+    let graph =
+        rows[0].properties.iter().find(|s| s.name == sets::CALL_GRAPH).expect("a call graph");
+    assert_eq!(
+        graph.properties,
+        [sycl_format::Property::new("f", sycl_format::PropertyValue::String("g\nh".into()))]
+    );
     let set = unit.link_shared();
     assert_eq!(set.images[0].call_graph(), [("f", vec!["g", "h"])]);
 }
@@ -472,10 +538,7 @@ fn post_link_output_is_deterministic() {
     let mut unit = Unit::new();
     unit.build(
         "det",
-        &[
-            ("k.cl", K1_K2),
-            ("A.cl", "SYCL_EXTERNAL int LibDeviceFunc(int i) { return i * 2; }\n"),
-        ],
+        &[("k.cl", K1_K2), ("A.cl", "SYCL_EXTERNAL int LibDeviceFunc(int i) { return i * 2; }\n")],
         |_| {},
     );
     for split in ALL_MODES {
@@ -498,29 +561,38 @@ fn the_split_mode_chosen_in_build_rs_can_be_overridden_at_link_time() {
     assert_eq!(images_of(&unit.dir.path().join("libunit.so")).images.len(), 2);
     let out = unit.link_shared_with(&[("SYCL_LD_SPLIT", "by_mood")]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("SYCL_LD_SPLIT=by_mood: unknown split mode"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("SYCL_LD_SPLIT=by_mood: unknown split mode")
+    );
 }
 
 #[test]
 fn targets_can_be_added_at_link_time() {
     let mut unit = Unit::new();
-    unit.build("added", &[("a.cl", "__kernel void a(__global int *o) { o[get_global_id(0)] = 1; }\n")], |_| {});
+    unit.build(
+        "added",
+        &[("a.cl", "__kernel void a(__global int *o) { o[get_global_id(0)] = 1; }\n")],
+        |_| {},
+    );
     assert_eq!(unit.link_shared().images.len(), 1, "spir64 only, as build.rs asked");
     let out = unit.link_shared_with(&[("SYCL_LD_TARGETS", "ptx64")]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let set = images_of(&unit.dir.path().join("libunit.so"));
-    let forms: Vec<(ImageFormat, &str)> = set.images.iter().map(|i| (i.format, i.target.as_str())).collect();
+    let forms: Vec<(ImageFormat, &str)> =
+        set.images.iter().map(|i| (i.format, i.target.as_str())).collect();
     assert_eq!(forms, [(ImageFormat::SpirV, "spir64"), (ImageFormat::Ptx, "ptx64")]);
     let out = unit.link_shared_with(&[("SYCL_LD_TARGETS", "ptx64, sm_90")]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("SYCL_LD_TARGETS: unknown target `sm_90` (known: spir64,"));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("SYCL_LD_TARGETS: unknown target `sm_90` (known: spir64,"));
 }
 
 #[test]
 fn a_user_device_configuration_replaces_the_default() {
     let mut unit = Unit::new();
     let config = unit.dir.path().join("devices.toml");
-    std::fs::write(&config, "[pocl_cpu]\naspects = [\"cpu\", \"fp16\"]\nsub-group-sizes = []\n").unwrap();
+    std::fs::write(&config, "[pocl_cpu]\naspects = [\"cpu\", \"fp16\"]\nsub-group-sizes = []\n")
+        .unwrap();
     unit.build("cfg", &[("k.cl", K1_K2)], |b| {
         b.targets(["pocl_cpu"]).device_config(&config);
     });
@@ -546,8 +618,16 @@ fn every_image_passes_spirv_val() {
         for (i, row) in unit.post_link(split).0.iter().enumerate() {
             let path = unit.dir.path().join(format!("val-{}-{i}.spv", split.name()));
             std::fs::write(&path, &row.spirv).unwrap();
-            let out = Command::new("spirv-val").arg(&path).output().expect("spirv-val (Debian spirv-tools) runs");
-            assert!(out.status.success(), "{split:?} image {i} ({:?}): {}", row.symbols, String::from_utf8_lossy(&out.stderr));
+            let out = Command::new("spirv-val")
+                .arg(&path)
+                .output()
+                .expect("spirv-val (Debian spirv-tools) runs");
+            assert!(
+                out.status.success(),
+                "{split:?} image {i} ({:?}): {}",
+                row.symbols,
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     }
 }
@@ -610,8 +690,10 @@ fn every_kernel_image_records_its_parameters_as_clang_compiles_them() {
         b.targets(["spir64", "pocl_cpu"]);
     });
     let set = unit.link_shared();
-    let spirv: Vec<&sycl_format::Image> = set.images.iter().filter(|i| i.target == "spir64").collect();
-    let pocl: Vec<&sycl_format::Image> = set.images.iter().filter(|i| i.target == "pocl_cpu").collect();
+    let spirv: Vec<&sycl_format::Image> =
+        set.images.iter().filter(|i| i.target == "spir64").collect();
+    let pocl: Vec<&sycl_format::Image> =
+        set.images.iter().filter(|i| i.target == "pocl_cpu").collect();
     assert!(!pocl.is_empty());
     let expected: [(&str, Vec<Param<'_>>); 6] = [
         ("sizes", vec![(Global, 8, "global int*", "out")]),
@@ -669,29 +751,48 @@ fn every_kernel_image_records_its_parameters_as_clang_compiles_them() {
     ];
     for (kernel, params) in &expected {
         let image = spirv.iter().find(|i| i.kernels.contains(&kernel.to_string())).unwrap();
-        let found = image.kernel_params(kernel).unwrap_or_else(|| panic!("{kernel} has a record")).unwrap();
+        let found =
+            image.kernel_params(kernel).unwrap_or_else(|| panic!("{kernel} has a record")).unwrap();
         let found: Vec<Param<'_>> =
             found.iter().map(|p| (p.kind, p.size, p.ty.as_str(), p.name.as_str())).collect();
         assert_eq!(&found, params, "{kernel}");
         // Ahead-of-time images carry the same record.
         if let Some(aot) = pocl.iter().find(|i| i.kernels.contains(&kernel.to_string())) {
-            assert_eq!(aot.kernel_params(kernel), image.kernel_params(kernel), "{kernel} for pocl_cpu");
+            assert_eq!(
+                aot.kernel_params(kernel),
+                image.kernel_params(kernel),
+                "{kernel} for pocl_cpu"
+            );
         }
     }
     let reduce = spirv.iter().find(|i| i.kernels.contains(&"reduce".to_string())).unwrap();
     let params = reduce.kernel_params("reduce").unwrap().unwrap();
-    assert_eq!(sycl_format::kernel_signature(&params), "(global float*, global float*, local float*, int)");
+    assert_eq!(
+        sycl_format::kernel_signature(&params),
+        "(global float*, global float*, local float*, int)"
+    );
     assert!(
-        set.images.iter().filter(|i| i.kernels.is_empty()).all(|i| i.property_set(sets::KERNEL_ARGUMENTS).is_none()),
+        set.images
+            .iter()
+            .filter(|i| i.kernels.is_empty())
+            .all(|i| i.property_set(sets::KERNEL_ARGUMENTS).is_none()),
         "images without kernels have no such set"
     );
 
     // The sizes clang itself gives the structs (`sizes` stores them as constants).
     let (rows, _) = unit.post_link(SplitMode::PerKernel);
     let sizes = rows.iter().find(|r| r.symbols == ["sizes"]).unwrap();
-    let record = sizes.properties.iter().find(|s| s.name == sets::KERNEL_ARGUMENTS).expect("the table has the set");
+    let record = sizes
+        .properties
+        .iter()
+        .find(|s| s.name == sets::KERNEL_ARGUMENTS)
+        .expect("the table has the set");
     let value = sycl_format::PropertyValue::String("global\t8\tglobal int*\tout".into());
-    assert_eq!(record.properties, [sycl_format::Property::new("sizes", value)], "the file table keeps the value");
+    assert_eq!(
+        record.properties,
+        [sycl_format::Property::new("sizes", value)],
+        "the file table keeps the value"
+    );
     let module = sycl_spirv::load(&sizes.spirv).unwrap();
     let stored: Vec<u32> = module
         .types_global_values
@@ -716,8 +817,12 @@ kernel void cpp_k(global int *out, geo::Pt p, Cl c) { out[0] = p.n + c.v; }\n";
     unit.build("cpp", &[("k.clcpp", src)], |_| {});
     let set = unit.link_shared();
     let params = set.images[0].kernel_params("cpp_k").unwrap().unwrap();
-    let shown: Vec<String> = params.iter().map(|p| format!("{} ({} bytes)", p.declaration(), p.size)).collect();
-    assert_eq!(shown, ["global int* out (8 bytes)", "struct geo::Pt p (8 bytes)", "class Cl c (8 bytes)"]);
+    let shown: Vec<String> =
+        params.iter().map(|p| format!("{} ({} bytes)", p.declaration(), p.size)).collect();
+    assert_eq!(
+        shown,
+        ["global int* out (8 bytes)", "struct geo::Pt p (8 bytes)", "class Cl c (8 bytes)"]
+    );
 }
 
 /// `sycl-ld device-lib OPTIONS -o lib.sycldev lib.cl` on `source`: the file's images.
@@ -738,7 +843,8 @@ fn device_lib_of(source: &str, options: &[&str]) -> ImageSet {
     ImageSet::decode(&std::fs::read(&out).unwrap()).unwrap()
 }
 
-const SCALE: &str = "kernel void scale(global float *data, float factor) { data[get_global_id(0)] *= factor; }\n";
+const SCALE: &str =
+    "kernel void scale(global float *data, float factor) { data[get_global_id(0)] *= factor; }\n";
 
 #[test]
 fn device_library_files_record_kernel_parameters_too() {
@@ -766,20 +872,34 @@ fn device_lib_takes_compiler_options_and_shows_the_compilers_warnings() {
     .unwrap();
     let out = dir.path().join("lib.sycldev");
     let device_lib = |options: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_sycl-ld")).arg("device-lib").args(options).arg("-o").arg(&out).arg(&source).output().unwrap()
+        Command::new(env!("CARGO_BIN_EXE_sycl-ld"))
+            .arg("device-lib")
+            .args(options)
+            .arg("-o")
+            .arg(&out)
+            .arg(&source)
+            .output()
+            .unwrap()
     };
 
     let inc = format!("-I{}", dir.path().join("inc").display());
     let made = device_lib(&["-D", "TILE=4", "-DWIDTH=2", &inc, "-cl-std=CL1.2", "-cl-mad-enable"]);
     let stderr = String::from_utf8_lossy(&made.stderr);
     assert!(made.status.success(), "{stderr}");
-    assert!(stderr.contains("lib.cl:6:19: warning: incompatible pointer types"), "clang's warning, with file and line: {stderr}");
+    assert!(
+        stderr.contains("lib.cl:6:19: warning: incompatible pointer types"),
+        "clang's warning, with file and line: {stderr}"
+    );
     let set = ImageSet::decode(&std::fs::read(&out).unwrap()).unwrap();
     assert!(set.images.iter().any(|i| i.kernels.iter().any(|k| k == "tiled")));
 
     let failed = device_lib(&["-DWIDTH=2", "-I", &dir.path().join("inc").display().to_string()]);
     assert!(!failed.status.success());
-    assert!(String::from_utf8_lossy(&failed.stderr).contains("TILE must be defined"), "{}", String::from_utf8_lossy(&failed.stderr));
+    assert!(
+        String::from_utf8_lossy(&failed.stderr).contains("TILE must be defined"),
+        "{}",
+        String::from_utf8_lossy(&failed.stderr)
+    );
 }
 
 #[test]
@@ -798,8 +918,16 @@ fn c99_inline_helpers_are_defined_in_the_image() {
     );
     // `mix` is not inlined: its calls stay, and so must its body.
     for kernel in ["squares", "mixes"] {
-        let image = set.images.iter().find(|i| i.kernels.iter().any(|k| k == kernel)).expect("the kernel's image");
-        assert_eq!(image.imported_symbols().count(), 0, "{kernel}: its inline helper is defined in the image, not imported");
+        let image = set
+            .images
+            .iter()
+            .find(|i| i.kernels.iter().any(|k| k == kernel))
+            .expect("the kernel's image");
+        assert_eq!(
+            image.imported_symbols().count(),
+            0,
+            "{kernel}: its inline helper is defined in the image, not imported"
+        );
     }
 }
 
@@ -817,7 +945,10 @@ fn device_lib_takes_g_as_the_drivers_do() {
             _ => None,
         })
         .collect();
-    assert!(sets.iter().any(|s| s.contains("DebugInfo")), "debug information in the image: {sets:?}");
+    assert!(
+        sets.iter().any(|s| s.contains("DebugInfo")),
+        "debug information in the image: {sets:?}"
+    );
 }
 
 /// A library for the `ptx64` tests: exports taking a global pointer, a generic pointer
@@ -895,7 +1026,12 @@ __kernel void dots(__global float *a) { a[0] = sq(geo::dot(a, a + 4, 4)); }\n";
 
 /// `sycl-ld inspect --json` of a binary: each image's JSON.
 fn inspect_json(file: &Path) -> Vec<serde_json::Value> {
-    let output = Command::new(env!("CARGO_BIN_EXE_sycl-ld")).arg("inspect").arg(file).arg("--json").output().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_sycl-ld"))
+        .arg("inspect")
+        .arg(file)
+        .arg("--json")
+        .output()
+        .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     json["images"].as_array().unwrap().clone()
@@ -914,9 +1050,14 @@ fn check_ptx_forms(file: &Path) -> Vec<serde_json::Value> {
     let config = sycl_format::DeviceConfig::default_config();
     let ptx64 = config.target("ptx64").unwrap();
     for spirv in set.images.iter().filter(|i| i.target == "spir64") {
-        let ptx = set.images.iter().find(|i| i.target == "ptx64" && i.kernels == spirv.kernels && i.exported_symbols().eq(spirv.exported_symbols()));
+        let ptx = set.images.iter().find(|i| {
+            i.target == "ptx64"
+                && i.kernels == spirv.kernels
+                && i.exported_symbols().eq(spirv.exported_symbols())
+        });
         if spirv.requirements().unwrap().accepted_by(ptx64) {
-            let ptx = ptx.unwrap_or_else(|| panic!("no PTX form of the image of {:?}", spirv.kernels));
+            let ptx =
+                ptx.unwrap_or_else(|| panic!("no PTX form of the image of {:?}", spirv.kernels));
             assert_eq!(ptx.format, sycl_format::ImageFormat::Ptx);
             assert_eq!(ptx.property_sets, spirv.property_sets, "{:?}", spirv.kernels);
         } else {
@@ -936,7 +1077,9 @@ fn check_ptx_forms(file: &Path) -> Vec<serde_json::Value> {
         };
         assert_eq!(sorted(&summary["entries"]), sorted(&image["kernels"]));
         assert_eq!(sorted(&summary["functions"]), sorted(&image["exported"]));
-        let uses = image["properties"]["SYCL/virtual functions"]["uses-virtual-functions-set"].as_str().unwrap_or("");
+        let uses = image["properties"]["SYCL/virtual functions"]["uses-virtual-functions-set"]
+            .as_str()
+            .unwrap_or("");
         let mut expected_externs = strings(&image["imported"]);
         for set in uses.split(',').filter(|s| !s.is_empty()) {
             let members = set_members(file, set);
@@ -957,7 +1100,10 @@ fn check_ptx_forms(file: &Path) -> Vec<serde_json::Value> {
 /// The functions of virtual-function set `set` among a binary's images.
 fn set_members(file: &Path, set: &str) -> Vec<String> {
     let images = images_of(file);
-    let set_images = images.images.iter().filter(|i| i.target == "spir64" && i.virtual_functions_set() == Some((set, false)));
+    let set_images = images
+        .images
+        .iter()
+        .filter(|i| i.target == "spir64" && i.virtual_functions_set() == Some((set, false)));
     set_images.flat_map(|i| i.exported_symbols().map(str::to_string).collect::<Vec<_>>()).collect()
 }
 
@@ -969,7 +1115,8 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
     });
     lib.link_shared();
     let lib_ptx = check_ptx_forms(&lib.dir.path().join("libunit.so"));
-    let mut exported: Vec<String> = lib_ptx.iter().flat_map(|i| strings(&i["ptx"]["functions"])).collect();
+    let mut exported: Vec<String> =
+        lib_ptx.iter().flat_map(|i| strings(&i["ptx"]["functions"])).collect();
     exported.sort();
     assert_eq!(exported, ["_ZN3geo3dotEPU3AS1KfS1_i", "lib_fract", "lib_norm", "lib_scale"]);
 
@@ -987,7 +1134,11 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
         "no fp16, no sub-groups of 16 for ptx64"
     );
     let code = |kernel: &str| -> String {
-        let image = set.images.iter().find(|i| i.target == "ptx64" && i.kernels.iter().any(|k| k == kernel)).unwrap();
+        let image = set
+            .images
+            .iter()
+            .find(|i| i.target == "ptx64" && i.kernels.iter().any(|k| k == kernel))
+            .unwrap();
         String::from_utf8(image.data.clone()).unwrap()
     };
     let tile_sum = code("tile_sum");
@@ -1003,7 +1154,10 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
         assert!(tile_sum.contains(expected), "{expected}:\n{tile_sum}");
     }
     let tile_sums = code("tile_sums");
-    assert!(tile_sums.contains(".visible .entry tile_sums(\n\t.param .u64 tile_sums_param_0,"), "{tile_sums}");
+    assert!(
+        tile_sums.contains(".visible .entry tile_sums(\n\t.param .u64 tile_sums_param_0,"),
+        "{tile_sums}"
+    );
     assert!(!tile_sums.contains("call.uni \n\ttile_sum,"), "{tile_sums}");
     let histogram = code("histogram");
     for expected in ["atom.shared.add.u32", "atom.global.add.u32", "atom.global.add.u64"] {
@@ -1016,18 +1170,28 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
     assert!(code("distances").contains(".extern .func  (.param .b64 func_retval0) lib_norm"));
     let launch_info = code("launch_info");
     assert!(launch_info.contains(".weak .const .align 4 .u32 __sycl_work_dim"), "{launch_info}");
-    assert!(code("dots").contains(".extern .func  (.param .b32 func_retval0) _ZN3geo3dotEPU3AS1KfS1_i"));
+    assert!(
+        code("dots").contains(".extern .func  (.param .b32 func_retval0) _ZN3geo3dotEPU3AS1KfS1_i")
+    );
     // Sub-groups are warps; their barrier a warp's, not the work-group's.
     let warps = code("warps");
-    for expected in ["shfl.sync.up.b32", "shfl.sync.idx.b32", "vote.sync.any.pred", "bar.warp.sync"] {
+    for expected in ["shfl.sync.up.b32", "shfl.sync.idx.b32", "vote.sync.any.pred", "bar.warp.sync"]
+    {
         assert!(warps.contains(expected), "{expected}:\n{warps}");
     }
     assert!(!warps.contains("bar.sync"), "{warps}");
 
-    let text = Command::new(env!("CARGO_BIN_EXE_sycl-ld")).arg("inspect").arg(app.dir.path().join("libunit.so")).output().unwrap();
+    let text = Command::new(env!("CARGO_BIN_EXE_sycl-ld"))
+        .arg("inspect")
+        .arg(app.dir.path().join("libunit.so"))
+        .output()
+        .unwrap();
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("ptx ptx64 ("), "{text}");
-    assert!(text.contains("  ptx:      .version 7.8 .target sm_90\n    .visible .entry: distances\n"), "{text}");
+    assert!(
+        text.contains("  ptx:      .version 7.8 .target sm_90\n    .visible .entry: distances\n"),
+        "{text}"
+    );
 }
 
 /// A specialization constant in PTX is a weak `.const` array of its value's bytes, which the
@@ -1049,7 +1213,10 @@ __kernel void spec(__global double *o) {\n\
     let ptx = check_ptx_forms(&unit.dir.path().join("libunit.so"));
     let mut variables = strings(&ptx[0]["ptx"]["variables"]);
     variables.sort();
-    assert_eq!(variables, ["__sycl_spec_constant_negate", "__sycl_spec_constant_scale", "__sycl_spec_constant_shift"]);
+    assert_eq!(
+        variables,
+        ["__sycl_spec_constant_negate", "__sycl_spec_constant_scale", "__sycl_spec_constant_shift"]
+    );
     let image = set.images.iter().find(|i| i.target == "ptx64").unwrap();
     let code = String::from_utf8(image.data.clone()).unwrap();
     for expected in [
@@ -1078,10 +1245,15 @@ fn ptx64_images_get_a_twin_with_the_link_lines_libraries_compiled_in() {
     });
     let lib_set = lib.link_shared();
     let lib_dir = format!("-L{}", lib.dir.path().display());
-    let provider = lib_set.images.iter().find(|i| i.target == "ptx64" && i.exported_symbols().any(|e| e == "lib_scale")).unwrap();
+    let provider = lib_set
+        .images
+        .iter()
+        .find(|i| i.target == "ptx64" && i.exported_symbols().any(|e| e == "lib_scale"))
+        .unwrap();
 
     let mut app = Unit::new();
-    let app_source = "SYCL_EXTERNAL float lib_scale(float x);\nSYCL_EXTERNAL float lib_relay(float x);\n\
+    let app_source =
+        "SYCL_EXTERNAL float lib_scale(float x);\nSYCL_EXTERNAL float lib_relay(float x);\n\
 __kernel void scale(__global float *o) { o[0] = lib_scale(o[0]); }\n";
     let relay_source = "SYCL_EXTERNAL float lib_relay(float x);\n__kernel void relay(__global float *o) { o[0] = lib_relay(o[0]); }\n";
     app.build("app", &[("app.cl", app_source), ("relay.cl", relay_source)], |b| {
@@ -1091,7 +1263,8 @@ __kernel void scale(__global float *o) { o[0] = lib_scale(o[0]); }\n";
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let set = images_of(&app.dir.path().join("libunit.so"));
     check_ptx_forms(&app.dir.path().join("libunit.so"));
-    let twins: Vec<&sycl_format::Image> = set.images.iter().filter(|i| i.target == sycl_format::PTX_INLINED_TARGET).collect();
+    let twins: Vec<&sycl_format::Image> =
+        set.images.iter().filter(|i| i.target == sycl_format::PTX_INLINED_TARGET).collect();
     assert_eq!(twins.len(), 1, "only `scale`'s image: lib_relay imports far_away");
     let twin = twins[0];
     assert_eq!(twin.kernels, ["scale"]);
@@ -1099,13 +1272,17 @@ __kernel void scale(__global float *o) { o[0] = lib_scale(o[0]); }\n";
     let recorded = twin.property_set(sets::INLINED_IMPORTS).unwrap();
     assert_eq!(
         recorded.get("lib_scale"),
-        Some(&sycl_format::PropertyValue::String(format!("{:016x}", sycl_format::payload_hash(&provider.data))))
+        Some(&sycl_format::PropertyValue::String(format!(
+            "{:016x}",
+            sycl_format::payload_hash(&provider.data)
+        )))
     );
     let code = String::from_utf8(twin.data.clone()).unwrap();
     assert!(!code.contains(".extern") && !code.contains("call"), "{code}");
     assert!(code.contains("0f40400000"), "lib_scale's 3.0f, inlined: {code}");
     let plain = set.images.iter().find(|i| i.target == "ptx64" && i.kernels == ["scale"]).unwrap();
-    assert!(String::from_utf8_lossy(&plain.data).contains(".extern .func  (.param .b32 func_retval0) lib_scale"));
+    assert!(String::from_utf8_lossy(&plain.data)
+        .contains(".extern .func  (.param .b32 func_retval0) lib_scale"));
 }
 
 #[test]
@@ -1129,9 +1306,13 @@ __kernel SYCL_CALLS_INDIRECTLY(ops) void call_ops(__global int *o) { o[0] = tabl
 #[test]
 fn a_builtin_ptx64_lacks_fails_the_link_and_is_named() {
     let mut unit = Unit::new();
-    unit.build("p", &[("p.cl", "__kernel void say(__global int *o) { printf(\"%d\\n\", o[0]); }\n")], |b| {
-        b.targets(["spir64", "ptx64"]);
-    });
+    unit.build(
+        "p",
+        &[("p.cl", "__kernel void say(__global int *o) { printf(\"%d\\n\", o[0]); }\n")],
+        |b| {
+            b.targets(["spir64", "ptx64"]);
+        },
+    );
     let output = unit.link_shared_with(&[]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);

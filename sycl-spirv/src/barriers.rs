@@ -25,8 +25,12 @@ pub fn sub_group_barriers_to_calls(module: &mut Module, name: &str) -> usize {
             && matches!(i.operands.first(), Some(Operand::IdScope(scope) | Operand::IdRef(scope))
                 if constants.get(scope) == Some(&(Scope::Subgroup as u32)))
     };
-    let count: usize =
-        module.functions.iter().flat_map(|f| &f.blocks).map(|b| b.instructions.iter().filter(|i| is_sub_group_barrier(i)).count()).sum();
+    let count: usize = module
+        .functions
+        .iter()
+        .flat_map(|f| &f.blocks)
+        .map(|b| b.instructions.iter().filter(|i| is_sub_group_barrier(i)).count())
+        .sum();
     if count == 0 {
         return 0;
     }
@@ -35,11 +39,18 @@ pub fn sub_group_barriers_to_calls(module: &mut Module, name: &str) -> usize {
         next += 1;
         next - 1
     };
-    let void = match module.types_global_values.iter().find(|i| i.class.opcode == Op::TypeVoid).and_then(|i| i.result_id) {
+    let void = match module
+        .types_global_values
+        .iter()
+        .find(|i| i.class.opcode == Op::TypeVoid)
+        .and_then(|i| i.result_id)
+    {
         Some(id) => id,
         None => {
             let id = fresh();
-            module.types_global_values.insert(0, Instruction::new(Op::TypeVoid, None, Some(id), vec![]));
+            module
+                .types_global_values
+                .insert(0, Instruction::new(Op::TypeVoid, None, Some(id), vec![]));
             id
         }
     };
@@ -50,8 +61,15 @@ pub fn sub_group_barriers_to_calls(module: &mut Module, name: &str) -> usize {
         .and_then(|i| i.result_id);
     let signature = signature.unwrap_or_else(|| {
         let id = fresh();
-        let at = module.types_global_values.iter().position(|i| i.result_id == Some(void)).map_or(0, |p| p + 1);
-        module.types_global_values.insert(at, Instruction::new(Op::TypeFunction, None, Some(id), vec![Operand::IdRef(void)]));
+        let at = module
+            .types_global_values
+            .iter()
+            .position(|i| i.result_id == Some(void))
+            .map_or(0, |p| p + 1);
+        module.types_global_values.insert(
+            at,
+            Instruction::new(Op::TypeFunction, None, Some(id), vec![Operand::IdRef(void)]),
+        );
         id
     });
     let function = fresh();
@@ -60,7 +78,12 @@ pub fn sub_group_barriers_to_calls(module: &mut Module, name: &str) -> usize {
             for inst in &mut block.instructions {
                 if is_sub_group_barrier(inst) {
                     let call = fresh();
-                    *inst = Instruction::new(Op::FunctionCall, Some(void), Some(call), vec![Operand::IdRef(function)]);
+                    *inst = Instruction::new(
+                        Op::FunctionCall,
+                        Some(void),
+                        Some(call),
+                        vec![Operand::IdRef(function)],
+                    );
                 }
             }
         }
@@ -91,10 +114,23 @@ pub fn sub_group_barriers_to_calls(module: &mut Module, name: &str) -> usize {
             Operand::LinkageType(LinkageType::Import),
         ],
     ));
-    module.debug_names.push(Instruction::new(Op::Name, None, None, vec![Operand::IdRef(function), Operand::LiteralString(name.to_string())]));
-    let has_linkage = module.capabilities.iter().any(|c| c.operands == [Operand::Capability(Capability::Linkage)]);
+    module.debug_names.push(Instruction::new(
+        Op::Name,
+        None,
+        None,
+        vec![Operand::IdRef(function), Operand::LiteralString(name.to_string())],
+    ));
+    let has_linkage = module
+        .capabilities
+        .iter()
+        .any(|c| c.operands == [Operand::Capability(Capability::Linkage)]);
     if !has_linkage {
-        module.capabilities.push(Instruction::new(Op::Capability, None, None, vec![Operand::Capability(Capability::Linkage)]));
+        module.capabilities.push(Instruction::new(
+            Op::Capability,
+            None,
+            None,
+            vec![Operand::Capability(Capability::Linkage)],
+        ));
     }
     if let Some(h) = &mut module.header {
         h.bound = next;
@@ -115,7 +151,10 @@ mod tests {
         let fn_ty = b.type_function(void, vec![]);
         let work_group = b.constant_bit32(uint, Scope::Workgroup as u32);
         let sub_group = b.constant_bit32(uint, Scope::Subgroup as u32);
-        let semantics = b.constant_bit32(uint, (MemorySemantics::SEQUENTIALLY_CONSISTENT | MemorySemantics::WORKGROUP_MEMORY).bits());
+        let semantics = b.constant_bit32(
+            uint,
+            (MemorySemantics::SEQUENTIALLY_CONSISTENT | MemorySemantics::WORKGROUP_MEMORY).bits(),
+        );
         let kernel = b.begin_function(void, None, FunctionControl::NONE, fn_ty).unwrap();
         b.begin_block(None).unwrap();
         b.control_barrier(sub_group, sub_group, semantics).unwrap();
@@ -130,8 +169,13 @@ mod tests {
         let reloaded = crate::load(&crate::assemble(&module)).unwrap();
         let symbols = crate::Symbols::of(&reloaded);
         assert_eq!(symbols.declared_functions(&reloaded), ["sg_barrier"]);
-        let body: Vec<Op> = reloaded.functions[1].blocks[0].instructions.iter().map(|i| i.class.opcode).collect();
+        let body: Vec<Op> =
+            reloaded.functions[1].blocks[0].instructions.iter().map(|i| i.class.opcode).collect();
         assert_eq!(body, [Op::FunctionCall, Op::ControlBarrier, Op::FunctionCall, Op::Return]);
-        assert_eq!(sub_group_barriers_to_calls(&mut module, "sg_barrier"), 0, "nothing left to replace");
+        assert_eq!(
+            sub_group_barriers_to_calls(&mut module, "sg_barrier"),
+            0,
+            "nothing left to replace"
+        );
     }
 }

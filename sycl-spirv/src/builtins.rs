@@ -36,7 +36,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use rspirv::dr::{Block, Function, Instruction, Module, Operand};
 use rspirv::spirv::{
-    AddressingModel, Capability, Decoration, FunctionControl, LinkageType, Op, OpenclStd100Op as Cl, StorageClass, Word,
+    AddressingModel, Capability, Decoration, FunctionControl, LinkageType, Op,
+    OpenclStd100Op as Cl, StorageClass, Word,
 };
 
 use crate::Error;
@@ -63,7 +64,9 @@ pub fn fuse_mad(module: &mut Module) -> usize {
     let sets: HashSet<Word> = opencl_std(module);
     let mut count = 0;
     for inst in module.all_inst_iter_mut().filter(|i| i.class.opcode == Op::ExtInst) {
-        if let [Operand::IdRef(set), op @ Operand::LiteralExtInstInteger(_), ..] = inst.operands.as_mut_slice() {
+        if let [Operand::IdRef(set), op @ Operand::LiteralExtInstInteger(_), ..] =
+            inst.operands.as_mut_slice()
+        {
             if sets.contains(set) && *op == Operand::LiteralExtInstInteger(Cl::mad as u32) {
                 *op = Operand::LiteralExtInstInteger(Cl::fma as u32);
                 count += 1;
@@ -107,7 +110,12 @@ pub fn lower_renamed_builtins(module: &mut Module) -> usize {
     let mut made = Made::new(module);
     let mut count = 0;
     let mut fences = false;
-    for inst in module.functions.iter_mut().flat_map(|f| f.blocks.iter_mut()).flat_map(|b| b.instructions.iter_mut()) {
+    for inst in module
+        .functions
+        .iter_mut()
+        .flat_map(|f| f.blocks.iter_mut())
+        .flat_map(|b| b.instructions.iter_mut())
+    {
         if inst.class.opcode == Op::MemoryBarrier {
             fences = true;
             count += 1;
@@ -184,8 +192,12 @@ impl Made {
 
     /// A module-scope type or constant: the module's first, or one made.
     fn intern(&mut self, opcode: Op, ty: Option<Word>, operands: Vec<Operand>) -> Word {
-        let same = |i: &&Instruction| i.class.opcode == opcode && i.result_type == ty && i.operands == operands;
-        if let Some(id) = self.defined.iter().chain(&self.added).find(same).and_then(|i| i.result_id) {
+        let same = |i: &&Instruction| {
+            i.class.opcode == opcode && i.result_type == ty && i.operands == operands
+        };
+        if let Some(id) =
+            self.defined.iter().chain(&self.added).find(same).and_then(|i| i.result_id)
+        {
             return id;
         }
         let id = self.id();
@@ -195,16 +207,24 @@ impl Made {
 
     /// 1.0 of a float type or a vector of floats.
     fn one(&mut self, ty: Word) -> Option<Word> {
-        let float_one = |def: Option<&Instruction>| match def.map(|d| (d.class.opcode, d.operands.as_slice())) {
-            Some((Op::TypeFloat, [Operand::LiteralBit32(32), ..])) => Some(Operand::LiteralBit32(1f32.to_bits())),
-            Some((Op::TypeFloat, [Operand::LiteralBit32(64), ..])) => Some(Operand::LiteralBit64(1f64.to_bits())),
+        let float_one = |def: Option<&Instruction>| match def
+            .map(|d| (d.class.opcode, d.operands.as_slice()))
+        {
+            Some((Op::TypeFloat, [Operand::LiteralBit32(32), ..])) => {
+                Some(Operand::LiteralBit32(1f32.to_bits()))
+            }
+            Some((Op::TypeFloat, [Operand::LiteralBit32(64), ..])) => {
+                Some(Operand::LiteralBit64(1f64.to_bits()))
+            }
             _ => None,
         };
         if let Some(one) = float_one(self.def(ty)) {
             return Some(self.intern(Op::Constant, Some(ty), vec![one]));
         }
-        let Some([Operand::IdRef(component), Operand::LiteralBit32(n)]) =
-            self.def(ty).filter(|d| d.class.opcode == Op::TypeVector).map(|d| d.operands.as_slice())
+        let Some([Operand::IdRef(component), Operand::LiteralBit32(n)]) = self
+            .def(ty)
+            .filter(|d| d.class.opcode == Op::TypeVector)
+            .map(|d| d.operands.as_slice())
         else {
             return None;
         };
@@ -216,15 +236,30 @@ impl Made {
 
     /// Adds `void mem_fence(uint flags) { _cl_mem_fence(flags); }`, exported, to `module`.
     fn mem_fence(&mut self, module: &mut Module) {
-        let uint = self.intern(Op::TypeInt, None, vec![Operand::LiteralBit32(32), Operand::LiteralBit32(0)]);
+        let uint = self.intern(
+            Op::TypeInt,
+            None,
+            vec![Operand::LiteralBit32(32), Operand::LiteralBit32(0)],
+        );
         let void = self.intern(Op::TypeVoid, None, vec![]);
-        let fn_ty = self.intern(Op::TypeFunction, None, vec![Operand::IdRef(void), Operand::IdRef(uint)]);
+        let fn_ty =
+            self.intern(Op::TypeFunction, None, vec![Operand::IdRef(void), Operand::IdRef(uint)]);
         let function = |id: Word, parameter: Word| {
             let mut f = Function::new();
             let control = Operand::FunctionControl(FunctionControl::NONE);
-            f.def = Some(Instruction::new(Op::Function, Some(void), Some(id), vec![control, Operand::IdRef(fn_ty)]));
+            f.def = Some(Instruction::new(
+                Op::Function,
+                Some(void),
+                Some(id),
+                vec![control, Operand::IdRef(fn_ty)],
+            ));
             f.end = Some(Instruction::new(Op::FunctionEnd, None, None, vec![]));
-            f.parameters.push(Instruction::new(Op::FunctionParameter, Some(uint), Some(parameter), vec![]));
+            f.parameters.push(Instruction::new(
+                Op::FunctionParameter,
+                Some(uint),
+                Some(parameter),
+                vec![],
+            ));
             f
         };
         let pocl = match linked_function(module, POCL_MEM_FENCE) {
@@ -273,7 +308,10 @@ fn set_linkage(module: &mut Module, f: Word, name: &str, linkage: LinkageType) {
 
 fn opencl_std(module: &Module) -> HashSet<Word> {
     let sets = &module.ext_inst_imports;
-    sets.iter().filter_map(|i| i.result_id).filter(|&id| crate::load::is_opencl_std(sets, id)).collect()
+    sets.iter()
+        .filter_map(|i| i.result_id)
+        .filter(|&id| crate::load::is_opencl_std(sets, id))
+        .collect()
 }
 
 /// The operand index (in `operands`, after the set and the instruction) of the pointer an
@@ -335,7 +373,8 @@ struct Lowering {
 
 impl Lowering {
     fn new(module: &Module) -> Lowering {
-        let types = module.all_inst_iter().filter_map(|i| Some((i.result_id?, i.result_type?))).collect();
+        let types =
+            module.all_inst_iter().filter_map(|i| Some((i.result_id?, i.result_type?))).collect();
         let mut pointers = HashMap::new();
         let mut pointer_types = HashMap::new();
         let mut interned = HashMap::new();
@@ -349,12 +388,16 @@ impl Lowering {
                 }
                 (
                     Op::SpecConstantOp,
-                    [Operand::LiteralSpecConstantOpInteger(op @ (Op::PtrCastToGeneric | Op::Bitcast)), Operand::IdRef(from)],
+                    [Operand::LiteralSpecConstantOpInteger(
+                        op @ (Op::PtrCastToGeneric | Op::Bitcast),
+                    ), Operand::IdRef(from)],
                 ) => {
                     casts.insert(id, (*op, *from));
                 }
                 (Op::TypeBool | Op::TypeInt | Op::Constant, _) => {
-                    interned.entry((inst.class.opcode, inst.result_type, inst.operands.clone())).or_insert(id);
+                    interned
+                        .entry((inst.class.opcode, inst.result_type, inst.operands.clone()))
+                        .or_insert(id);
                 }
                 _ => {}
             }
@@ -370,7 +413,11 @@ impl Lowering {
             Some(Operand::AddressingModel(AddressingModel::Physical32)) => 32,
             _ => 64,
         };
-        let void = module.types_global_values.iter().find(|i| i.class.opcode == Op::TypeVoid).and_then(|i| i.result_id);
+        let void = module
+            .types_global_values
+            .iter()
+            .find(|i| i.class.opcode == Op::TypeVoid)
+            .and_then(|i| i.result_id);
         let next = crate::link::next_id(module);
         Lowering {
             opencl_std: opencl_std(module),
@@ -404,7 +451,9 @@ impl Lowering {
     fn site(&self, inst: &Instruction) -> Option<(usize, Kind)> {
         let (at, kind) = match inst.class.opcode {
             Op::ExtInst => match inst.operands.as_slice() {
-                [Operand::IdRef(set), Operand::LiteralExtInstInteger(n), ..] if self.opencl_std.contains(set) => {
+                [Operand::IdRef(set), Operand::LiteralExtInstInteger(n), ..]
+                    if self.opencl_std.contains(set) =>
+                {
                     (pointer_operand(Cl::from_u32(*n)?)?, Kind::Builtin)
                 }
                 _ => return None,
@@ -472,10 +521,23 @@ impl Lowering {
     /// is not null: the instructions, the cast pointer and the test. The cast is made on
     /// `char` pointers, as clang makes it: `llvm-spirv -r` declares `__to_global` with the
     /// pointer types of its first call, and a second call on other types redefined it.
-    fn test(&mut self, p: Word, pointee: Word, class: StorageClass) -> (Vec<Instruction>, Word, Word) {
-        let byte = self.intern(Op::TypeInt, None, vec![Operand::LiteralBit32(8), Operand::LiteralBit32(0)]);
+    fn test(
+        &mut self,
+        p: Word,
+        pointee: Word,
+        class: StorageClass,
+    ) -> (Vec<Instruction>, Word, Word) {
+        let byte = self.intern(
+            Op::TypeInt,
+            None,
+            vec![Operand::LiteralBit32(8), Operand::LiteralBit32(0)],
+        );
         self.add_capabilities.insert(Capability::Int8);
-        let int = self.intern(Op::TypeInt, None, vec![Operand::LiteralBit32(self.pointer_bits), Operand::LiteralBit32(0)]);
+        let int = self.intern(
+            Op::TypeInt,
+            None,
+            vec![Operand::LiteralBit32(self.pointer_bits), Operand::LiteralBit32(0)],
+        );
         let zero = if self.pointer_bits == 64 {
             self.add_capabilities.insert(Capability::Int64);
             self.intern(Op::Constant, Some(int), vec![Operand::LiteralBit64(0)])
@@ -483,16 +545,23 @@ impl Lowering {
             self.constant(int, 0)
         };
         let boolean = self.intern(Op::TypeBool, None, vec![]);
-        let (generic_bytes, bytes) = (self.pointer_type(StorageClass::Generic, byte), self.pointer_type(class, byte));
+        let (generic_bytes, bytes) =
+            (self.pointer_type(StorageClass::Generic, byte), self.pointer_type(class, byte));
         let mut code = Vec::new();
-        let bitcast = |lowering: &mut Lowering, code: &mut Vec<Instruction>, ty: Word, from: Word| {
-            if pointee == byte {
-                return from;
-            }
-            let id = lowering.id();
-            code.push(Instruction::new(Op::Bitcast, Some(ty), Some(id), vec![Operand::IdRef(from)]));
-            id
-        };
+        let bitcast =
+            |lowering: &mut Lowering, code: &mut Vec<Instruction>, ty: Word, from: Word| {
+                if pointee == byte {
+                    return from;
+                }
+                let id = lowering.id();
+                code.push(Instruction::new(
+                    Op::Bitcast,
+                    Some(ty),
+                    Some(id),
+                    vec![Operand::IdRef(from)],
+                ));
+                id
+            };
         let p = bitcast(self, &mut code, generic_bytes, p);
         let (cast, address, test) = (self.id(), self.id(), self.id());
         code.extend([
@@ -502,8 +571,18 @@ impl Lowering {
                 Some(cast),
                 vec![Operand::IdRef(p), Operand::StorageClass(class)],
             ),
-            Instruction::new(Op::ConvertPtrToU, Some(int), Some(address), vec![Operand::IdRef(cast)]),
-            Instruction::new(Op::INotEqual, Some(boolean), Some(test), vec![Operand::IdRef(address), Operand::IdRef(zero)]),
+            Instruction::new(
+                Op::ConvertPtrToU,
+                Some(int),
+                Some(address),
+                vec![Operand::IdRef(cast)],
+            ),
+            Instruction::new(
+                Op::INotEqual,
+                Some(boolean),
+                Some(test),
+                vec![Operand::IdRef(address), Operand::IdRef(zero)],
+            ),
         ]);
         let ty = self.pointer_type(class, pointee);
         let typed = bitcast(self, &mut code, ty, cast);
@@ -520,19 +599,32 @@ impl Lowering {
                     i += 1;
                     continue;
                 };
-                let Some(Operand::IdRef(p)) = inst.operands.get(at).cloned() else { unreachable!("a site's pointer") };
+                let Some(Operand::IdRef(p)) = inst.operands.get(at).cloned() else {
+                    unreachable!("a site's pointer")
+                };
                 let pointee = self.generic_pointee(p).unwrap_or_default();
                 match (kind, self.cast_from(p)) {
                     (Kind::Builtin | Kind::Atomic, Some((from, bitcast))) => {
                         let mut specific = from;
                         if bitcast {
-                            let class = self.types.get(&from).and_then(|t| self.pointers.get(t)).map(|&(c, _)| c);
+                            let class = self
+                                .types
+                                .get(&from)
+                                .and_then(|t| self.pointers.get(t))
+                                .map(|&(c, _)| c);
                             let class = class.ok_or_else(|| {
-                                Error::Malformed(format!("%{p} is cast from %{from}, which is not a pointer"))
+                                Error::Malformed(format!(
+                                    "%{p} is cast from %{from}, which is not a pointer"
+                                ))
                             })?;
                             let ty = self.pointer_type(class, pointee);
                             specific = self.id();
-                            let cast = Instruction::new(Op::Bitcast, Some(ty), Some(specific), vec![Operand::IdRef(from)]);
+                            let cast = Instruction::new(
+                                Op::Bitcast,
+                                Some(ty),
+                                Some(specific),
+                                vec![Operand::IdRef(from)],
+                            );
                             function.blocks[b].instructions.insert(i, cast);
                             i += 1;
                         }
@@ -540,7 +632,9 @@ impl Lowering {
                         i += 1;
                     }
                     (Kind::MemSemantics, cast) => {
-                        let known = cast.and_then(|(from, _)| self.types.get(&from).and_then(|t| self.pointers.get(t)));
+                        let known = cast.and_then(|(from, _)| {
+                            self.types.get(&from).and_then(|t| self.pointers.get(t))
+                        });
                         let known = known.map(|&(class, _)| class);
                         let code = self.mem_semantics(inst, p, pointee, known)?;
                         let n = code.len();
@@ -572,14 +666,20 @@ impl Lowering {
         let (Some(ty), Some(result)) = (inst.result_type, inst.result_id) else {
             return Err(Error::Malformed("OpGenericPtrMemSemantics without a result".into()));
         };
-        let (cross, work, none) = (self.constant(ty, 0x200), self.constant(ty, 0x100), self.constant(ty, 0));
+        let (cross, work, none) =
+            (self.constant(ty, 0x200), self.constant(ty, 0x100), self.constant(ty, 0));
         if let Some(class) = known {
             let value = match class {
                 StorageClass::CrossWorkgroup => cross,
                 StorageClass::Workgroup => work,
                 _ => none,
             };
-            return Ok(vec![Instruction::new(Op::CopyObject, Some(ty), Some(result), vec![Operand::IdRef(value)])]);
+            return Ok(vec![Instruction::new(
+                Op::CopyObject,
+                Some(ty),
+                Some(result),
+                vec![Operand::IdRef(value)],
+            )]);
         }
         let (mut code, _, global) = self.test(p, pointee, StorageClass::CrossWorkgroup);
         let (local_code, _, local) = self.test(p, pointee, StorageClass::Workgroup);
@@ -608,7 +708,8 @@ impl Lowering {
         p: Word,
         pointee: Word,
     ) -> Result<(), Error> {
-        let classes: &[StorageClass] = if kind == Kind::Atomic { &ATOMIC_CLASSES } else { &BUILTIN_CLASSES };
+        let classes: &[StorageClass] =
+            if kind == Kind::Atomic { &ATOMIC_CLASSES } else { &BUILTIN_CLASSES };
         let inst = function.blocks[b].instructions[i].clone();
         let rest = function.blocks[b].instructions.split_off(i + 1);
         function.blocks[b].instructions.truncate(i);
@@ -618,7 +719,8 @@ impl Lowering {
         // Block `b` ends in the first test; each later test has a block of its own.
         let merge = self.id();
         let cases: Vec<Word> = classes.iter().map(|_| self.id()).collect();
-        let tests: Vec<Word> = (0..classes.len() - 1).map(|n| if n == 0 { this } else { self.id() }).collect();
+        let tests: Vec<Word> =
+            (0..classes.len() - 1).map(|n| if n == 0 { this } else { self.id() }).collect();
         let mut added = Vec::new();
         let mut incoming = Vec::new();
         for (n, &class) in classes.iter().enumerate() {
@@ -642,7 +744,12 @@ impl Lowering {
                 // The last storage class is what remains: cast without a test.
                 let ty = self.pointer_type(class, pointee);
                 let cast = self.id();
-                case.push(Instruction::new(Op::GenericCastToPtr, Some(ty), Some(cast), vec![Operand::IdRef(p)]));
+                case.push(Instruction::new(
+                    Op::GenericCastToPtr,
+                    Some(ty),
+                    Some(cast),
+                    vec![Operand::IdRef(p)],
+                ));
                 cast
             };
             let mut copy = inst.clone();
@@ -673,7 +780,12 @@ impl Lowering {
         for capability in self.add_capabilities {
             let capability = Operand::Capability(capability);
             if !module.capabilities.iter().any(|c| c.operands.first() == Some(&capability)) {
-                module.capabilities.push(Instruction::new(Op::Capability, None, None, vec![capability]));
+                module.capabilities.push(Instruction::new(
+                    Op::Capability,
+                    None,
+                    None,
+                    vec![capability],
+                ));
             }
         }
         module.types_global_values.extend(self.added);
@@ -719,9 +831,14 @@ mod tests {
     }
 
     fn builder() -> (Builder, Types) {
-        let mut b = crate::test_support::kernel_builder(&[Capability::Addresses, Capability::GenericPointer, Capability::Int64]);
+        let mut b = crate::test_support::kernel_builder(&[
+            Capability::Addresses,
+            Capability::GenericPointer,
+            Capability::Int64,
+        ]);
         let cl = b.ext_inst_import("OpenCL.std");
-        let (void, float, int, long) = (b.type_void(), b.type_float(32, None), b.type_int(32, 0), b.type_int(64, 0));
+        let (void, float, int, long) =
+            (b.type_void(), b.type_float(32, None), b.type_int(32, 0), b.type_int(64, 0));
         let float4 = b.type_vector(float, 4);
         (b, Types { cl, void, float, float4, int, long })
     }
@@ -746,7 +863,8 @@ mod tests {
     /// The pointer operand of each instruction with `opcode` (an `OpenCL.std` one: `ext`), and
     /// the storage class of its type.
     fn pointers_of(m: &Module, opcode: Op, ext: Option<Cl>) -> Vec<StorageClass> {
-        let types: HashMap<Word, Word> = m.all_inst_iter().filter_map(|i| Some((i.result_id?, i.result_type?))).collect();
+        let types: HashMap<Word, Word> =
+            m.all_inst_iter().filter_map(|i| Some((i.result_id?, i.result_type?))).collect();
         let class = |p: Word| {
             let ty = types[&p];
             let def = m.types_global_values.iter().find(|i| i.result_id == Some(ty)).unwrap();
@@ -784,7 +902,10 @@ mod tests {
         let private_float = b.type_pointer(None, StorageClass::Function, t.float);
         let kernel_ty = b.type_function(t.void, vec![global_float, global_int]);
         let k = b.begin_function(t.void, None, FunctionControl::NONE, kernel_ty).unwrap();
-        let (data, counter) = (b.function_parameter(global_float).unwrap(), b.function_parameter(global_int).unwrap());
+        let (data, counter) = (
+            b.function_parameter(global_float).unwrap(),
+            b.function_parameter(global_int).unwrap(),
+        );
         b.begin_block(None).unwrap();
         let whole = b.variable(private_float, None, StorageClass::Function, None);
         // vload4(0, data): straight from the cast.
@@ -793,13 +914,16 @@ mod tests {
         // fract(x, &whole): a private variable.
         let x = b.composite_extract(t.float, None, v, [0]).unwrap();
         let w = b.ptr_cast_to_generic(generic_float, None, whole).unwrap();
-        let f = b.ext_inst(t.float, None, t.cl, Cl::fract as u32, [Operand::IdRef(x), Operand::IdRef(w)]).unwrap();
+        let f = b
+            .ext_inst(t.float, None, t.cl, Cl::fract as u32, [Operand::IdRef(x), Operand::IdRef(w)])
+            .unwrap();
         // vstore_half(f, 0, (generic half *)data): through a bitcast between generic pointers.
         let half = b.type_float(16, None);
         let generic_half = b.type_pointer(None, StorageClass::Generic, half);
         let h = b.bitcast(generic_half, None, g).unwrap();
         let zero = b.constant_bit64(t.long, 0);
-        b.ext_inst(t.void, None, t.cl, Cl::vstore_half as u32, [f, zero, h].map(Operand::IdRef)).unwrap();
+        b.ext_inst(t.void, None, t.cl, Cl::vstore_half as u32, [f, zero, h].map(Operand::IdRef))
+            .unwrap();
         // atomic_fetch_add(counter, 1).
         let c = b.ptr_cast_to_generic(generic_int, None, counter).unwrap();
         let (one, scope) = (b.constant_bit32(t.int, 1), b.constant_bit32(t.int, 1));
@@ -817,10 +941,20 @@ mod tests {
         let m = load(&assemble(&m)).expect("the rewritten module loads");
         assert_eq!(pointers_of(&m, Op::ExtInst, Some(Cl::vloadn)), [StorageClass::CrossWorkgroup]);
         assert_eq!(pointers_of(&m, Op::ExtInst, Some(Cl::fract)), [StorageClass::Function]);
-        assert_eq!(pointers_of(&m, Op::ExtInst, Some(Cl::vstore_half)), [StorageClass::CrossWorkgroup]);
+        assert_eq!(
+            pointers_of(&m, Op::ExtInst, Some(Cl::vstore_half)),
+            [StorageClass::CrossWorkgroup]
+        );
         assert_eq!(pointers_of(&m, Op::AtomicIAdd, None), [StorageClass::CrossWorkgroup]);
-        assert_eq!(count(&m, Op::GenericCastToPtrExplicit), 0, "no test where the storage class is known");
-        let copy = m.all_inst_iter().find(|i| i.class.opcode == Op::CopyObject).expect("get_fence's value");
+        assert_eq!(
+            count(&m, Op::GenericCastToPtrExplicit),
+            0,
+            "no test where the storage class is known"
+        );
+        let copy = m
+            .all_inst_iter()
+            .find(|i| i.class.opcode == Op::CopyObject)
+            .expect("get_fence's value");
         let Operand::IdRef(value) = copy.operands[0] else { panic!() };
         let constant = m.types_global_values.iter().find(|i| i.result_id == Some(value)).unwrap();
         assert_eq!(constant.operands, [Operand::LiteralBit32(0x200)]);
@@ -838,10 +972,12 @@ mod tests {
 
         let put_ty = b.type_function(t.void, vec![t.float4, generic_float]);
         b.begin_function(t.void, None, FunctionControl::NONE, put_ty).unwrap();
-        let (v, p) = (b.function_parameter(t.float4).unwrap(), b.function_parameter(generic_float).unwrap());
+        let (v, p) =
+            (b.function_parameter(t.float4).unwrap(), b.function_parameter(generic_float).unwrap());
         b.begin_block(None).unwrap();
         let zero = b.constant_bit64(t.long, 0);
-        b.ext_inst(t.void, None, t.cl, Cl::vstoren as u32, [v, zero, p].map(Operand::IdRef)).unwrap();
+        b.ext_inst(t.void, None, t.cl, Cl::vstoren as u32, [v, zero, p].map(Operand::IdRef))
+            .unwrap();
         b.ret().unwrap();
         b.end_function().unwrap();
 
@@ -870,7 +1006,8 @@ mod tests {
         assert_eq!(lower_generic_builtins(&mut m).unwrap(), 4);
         let m = load(&assemble(&m)).expect("the rewritten module loads");
         let [get, put, inc, fence] = &m.functions[..] else { panic!() };
-        let classes = [StorageClass::CrossWorkgroup, StorageClass::Workgroup, StorageClass::Function];
+        let classes =
+            [StorageClass::CrossWorkgroup, StorageClass::Workgroup, StorageClass::Function];
 
         // get: the test for global memory ends the first block, then global, the test for
         // local memory, local, private, and the merge block with the result.
@@ -879,16 +1016,31 @@ mod tests {
         let phi = get.all_inst_iter().find(|i| i.class.opcode == Op::Phi).expect("the result");
         assert_eq!(phi.operands.len(), 6, "one value from each storage class");
         let ret = get.blocks[5].instructions.last().unwrap();
-        assert_eq!((ret.class.opcode, &ret.operands[0]), (Op::ReturnValue, &Operand::IdRef(phi.result_id.unwrap())));
-        assert_eq!(get.all_inst_iter().filter(|i| i.class.opcode == Op::GenericCastToPtrExplicit).count(), 2);
-        assert_eq!(get.all_inst_iter().filter(|i| i.class.opcode == Op::GenericCastToPtr).count(), 1);
+        assert_eq!(
+            (ret.class.opcode, &ret.operands[0]),
+            (Op::ReturnValue, &Operand::IdRef(phi.result_id.unwrap()))
+        );
+        assert_eq!(
+            get.all_inst_iter().filter(|i| i.class.opcode == Op::GenericCastToPtrExplicit).count(),
+            2
+        );
+        assert_eq!(
+            get.all_inst_iter().filter(|i| i.class.opcode == Op::GenericCastToPtr).count(),
+            1
+        );
 
         // put: no result to merge.
         assert_eq!(pointers_of(&m, Op::ExtInst, Some(Cl::vstoren)), classes);
-        assert_eq!((put.blocks.len(), put.all_inst_iter().filter(|i| i.class.opcode == Op::Phi).count()), (6, 0));
+        assert_eq!(
+            (put.blocks.len(), put.all_inst_iter().filter(|i| i.class.opcode == Op::Phi).count()),
+            (6, 0)
+        );
 
         // inc: global or local memory only.
-        assert_eq!(pointers_of(&m, Op::AtomicIAdd, None), [StorageClass::CrossWorkgroup, StorageClass::Workgroup]);
+        assert_eq!(
+            pointers_of(&m, Op::AtomicIAdd, None),
+            [StorageClass::CrossWorkgroup, StorageClass::Workgroup]
+        );
         assert_eq!(inc.blocks.len(), 4);
 
         // fence: no branch, the memory semantics of the storage class that the tests find.
@@ -906,7 +1058,8 @@ mod tests {
         let boolean = b.type_bool();
         let fn_ty = b.type_function(t.float4, vec![generic_float, boolean]);
         b.begin_function(t.float4, None, FunctionControl::NONE, fn_ty).unwrap();
-        let (p, c) = (b.function_parameter(generic_float).unwrap(), b.function_parameter(boolean).unwrap());
+        let (p, c) =
+            (b.function_parameter(generic_float).unwrap(), b.function_parameter(boolean).unwrap());
         let (then, join) = (b.id(), b.id());
         let entry = b.begin_block(None).unwrap();
         b.branch_conditional(c, then, join, []).unwrap();
@@ -922,7 +1075,14 @@ mod tests {
         lower_generic_builtins(&mut m).unwrap();
         let f = &m.functions[0];
         let merge = f.blocks[f.blocks.len() - 2].label.as_ref().unwrap().result_id.unwrap();
-        let phi = f.blocks.last().unwrap().instructions.iter().find(|i| i.class.opcode == Op::Phi).unwrap();
+        let phi = f
+            .blocks
+            .last()
+            .unwrap()
+            .instructions
+            .iter()
+            .find(|i| i.class.opcode == Op::Phi)
+            .unwrap();
         assert_eq!(phi.operands[1], Operand::IdRef(merge));
         load(&assemble(&m)).expect("the rewritten module loads");
     }
@@ -934,8 +1094,11 @@ mod tests {
         b.begin_function(t.float, None, FunctionControl::NONE, fn_ty).unwrap();
         let x = b.function_parameter(t.float).unwrap();
         b.begin_block(None).unwrap();
-        let m1 = b.ext_inst(t.float, None, t.cl, Cl::mad as u32, [x, x, x].map(Operand::IdRef)).unwrap();
-        let m2 = b.ext_inst(t.float, None, t.cl, Cl::mad as u32, [m1, x, x].map(Operand::IdRef)).unwrap();
+        let m1 =
+            b.ext_inst(t.float, None, t.cl, Cl::mad as u32, [x, x, x].map(Operand::IdRef)).unwrap();
+        let m2 = b
+            .ext_inst(t.float, None, t.cl, Cl::mad as u32, [m1, x, x].map(Operand::IdRef))
+            .unwrap();
         let s = b.ext_inst(t.float, None, t.cl, Cl::sqrt as u32, [Operand::IdRef(m2)]).unwrap();
         b.ret_value(s).unwrap();
         b.end_function().unwrap();
@@ -962,19 +1125,27 @@ mod tests {
         let (mut b, t) = builder();
         let fn_ty = b.type_function(t.float4, vec![t.float, t.float4]);
         b.begin_function(t.float4, None, FunctionControl::NONE, fn_ty).unwrap();
-        let (x, v) = (b.function_parameter(t.float).unwrap(), b.function_parameter(t.float4).unwrap());
+        let (x, v) =
+            (b.function_parameter(t.float).unwrap(), b.function_parameter(t.float4).unwrap());
         b.begin_block(None).unwrap();
         let mut sum = x;
         for op in [Cl::half_sqrt, Cl::half_exp10, Cl::half_rsqrt, Cl::half_recip] {
             let y = b.ext_inst(t.float, None, t.cl, op as u32, [Operand::IdRef(sum)]).unwrap();
             sum = b.f_add(t.float, None, sum, y).unwrap();
         }
-        let p = b.ext_inst(t.float, None, t.cl, Cl::half_powr as u32, [sum, x].map(Operand::IdRef)).unwrap();
-        let d = b.ext_inst(t.float, None, t.cl, Cl::half_divide as u32, [p, x].map(Operand::IdRef)).unwrap();
+        let p = b
+            .ext_inst(t.float, None, t.cl, Cl::half_powr as u32, [sum, x].map(Operand::IdRef))
+            .unwrap();
+        let d = b
+            .ext_inst(t.float, None, t.cl, Cl::half_divide as u32, [p, x].map(Operand::IdRef))
+            .unwrap();
         let w = b.composite_construct(t.float4, None, [d, d, d, d]).unwrap();
-        let r = b.ext_inst(t.float4, None, t.cl, Cl::half_recip as u32, [Operand::IdRef(w)]).unwrap();
+        let r =
+            b.ext_inst(t.float4, None, t.cl, Cl::half_recip as u32, [Operand::IdRef(w)]).unwrap();
         let c = b.ext_inst(t.float4, None, t.cl, Cl::half_cos as u32, [Operand::IdRef(r)]).unwrap();
-        let q = b.ext_inst(t.float4, None, t.cl, Cl::half_divide as u32, [c, v].map(Operand::IdRef)).unwrap();
+        let q = b
+            .ext_inst(t.float4, None, t.cl, Cl::half_divide as u32, [c, v].map(Operand::IdRef))
+            .unwrap();
         b.ret_value(q).unwrap();
         b.end_function().unwrap();
         let mut m = load(&assemble(&b.module())).unwrap();
@@ -984,17 +1155,22 @@ mod tests {
         let full = [Cl::sqrt, Cl::exp10, Cl::rsqrt, Cl::powr, Cl::cos].map(|op| op as u32);
         assert_eq!(ext_insts(&m), full);
         // half_recip: 1.0 / x, a scalar and a vector 1.0; half_divide: x / y.
-        let divisions: Vec<&Instruction> = m.all_inst_iter().filter(|i| i.class.opcode == Op::FDiv).collect();
+        let divisions: Vec<&Instruction> =
+            m.all_inst_iter().filter(|i| i.class.opcode == Op::FDiv).collect();
         assert_eq!(divisions.len(), 4);
         let values = &m.types_global_values;
-        let constant = |id: &Operand| values.iter().find(|i| Operand::IdRef(i.result_id.unwrap()) == *id);
+        let constant =
+            |id: &Operand| values.iter().find(|i| Operand::IdRef(i.result_id.unwrap()) == *id);
         let one = Operand::LiteralBit32(1f32.to_bits());
         let scalar = constant(&divisions[0].operands[0]).expect("1.0");
         assert_eq!((scalar.result_type, &scalar.operands[..]), (Some(t.float), &[one][..]));
         assert_eq!(divisions[1].operands, [Operand::IdRef(p), Operand::IdRef(x)]);
         let vector = constant(&divisions[2].operands[0]).expect("(float4)(1.0)");
         let scalar = Operand::IdRef(scalar.result_id.unwrap());
-        assert_eq!((vector.result_type, &vector.operands[..]), (Some(t.float4), &vec![scalar; 4][..]));
+        assert_eq!(
+            (vector.result_type, &vector.operands[..]),
+            (Some(t.float4), &vec![scalar; 4][..])
+        );
         assert_eq!(divisions[2].operands[1], Operand::IdRef(w));
     }
 
@@ -1016,7 +1192,9 @@ mod tests {
     /// The function with linkage name `name`, and its linkage.
     fn linked<'m>(m: &'m Module, name: &str) -> Option<(&'m Function, LinkageType)> {
         m.annotations.iter().find_map(|i| match &i.operands[..] {
-            [Operand::IdRef(f), _, Operand::LiteralString(n), Operand::LinkageType(l)] if n == name => {
+            [Operand::IdRef(f), _, Operand::LiteralString(n), Operand::LinkageType(l)]
+                if n == name =>
+            {
                 Some((m.functions.iter().find(|g| g.def_id() == Some(*f))?, *l))
             }
             _ => None,
@@ -1028,16 +1206,32 @@ mod tests {
         let mut m = fences();
         assert_eq!(lower_renamed_builtins(&mut m), 2);
         let m = load(&assemble(&m)).expect("the rewritten module loads");
-        assert_eq!(count(&m, Op::MemoryBarrier), 2, "the barriers stay: llvm-spirv -r calls mem_fence for them");
+        assert_eq!(
+            count(&m, Op::MemoryBarrier),
+            2,
+            "the barriers stay: llvm-spirv -r calls mem_fence for them"
+        );
         let (fence, linkage) = linked(&m, "_Z9mem_fencej").expect("mem_fence");
         assert_eq!(linkage, LinkageType::Export);
         let (pocl, linkage) = linked(&m, "_Z13_cl_mem_fencej").expect("_cl_mem_fence");
         assert_eq!((linkage, pocl.blocks.len()), (LinkageType::Import, 0));
-        assert_eq!(m.functions[0].def_id(), pocl.def_id(), "a declaration comes before every definition");
-        let call = fence.all_inst_iter().find(|i| i.class.opcode == Op::FunctionCall).expect("the call");
+        assert_eq!(
+            m.functions[0].def_id(),
+            pocl.def_id(),
+            "a declaration comes before every definition"
+        );
+        let call =
+            fence.all_inst_iter().find(|i| i.class.opcode == Op::FunctionCall).expect("the call");
         let parameter = fence.parameters[0].result_id.unwrap();
-        assert_eq!(call.operands, [Operand::IdRef(pocl.def_id().unwrap()), Operand::IdRef(parameter)]);
-        let uint = m.types_global_values.iter().find(|i| i.result_id == fence.parameters[0].result_type).unwrap();
+        assert_eq!(
+            call.operands,
+            [Operand::IdRef(pocl.def_id().unwrap()), Operand::IdRef(parameter)]
+        );
+        let uint = m
+            .types_global_values
+            .iter()
+            .find(|i| i.result_id == fence.parameters[0].result_type)
+            .unwrap();
         assert_eq!(uint.operands, [Operand::LiteralBit32(32), Operand::LiteralBit32(0)]);
         let linkage = [Operand::Capability(Capability::Linkage)];
         assert_eq!(m.capabilities.iter().filter(|c| c.operands == linkage).count(), 1);

@@ -17,8 +17,8 @@ use rspirv::dr::{Module, Operand};
 use rspirv::spirv::{Op, Word};
 
 use crate::features::Location;
-use crate::load::untyped_sets;
 use crate::load::operand_id;
+use crate::load::untyped_sets;
 use crate::symbols::{linkage_of, Linkage};
 
 /// One reference from a function's body to a function.
@@ -71,7 +71,9 @@ impl CallGraph {
                     && matches!(inst.operands.first(), Some(Operand::IdRef(set)) if untyped.contains(set));
                 let operands = if untyped { &inst.operands[..1] } else { &inst.operands[..] };
                 for (i, op) in operands.iter().enumerate() {
-                    if let Some(callee) = operand_id(op).filter(|id| graph.position.contains_key(id)) {
+                    if let Some(callee) =
+                        operand_id(op).filter(|id| graph.position.contains_key(id))
+                    {
                         let direct = inst.class.opcode == Op::FunctionCall && i == 0;
                         calls.push(Call { callee, at: line.clone(), direct });
                     }
@@ -137,8 +139,13 @@ impl CallGraph {
                     }
                     OPEN => {
                         // `w` is on the path: the path from it to `v`, then back to `w`.
-                        let start = path.iter().position(|&(u, _)| u == w).expect("an open function is on the path");
-                        return Some(path[start..].iter().map(|&(u, _)| self.functions[u]).collect());
+                        let start = path
+                            .iter()
+                            .position(|&(u, _)| u == w)
+                            .expect("an open function is on the path");
+                        return Some(
+                            path[start..].iter().map(|&(u, _)| self.functions[u]).collect(),
+                        );
                     }
                     _ => {}
                 }
@@ -178,7 +185,11 @@ pub fn cycle_warning(module: &Module, cycle: &[Word]) -> String {
         .iter()
         .zip(cycle.iter().cycle().skip(1))
         .map(|(caller, callee)| {
-            graph.calls(*caller).iter().find(|c| c.direct && c.callee == *callee).and_then(|c| c.at.as_ref())
+            graph
+                .calls(*caller)
+                .iter()
+                .find(|c| c.direct && c.callee == *callee)
+                .and_then(|c| c.at.as_ref())
         })
         .collect();
     if sites.iter().any(Option::is_some) {
@@ -213,7 +224,9 @@ impl Names {
             }
         }
         for e in &module.entry_points {
-            if let (Some(Operand::IdRef(id)), Some(Operand::LiteralString(name))) = (e.operands.get(1), e.operands.get(2)) {
+            if let (Some(Operand::IdRef(id)), Some(Operand::LiteralString(name))) =
+                (e.operands.get(1), e.operands.get(2))
+            {
                 names.entry.entry(*id).or_insert_with(|| name.clone());
             }
         }
@@ -228,7 +241,12 @@ impl Names {
     }
 
     pub(crate) fn get(&self, id: Word) -> String {
-        let name = self.linkage.get(&id).map(|(n, _)| n).or_else(|| self.entry.get(&id)).or_else(|| self.debug.get(&id));
+        let name = self
+            .linkage
+            .get(&id)
+            .map(|(n, _)| n)
+            .or_else(|| self.entry.get(&id))
+            .or_else(|| self.debug.get(&id));
         name.cloned().unwrap_or_else(|| format!("%{id}"))
     }
 }
@@ -245,14 +263,21 @@ impl Names {
 /// name the runtime follows to another image always means the exported function.
 // Only the post-link (feature `link`) writes call graphs.
 #[cfg_attr(not(feature = "link"), allow(dead_code))]
-pub(crate) fn reduced_call_graph(module: &Module, imported: &[String]) -> BTreeMap<String, Vec<String>> {
+pub(crate) fn reduced_call_graph(
+    module: &Module,
+    imported: &[String],
+) -> BTreeMap<String, Vec<String>> {
     let graph = CallGraph::of(module);
     let names = Names::of(module);
     let n = graph.functions.len();
     let imported: HashSet<&str> = imported.iter().map(String::as_str).collect();
     let import_name = |p: usize| -> Option<&str> {
         match names.linkage.get(&graph.functions[p]) {
-            Some((name, Linkage::Import)) if !graph.defined[p] && imported.contains(name.as_str()) => Some(name),
+            Some((name, Linkage::Import))
+                if !graph.defined[p] && imported.contains(name.as_str()) =>
+            {
+                Some(name)
+            }
             _ => None,
         }
     };
@@ -261,20 +286,25 @@ pub(crate) fn reduced_call_graph(module: &Module, imported: &[String]) -> BTreeM
     let mut node_of: Vec<usize> = (0..n).collect();
     let mut kernel_name: HashMap<usize, &str> = HashMap::new();
     for e in &module.entry_points {
-        let (Some(Operand::IdRef(id)), Some(Operand::LiteralString(name))) = (e.operands.get(1), e.operands.get(2)) else {
+        let (Some(Operand::IdRef(id)), Some(Operand::LiteralString(name))) =
+            (e.operands.get(1), e.operands.get(2))
+        else {
             continue;
         };
         let Some(&entry) = graph.position.get(id) else { continue };
         if !graph.defined[entry] || kernel_name.contains_key(&entry) {
             continue;
         }
-        let wrapped = graph.calls[entry].iter().filter(|c| c.direct).map(|c| graph.position[&c.callee]).find(|&p| {
-            p != entry
-                && graph.defined[p]
-                && !names.entry.contains_key(&graph.functions[p])
-                && !kernel_name.contains_key(&p)
-                && names.get(graph.functions[p]) == *name
-        });
+        let wrapped =
+            graph.calls[entry].iter().filter(|c| c.direct).map(|c| graph.position[&c.callee]).find(
+                |&p| {
+                    p != entry
+                        && graph.defined[p]
+                        && !names.entry.contains_key(&graph.functions[p])
+                        && !kernel_name.contains_key(&p)
+                        && names.get(graph.functions[p]) == *name
+                },
+            );
         let node = wrapped.unwrap_or(entry);
         node_of[entry] = node;
         kernel_name.insert(node, name);
@@ -333,7 +363,9 @@ pub(crate) fn reduced_call_graph(module: &Module, imported: &[String]) -> BTreeM
             return Some(name.to_string());
         }
         match names.linkage.get(&graph.functions[v]) {
-            Some((name, Linkage::Export | Linkage::LinkOnceOdr)) if graph.defined[v] => Some(name.clone()),
+            Some((name, Linkage::Export | Linkage::LinkOnceOdr)) if graph.defined[v] => {
+                Some(name.clone())
+            }
             _ => None,
         }
     };
@@ -352,7 +384,11 @@ pub(crate) fn reduced_call_graph(module: &Module, imported: &[String]) -> BTreeM
 
     let mut out = BTreeMap::new();
     for v in (0..n).filter(|&v| node[v]) {
-        let mut callees: Vec<String> = successors[v].iter().filter(|&&w| node[w]).filter_map(|&w| name_of[w].clone()).collect();
+        let mut callees: Vec<String> = successors[v]
+            .iter()
+            .filter(|&&w| node[w])
+            .filter_map(|&w| name_of[w].clone())
+            .collect();
         callees.extend(imports_called[v].iter().map(|s| s.to_string()));
         callees.sort();
         callees.dedup();
@@ -432,7 +468,8 @@ fn on_cycle(successors: &[Vec<usize>]) -> Vec<bool> {
                 low[u] = low[u].min(low[v]);
             }
             if low[v] == index[v] {
-                let at = component.iter().rposition(|&u| u == v).expect("a component's root is stacked");
+                let at =
+                    component.iter().rposition(|&u| u == v).expect("a component's root is stacked");
                 let members = component.split_off(at);
                 for &u in &members {
                     stacked[u] = false;
@@ -515,7 +552,11 @@ mod tests {
         (b.module(), ids)
     }
 
-    fn graph(specs: &[Spec<'_>], kernels: &[(&str, usize)], imported: &[&str]) -> Vec<(String, Vec<String>)> {
+    fn graph(
+        specs: &[Spec<'_>],
+        kernels: &[(&str, usize)],
+        imported: &[&str],
+    ) -> Vec<(String, Vec<String>)> {
         let (m, _) = module(specs, kernels);
         let imported: Vec<String> = imported.iter().map(|s| s.to_string()).collect();
         reduced_call_graph(&m, &imported).into_iter().collect()
@@ -530,7 +571,11 @@ mod tests {
         let specs = [def("k", &[1]), def("fib", &[1, 1])];
         let (m, ids) = module(&specs, &[("k", 0)]);
         assert_eq!(call_cycle(&m), Some(vec![ids[1]]));
-        assert_eq!(graph(&specs, &[("k", 0)], &[]), [node("fib", &["fib"])], "k reaches the cycle but is not on it");
+        assert_eq!(
+            graph(&specs, &[("k", 0)], &[]),
+            [node("fib", &["fib"])],
+            "k reaches the cycle but is not on it"
+        );
         let warning = cycle_warning(&m, &[ids[1]]);
         assert!(warning.starts_with("warning: call cycle in device code ("), "{warning}");
         assert!(warning.contains("): fib -> fib\ncompile with '-g'"), "{warning}");
@@ -574,10 +619,15 @@ mod tests {
 
     #[test]
     fn two_internal_functions_of_one_name_get_numbered_in_module_order() {
-        let specs = [import("g"), def("helper", &[0]), def("helper", &[0]), def("helper#2", &[1, 2])];
+        let specs =
+            [import("g"), def("helper", &[0]), def("helper", &[0]), def("helper#2", &[1, 2])];
         assert_eq!(
             graph(&specs, &[], &["g"]),
-            [node("helper", &["g"]), node("helper#2", &["g"]), node("helper#2#2", &["helper", "helper#2"])]
+            [
+                node("helper", &["g"]),
+                node("helper#2", &["g"]),
+                node("helper#2#2", &["helper", "helper#2"])
+            ]
         );
     }
 
@@ -586,7 +636,11 @@ mod tests {
         let specs = [
             import("g"),
             def("g", &[0]),
-            Spec { name: Some("f"), linkage: Some(("f", LinkageType::Export)), calls: Some(vec![1]) },
+            Spec {
+                name: Some("f"),
+                linkage: Some(("f", LinkageType::Export)),
+                calls: Some(vec![1]),
+            },
             def("f", &[0]),
         ];
         assert_eq!(
@@ -607,7 +661,11 @@ mod tests {
     #[test]
     fn names_are_linkage_then_entry_point_then_op_name_then_id() {
         let specs = [
-            Spec { name: Some("op"), linkage: Some(("linked", LinkageType::Export)), calls: Some(vec![]) },
+            Spec {
+                name: Some("op"),
+                linkage: Some(("linked", LinkageType::Export)),
+                calls: Some(vec![]),
+            },
             def("op", &[]),
             Spec { name: None, linkage: None, calls: Some(vec![]) },
         ];
@@ -624,7 +682,8 @@ mod tests {
         // Recursive searches would need a frame per function: 30,000 of them overflow the
         // 2 MiB stack of a test thread.
         const N: usize = 30_000;
-        let mut specs: Vec<Spec<'_>> = (0..N).map(|i| Spec { name: None, linkage: None, calls: Some(vec![i + 1]) }).collect();
+        let mut specs: Vec<Spec<'_>> =
+            (0..N).map(|i| Spec { name: None, linkage: None, calls: Some(vec![i + 1]) }).collect();
         specs.push(import("g"));
         let (m, ids) = module(&specs, &[]);
         assert_eq!(call_cycle(&m), None);
@@ -639,7 +698,8 @@ mod tests {
 
     #[test]
     fn answers_are_deterministic() {
-        let specs = [def("k", &[1, 2]), def("a", &[2, 1]), def("b", &[1]), import("g"), def("c", &[3, 1])];
+        let specs =
+            [def("k", &[1, 2]), def("a", &[2, 1]), def("b", &[1]), import("g"), def("c", &[3, 1])];
         let first = module(&specs, &[("k", 0)]).0;
         let cycle = call_cycle(&first);
         let reduced = reduced_call_graph(&first, &["g".to_string()]);

@@ -35,9 +35,16 @@ pub struct Location {
 impl Location {
     /// Follows `OpLine` and `OpNoLine` through a function: updates `current` and says whether
     /// `inst` was one of them. `files` names the `OpString` ids ([`file_names`]).
-    pub(crate) fn track(current: &mut Option<Location>, inst: &Instruction, files: &HashMap<Word, &str>) -> bool {
+    pub(crate) fn track(
+        current: &mut Option<Location>,
+        inst: &Instruction,
+        files: &HashMap<Word, &str>,
+    ) -> bool {
         match (inst.class.opcode, inst.operands.as_slice()) {
-            (Op::Line, [Operand::IdRef(file), Operand::LiteralBit32(line), Operand::LiteralBit32(column)]) => {
+            (
+                Op::Line,
+                [Operand::IdRef(file), Operand::LiteralBit32(line), Operand::LiteralBit32(column)],
+            ) => {
                 *current = Some(Location {
                     file: files.get(file).copied().unwrap_or("?").to_string(),
                     line: *line,
@@ -100,7 +107,11 @@ pub struct Features {
 
 impl Features {
     pub fn analyze(module: &Module) -> Features {
-        let mut f = Features { calls: CallGraph::of(module), names: Names::of(module), ..Features::default() };
+        let mut f = Features {
+            calls: CallGraph::of(module),
+            names: Names::of(module),
+            ..Features::default()
+        };
         let files = file_names(module);
         for a in &module.annotations {
             if let [Operand::IdRef(id), Operand::Decoration(Decoration::UserSemantic), Operand::LiteralString(s)] =
@@ -113,7 +124,9 @@ impl Features {
                             Some(n) => {
                                 set.insert(n);
                             }
-                            None => f.unknown_declared.entry(*id).or_default().push(name.to_string()),
+                            None => {
+                                f.unknown_declared.entry(*id).or_default().push(name.to_string())
+                            }
                         }
                     }
                 }
@@ -121,10 +134,12 @@ impl Features {
         }
         for em in &module.execution_modes {
             match em.operands.as_slice() {
-                [Operand::IdRef(id), Operand::ExecutionMode(ExecutionMode::LocalSize), Operand::LiteralBit32(x), Operand::LiteralBit32(y), Operand::LiteralBit32(z)] => {
+                [Operand::IdRef(id), Operand::ExecutionMode(ExecutionMode::LocalSize), Operand::LiteralBit32(x), Operand::LiteralBit32(y), Operand::LiteralBit32(z)] =>
+                {
                     f.reqd_work_group_size.insert(*id, [*x, *y, *z]);
                 }
-                [Operand::IdRef(id), Operand::ExecutionMode(ExecutionMode::SubgroupSize), Operand::LiteralBit32(n)] => {
+                [Operand::IdRef(id), Operand::ExecutionMode(ExecutionMode::SubgroupSize), Operand::LiteralBit32(n)] =>
+                {
                     f.reqd_sub_group_size.insert(*id, *n);
                 }
                 _ => {}
@@ -132,10 +147,12 @@ impl Features {
         }
 
         let types = TypeAspects::new(module);
-        let functions: std::collections::HashSet<Word> = f.calls.functions().iter().copied().collect();
+        let functions: std::collections::HashSet<Word> =
+            f.calls.functions().iter().copied().collect();
         // A function whose address is taken (rather than only called) is called through a
         // pointer somewhere.
-        f.has_function_pointers = f.calls.functions().iter().any(|g| f.calls.calls(*g).iter().any(|c| !c.direct));
+        f.has_function_pointers =
+            f.calls.functions().iter().any(|g| f.calls.calls(*g).iter().any(|c| !c.direct));
         let mut type_of: HashMap<Word, Word> = HashMap::new();
         for i in module.types_global_values.iter() {
             if let (Some(id), Some(ty)) = (i.result_id, i.result_type) {
@@ -158,7 +175,10 @@ impl Features {
                 if Location::track(&mut line, i, &files) {
                     continue;
                 }
-                if matches!(i.class.opcode, Op::FunctionPointerCallINTEL | Op::ConstantFunctionPointerINTEL) {
+                if matches!(
+                    i.class.opcode,
+                    Op::FunctionPointerCallINTEL | Op::ConstantFunctionPointerINTEL
+                ) {
                     f.has_function_pointers = true;
                 }
                 let mut add = |aspects: &BTreeSet<u32>| {
@@ -300,7 +320,12 @@ impl Features {
 
     /// A warning in DPC++'s shape: the message, then the call chain, with locations when
     /// the module has line information.
-    pub fn chain_warning(&self, message: &str, path: &[(Word, Option<Location>)], at: Option<&Location>) -> String {
+    pub fn chain_warning(
+        &self,
+        message: &str,
+        path: &[(Word, Option<Location>)],
+        at: Option<&Location>,
+    ) -> String {
         let mut out = match at {
             Some(at) => format!("{at}: warning: {message}\nuse is from this call chain:"),
             None => format!("warning: {message}\nuse is from this call chain:"),
@@ -354,7 +379,8 @@ struct TypeAspects<'m> {
 
 impl<'m> TypeAspects<'m> {
     fn new(module: &'m Module) -> Self {
-        let defs = module.types_global_values.iter().filter_map(|i| Some((i.result_id?, i))).collect();
+        let defs =
+            module.types_global_values.iter().filter_map(|i| Some((i.result_id?, i))).collect();
         TypeAspects { defs, memo: Default::default() }
     }
 
@@ -380,7 +406,11 @@ impl<'m> TypeAspects<'m> {
                 Op::TypeImage | Op::TypeSampledImage | Op::TypeSampler => {
                     out.insert(named(IMAGE));
                 }
-                Op::TypeVector | Op::TypeMatrix | Op::TypeArray | Op::TypeRuntimeArray | Op::TypeStruct => {
+                Op::TypeVector
+                | Op::TypeMatrix
+                | Op::TypeArray
+                | Op::TypeRuntimeArray
+                | Op::TypeStruct => {
                     for op in &def.operands {
                         if let Operand::IdRef(member) = op {
                             out.extend(self.of(*member));

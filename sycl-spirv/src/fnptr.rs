@@ -81,7 +81,10 @@ impl Lowering {
         // pointer type can use it instead.
         let is_int64 = |i: &Instruction| {
             i.class.opcode == Op::TypeInt
-                && matches!(i.operands.as_slice(), [Operand::LiteralBit32(64), Operand::LiteralBit32(0)])
+                && matches!(
+                    i.operands.as_slice(),
+                    [Operand::LiteralBit32(64), Operand::LiteralBit32(0)]
+                )
         };
         let int64 = match module.types_global_values.iter().position(is_int64) {
             Some(at) => {
@@ -94,12 +97,12 @@ impl Lowering {
                 let id = next;
                 next += 1;
                 let operands = vec![Operand::LiteralBit32(64), Operand::LiteralBit32(0)];
-                module.types_global_values.insert(0, Instruction::new(Op::TypeInt, None, Some(id), operands));
-                if !module
-                    .capabilities
-                    .iter()
-                    .any(|c| matches!(c.operands.first(), Some(Operand::Capability(Capability::Int64))))
-                {
+                module
+                    .types_global_values
+                    .insert(0, Instruction::new(Op::TypeInt, None, Some(id), operands));
+                if !module.capabilities.iter().any(|c| {
+                    matches!(c.operands.first(), Some(Operand::Capability(Capability::Int64)))
+                }) {
                     module.capabilities.push(Instruction::new(
                         Op::Capability,
                         None,
@@ -110,8 +113,13 @@ impl Lowering {
                 id
             }
         };
-        let void = module.types_global_values.iter().find(|i| i.class.opcode == Op::TypeVoid).and_then(|i| i.result_id);
-        let types = module.all_inst_iter().filter_map(|i| Some((i.result_id?, i.result_type?))).collect();
+        let void = module
+            .types_global_values
+            .iter()
+            .find(|i| i.class.opcode == Op::TypeVoid)
+            .and_then(|i| i.result_id);
+        let types =
+            module.all_inst_iter().filter_map(|i| Some((i.result_id?, i.result_type?))).collect();
         let function_type = module
             .functions
             .iter()
@@ -125,7 +133,9 @@ impl Lowering {
             .collect();
         // Numbers in the order the addresses are first taken: the same module, the same numbers.
         let mut numbers = HashMap::new();
-        for inst in module.all_inst_iter().filter(|i| i.class.opcode == Op::ConstantFunctionPointerINTEL) {
+        for inst in
+            module.all_inst_iter().filter(|i| i.class.opcode == Op::ConstantFunctionPointerINTEL)
+        {
             if let Some(Operand::IdRef(f)) = inst.operands.first() {
                 let n = numbers.len() as u64 + 1;
                 numbers.entry(*f).or_insert(n);
@@ -164,9 +174,18 @@ impl Lowering {
     fn constant(&self, inst: &Instruction) -> Result<Instruction, Error> {
         let number = match inst.operands.first() {
             Some(Operand::IdRef(f)) => self.numbers[f],
-            _ => return Err(Error::Malformed("OpConstantFunctionPointerINTEL without a function".into())),
+            _ => {
+                return Err(Error::Malformed(
+                    "OpConstantFunctionPointerINTEL without a function".into(),
+                ))
+            }
         };
-        Ok(Instruction::new(Op::Constant, Some(self.int64), inst.result_id, vec![Operand::LiteralBit64(number)]))
+        Ok(Instruction::new(
+            Op::Constant,
+            Some(self.int64),
+            inst.result_id,
+            vec![Operand::LiteralBit64(number)],
+        ))
     }
 
     /// Pointer types and constants at module scope: the types go (their uses become the
@@ -179,10 +198,19 @@ impl Lowering {
                 Op::TypePointer if self.pointers.contains_key(&id) => continue,
                 Op::ConstantFunctionPointerINTEL => kept.push(self.constant(&inst)?),
                 // The null pointer is number 0 (SPIR-V has no null of an integer).
-                Op::ConstantNull if inst.result_type.is_some_and(|t| self.pointers.contains_key(&t)) => kept.push(
-                    Instruction::new(Op::Constant, Some(self.int64), inst.result_id, vec![Operand::LiteralBit64(0)]),
-                ),
-                Op::SpecConstantOp if inst.result_type.is_some_and(|t| self.pointers.contains_key(&t)) => {
+                Op::ConstantNull
+                    if inst.result_type.is_some_and(|t| self.pointers.contains_key(&t)) =>
+                {
+                    kept.push(Instruction::new(
+                        Op::Constant,
+                        Some(self.int64),
+                        inst.result_id,
+                        vec![Operand::LiteralBit64(0)],
+                    ))
+                }
+                Op::SpecConstantOp
+                    if inst.result_type.is_some_and(|t| self.pointers.contains_key(&t)) =>
+                {
                     match inst.operands.get(1) {
                         Some(Operand::IdRef(from)) if self.is_pointer(*from) => {
                             self.alias.insert(id, *from);
@@ -239,7 +267,10 @@ impl Lowering {
                 Rewrite::Remove
             }
             Op::FunctionPointerCallINTEL => Rewrite::Dispatch,
-            Op::PtrCastToGeneric | Op::GenericCastToPtr | Op::GenericCastToPtrExplicit | Op::Bitcast
+            Op::PtrCastToGeneric
+            | Op::GenericCastToPtr
+            | Op::GenericCastToPtrExplicit
+            | Op::Bitcast
                 if to_pointer && from_pointer =>
             {
                 self.alias.insert(result, operand(0).unwrap_or(0));
@@ -263,7 +294,9 @@ impl Lowering {
                 let source = operand(0).unwrap_or(0);
                 let source_type = self.types.get(&source).copied();
                 let target_type = inst.result_type;
-                let same_width = |t: Option<Word>| t.is_some_and(|t| t == self.int64 || self.pointers.contains_key(&t));
+                let same_width = |t: Option<Word>| {
+                    t.is_some_and(|t| t == self.int64 || self.pointers.contains_key(&t))
+                };
                 if same_width(source_type) && same_width(target_type) {
                     self.alias.insert(result, source);
                     self.removed.insert(result);
@@ -277,9 +310,12 @@ impl Lowering {
                     ))
                 }
             }
-            Op::PtrEqual if from_pointer => {
-                Rewrite::Replace(Instruction::new(Op::IEqual, inst.result_type, inst.result_id, inst.operands.clone()))
-            }
+            Op::PtrEqual if from_pointer => Rewrite::Replace(Instruction::new(
+                Op::IEqual,
+                inst.result_type,
+                inst.result_id,
+                inst.operands.clone(),
+            )),
             Op::PtrNotEqual if from_pointer => Rewrite::Replace(Instruction::new(
                 Op::INotEqual,
                 inst.result_type,
@@ -302,12 +338,19 @@ impl Lowering {
         let (Some(Operand::IdRef(pointer)), Some(result), Some(ret)) =
             (call.operands.first(), call.result_id, call.result_type)
         else {
-            return Err(Error::Malformed("OpFunctionPointerCallINTEL without a pointer or a result".into()));
+            return Err(Error::Malformed(
+                "OpFunctionPointerCallINTEL without a pointer or a result".into(),
+            ));
         };
         let pointer = *pointer;
-        let function_type = self.types.get(&pointer).and_then(|t| self.pointers.get(t)).copied().ok_or_else(|| {
-            Error::Malformed(format!("OpFunctionPointerCallINTEL through {pointer}, which is not a function pointer"))
-        })?;
+        let function_type =
+            self.types.get(&pointer).and_then(|t| self.pointers.get(t)).copied().ok_or_else(
+                || {
+                    Error::Malformed(format!(
+                    "OpFunctionPointerCallINTEL through {pointer}, which is not a function pointer"
+                ))
+                },
+            )?;
         let arguments = call.operands[1..].to_vec();
         let mut candidates: Vec<(u64, Word)> = self
             .numbers
@@ -339,7 +382,12 @@ impl Lowering {
         }
         cases.push(Block {
             label: Some(Instruction::new(Op::Label, None, Some(default), vec![])),
-            instructions: vec![Instruction::new(Op::Branch, None, None, vec![Operand::IdRef(merge)])],
+            instructions: vec![Instruction::new(
+                Op::Branch,
+                None,
+                None,
+                vec![Operand::IdRef(merge)],
+            )],
         });
         let mut merged = Vec::with_capacity(rest.len() + 1);
         if returns_value {
@@ -348,11 +396,19 @@ impl Lowering {
             merged.push(Instruction::new(Op::Phi, Some(ret), Some(result), incoming));
         }
         merged.extend(rest);
-        module.functions[f].blocks[b].instructions.push(Instruction::new(Op::Switch, None, None, switch));
+        module.functions[f].blocks[b].instructions.push(Instruction::new(
+            Op::Switch,
+            None,
+            None,
+            switch,
+        ));
 
         // Whatever followed this block now follows the merge block.
         crate::builtins::retarget_phis(&mut module.functions[f], this, merge);
-        cases.push(Block { label: Some(Instruction::new(Op::Label, None, Some(merge), vec![])), instructions: merged });
+        cases.push(Block {
+            label: Some(Instruction::new(Op::Label, None, Some(merge), vec![])),
+            instructions: merged,
+        });
         let at = b + 1;
         module.functions[f].blocks.splice(at..at, cases);
         Ok(())
@@ -384,22 +440,25 @@ impl Lowering {
             id
         };
         let removed = &self.removed;
-        let targets_removed =
-            |i: &Instruction| matches!(i.operands.first(), Some(Operand::IdRef(t)) if removed.contains(t));
+        let targets_removed = |i: &Instruction| matches!(i.operands.first(), Some(Operand::IdRef(t)) if removed.contains(t));
         module.debug_names.retain(|i| !targets_removed(i));
         // Decorations of pointers (`FuncParamAttr NoCapture` and the like) do not apply to the
         // numbers that replace them.
-        let decorates_pointer =
-            |i: &Instruction| matches!(i.operands.first(), Some(Operand::IdRef(t)) if self.is_pointer(*t));
+        let decorates_pointer = |i: &Instruction| matches!(i.operands.first(), Some(Operand::IdRef(t)) if self.is_pointer(*t));
         module.annotations.retain(|i| {
             !targets_removed(i)
                 && !decorates_pointer(i)
-                && !matches!(i.operands.get(1), Some(Operand::Decoration(Decoration::ReferencedIndirectlyINTEL)))
+                && !matches!(
+                    i.operands.get(1),
+                    Some(Operand::Decoration(Decoration::ReferencedIndirectlyINTEL))
+                )
         });
         module.capabilities.retain(|c| {
             !matches!(
                 c.operands.first(),
-                Some(Operand::Capability(Capability::FunctionPointersINTEL | Capability::IndirectReferencesINTEL))
+                Some(Operand::Capability(
+                    Capability::FunctionPointersINTEL | Capability::IndirectReferencesINTEL
+                ))
             )
         });
         module.extensions.retain(
@@ -433,7 +492,11 @@ mod tests {
     /// one from the table, compares it with null and calls through it; `unrelated` has another
     /// type and its address taken too.
     fn module() -> Module {
-        let mut b = crate::test_support::kernel_builder(&[Capability::Addresses, Capability::Int64, Capability::FunctionPointersINTEL]);
+        let mut b = crate::test_support::kernel_builder(&[
+            Capability::Addresses,
+            Capability::Int64,
+            Capability::FunctionPointersINTEL,
+        ]);
         b.extension("SPV_INTEL_function_pointers");
         let void = b.type_void();
         let int = b.type_int(32, 0);
@@ -467,8 +530,12 @@ mod tests {
         b.end_function().unwrap();
         let pointer_to = |b: &mut Builder, ty, f| {
             let id = b.id();
-            let constant =
-                Instruction::new(Op::ConstantFunctionPointerINTEL, Some(ty), Some(id), vec![Operand::IdRef(f)]);
+            let constant = Instruction::new(
+                Op::ConstantFunctionPointerINTEL,
+                Some(ty),
+                Some(id),
+                vec![Operand::IdRef(f)],
+            );
             b.module_mut().types_global_values.push(constant);
             id
         };
@@ -511,7 +578,10 @@ mod tests {
             i.class.opcode,
             Op::ConstantFunctionPointerINTEL | Op::FunctionPointerCallINTEL | Op::PtrEqual
         )));
-        assert!(m.capabilities.iter().all(|c| c.operands[0] != Operand::Capability(Capability::FunctionPointersINTEL)));
+        assert!(m
+            .capabilities
+            .iter()
+            .all(|c| c.operands[0] != Operand::Capability(Capability::FunctionPointersINTEL)));
         assert!(m.extensions.is_empty());
         // The table holds numbers 1 and 2; `unrelated` is 3.
         let numbers: Vec<u64> = m
@@ -526,15 +596,27 @@ mod tests {
             assert!(numbers.contains(&n), "{numbers:?}");
         }
         let kernel = m.functions.last().unwrap();
-        let switch = kernel.all_inst_iter().find(|i| i.class.opcode == Op::Switch).expect("a switch");
+        let switch =
+            kernel.all_inst_iter().find(|i| i.class.opcode == Op::Switch).expect("a switch");
         let cases: Vec<&Operand> = switch.operands[2..].iter().step_by(2).collect();
-        assert_eq!(cases, [&Operand::LiteralBit64(1), &Operand::LiteralBit64(2)], "only the int(int) functions");
-        let calls: Vec<&Operand> =
-            kernel.all_inst_iter().filter(|i| i.class.opcode == Op::FunctionCall).map(|i| &i.operands[0]).collect();
+        assert_eq!(
+            cases,
+            [&Operand::LiteralBit64(1), &Operand::LiteralBit64(2)],
+            "only the int(int) functions"
+        );
+        let calls: Vec<&Operand> = kernel
+            .all_inst_iter()
+            .filter(|i| i.class.opcode == Op::FunctionCall)
+            .map(|i| &i.operands[0])
+            .collect();
         assert_eq!(calls.len(), 2);
-        let phi = kernel.all_inst_iter().find(|i| i.class.opcode == Op::Phi).expect("the call's result");
+        let phi =
+            kernel.all_inst_iter().find(|i| i.class.opcode == Op::Phi).expect("the call's result");
         assert_eq!(phi.operands.len(), 6, "two cases and the default");
-        assert!(kernel.all_inst_iter().any(|i| i.class.opcode == Op::IEqual), "the null check compares numbers");
+        assert!(
+            kernel.all_inst_iter().any(|i| i.class.opcode == Op::IEqual),
+            "the null check compares numbers"
+        );
     }
 
     #[test]

@@ -53,8 +53,11 @@ pub fn localize_inline_definitions(bytes: &[u8]) -> Option<Vec<u8>> {
         }
         at += count;
     }
-    let drop: Vec<(usize, usize)> =
-        imports.into_iter().filter(|(_, _, target)| defined.contains(target)).map(|(at, count, _)| (at, count)).collect();
+    let drop: Vec<(usize, usize)> = imports
+        .into_iter()
+        .filter(|(_, _, target)| defined.contains(target))
+        .map(|(at, count, _)| (at, count))
+        .collect();
     if drop.is_empty() {
         return None;
     }
@@ -79,7 +82,10 @@ mod tests {
     /// A kernel calling `twice`, which has a body and, as llvm-spirv-15 writes a C99 inline
     /// definition, `Import` linkage; and `other`, a real import without a body.
     fn inline_module() -> Vec<u8> {
-        let mut b = crate::test_support::kernel_builder(&[spirv::Capability::Addresses, spirv::Capability::Linkage]);
+        let mut b = crate::test_support::kernel_builder(&[
+            spirv::Capability::Addresses,
+            spirv::Capability::Linkage,
+        ]);
         let int = b.type_int(32, 0);
         let void = b.type_void();
         let int_fn = b.type_function(int, vec![int]);
@@ -105,7 +111,10 @@ mod tests {
             b.decorate(
                 target,
                 Decoration::LinkageAttributes,
-                vec![Operand::LiteralString(name.into()), Operand::LinkageType(LinkageType::Import)],
+                vec![
+                    Operand::LiteralString(name.into()),
+                    Operand::LinkageType(LinkageType::Import),
+                ],
             );
         }
         assemble(&b.module())

@@ -40,9 +40,9 @@ pub use calls::{call_cycle, cycle_warning, function_name};
 pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
 #[cfg(feature = "link")]
 pub use fnptr::lower_function_pointers;
+pub use inline::localize_inline_definitions;
 #[cfg(feature = "link")]
 pub use link::{link, LinkInput, Linked};
-pub use inline::localize_inline_definitions;
 pub use load::{assemble, load};
 pub use params::kernel_params;
 #[cfg(feature = "link")]

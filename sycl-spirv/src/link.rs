@@ -12,8 +12,8 @@ use std::collections::{HashMap, HashSet};
 use rspirv::dr::{Instruction, Module, ModuleHeader, Operand};
 use rspirv::spirv::{Op, Word};
 
-use crate::symbols::{linkage_of, Linkage};
 use crate::load::untyped_sets;
+use crate::symbols::{linkage_of, Linkage};
 use crate::Error;
 
 /// One module to link, with a name for messages (its source path).
@@ -101,7 +101,8 @@ impl Linker {
                 }
             }
             for set in m.ext_inst_imports.drain(..) {
-                let (Some(id), Some(Operand::LiteralString(name))) = (set.result_id, set.operands.first())
+                let (Some(id), Some(Operand::LiteralString(name))) =
+                    (set.result_id, set.operands.first())
                 else {
                     continue;
                 };
@@ -369,15 +370,19 @@ fn map_operand_id(op: &mut Operand, mut f: impl FnMut(&mut Word)) {
 /// Calls `f` on every id an instruction defines or uses. For an extended instruction of a set
 /// in `untyped_sets`, only the set is an id: rspirv reads that set's other operands (debug
 /// information: lines, flags) as ids without knowing, and they must stay as they are.
-pub(crate) fn for_each_id(inst: &mut Instruction, untyped_sets: &HashSet<Word>, mut f: impl FnMut(&mut Word)) {
+pub(crate) fn for_each_id(
+    inst: &mut Instruction,
+    untyped_sets: &HashSet<Word>,
+    mut f: impl FnMut(&mut Word),
+) {
     if let Some(id) = &mut inst.result_type {
         f(id);
     }
     if let Some(id) = &mut inst.result_id {
         f(id);
     }
-    let untyped =
-        inst.class.opcode == Op::ExtInst && matches!(inst.operands.first(), Some(Operand::IdRef(set)) if untyped_sets.contains(set));
+    let untyped = inst.class.opcode == Op::ExtInst
+        && matches!(inst.operands.first(), Some(Operand::IdRef(set)) if untyped_sets.contains(set));
     let operands = if untyped { &mut inst.operands[..1] } else { &mut inst.operands[..] };
     for op in operands {
         map_operand_id(op, &mut f);
@@ -394,7 +399,10 @@ fn drop_debug_info(m: &mut Module) {
     if sets.is_empty() {
         return;
     }
-    let keep = |i: &Instruction| !(i.class.opcode == Op::ExtInst && matches!(i.operands.first(), Some(Operand::IdRef(set)) if sets.contains(set)));
+    let keep = |i: &Instruction| {
+        !(i.class.opcode == Op::ExtInst
+            && matches!(i.operands.first(), Some(Operand::IdRef(set)) if sets.contains(set)))
+    };
     m.types_global_values.retain(keep);
     for block in m.functions.iter_mut().flat_map(|f| f.blocks.iter_mut()) {
         block.instructions.retain(keep);
@@ -461,11 +469,8 @@ mod tests {
         let symbols = Symbols::of(&linked);
         assert!(symbols.imports(&linked).is_empty());
         assert_eq!(linked.functions.len(), 1);
-        let ints = linked
-            .types_global_values
-            .iter()
-            .filter(|i| i.class.opcode == Op::TypeInt)
-            .count();
+        let ints =
+            linked.types_global_values.iter().filter(|i| i.class.opcode == Op::TypeInt).count();
         assert_eq!(ints, 1);
         // The result must load again.
         load(&assemble(&linked)).unwrap();
@@ -500,12 +505,24 @@ mod tests {
         let p = b.function_parameter(global).unwrap();
         b.begin_block(None).unwrap();
         let v = b
-            .ext_inst(float4, None, cl, spirv::OpenclStd100Op::vloadn as u32, [p, zero, 4].map(Operand::IdRef))
+            .ext_inst(
+                float4,
+                None,
+                cl,
+                spirv::OpenclStd100Op::vloadn as u32,
+                [p, zero, 4].map(Operand::IdRef),
+            )
             .unwrap();
         let x = b.composite_extract(float, None, v, [0]).unwrap();
         let rte = spirv::FPRoundingMode::RTE as u32;
-        b.ext_inst(void, None, cl, spirv::OpenclStd100Op::vstore_half_r as u32, [x, zero, p, rte].map(Operand::IdRef))
-            .unwrap();
+        b.ext_inst(
+            void,
+            None,
+            cl,
+            spirv::OpenclStd100Op::vstore_half_r as u32,
+            [x, zero, p, rte].map(Operand::IdRef),
+        )
+        .unwrap();
         b.ret().unwrap();
         b.end_function().unwrap();
         b.module()
@@ -516,7 +533,10 @@ mod tests {
         // Loaded, `vloadn`'s count and `vstore_half_r`'s mode are literals, which the link
         // leaves as they are in every input, not only the first.
         let loaded = || load(&assemble(&vector_io())).unwrap();
-        let linked = link(vec![input("a", module("f", true)), input("b", loaded()), input("c", loaded())]).unwrap().module;
+        let linked =
+            link(vec![input("a", module("f", true)), input("b", loaded()), input("c", loaded())])
+                .unwrap()
+                .module;
         let ext: Vec<&Operand> = linked
             .all_inst_iter()
             .filter(|i| i.class.opcode == spirv::Op::ExtInst)

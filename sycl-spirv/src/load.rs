@@ -106,7 +106,9 @@ fn check_ids(module: &Module) -> Result<(), Error> {
         check_uses(inst, &types, |id| all.contains(&id))?;
         // What it names or decorates may be any id; its other id operands may not.
         let operands = match inst.class.opcode {
-            Op::GroupDecorate | Op::GroupMemberDecorate => &inst.operands[..inst.operands.len().min(1)],
+            Op::GroupDecorate | Op::GroupMemberDecorate => {
+                &inst.operands[..inst.operands.len().min(1)]
+            }
             _ => inst.operands.get(1..).unwrap_or(&[]),
         };
         for op in operands {
@@ -120,11 +122,19 @@ fn check_ids(module: &Module) -> Result<(), Error> {
             }
         }
     }
-    let declarations = (module.capabilities.iter().chain(&module.extensions).chain(&module.ext_inst_imports))
-        .chain(module.memory_model.iter().chain(&module.entry_points).chain(&module.execution_modes))
-        .chain(
-            module.debug_string_source.iter().chain(&module.debug_module_processed).chain(&module.types_global_values),
-        );
+    let declarations = (module
+        .capabilities
+        .iter()
+        .chain(&module.extensions)
+        .chain(&module.ext_inst_imports))
+    .chain(module.memory_model.iter().chain(&module.entry_points).chain(&module.execution_modes))
+    .chain(
+        module
+            .debug_string_source
+            .iter()
+            .chain(&module.debug_module_processed)
+            .chain(&module.types_global_values),
+    );
     for inst in declarations {
         check_uses(inst, &types, |id| global.contains(&id))?;
     }
@@ -143,7 +153,8 @@ fn check_ids(module: &Module) -> Result<(), Error> {
             Some(rspirv::dr::Operand::IdRef(f)) if functions.contains(f) => {}
             _ => {
                 return Err(Error::Malformed(
-                    "an entry point or execution mode names something that is not a function".into(),
+                    "an entry point or execution mode names something that is not a function"
+                        .into(),
                 ))
             }
         }
@@ -154,7 +165,11 @@ fn check_ids(module: &Module) -> Result<(), Error> {
             if inst.class.opcode == Op::FunctionCall {
                 match inst.operands.first() {
                     Some(rspirv::dr::Operand::IdRef(callee)) if functions.contains(callee) => {}
-                    _ => return Err(Error::Malformed("OpFunctionCall calls something that is not a function".into())),
+                    _ => {
+                        return Err(Error::Malformed(
+                            "OpFunctionCall calls something that is not a function".into(),
+                        ))
+                    }
                 }
             }
         }
@@ -189,7 +204,8 @@ pub(crate) fn operand_id(op: &rspirv::dr::Operand) -> Option<u32> {
 /// cast of a function pointer to itself, which lowering function pointers turned into a
 /// constant referring to nothing.
 fn check_declaration_order(module: &Module) -> Result<(), Error> {
-    let values: HashSet<u32> = module.types_global_values.iter().filter_map(|i| i.result_id).collect();
+    let values: HashSet<u32> =
+        module.types_global_values.iter().filter_map(|i| i.result_id).collect();
     let announced: HashSet<u32> = module
         .types_global_values
         .iter()
@@ -201,10 +217,13 @@ fn check_declaration_order(module: &Module) -> Result<(), Error> {
         .collect();
     let mut declared = HashSet::with_capacity(values.len());
     for inst in &module.types_global_values {
-        if let Some(id) =
-            used_ids(inst).find(|id| values.contains(id) && !declared.contains(id) && !announced.contains(id))
+        if let Some(id) = used_ids(inst)
+            .find(|id| values.contains(id) && !declared.contains(id) && !announced.contains(id))
         {
-            return Err(Error::Malformed(format!("{:?} uses id {id}, which is declared after it", inst.class.opcode)));
+            return Err(Error::Malformed(format!(
+                "{:?} uses id {id}, which is declared after it",
+                inst.class.opcode
+            )));
         }
         declared.extend(inst.result_id);
     }
@@ -219,12 +238,21 @@ fn check_declaration_order(module: &Module) -> Result<(), Error> {
 /// the linker, left decorations of its parameters behind.
 fn check_functions_and_linkage(module: &Module, functions: &HashSet<u32>) -> Result<(), Error> {
     let by_opcode = |op: Op| -> HashSet<u32> {
-        module.types_global_values.iter().filter(|i| i.class.opcode == op).filter_map(|i| i.result_id).collect()
+        module
+            .types_global_values
+            .iter()
+            .filter(|i| i.class.opcode == op)
+            .filter_map(|i| i.result_id)
+            .collect()
     };
     let (function_types, variables) = (by_opcode(Op::TypeFunction), by_opcode(Op::Variable));
     for def in module.functions.iter().filter_map(|f| f.def.as_ref()) {
-        if !matches!(def.operands.get(1), Some(rspirv::dr::Operand::IdRef(t)) if function_types.contains(t)) {
-            return Err(Error::Malformed(format!("function {:?} does not have a function type", def.result_id)));
+        if !matches!(def.operands.get(1), Some(rspirv::dr::Operand::IdRef(t)) if function_types.contains(t))
+        {
+            return Err(Error::Malformed(format!(
+                "function {:?} does not have a function type",
+                def.result_id
+            )));
         }
     }
     // A group decoration applies a decoration group (what an image keeps of it follows the
@@ -235,18 +263,27 @@ fn check_functions_and_linkage(module: &Module, functions: &HashSet<u32>) -> Res
         .filter(|a| a.class.opcode == Op::DecorationGroup)
         .filter_map(|a| a.result_id)
         .collect();
-    for a in module.annotations.iter().filter(|a| matches!(a.class.opcode, Op::GroupDecorate | Op::GroupMemberDecorate))
+    for a in module
+        .annotations
+        .iter()
+        .filter(|a| matches!(a.class.opcode, Op::GroupDecorate | Op::GroupMemberDecorate))
     {
-        if !matches!(a.operands.first(), Some(rspirv::dr::Operand::IdRef(g)) if groups.contains(g)) {
+        if !matches!(a.operands.first(), Some(rspirv::dr::Operand::IdRef(g)) if groups.contains(g))
+        {
             return Err(Error::Malformed(format!(
                 "{:?} applies something that is not a decoration group",
                 a.class.opcode
             )));
         }
     }
-    let defined: HashSet<u32> =
-        module.functions.iter().filter(|f| !f.blocks.is_empty()).filter_map(|f| f.def_id()).collect();
-    for (target, name, linkage) in module.annotations.iter().filter_map(crate::symbols::linkage_of) {
+    let defined: HashSet<u32> = module
+        .functions
+        .iter()
+        .filter(|f| !f.blocks.is_empty())
+        .filter_map(|f| f.def_id())
+        .collect();
+    for (target, name, linkage) in module.annotations.iter().filter_map(crate::symbols::linkage_of)
+    {
         if !functions.contains(&target) && !variables.contains(&target) {
             return Err(Error::Malformed(format!(
                 "linkage `{name}` on id {target}, which is neither a function nor a module-scope variable"
@@ -263,7 +300,11 @@ fn check_functions_and_linkage(module: &Module, functions: &HashSet<u32>) -> Res
 /// Checks that a type declaration is built from types: what a pointer points to, the members
 /// of a struct, the parameters of a function type and so on; an array's length is a constant.
 /// Found by the `spirv_postlink` fuzz target: a pointer to a function.
-fn check_type_operands(inst: &Instruction, types: &HashSet<u32>, functions: &HashSet<u32>) -> Result<(), Error> {
+fn check_type_operands(
+    inst: &Instruction,
+    types: &HashSet<u32>,
+    functions: &HashSet<u32>,
+) -> Result<(), Error> {
     let ids = inst.operands.iter().enumerate().filter_map(|(i, op)| match op {
         rspirv::dr::Operand::IdRef(id) => Some((i, *id)),
         _ => None,
@@ -298,10 +339,17 @@ fn check_type_operands(inst: &Instruction, types: &HashSet<u32>, functions: &Has
 }
 
 /// Checks that every id `inst` uses is visible to it, and that its result type is a type.
-fn check_uses(inst: &Instruction, types: &HashSet<u32>, visible: impl Fn(u32) -> bool) -> Result<(), Error> {
+fn check_uses(
+    inst: &Instruction,
+    types: &HashSet<u32>,
+    visible: impl Fn(u32) -> bool,
+) -> Result<(), Error> {
     if let Some(ty) = inst.result_type {
         if !types.contains(&ty) {
-            return Err(Error::Malformed(format!("{:?} has result type {ty}, which is not a type", inst.class.opcode)));
+            return Err(Error::Malformed(format!(
+                "{:?} has result type {ty}, which is not a type",
+                inst.class.opcode
+            )));
         }
     }
     for id in used_ids(inst) {
@@ -326,7 +374,9 @@ fn check_framing(bytes: &[u8]) -> Result<(), Error> {
     }
     let magic = u32::from_le_bytes(bytes[..4].try_into().unwrap());
     if magic != rspirv::spirv::MAGIC_NUMBER {
-        return Err(Error::Malformed(format!("bad magic {magic:#x} (big-endian modules are not supported)")));
+        return Err(Error::Malformed(format!(
+            "bad magic {magic:#x} (big-endian modules are not supported)"
+        )));
     }
     let mut at = HEADER_WORDS;
     while at < words {
@@ -390,7 +440,9 @@ impl Consumer for Loader {
         if let Some(function) = &mut self.function {
             match opcode {
                 Op::FunctionParameter => function.parameters.push(inst),
-                Op::Label => function.blocks.push(Block { label: Some(inst), instructions: vec![] }),
+                Op::Label => {
+                    function.blocks.push(Block { label: Some(inst), instructions: vec![] })
+                }
                 Op::FunctionEnd => {
                     let mut function = self.function.take().unwrap();
                     function.end = Some(inst);
@@ -398,11 +450,16 @@ impl Consumer for Loader {
                 }
                 Op::Function => return self.fail("OpFunction inside a function".into()),
                 _ => match function.blocks.last_mut() {
-                    Some(block) => block.instructions.push(type_literals(&self.module.ext_inst_imports, inst)),
+                    Some(block) => {
+                        block.instructions.push(type_literals(&self.module.ext_inst_imports, inst))
+                    }
                     // Debug line information may precede the first label; it carries no meaning
                     // there, so it is dropped rather than refused.
                     None if matches!(opcode, Op::Line | Op::NoLine | Op::ExtInst) => {}
-                    None => return self.fail(format!("{opcode:?} before the first block of a function")),
+                    None => {
+                        return self
+                            .fail(format!("{opcode:?} before the first block of a function"))
+                    }
                 },
             }
             return ParseAction::Continue;
@@ -415,7 +472,9 @@ impl Consumer for Loader {
             Op::MemoryModel => m.memory_model = Some(inst),
             Op::EntryPoint => m.entry_points.push(inst),
             Op::ExecutionMode | Op::ExecutionModeId => m.execution_modes.push(inst),
-            Op::String | Op::Source | Op::SourceExtension | Op::SourceContinued => m.debug_string_source.push(inst),
+            Op::String | Op::Source | Op::SourceExtension | Op::SourceContinued => {
+                m.debug_string_source.push(inst)
+            }
             Op::Name | Op::MemberName => m.debug_names.push(inst),
             Op::ModuleProcessed => m.debug_module_processed.push(inst),
             Op::Decorate
@@ -426,7 +485,9 @@ impl Consumer for Loader {
             | Op::DecorateId
             | Op::DecorateString
             | Op::MemberDecorateString => m.annotations.push(inst),
-            Op::Function => self.function = Some(Function { def: Some(inst), ..Function::default() }),
+            Op::Function => {
+                self.function = Some(Function { def: Some(inst), ..Function::default() })
+            }
             Op::FunctionParameter | Op::FunctionEnd | Op::Label => {
                 return self.fail(format!("{opcode:?} outside a function"))
             }
@@ -524,7 +585,10 @@ mod tests {
         };
         assert!(load(&linked(f)).is_ok());
         let result = load(&linked(p));
-        assert!(matches!(&result, Err(Error::Malformed(m)) if m.contains("linkage `f` on id")), "{result:?}");
+        assert!(
+            matches!(&result, Err(Error::Malformed(m)) if m.contains("linkage `f` on id")),
+            "{result:?}"
+        );
     }
 
     #[test]

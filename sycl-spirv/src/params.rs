@@ -21,7 +21,10 @@
 use std::collections::{HashMap, HashSet};
 
 use rspirv::dr::{Function, Module, Operand};
-use rspirv::spirv::{AccessQualifier, AddressingModel, Decoration, Dim, FunctionParameterAttribute, Op, StorageClass, Word};
+use rspirv::spirv::{
+    AccessQualifier, AddressingModel, Decoration, Dim, FunctionParameterAttribute, Op,
+    StorageClass, Word,
+};
 use sycl_format::{KernelParam, ParamKind};
 
 /// Size of the handle `clSetKernelArg` takes for an image, a sampler, a pipe or a queue
@@ -40,11 +43,14 @@ pub fn kernel_params(module: &Module, kernels: &[String]) -> Vec<(String, Vec<Ke
     let reader = Reader::of(module, &types);
     let mut entries: HashMap<&str, Word> = HashMap::new();
     for e in &module.entry_points {
-        if let (Some(Operand::IdRef(id)), Some(Operand::LiteralString(name))) = (e.operands.get(1), e.operands.get(2)) {
+        if let (Some(Operand::IdRef(id)), Some(Operand::LiteralString(name))) =
+            (e.operands.get(1), e.operands.get(2))
+        {
             entries.entry(name.as_str()).or_insert(*id);
         }
     }
-    let functions: HashMap<Word, &Function> = module.functions.iter().filter_map(|f| Some((f.def_id()?, f))).collect();
+    let functions: HashMap<Word, &Function> =
+        module.functions.iter().filter_map(|f| Some((f.def_id()?, f))).collect();
     kernels
         .iter()
         .filter_map(|kernel| {
@@ -65,18 +71,22 @@ impl<'m> Reader<'m> {
     fn of(module: &'m Module, types: &'m Types) -> Reader<'m> {
         let mut names = HashMap::new();
         for n in &module.debug_names {
-            if let (Op::Name, [Operand::IdRef(id), Operand::LiteralString(name)]) = (n.class.opcode, n.operands.as_slice()) {
+            if let (Op::Name, [Operand::IdRef(id), Operand::LiteralString(name)]) =
+                (n.class.opcode, n.operands.as_slice())
+            {
                 names.entry(*id).or_insert(name.as_str());
             }
         }
-        const BY_VAL: Operand = Operand::FunctionParameterAttribute(FunctionParameterAttribute::ByVal);
+        const BY_VAL: Operand =
+            Operand::FunctionParameterAttribute(FunctionParameterAttribute::ByVal);
         let by_value = module
             .annotations
             .iter()
             .filter_map(|a| match (a.class.opcode, a.operands.as_slice()) {
-                (Op::Decorate, [Operand::IdRef(id), Operand::Decoration(Decoration::FuncParamAttr), attr]) if *attr == BY_VAL => {
-                    Some(*id)
-                }
+                (
+                    Op::Decorate,
+                    [Operand::IdRef(id), Operand::Decoration(Decoration::FuncParamAttr), attr],
+                ) if *attr == BY_VAL => Some(*id),
                 _ => None,
             })
             .collect();
@@ -92,7 +102,10 @@ impl<'m> Reader<'m> {
             .filter(|i| i.class.opcode == Op::FunctionCall)
             .find(|call| {
                 call.operands.len() == ids.len() + 1
-                    && call.operands[1..].iter().zip(&ids).all(|(op, id)| *op == Operand::IdRef(*id))
+                    && call.operands[1..]
+                        .iter()
+                        .zip(&ids)
+                        .all(|(op, id)| *op == Operand::IdRef(*id))
             })
             .and_then(|call| functions.get(&call.operands[0].id_ref_any()?))
             .filter(|f| f.parameters.len() == ids.len());
@@ -105,10 +118,14 @@ impl<'m> Reader<'m> {
                 let name = self
                     .names
                     .get(&id)
-                    .or_else(|| wrapped.and_then(|f| self.names.get(&f.parameters.get(i)?.result_id?)))
+                    .or_else(|| {
+                        wrapped.and_then(|f| self.names.get(&f.parameters.get(i)?.result_id?))
+                    })
                     .copied()
                     .unwrap_or_default();
-                let mut param = self.types.param(p.result_type.unwrap_or_default(), self.by_value.contains(&id));
+                let mut param = self
+                    .types
+                    .param(p.result_type.unwrap_or_default(), self.by_value.contains(&id));
                 param.name = name.to_string();
                 param
             })
@@ -126,7 +143,13 @@ enum Type {
     Array(Word, Option<u64>),
     Struct(Vec<Word>),
     Pointer(StorageClass, Word),
-    Image { dim: Dim, depth: bool, arrayed: bool, multisampled: bool, access: Option<AccessQualifier> },
+    Image {
+        dim: Dim,
+        depth: bool,
+        arrayed: bool,
+        multisampled: bool,
+        access: Option<AccessQualifier>,
+    },
     Sampler,
     /// Other opaque types, by their OpenCL C name (`queue_t`, `read_only pipe`).
     Opaque(String),
@@ -157,7 +180,9 @@ impl Types {
             .annotations
             .iter()
             .filter_map(|a| match (a.class.opcode, a.operands.as_slice()) {
-                (Op::Decorate, [Operand::IdRef(id), Operand::Decoration(Decoration::CPacked)]) => Some(*id),
+                (Op::Decorate, [Operand::IdRef(id), Operand::Decoration(Decoration::CPacked)]) => {
+                    Some(*id)
+                }
                 _ => None,
             })
             .collect();
@@ -175,11 +200,18 @@ impl Types {
             })
             .collect();
 
-        let mut out = Types { types: HashMap::new(), layouts: HashMap::new(), struct_names: HashMap::new(), pointer_size };
+        let mut out = Types {
+            types: HashMap::new(),
+            layouts: HashMap::new(),
+            struct_names: HashMap::new(),
+            pointer_size,
+        };
         let pointer = Layout { size: pointer_size, align: pointer_size };
         for inst in &module.types_global_values {
             // A pointer announced ahead may be a struct's member before it is declared.
-            if let (Op::TypeForwardPointer, Some(Operand::IdRef(id))) = (inst.class.opcode, inst.operands.first()) {
+            if let (Op::TypeForwardPointer, Some(Operand::IdRef(id))) =
+                (inst.class.opcode, inst.operands.first())
+            {
                 out.layouts.insert(*id, pointer);
                 continue;
             }
@@ -189,19 +221,31 @@ impl Types {
                 (Op::TypeInt, [Operand::LiteralBit32(width), ..]) => Type::Int(*width),
                 (Op::TypeFloat, [Operand::LiteralBit32(width), ..]) => Type::Float(*width),
                 (Op::TypeBool, _) => Type::Bool,
-                (Op::TypeVector, [Operand::IdRef(element), Operand::LiteralBit32(n)]) => Type::Vector(*element, *n),
+                (Op::TypeVector, [Operand::IdRef(element), Operand::LiteralBit32(n)]) => {
+                    Type::Vector(*element, *n)
+                }
                 (Op::TypeArray, [Operand::IdRef(element), Operand::IdRef(length)]) => {
                     Type::Array(*element, constants.get(length).copied())
                 }
-                (Op::TypeStruct, members) => Type::Struct(members.iter().filter_map(Operand::id_ref_any).collect()),
-                (Op::TypePointer, [Operand::StorageClass(class), Operand::IdRef(pointee)]) => Type::Pointer(*class, *pointee),
+                (Op::TypeStruct, members) => {
+                    Type::Struct(members.iter().filter_map(Operand::id_ref_any).collect())
+                }
+                (Op::TypePointer, [Operand::StorageClass(class), Operand::IdRef(pointee)]) => {
+                    Type::Pointer(*class, *pointee)
+                }
                 (Op::TypeImage, [_, Operand::Dim(dim), depth, arrayed, ms, rest @ ..]) => {
                     let flag = |op: &Operand| matches!(op, Operand::LiteralBit32(1));
                     let access = rest.iter().find_map(|op| match op {
                         Operand::AccessQualifier(q) => Some(*q),
                         _ => None,
                     });
-                    Type::Image { dim: *dim, depth: flag(depth), arrayed: flag(arrayed), multisampled: flag(ms), access }
+                    Type::Image {
+                        dim: *dim,
+                        depth: flag(depth),
+                        arrayed: flag(arrayed),
+                        multisampled: flag(ms),
+                        access,
+                    }
                 }
                 (Op::TypeSampler, _) => Type::Sampler,
                 (Op::TypePipe, ops) => {
@@ -209,7 +253,9 @@ impl Types {
                         Operand::AccessQualifier(q) => Some(*q),
                         _ => None,
                     });
-                    Type::Opaque(access.map_or("pipe".to_string(), |q| format!("{} pipe", access_text(q))))
+                    Type::Opaque(
+                        access.map_or("pipe".to_string(), |q| format!("{} pipe", access_text(q))),
+                    )
                 }
                 (Op::TypeQueue, _) => Type::Opaque("queue_t".into()),
                 (Op::TypeEvent, _) => Type::Opaque("event_t".into()),
@@ -224,8 +270,12 @@ impl Types {
             out.types.insert(id, ty);
         }
         for n in &module.debug_names {
-            if let (Op::Name, [Operand::IdRef(id), Operand::LiteralString(name)]) = (n.class.opcode, n.operands.as_slice()) {
-                if matches!(out.types.get(id), Some(Type::Struct(_))) && !out.struct_names.contains_key(id) {
+            if let (Op::Name, [Operand::IdRef(id), Operand::LiteralString(name)]) =
+                (n.class.opcode, n.operands.as_slice())
+            {
+                if matches!(out.types.get(id), Some(Type::Struct(_)))
+                    && !out.struct_names.contains_key(id)
+                {
                     out.struct_names.insert(*id, struct_text(name));
                 }
             }
@@ -270,15 +320,23 @@ impl Types {
 
     /// The parameter of type `ty` (`by_value`: decorated `FuncParamAttr ByVal`), unnamed.
     fn param(&self, ty: Word, by_value: bool) -> KernelParam {
-        let size = |id: Word| self.layouts.get(&id).map_or(0, |l| u32::try_from(l.size).unwrap_or(0));
+        let size =
+            |id: Word| self.layouts.get(&id).map_or(0, |l| u32::try_from(l.size).unwrap_or(0));
         let (kind, size) = match self.types.get(&ty) {
             Some(Type::Pointer(_, pointee)) if by_value => {
                 let kind = match self.types.get(pointee) {
-                    Some(Type::Int(_) | Type::Float(_) | Type::Bool | Type::Vector(..)) => ParamKind::Scalar,
+                    Some(Type::Int(_) | Type::Float(_) | Type::Bool | Type::Vector(..)) => {
+                        ParamKind::Scalar
+                    }
                     Some(Type::Struct(_)) => ParamKind::Struct,
                     _ => ParamKind::Other,
                 };
-                return KernelParam { kind, size: size(*pointee), ty: self.text(*pointee), name: String::new() };
+                return KernelParam {
+                    kind,
+                    size: size(*pointee),
+                    ty: self.text(*pointee),
+                    name: String::new(),
+                };
             }
             Some(Type::Pointer(class, _)) => {
                 let kind = match class {
@@ -289,7 +347,9 @@ impl Types {
                 };
                 (kind, size(ty))
             }
-            Some(Type::Int(_) | Type::Float(_) | Type::Bool | Type::Vector(..)) => (ParamKind::Scalar, size(ty)),
+            Some(Type::Int(_) | Type::Float(_) | Type::Bool | Type::Vector(..)) => {
+                (ParamKind::Scalar, size(ty))
+            }
             Some(Type::Struct(_)) => (ParamKind::Struct, size(ty)),
             Some(Type::Image { .. }) => (ParamKind::Image, HANDLE_SIZE),
             Some(Type::Sampler) => (ParamKind::Sampler, HANDLE_SIZE),
@@ -330,7 +390,9 @@ impl Types {
                 };
                 format!("{element}{n}")
             }
-            Some(Type::Struct(_)) => self.struct_names.get(&id).cloned().unwrap_or_else(|| "struct".to_string()),
+            Some(Type::Struct(_)) => {
+                self.struct_names.get(&id).cloned().unwrap_or_else(|| "struct".to_string())
+            }
             Some(Type::Image { dim, depth, arrayed, multisampled, access }) => {
                 image_text(*dim, *depth, *arrayed, *multisampled, *access)
             }
@@ -381,7 +443,13 @@ fn access_text(access: AccessQualifier) -> &'static str {
 }
 
 /// `read_only image2d_array_depth_t` and the like.
-fn image_text(dim: Dim, depth: bool, arrayed: bool, multisampled: bool, access: Option<AccessQualifier>) -> String {
+fn image_text(
+    dim: Dim,
+    depth: bool,
+    arrayed: bool,
+    multisampled: bool,
+    access: Option<AccessQualifier>,
+) -> String {
     let dim = match dim {
         Dim::Dim1D => "1d",
         Dim::Dim2D => "2d",
@@ -415,7 +483,11 @@ fn struct_text(name: &str) -> String {
         .find_map(|prefix| Some((prefix.trim_end_matches('.'), name.strip_prefix(prefix)?)))
         .unwrap_or(("struct", name));
     let rest = match rest.rsplit_once('.') {
-        Some((base, n)) if !base.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base,
+        Some((base, n))
+            if !base.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            base
+        }
         _ => rest,
     };
     format!("{keyword} {rest}")
@@ -439,7 +511,14 @@ mod tests {
     /// `params` (named by `plain_names` where given), and an entry function taking the same
     /// ones (named by `entry_names` where given) that calls it with them. `by_value` lists
     /// positions decorated `FuncParamAttr ByVal` on both.
-    fn kernel(b: &mut Builder, name: &str, params: &[Word], plain_names: &[&str], entry_names: &[&str], by_value: &[usize]) {
+    fn kernel(
+        b: &mut Builder,
+        name: &str,
+        params: &[Word],
+        plain_names: &[&str],
+        entry_names: &[&str],
+        by_value: &[usize],
+    ) {
         let void = b.type_void();
         let fn_type = b.type_function(void, params.to_vec());
         let add = |b: &mut Builder, names: &[&str], call: Option<Word>| -> (Word, Vec<Word>) {
@@ -498,21 +577,29 @@ mod tests {
             ]
         );
         assert!(params_of(&m, "k").iter().all(|p| p.name.is_empty()), "nothing names them");
-        assert_eq!(sycl_format::kernel_signature(&params_of(&m, "k")), "(global int*, constant float*, local float*, int)");
+        assert_eq!(
+            sycl_format::kernel_signature(&params_of(&m, "k")),
+            "(global int*, constant float*, local float*, int)"
+        );
     }
 
     #[test]
     fn scalars_and_vectors_take_their_size_with_three_padded_to_four() {
         let mut b = builder(AddressingModel::Physical64);
-        let (char_, short, int, long) = (b.type_int(8, 0), b.type_int(16, 0), b.type_int(32, 0), b.type_int(64, 0));
-        let (half, float, double) = (b.type_float(16, None), b.type_float(32, None), b.type_float(64, None));
+        let (char_, short, int, long) =
+            (b.type_int(8, 0), b.type_int(16, 0), b.type_int(32, 0), b.type_int(64, 0));
+        let (half, float, double) =
+            (b.type_float(16, None), b.type_float(32, None), b.type_float(64, None));
         let float4 = b.type_vector(float, 4);
         let float3 = b.type_vector(float, 3);
         let char3 = b.type_vector(char_, 3);
         let double2 = b.type_vector(double, 2);
         let half16 = b.type_vector(half, 16);
         let int8 = b.type_vector(int, 8);
-        let params = [char_, short, int, long, half, float, double, float4, float3, char3, double2, half16, int8];
+        let params = [
+            char_, short, int, long, half, float, double, float4, float3, char3, double2, half16,
+            int8,
+        ];
         kernel(&mut b, "k", &params, &[], &[], &[]);
         assert_eq!(
             shapes(&params_of(&b.module(), "k")),
@@ -555,11 +642,18 @@ mod tests {
         let packed = b.type_struct([char_, int]);
         b.decorate(packed, Decoration::CPacked, vec![]);
         let nested = b.type_struct([char_, big]);
-        for (s, name) in [(pt, "struct.Pt"), (big, "struct.Big"), (s3, "struct.S3.1"), (packed, "union.P"), (nested, "class.ns::N")] {
+        for (s, name) in [
+            (pt, "struct.Pt"),
+            (big, "struct.Big"),
+            (s3, "struct.S3.1"),
+            (packed, "union.P"),
+            (nested, "class.ns::N"),
+        ] {
             b.name(s, name);
         }
         let structs = [pt, big, s3, with_pointer, packed, nested];
-        let params: Vec<Word> = structs.iter().map(|s| b.type_pointer(None, StorageClass::Function, *s)).collect();
+        let params: Vec<Word> =
+            structs.iter().map(|s| b.type_pointer(None, StorageClass::Function, *s)).collect();
         kernel(&mut b, "k", &params, &[], &[], &(0..params.len()).collect::<Vec<_>>());
         assert_eq!(
             shapes(&params_of(&b.module(), "k")),
@@ -601,7 +695,14 @@ mod tests {
         let sampler = b.type_sampler();
         let pipe = b.type_pipe(AccessQualifier::ReadOnly);
         let queue = b.type_queue();
-        kernel(&mut b, "k", &[image2d, image3d, depth_array, buffer, sampler, pipe, queue], &[], &[], &[]);
+        kernel(
+            &mut b,
+            "k",
+            &[image2d, image3d, depth_array, buffer, sampler, pipe, queue],
+            &[],
+            &[],
+            &[],
+        );
         assert_eq!(
             shapes(&params_of(&b.module(), "k")),
             [
@@ -642,7 +743,10 @@ mod tests {
         let s = b.type_struct([char_, global_int]);
         let by_value = b.type_pointer(None, StorageClass::Function, s);
         kernel(&mut b, "k", &[global_int, by_value], &[], &[], &[1]);
-        assert_eq!(shapes(&params_of(&b.module(), "k")), [(ParamKind::Global, 4, "global int*"), (ParamKind::Struct, 8, "struct")]);
+        assert_eq!(
+            shapes(&params_of(&b.module(), "k")),
+            [(ParamKind::Global, 4, "global int*"), (ParamKind::Struct, 8, "struct")]
+        );
     }
 
     #[test]
@@ -653,7 +757,8 @@ mod tests {
         kernel(&mut b, "b", &[], &[], &[], &[]);
         let m = b.module();
         let names = ["b", "missing", "a"].map(String::from);
-        let found: Vec<(String, usize)> = kernel_params(&m, &names).into_iter().map(|(k, p)| (k, p.len())).collect();
+        let found: Vec<(String, usize)> =
+            kernel_params(&m, &names).into_iter().map(|(k, p)| (k, p.len())).collect();
         assert_eq!(found, [("b".to_string(), 0), ("a".to_string(), 1)]);
     }
 
@@ -685,7 +790,12 @@ mod tests {
             // Straight into the module: the builder's search for an equal type is linear.
             let id = b.id();
             let members = vec![Operand::IdRef(char_), Operand::IdRef(inner)];
-            b.module_mut().types_global_values.push(rspirv::dr::Instruction::new(Op::TypeStruct, None, Some(id), members));
+            b.module_mut().types_global_values.push(rspirv::dr::Instruction::new(
+                Op::TypeStruct,
+                None,
+                Some(id),
+                members,
+            ));
             inner = id;
         }
         let deep = b.type_pointer(None, StorageClass::Function, inner);

@@ -25,8 +25,8 @@ use sycl_format::{DeviceConfig, KernelParam, SplitMode};
 use crate::calls::reduced_call_graph;
 use crate::features::Features;
 use crate::link::{max_id, Linked};
-use crate::load::untyped_sets;
 use crate::load::operand_id;
+use crate::load::untyped_sets;
 use crate::spec::{constants_of, SpecConstant};
 use crate::symbols::{linkage_of, Linkage, Symbols};
 use crate::vfunc::{self, VirtualSets};
@@ -131,12 +131,15 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
     let features = Features::analyze(&module);
     let vsets = VirtualSets::of(&module);
     let ic: HashSet<Word> = vsets.set_of.keys().copied().collect();
-    let ic_names: HashSet<String> = ic.iter().filter_map(|f| symbols.linkage.get(f).map(|(n, _)| n.clone())).collect();
+    let ic_names: HashSet<String> =
+        ic.iter().filter_map(|f| symbols.linkage.get(f).map(|(n, _)| n.clone())).collect();
     let index = ModuleIndex::of(&module);
     let set_aspects: BTreeMap<&str, BTreeSet<u32>> = vsets
         .members
         .iter()
-        .map(|(set, members)| (set.as_str(), members.iter().flat_map(|f| features.used(*f)).collect()))
+        .map(|(set, members)| {
+            (set.as_str(), members.iter().flat_map(|f| features.used(*f)).collect())
+        })
         .collect();
     let declared_sets = |declaring: &[Word]| -> BTreeSet<String> {
         declaring.iter().flat_map(|d| vsets.calls.get(d).into_iter().flatten().cloned()).collect()
@@ -210,8 +213,12 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
     }
 
     let same_origin_used = features.propagate(|a, b| origin(a) == origin(b));
-    let externals: HashSet<Word> =
-        symbols.sycl_external.iter().copied().filter(|f| symbols.defined_functions.contains(f)).collect();
+    let externals: HashSet<Word> = symbols
+        .sycl_external
+        .iter()
+        .copied()
+        .filter(|f| symbols.defined_functions.contains(f))
+        .collect();
     let mut warnings = Vec::new();
     let mut images = Vec::with_capacity(groups.len());
     for group in groups {
@@ -231,12 +238,15 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
             Key::Features { aspects, wg, sg, .. } => {
                 let mut aspects = aspects.clone();
                 for e in members.iter().filter(|e| e.kernel) {
-                    let mut expected = same_origin_used.get(&e.function).cloned().unwrap_or_default();
+                    let mut expected =
+                        same_origin_used.get(&e.function).cloned().unwrap_or_default();
                     for d in &e.declaring {
                         expected.extend(features.declared(*d).into_iter().flatten());
                     }
                     for a in features.used(e.function).difference(&expected) {
-                        let Some((path, _)) = features.chain(e.function, *a, |_, _| true) else { continue };
+                        let Some((path, _)) = features.chain(e.function, *a, |_, _| true) else {
+                            continue;
+                        };
                         if let Some((f, _)) = path.iter().find(|(f, _)| origin(*f) != e.origin) {
                             warnings.push(format!(
                                 "warning: function '{}' uses aspect '{}' not expected by its calling kernel.\nMissing SYCL_DEVICE_HAS on SYCL_EXTERNAL function?",
@@ -283,23 +293,34 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
         };
 
         let image = extract(&module, &index, &contents, &exports);
-        let mut exported: Vec<String> = members.iter().filter(|e| !e.kernel).map(|e| e.name.clone()).collect();
+        let mut exported: Vec<String> =
+            members.iter().filter(|e| !e.kernel).map(|e| e.name.clone()).collect();
         exported.sort();
         let mut uses: BTreeSet<String> =
             contents.declared.iter().filter_map(|f| vsets.set_of.get(f).cloned()).collect();
         for e in members.iter().filter(|e| e.kernel) {
             uses.extend(declared_sets(&e.declaring));
         }
-        let virtual_functions = VirtualFunctions { uses: uses.into_iter().collect(), ..VirtualFunctions::default() };
+        let virtual_functions =
+            VirtualFunctions { uses: uses.into_iter().collect(), ..VirtualFunctions::default() };
         let kernels = members.iter().filter(|e| e.kernel).map(|e| e.name.clone()).collect();
-        images.push(finish(image, kernels, exported, requirements, virtual_functions, options, &ic_names));
+        images.push(finish(
+            image,
+            kernels,
+            exported,
+            requirements,
+            virtual_functions,
+            options,
+            &ic_names,
+        ));
     }
 
     // Each virtual-function set in an image of its own, whatever the split mode; and, for a set
     // that needs optional features, a dummy with empty bodies for devices without them.
     for (set, functions) in &vsets.members {
         let own: HashSet<Word> = functions.iter().copied().collect();
-        let others: HashSet<Word> = externals.iter().chain(&ic).copied().filter(|f| !own.contains(f)).collect();
+        let others: HashSet<Word> =
+            externals.iter().chain(&ic).copied().filter(|f| !own.contains(f)).collect();
         let contents = index.contents(functions.iter().copied(), &others);
         let aspects: Vec<u32> = set_aspects[set.as_str()].iter().copied().collect();
         let requirements = Requirements { aspects: aspects.clone(), ..Requirements::default() };
@@ -307,8 +328,10 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
         let vf = VirtualFunctions { set: Some(set.clone()), ..VirtualFunctions::default() };
         // Exported, so that a binary that calls into the set from elsewhere finds it; the
         // runtime links a set's image (or its dummy) by set, never by name alone.
-        let mut names: Vec<String> =
-            functions.iter().filter_map(|f| symbols.linkage.get(f).map(|(n, _)| n.clone())).collect();
+        let mut names: Vec<String> = functions
+            .iter()
+            .filter_map(|f| symbols.linkage.get(f).map(|(n, _)| n.clone()))
+            .collect();
         names.sort();
         images.push(finish(image, vec![], names.clone(), requirements, vf, options, &ic_names));
         if !aspects.is_empty() {
@@ -316,17 +339,32 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
             let dummy_index = ModuleIndex::of(&emptied);
             let contents = dummy_index.contents(functions.iter().copied(), &HashSet::new());
             let image = extract(&emptied, &dummy_index, &contents, &own);
-            let vf = VirtualFunctions { set: Some(set.clone()), dummy: true, ..VirtualFunctions::default() };
-            images.push(finish(image, vec![], names, Requirements::default(), vf, options, &ic_names));
+            let vf = VirtualFunctions {
+                set: Some(set.clone()),
+                dummy: true,
+                ..VirtualFunctions::default()
+            };
+            images.push(finish(
+                image,
+                vec![],
+                names,
+                Requirements::default(),
+                vf,
+                options,
+                &ic_names,
+            ));
         }
     }
     // What the post-link writes, it checks: an input that `load` accepted but that still
     // makes an image `load` refuses is an error naming the image, never an invalid image.
     for image in &images {
         if let Err(e) = crate::load(&image.spirv) {
-            let mut names = image.kernels.iter().chain(&image.exported).chain(&image.virtual_functions.set);
+            let mut names =
+                image.kernels.iter().chain(&image.exported).chain(&image.virtual_functions.set);
             let first = names.next().map_or("no entry points", String::as_str);
-            return Err(Error::Malformed(format!("the image with `{first}` that this input makes is invalid: {e}")));
+            return Err(Error::Malformed(format!(
+                "the image with `{first}` that this input makes is invalid: {e}"
+            )));
         }
     }
     Ok(PostLink { images, split, warnings })
@@ -346,11 +384,12 @@ fn finish(
         header.bound = bound;
     }
     // Function pointers are an optional feature of their own (see `aspects.rs`).
-    let uses_pointers = module
-        .all_inst_iter()
-        .any(|i| matches!(i.class.opcode, Op::ConstantFunctionPointerINTEL | Op::FunctionPointerCallINTEL));
+    let uses_pointers = module.all_inst_iter().any(|i| {
+        matches!(i.class.opcode, Op::ConstantFunctionPointerINTEL | Op::FunctionPointerCallINTEL)
+    });
     if uses_pointers && requirements.fixed_target.is_none() {
-        let aspect = sycl_format::aspects::aspect_number("function_pointers").expect("known aspect");
+        let aspect =
+            sycl_format::aspects::aspect_number("function_pointers").expect("known aspect");
         if !requirements.aspects.contains(&aspect) {
             requirements.aspects.push(aspect);
             requirements.aspects.sort_unstable();
@@ -412,10 +451,18 @@ struct Contents {
 
 impl ModuleIndex {
     fn of(module: &Module) -> ModuleIndex {
-        let functions: HashMap<Word, usize> =
-            module.functions.iter().enumerate().filter_map(|(i, f)| Some((f.def_id()?, i))).collect();
-        let globals: HashMap<Word, usize> =
-            module.types_global_values.iter().enumerate().filter_map(|(i, g)| Some((g.result_id?, i))).collect();
+        let functions: HashMap<Word, usize> = module
+            .functions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| Some((f.def_id()?, i)))
+            .collect();
+        let globals: HashMap<Word, usize> = module
+            .types_global_values
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| Some((g.result_id?, i)))
+            .collect();
         let forward_pointers = module
             .types_global_values
             .iter()
@@ -441,7 +488,8 @@ impl ModuleIndex {
                 (Op::ExtInst, Some(Operand::IdRef(set))) if untyped.contains(set) => 1,
                 _ => usize::MAX,
             };
-            let operands = inst.operands.iter().enumerate().filter_map(|(i, op)| Some((i, operand_id(op)?)));
+            let operands =
+                inst.operands.iter().enumerate().filter_map(|(i, op)| Some((i, operand_id(op)?)));
             for (i, id) in inst.result_type.map(|t| (0, t)).into_iter().chain(operands) {
                 let node = globals.contains_key(&id) || groups.contains(&id);
                 if node || (i < untyped_from && functions.contains_key(&id)) {
@@ -521,7 +569,9 @@ impl ModuleIndex {
             // An id in a group uses the group (and so the group's decorations), nothing else
             // the group names.
             let used = match (a.class.opcode, a.operands.first()) {
-                (Op::GroupDecorate | Op::GroupMemberDecorate, Some(Operand::IdRef(g))) if groups.contains(g) => {
+                (Op::GroupDecorate | Op::GroupMemberDecorate, Some(Operand::IdRef(g)))
+                    if groups.contains(g) =>
+                {
                     vec![*g]
                 }
                 (Op::GroupDecorate | Op::GroupMemberDecorate, _) => vec![],
@@ -532,7 +582,11 @@ impl ModuleIndex {
                 annotations.entry(target).or_default().push(i);
             }
         }
-        for list in body_uses.values_mut().chain(declaration_uses.values_mut()).chain(value_uses.values_mut()) {
+        for list in body_uses
+            .values_mut()
+            .chain(declaration_uses.values_mut())
+            .chain(value_uses.values_mut())
+        {
             list.sort_unstable();
             list.dedup();
         }
@@ -557,7 +611,8 @@ impl ModuleIndex {
     /// What an image with `roots` must hold: everything they use, transitively; the functions
     /// in `stop` only as declarations.
     fn contents(&self, roots: impl IntoIterator<Item = Word>, stop: &HashSet<Word>) -> Contents {
-        let mut contents = Contents { defined: HashSet::new(), declared: HashSet::new(), values: HashSet::new() };
+        let mut contents =
+            Contents { defined: HashSet::new(), declared: HashSet::new(), values: HashSet::new() };
         let mut seen = HashSet::new();
         let mut pending: Vec<Word> = roots.into_iter().collect();
         while let Some(id) = pending.pop() {
@@ -602,15 +657,24 @@ fn annotation_targets(a: &Instruction) -> Vec<Word> {
 
 /// An image of `module` holding `contents`, its entry points among them, and export linkage
 /// only on `exports` (every other definition is internalized).
-fn extract(module: &Module, index: &ModuleIndex, contents: &Contents, exports: &HashSet<Word>) -> Module {
+fn extract(
+    module: &Module,
+    index: &ModuleIndex,
+    contents: &Contents,
+    exports: &HashSet<Word>,
+) -> Module {
     let stub = |f: &Function| Function {
         def: f.def.clone(),
         end: f.end.clone(),
         parameters: f.parameters.clone(),
         blocks: vec![],
     };
-    let mut positions: Vec<usize> =
-        contents.defined.iter().chain(&contents.declared).filter_map(|f| index.functions.get(f).copied()).collect();
+    let mut positions: Vec<usize> = contents
+        .defined
+        .iter()
+        .chain(&contents.declared)
+        .filter_map(|f| index.functions.get(f).copied())
+        .collect();
     positions.sort_unstable();
     let functions: Vec<Function> = positions
         .iter()
@@ -638,7 +702,8 @@ fn extract(module: &Module, index: &ModuleIndex, contents: &Contents, exports: &
     globals.sort_unstable();
 
     let targeted = |map: &HashMap<Word, Vec<usize>>| -> Vec<usize> {
-        let mut out: Vec<usize> = present.iter().filter_map(|id| map.get(id)).flatten().copied().collect();
+        let mut out: Vec<usize> =
+            present.iter().filter_map(|id| map.get(id)).flatten().copied().collect();
         out.sort_unstable();
         out.dedup();
         out
@@ -650,7 +715,9 @@ fn extract(module: &Module, index: &ModuleIndex, contents: &Contents, exports: &
             Some((id, _, _)) if contents.declared.contains(&id) => {
                 a.operands[3] = Operand::LinkageType(LinkageType::Import)
             }
-            Some((id, _, Linkage::Export | Linkage::LinkOnceOdr)) if !exports.contains(&id) => continue,
+            Some((id, _, Linkage::Export | Linkage::LinkOnceOdr)) if !exports.contains(&id) => {
+                continue
+            }
             _ => {}
         }
         // Our own markers (`sycl-external`, `sycl-device-has:…`) have served once the post-link
@@ -702,10 +769,16 @@ fn extract(module: &Module, index: &ModuleIndex, contents: &Contents, exports: &
         execution_modes,
         entry_points,
         debug_string_source: module.debug_string_source.clone(),
-        debug_names: targeted(&index.names).into_iter().map(|i| module.debug_names[i].clone()).collect(),
+        debug_names: targeted(&index.names)
+            .into_iter()
+            .map(|i| module.debug_names[i].clone())
+            .collect(),
         debug_module_processed: module.debug_module_processed.clone(),
         annotations,
-        types_global_values: globals.into_iter().map(|g| module.types_global_values[g].clone()).collect(),
+        types_global_values: globals
+            .into_iter()
+            .map(|g| module.types_global_values[g].clone())
+            .collect(),
         functions,
     }
 }
@@ -745,7 +818,11 @@ mod tests {
         b.ret_value(r).unwrap();
         b.end_function().unwrap();
         link(&mut b, f, "f", LinkageType::Export);
-        b.decorate(f, Decoration::UserSemantic, vec![Operand::LiteralString("sycl-external".into())]);
+        b.decorate(
+            f,
+            Decoration::UserSemantic,
+            vec![Operand::LiteralString("sycl-external".into())],
+        );
 
         let h = b.begin_function(int, None, FunctionControl::NONE, int_fn).unwrap();
         let q = b.function_parameter(int).unwrap();
@@ -788,7 +865,10 @@ mod tests {
         let module = load(&kernel.spirv).unwrap();
         let symbols = Symbols::of(&module);
         assert_eq!(module.functions.len(), 3, "k, f and the declaration of g");
-        assert!(symbols.linkage.values().all(|(name, kind)| name == "g" && *kind == Linkage::Import));
+        assert!(symbols
+            .linkage
+            .values()
+            .all(|(name, kind)| name == "g" && *kind == Linkage::Import));
 
         assert!(exports.kernels.is_empty());
         assert_eq!(exports.exported, ["f"]);
@@ -832,7 +912,8 @@ mod tests {
         let (_, pointer) = pointer_to_nothing();
         let (h2, pointer2) = pointer_to_nothing();
         let table_ptr = b.type_pointer(None, spirv::StorageClass::CrossWorkgroup, fn_ptr);
-        let table = b.variable(table_ptr, None, spirv::StorageClass::CrossWorkgroup, Some(pointer2));
+        let table =
+            b.variable(table_ptr, None, spirv::StorageClass::CrossWorkgroup, Some(pointer2));
         let group = b.decoration_group();
         b.decorate(group, Decoration::Alignment, vec![Operand::LiteralBit32(4)]);
         b.group_decorate(group, [v1, v2]);
@@ -848,7 +929,8 @@ mod tests {
         let images = run(b.module(), SplitMode::PerKernel).images;
         assert_eq!(images.iter().map(|i| i.kernels.clone()).collect::<Vec<_>>(), [["k1"], ["k2"]]);
         let group_targets = |m: &Module| -> Vec<Operand> {
-            let applied = m.annotations.iter().find(|a| a.class.opcode == Op::GroupDecorate).unwrap();
+            let applied =
+                m.annotations.iter().find(|a| a.class.opcode == Op::GroupDecorate).unwrap();
             applied.operands.clone()
         };
         let first = load(&images[0].spirv).unwrap();
@@ -859,7 +941,9 @@ mod tests {
         assert_eq!(defined.len(), 2);
         assert!(defined.contains(&h2), "k2's interface reaches h2");
         assert_eq!(group_targets(&second), [Operand::IdRef(group), Operand::IdRef(v2)]);
-        assert!(second.all_inst_iter().all(|i| i.class.opcode != Op::DecorateId && i.result_id != Some(pointer)));
+        assert!(second
+            .all_inst_iter()
+            .all(|i| i.class.opcode != Op::DecorateId && i.result_id != Some(pointer)));
     }
 
     /// As clang makes them: kernel `k` calls `helper`, which calls the import `g`; kernel `k2`
@@ -872,27 +956,35 @@ mod tests {
         let g = b.begin_function(int, None, FunctionControl::NONE, int_fn).unwrap();
         b.function_parameter(int).unwrap();
         b.end_function().unwrap();
-        let function = |b: &mut Builder, name: &str, export: bool, calls: &[Option<Word>]| -> Word {
-            let id = b.id();
-            b.begin_function(int, Some(id), FunctionControl::NONE, int_fn).unwrap();
-            let mut value = b.function_parameter(int).unwrap();
-            b.begin_block(None).unwrap();
-            for callee in calls {
-                value = b.function_call(int, None, callee.unwrap_or(id), vec![value]).unwrap();
-            }
-            b.ret_value(value).unwrap();
-            b.end_function().unwrap();
-            b.name(id, name);
-            if export {
-                let linkage = vec![Operand::LiteralString(name.into()), Operand::LinkageType(LinkageType::Export)];
-                b.decorate(id, Decoration::LinkageAttributes, linkage);
-            }
-            id
-        };
+        let function =
+            |b: &mut Builder, name: &str, export: bool, calls: &[Option<Word>]| -> Word {
+                let id = b.id();
+                b.begin_function(int, Some(id), FunctionControl::NONE, int_fn).unwrap();
+                let mut value = b.function_parameter(int).unwrap();
+                b.begin_block(None).unwrap();
+                for callee in calls {
+                    value = b.function_call(int, None, callee.unwrap_or(id), vec![value]).unwrap();
+                }
+                b.ret_value(value).unwrap();
+                b.end_function().unwrap();
+                b.name(id, name);
+                if export {
+                    let linkage = vec![
+                        Operand::LiteralString(name.into()),
+                        Operand::LinkageType(LinkageType::Export),
+                    ];
+                    b.decorate(id, Decoration::LinkageAttributes, linkage);
+                }
+                id
+            };
         let helper = function(&mut b, "helper", false, &[Some(g)]);
         let fib = function(&mut b, "fib", true, &[None, None]);
         let f = function(&mut b, "f", true, &[Some(g)]);
-        b.decorate(f, Decoration::UserSemantic, vec![Operand::LiteralString("sycl-external".into())]);
+        b.decorate(
+            f,
+            Decoration::UserSemantic,
+            vec![Operand::LiteralString("sycl-external".into())],
+        );
         for (name, callee) in [("k", Some(helper)), ("k2", Some(fib)), ("k3", None)] {
             let calls: Vec<Option<Word>> = callee.into_iter().map(Some).collect();
             let kernel = function(&mut b, name, true, &calls);
@@ -900,7 +992,8 @@ mod tests {
             b.module_mut().debug_names.pop(); // clang leaves entry functions unnamed
             b.entry_point(ExecutionModel::Kernel, entry, name, vec![]);
         }
-        let linkage = vec![Operand::LiteralString("g".into()), Operand::LinkageType(LinkageType::Import)];
+        let linkage =
+            vec![Operand::LiteralString("g".into()), Operand::LinkageType(LinkageType::Import)];
         b.decorate(g, Decoration::LinkageAttributes, linkage);
         b.module()
     }
@@ -908,21 +1001,36 @@ mod tests {
     #[test]
     fn every_image_records_its_reduced_call_graph() {
         let graph = |nodes: &[(&str, &[&str])]| -> BTreeMap<String, Vec<String>> {
-            nodes.iter().map(|(n, c)| (n.to_string(), c.iter().map(|c| c.to_string()).collect())).collect()
+            nodes
+                .iter()
+                .map(|(n, c)| (n.to_string(), c.iter().map(|c| c.to_string()).collect()))
+                .collect()
         };
         let images = run(recursive_unit(), SplitMode::PerKernel).images;
-        let by = |first: &str| images.iter().find(|i| i.kernels.first().or(i.exported.first()).unwrap() == first).unwrap();
+        let by = |first: &str| {
+            images
+                .iter()
+                .find(|i| i.kernels.first().or(i.exported.first()).unwrap() == first)
+                .unwrap()
+        };
         assert_eq!(images.len(), 4);
         assert_eq!(by("k").imported, ["g"]);
         assert_eq!(by("k").call_graph, graph(&[("helper", &["g"]), ("k", &["helper"])]));
-        assert_eq!(by("k2").call_graph, graph(&[("fib", &["fib"])]), "k2 reaches the cycle without lying on it");
+        assert_eq!(
+            by("k2").call_graph,
+            graph(&[("fib", &["fib"])]),
+            "k2 reaches the cycle without lying on it"
+        );
         assert!(by("k3").call_graph.is_empty());
         assert_eq!(by("f").call_graph, graph(&[("f", &["g"])]));
 
         let images = run(recursive_unit(), SplitMode::Off).images;
         assert_eq!(images.len(), 2);
         assert_eq!(images[0].kernels, ["k", "k2", "k3"]);
-        assert_eq!(images[0].call_graph, graph(&[("fib", &["fib"]), ("helper", &["g"]), ("k", &["helper"])]));
+        assert_eq!(
+            images[0].call_graph,
+            graph(&[("fib", &["fib"]), ("helper", &["g"]), ("k", &["helper"])])
+        );
         assert_eq!(images[1].call_graph, graph(&[("f", &["g"])]));
     }
 
@@ -940,7 +1048,11 @@ mod tests {
         assert_eq!(images[0].kernel_params, expected, "in the order of the image's kernels");
         assert!(images[1].kernel_params.is_empty(), "an exports image has no kernels");
         let images = run(unit(), SplitMode::PerKernel).images;
-        assert_eq!(images[0].kernel_params, [("k".to_string(), vec![])], "a kernel without parameters has a record");
+        assert_eq!(
+            images[0].kernel_params,
+            [("k".to_string(), vec![])],
+            "a kernel without parameters has a record"
+        );
     }
 
     #[test]
@@ -955,7 +1067,9 @@ mod tests {
     fn a_unit_without_kernels_or_exports_gives_no_image() {
         let mut m = unit();
         m.entry_points.clear();
-        m.annotations.retain(|a| !matches!(a.operands.get(1), Some(Operand::Decoration(Decoration::UserSemantic))));
+        m.annotations.retain(|a| {
+            !matches!(a.operands.get(1), Some(Operand::Decoration(Decoration::UserSemantic)))
+        });
         assert!(run(m, SplitMode::Auto).images.is_empty());
     }
 }

@@ -10,12 +10,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use rspirv::dr::{Module, Operand};
 #[cfg(feature = "link")]
 use rspirv::dr::Instruction;
-use rspirv::spirv::{Decoration, Op, Word};
+use rspirv::dr::{Module, Operand};
 #[cfg(feature = "link")]
 use rspirv::spirv::StorageClass;
+use rspirv::spirv::{Decoration, Op, Word};
 
 /// The marker prefix `SYCL_SPEC_CONSTANT` writes.
 pub const SPEC_CONSTANT_SEMANTIC: &str = "sycl-spec-constant:";
@@ -54,8 +54,15 @@ pub fn declared(module: &Module) -> Vec<SpecConstant> {
                 Some(Operand::IdRef(v)) => Some(*v),
                 _ => None,
             });
-        if let Some((&id, default)) = returned.and_then(|v| Some((spec_ids.get(&v)?, defaults.get(&v)?))) {
-            out.push(SpecConstant { name: name.to_string(), c_type: c_type.to_string(), id, default: default.clone() });
+        if let Some((&id, default)) =
+            returned.and_then(|v| Some((spec_ids.get(&v)?, defaults.get(&v)?)))
+        {
+            out.push(SpecConstant {
+                name: name.to_string(),
+                c_type: c_type.to_string(),
+                id,
+                default: default.clone(),
+            });
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -75,7 +82,8 @@ pub fn assign_ids(modules: &mut [Module]) -> BTreeMap<String, SpecConstant> {
         c.id = id as u32;
     }
     for (module, constants) in modules.iter_mut().zip(&per_module) {
-        let renumber: HashMap<u32, u32> = constants.iter().map(|c| (c.id, unit[&c.name].id)).collect();
+        let renumber: HashMap<u32, u32> =
+            constants.iter().map(|c| (c.id, unit[&c.name].id)).collect();
         for a in &mut module.annotations {
             if let [Operand::IdRef(_), Operand::Decoration(Decoration::SpecId), Operand::LiteralBit32(id)] =
                 a.operands.as_mut_slice()
@@ -113,7 +121,9 @@ fn defaults(module: &Module) -> HashMap<Word, Vec<u8>> {
         .types_global_values
         .iter()
         .filter_map(|i| match (i.class.opcode, i.operands.first()) {
-            (Op::TypeInt | Op::TypeFloat, Some(Operand::LiteralBit32(bits))) => Some((i.result_id?, *bits as usize / 8)),
+            (Op::TypeInt | Op::TypeFloat, Some(Operand::LiteralBit32(bits))) => {
+                Some((i.result_id?, *bits as usize / 8))
+            }
             _ => None,
         })
         .collect();
@@ -159,7 +169,10 @@ pub fn llvm_type_of(module: &Module, id: u32) -> Option<String> {
 /// names of the variables made, or the name of a constant that a constant expression uses,
 /// which no load can replace.
 #[cfg(feature = "link")]
-pub fn lower_to_globals(module: &mut Module, globals: &[(u32, String)]) -> Result<Vec<String>, String> {
+pub fn lower_to_globals(
+    module: &mut Module,
+    globals: &[(u32, String)],
+) -> Result<Vec<String>, String> {
     let ids = spec_ids(module);
     let mut next = crate::link::next_id(module);
     let mut fresh = || {
@@ -171,11 +184,16 @@ pub fn lower_to_globals(module: &mut Module, globals: &[(u32, String)]) -> Resul
     let mut made = Vec::new();
     for (spec_id, name) in globals {
         let Some((&value, _)) = ids.iter().find(|(_, id)| *id == spec_id) else { continue };
-        let Some(def) = module.types_global_values.iter().find(|i| i.result_id == Some(value)).cloned() else { continue };
+        let Some(def) =
+            module.types_global_values.iter().find(|i| i.result_id == Some(value)).cloned()
+        else {
+            continue;
+        };
         let Some(ty) = def.result_type else { continue };
-        let in_constants = module.types_global_values.iter().any(|i| {
-            i.result_id != Some(value) && i.operands.contains(&Operand::IdRef(value))
-        });
+        let in_constants = module
+            .types_global_values
+            .iter()
+            .any(|i| i.result_id != Some(value) && i.operands.contains(&Operand::IdRef(value)));
         if in_constants {
             return Err(name.clone());
         }
@@ -185,7 +203,12 @@ pub fn lower_to_globals(module: &mut Module, globals: &[(u32, String)]) -> Resul
             let uchar = find_or_make_int8(module, &mut new, &mut fresh);
             let one = def.class.opcode == Op::SpecConstantTrue;
             let initial = fresh();
-            new.push(Instruction::new(Op::Constant, Some(uchar), Some(initial), vec![Operand::LiteralBit32(one as u32)]));
+            new.push(Instruction::new(
+                Op::Constant,
+                Some(uchar),
+                Some(initial),
+                vec![Operand::LiteralBit32(one as u32)],
+            ));
             (uchar, initial)
         } else {
             let initial = fresh();
@@ -207,7 +230,12 @@ pub fn lower_to_globals(module: &mut Module, globals: &[(u32, String)]) -> Resul
             vec![Operand::StorageClass(StorageClass::UniformConstant), Operand::IdRef(initial)],
         ));
         module.types_global_values.extend(new);
-        module.debug_names.push(Instruction::new(Op::Name, None, None, vec![Operand::IdRef(variable), Operand::LiteralString(name.clone())]));
+        module.debug_names.push(Instruction::new(
+            Op::Name,
+            None,
+            None,
+            vec![Operand::IdRef(variable), Operand::LiteralString(name.clone())],
+        ));
         lowered.push((value, ty, variable, stored, boolean));
         made.push(name.clone());
     }
@@ -215,7 +243,12 @@ pub fn lower_to_globals(module: &mut Module, globals: &[(u32, String)]) -> Resul
         let mut new = Vec::new();
         let uchar = find_or_make_int8(module, &mut new, &mut fresh);
         let zero = fresh();
-        new.push(Instruction::new(Op::Constant, Some(uchar), Some(zero), vec![Operand::LiteralBit32(0)]));
+        new.push(Instruction::new(
+            Op::Constant,
+            Some(uchar),
+            Some(zero),
+            vec![Operand::LiteralBit32(0)],
+        ));
         module.types_global_values.extend(new);
         // An 8-bit integer type needs the `Int8` capability.
         let int8 = [Operand::Capability(rspirv::spirv::Capability::Int8)];
@@ -229,7 +262,10 @@ pub fn lower_to_globals(module: &mut Module, globals: &[(u32, String)]) -> Resul
 
     for f in &mut module.functions {
         let uses = |value: Word| {
-            f.blocks.iter().flat_map(|b| &b.instructions).any(|i| i.operands.contains(&Operand::IdRef(value)))
+            f.blocks
+                .iter()
+                .flat_map(|b| &b.instructions)
+                .any(|i| i.operands.contains(&Operand::IdRef(value)))
         };
         let here: Vec<_> = lowered.iter().copied().filter(|l| uses(l.0)).collect();
         if here.is_empty() {
@@ -239,11 +275,21 @@ pub fn lower_to_globals(module: &mut Module, globals: &[(u32, String)]) -> Resul
         let mut replace = HashMap::new();
         for (value, ty, variable, stored, boolean) in here {
             let loaded = fresh();
-            loads.push(Instruction::new(Op::Load, Some(stored), Some(loaded), vec![Operand::IdRef(variable)]));
+            loads.push(Instruction::new(
+                Op::Load,
+                Some(stored),
+                Some(loaded),
+                vec![Operand::IdRef(variable)],
+            ));
             let result = if boolean {
                 let b = fresh();
                 let zero = zero8.expect("made for bool constants");
-                loads.push(Instruction::new(Op::INotEqual, Some(ty), Some(b), vec![Operand::IdRef(loaded), Operand::IdRef(zero)]));
+                loads.push(Instruction::new(
+                    Op::INotEqual,
+                    Some(ty),
+                    Some(b),
+                    vec![Operand::IdRef(loaded), Operand::IdRef(zero)],
+                ));
                 b
             } else {
                 loaded
@@ -271,14 +317,26 @@ pub fn lower_to_globals(module: &mut Module, globals: &[(u32, String)]) -> Resul
 
 /// The module's `uchar` type (`OpTypeInt 8 0`), made (into `new`) where it has none.
 #[cfg(feature = "link")]
-fn find_or_make_int8(module: &Module, new: &mut Vec<Instruction>, fresh: &mut impl FnMut() -> Word) -> Word {
+fn find_or_make_int8(
+    module: &Module,
+    new: &mut Vec<Instruction>,
+    fresh: &mut impl FnMut() -> Word,
+) -> Word {
     let is_int8 = |i: &&Instruction| {
-        i.class.opcode == Op::TypeInt && i.operands == [Operand::LiteralBit32(8), Operand::LiteralBit32(0)]
+        i.class.opcode == Op::TypeInt
+            && i.operands == [Operand::LiteralBit32(8), Operand::LiteralBit32(0)]
     };
-    if let Some(id) = module.types_global_values.iter().chain(new.iter()).find(is_int8).and_then(|i| i.result_id) {
+    if let Some(id) =
+        module.types_global_values.iter().chain(new.iter()).find(is_int8).and_then(|i| i.result_id)
+    {
         return id;
     }
     let id = fresh();
-    new.push(Instruction::new(Op::TypeInt, None, Some(id), vec![Operand::LiteralBit32(8), Operand::LiteralBit32(0)]));
+    new.push(Instruction::new(
+        Op::TypeInt,
+        None,
+        Some(id),
+        vec![Operand::LiteralBit32(8), Operand::LiteralBit32(0)],
+    ));
     id
 }

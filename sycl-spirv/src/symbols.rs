@@ -107,7 +107,8 @@ pub(crate) fn linkage_of(inst: &Instruction) -> Option<(Word, &str, Linkage)> {
         return None;
     }
     match inst.operands.as_slice() {
-        [Operand::IdRef(target), Operand::Decoration(Decoration::LinkageAttributes), Operand::LiteralString(name), Operand::LinkageType(kind)] => {
+        [Operand::IdRef(target), Operand::Decoration(Decoration::LinkageAttributes), Operand::LiteralString(name), Operand::LinkageType(kind)] =>
+        {
             let kind = match kind {
                 LinkageType::Export => Linkage::Export,
                 LinkageType::Import => Linkage::Import,

@@ -27,8 +27,12 @@ pub struct VirtualSets {
 
 impl VirtualSets {
     pub fn of(module: &Module) -> VirtualSets {
-        let defined: std::collections::HashSet<Word> =
-            module.functions.iter().filter(|f| !f.blocks.is_empty()).filter_map(|f| f.def_id()).collect();
+        let defined: std::collections::HashSet<Word> = module
+            .functions
+            .iter()
+            .filter(|f| !f.blocks.is_empty())
+            .filter_map(|f| f.def_id())
+            .collect();
         let mut sets = VirtualSets::default();
         for a in &module.annotations {
             let [Operand::IdRef(target), Operand::Decoration(Decoration::UserSemantic), Operand::LiteralString(s)] =
@@ -42,12 +46,17 @@ impl VirtualSets {
                     sets.set_of.insert(*target, set.trim().to_string());
                 }
             } else if let Some(list) = s.strip_prefix(CALLS_INDIRECTLY_SEMANTIC) {
-                let names = list.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string);
+                let names =
+                    list.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string);
                 sets.calls.entry(*target).or_default().extend(names);
             }
         }
-        let position: HashMap<Word, usize> =
-            module.functions.iter().enumerate().filter_map(|(i, f)| Some((f.def_id()?, i))).collect();
+        let position: HashMap<Word, usize> = module
+            .functions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| Some((f.def_id()?, i)))
+            .collect();
         for members in sets.members.values_mut() {
             members.sort_by_key(|f| position.get(f).copied().unwrap_or(usize::MAX));
         }
@@ -88,7 +97,10 @@ pub fn with_empty_bodies(module: &Module, functions: &[Word]) -> Module {
             nulls.push(Instruction::new(Op::Undef, Some(ret), Some(null), vec![]));
             Instruction::new(Op::ReturnValue, None, None, vec![Operand::IdRef(null)])
         };
-        f.blocks = vec![Block { label: Some(Instruction::new(Op::Label, None, Some(label), vec![])), instructions: vec![ret_inst] }];
+        f.blocks = vec![Block {
+            label: Some(Instruction::new(Op::Label, None, Some(label), vec![])),
+            instructions: vec![ret_inst],
+        }];
     }
     out.types_global_values.extend(nulls);
     if let Some(h) = &mut out.header {

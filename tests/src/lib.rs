@@ -21,7 +21,9 @@ fn cargo() -> Command {
 /// [`sycl_ld`], after building it once per test process (a no-op when up to date).
 pub fn built_sycl_ld() -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| run_ok(cargo().args(["build", "-q", "-p", "sycl-ld"]).current_dir(repo_root())));
+    BUILT.get_or_init(|| {
+        run_ok(cargo().args(["build", "-q", "-p", "sycl-ld"]).current_dir(repo_root()))
+    });
     sycl_ld()
 }
 
@@ -93,9 +95,15 @@ pub fn assert_expected(name: &str, actual: &str) {
         std::fs::write(&path, actual).unwrap();
         return;
     }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with SYCL_TEST_BLESS=1 to create it)", path.display()));
-    assert_eq!(actual, expected, "output differs from {} (SYCL_TEST_BLESS=1 rewrites it)", path.display());
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!("{}: {e} (run with SYCL_TEST_BLESS=1 to create it)", path.display())
+    });
+    assert_eq!(
+        actual,
+        expected,
+        "output differs from {} (SYCL_TEST_BLESS=1 rewrites it)",
+        path.display()
+    );
 }
 
 /// No persistent cache in this test process: every program is built here and now (set once,

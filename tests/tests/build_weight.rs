@@ -28,7 +28,8 @@ fn build_scripts_of_device_crates_stay_small() {
     let mut sizes = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        let is_build_script = message["reason"] == "compiler-artifact" && message["target"]["kind"][0] == "custom-build";
+        let is_build_script = message["reason"] == "compiler-artifact"
+            && message["target"]["kind"][0] == "custom-build";
         let manifest = message["manifest_path"].as_str().unwrap_or_default();
         if !is_build_script || !manifest.starts_with(fixtures.to_str().unwrap()) {
             continue;

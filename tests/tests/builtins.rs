@@ -45,7 +45,10 @@ fn check_vectors(q: &Queue, what: &str) {
     let ints: Vec<i32> = (0..12).map(|j| j * 7 - 20).collect();
     let (a, out) = (q.buffer_from(&input).unwrap(), q.buffer::<f32>(64).unwrap());
     let (k, iout) = (q.buffer_from(&ints).unwrap(), q.buffer::<i32>(12).unwrap());
-    run(what, q.launch("vectors").arg(&a).arg(&out).arg(&k).arg(&iout).global([4]).local([4]).run());
+    run(
+        what,
+        q.launch("vectors").arg(&a).arg(&out).arg(&k).arg(&iout).global([4]).local([4]).run(),
+    );
     let mut expected = Vec::new();
     for i in 0..4 {
         let own = &input[4 * i..4 * i + 4];
@@ -65,10 +68,15 @@ fn check_halves(q: &Queue, what: &str) {
     let third = 1.0f32 / 3.0;
     let x = [third, -third, third, -third];
     let h = q.buffer_from(&values.iter().map(|&v| half(v)).collect::<Vec<u16>>()).unwrap();
-    let (xs, hout, out) = (q.buffer_from(&x).unwrap(), q.buffer::<u16>(16).unwrap(), q.buffer::<f32>(32).unwrap());
-    run(what, q.launch("halves").arg(&h).arg(&xs).arg(&hout).arg(&out).global([4]).local([4]).run());
+    let (xs, hout, out) =
+        (q.buffer_from(&x).unwrap(), q.buffer::<u16>(16).unwrap(), q.buffer::<f32>(32).unwrap());
+    run(
+        what,
+        q.launch("halves").arg(&h).arg(&xs).arg(&hout).arg(&out).global([4]).local([4]).run(),
+    );
     // 1/3 lies between the halves 0x3555 and 0x3556, nearer the first.
-    let (rtp, rtn, rte, rtz) = ([0x3556, 0xb555], [0x3555, 0xb556], [0x3555, 0xb555], [0x3555, 0xb555]);
+    let (rtp, rtn, rte, rtz) =
+        ([0x3556, 0xb555], [0x3555, 0xb556], [0x3555, 0xb555], [0x3555, 0xb555]);
     let mut expected_halves = Vec::new();
     let mut expected = Vec::new();
     for i in 0..4 {
@@ -76,7 +84,12 @@ fn check_halves(q: &Queue, what: &str) {
         expected_halves.extend([rtp[s], rtn[s], rte[s], rtz[s]]);
         expected.extend(&values[4 * i..4 * i + 4]);
         let rounded_up = [0.333_496_1f32, -0.333_251_95][s];
-        expected.extend([values[4 * i + 3], values[4 * i + 2], 2.0 * values[4 * ((i + 1) % 4) + 1], rounded_up]);
+        expected.extend([
+            values[4 * i + 3],
+            values[4 * i + 2],
+            2.0 * values[4 * ((i + 1) % 4) + 1],
+            rounded_up,
+        ]);
     }
     assert_eq!(hout.read().unwrap(), expected_halves, "halves: {what}");
     assert_eq!(out.read().unwrap(), expected, "halves: {what}");
@@ -84,7 +97,8 @@ fn check_halves(q: &Queue, what: &str) {
 
 fn check_math(q: &Queue, what: &str) {
     let x = [2.75f32, -1.25, 8.0, -3.5];
-    let (xs, out, iout) = (q.buffer_from(&x).unwrap(), q.buffer::<f32>(48).unwrap(), q.buffer::<i32>(16).unwrap());
+    let (xs, out, iout) =
+        (q.buffer_from(&x).unwrap(), q.buffer::<f32>(48).unwrap(), q.buffer::<i32>(16).unwrap());
     run(what, q.launch("math").arg(&xs).arg(&out).arg(&iout).global([4]).local([4]).run());
     let (out, iout) = (out.read().unwrap(), iout.read().unwrap());
     let fract = [(0.75, 2.0), (0.75, -2.0), (0.0, 8.0), (0.5, -4.0)];
@@ -99,7 +113,10 @@ fn check_math(q: &Queue, what: &str) {
         assert_eq!((o[2], o[3]), modf[i], "modf, {got}");
         assert_eq!((o[4], n[0]), frexp[i], "frexp, {got}");
         assert_eq!((o[5], o[6]), (0.0, 1.0), "sincos, {got}");
-        assert!((o[7] - lgamma[i].0).abs() <= 1e-5 * lgamma[i].0.abs() && n[1] == lgamma[i].1, "lgamma_r, {got}");
+        assert!(
+            (o[7] - lgamma[i].0).abs() <= 1e-5 * lgamma[i].0.abs() && n[1] == lgamma[i].1,
+            "lgamma_r, {got}"
+        );
         assert_eq!((o[8], n[2]), remquo[i], "remquo, {got}");
     }
 }
@@ -157,8 +174,11 @@ fn each_device_computes_what_its_own_build_of_the_source_computes() {
     let dir = tempfile::tempdir().unwrap();
     let source_path = data("float_kernels.cl");
     let source = std::fs::read_to_string(&source_path).unwrap();
-    let kernels: Vec<&str> =
-        source.lines().filter_map(|l| l.strip_prefix("kernel void ")).map(|l| &l[..l.find('(').unwrap()]).collect();
+    let kernels: Vec<&str> = source
+        .lines()
+        .filter_map(|l| l.strip_prefix("kernel void "))
+        .map(|l| &l[..l.find('(').unwrap()])
+        .collect();
     assert!(kernels.len() >= 10, "{kernels:?}");
     let library = load_device_library(library(dir.path(), "float_kernels.cl", &[])).unwrap();
     let mut differences = Vec::new();
@@ -166,17 +186,24 @@ fn each_device_computes_what_its_own_build_of_the_source_computes() {
         let q = Queue::with_device(device).unwrap();
         let [a, b, c] = [1, 2, 3].map(|seed| q.buffer_from(&inputs(seed, 16 * ITEMS)).unwrap());
         for kernel in &kernels {
-            let (own, ours) = (q.buffer_from(&[0f32; ITEMS]).unwrap(), q.buffer_from(&[0f32; ITEMS]).unwrap());
-            run(&format!("{kernel} on {device}"), run_source(&q, &source, "", kernel, &[&&own, &&a, &&b, &&c], ITEMS));
+            let (own, ours) =
+                (q.buffer_from(&[0f32; ITEMS]).unwrap(), q.buffer_from(&[0f32; ITEMS]).unwrap());
+            run(
+                &format!("{kernel} on {device}"),
+                run_source(&q, &source, "", kernel, &[&&own, &&a, &&b, &&c], ITEMS),
+            );
             let launch = q.launch(kernel).arg(&ours).arg(&a).arg(&b).arg(&c).global([ITEMS]);
             run(&format!("{kernel} on {device}"), launch.run());
-            let bits = |buffer: &Buffer<f32>| buffer.read().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+            let bits = |buffer: &Buffer<f32>| {
+                buffer.read().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<u32>>()
+            };
             let (own, ours) = (bits(&own), bits(&ours));
             let differ = own.iter().zip(&ours).filter(|(x, y)| x != y).count();
             // Intel's build of `mad` fuses only one product of f_two_uses where its own build
             // fuses both: the runtime gives it `fma` (docs/PLATFORMS.md).
             if differ > 0 {
-                differences.push(format!("{kernel} on {device}: {differ} of {ITEMS} results differ"));
+                differences
+                    .push(format!("{kernel} on {device}: {differ} of {ITEMS} results differ"));
             }
         }
     }
@@ -213,22 +240,33 @@ fn half_math_and_memory_fences_run_on_both_devices() {
     for device in DEVICES {
         let q = Queue::with_device(device).unwrap();
         let (xs, out) = (q.buffer_from(&x).unwrap(), q.buffer::<f32>(64).unwrap());
-        run(&format!("half_math on {device}"), q.launch("half_math").arg(&xs).arg(&out).global([4]).run());
+        run(
+            &format!("half_math on {device}"),
+            q.launch("half_math").arg(&xs).arg(&out).global([4]).run(),
+        );
         let out = out.read().unwrap();
         for (i, &v) in x.iter().enumerate() {
             let v = f64::from(v);
             let vector = (0..4).map(|k| v + k as f64);
-            let vector = vector.map(|w| (format!("half_recip + half_divide, {w}"), 1.0 / w + w / 4.0));
-            let expected = functions.iter().map(|(name, f)| (format!("{name}({v})"), f(v))).chain(vector);
+            let vector =
+                vector.map(|w| (format!("half_recip + half_divide, {w}"), 1.0 / w + w / 4.0));
+            let expected =
+                functions.iter().map(|(name, f)| (format!("{name}({v})"), f(v))).chain(vector);
             for ((what, expected), &got) in expected.zip(&out[16 * i..16 * i + 16]) {
                 // half_* allow 8192 ulps (2^-10 relative).
                 let error = (f64::from(got) - expected).abs();
-                assert!(error <= 2e-3 * expected.abs(), "{what} on {device}: {got}, expected {expected}");
+                assert!(
+                    error <= 2e-3 * expected.abs(),
+                    "{what} on {device}: {got}, expected {expected}"
+                );
             }
         }
 
         let out = q.buffer_from(&[-1i32; 16]).unwrap();
-        run(&format!("memory_fences on {device}"), q.launch("memory_fences").arg(&out).global([8]).local([4]).run());
+        run(
+            &format!("memory_fences on {device}"),
+            q.launch("memory_fences").arg(&out).global([8]).local([4]).run(),
+        );
         let expected: Vec<i32> =
             (0..8).chain((0..8).map(|i| 11 * i + 10 * (i / 4 * 4 + (i + 1) % 4))).collect();
         assert_eq!(out.read().unwrap(), expected, "memory_fences on {device}");

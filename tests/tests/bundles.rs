@@ -103,10 +103,17 @@ fn the_persistent_cache_keeps_an_entry_per_specialization_value() {
     let (first, trace) = run();
     assert!(first.starts_with("default: [0, 2, 4, 6]\nlaunch with 3: [0, 3, 6, 9]\n"), "{first}");
     // Three launches, two programs: the default set explicitly is the default.
-    assert_eq!(trace.lines().filter(|l| l.starts_with("sycl: persist-store ")).count(), 2, "{trace}");
+    assert_eq!(
+        trace.lines().filter(|l| l.starts_with("sycl: persist-store ")).count(),
+        2,
+        "{trace}"
+    );
     let entries = std::fs::read_dir(dir.path()).unwrap().count();
     assert_eq!(entries, 2, "one entry per value of `scale`");
-    assert!(trace.contains("sycl: cache-hit scaled on "), "the explicit default found the default's program: {trace}");
+    assert!(
+        trace.contains("sycl: cache-hit scaled on "),
+        "the explicit default found the default's program: {trace}"
+    );
     let (second, trace) = run();
     assert_eq!(first, second);
     assert_eq!(trace.lines().filter(|l| l.starts_with("sycl: persist-hit ")).count(), 2, "{trace}");

@@ -18,7 +18,12 @@ fn a_device_library_file_satisfies_imports_while_it_is_loaded() {
     let file = dir.path().join("devlib.sydl");
     let made = device_lib(&[], &file, &[&repo_root().join("fixtures/devlib-app/device/devlib.cl")]);
     assert!(made.status.success(), "{}", stderr(&made));
-    let out = Command::new(fixtures().join("devlib-app")).arg(&file).env("SYCL_CACHE_DISABLE", "1").env("SYCL_TRACE", "1").output().unwrap();
+    let out = Command::new(fixtures().join("devlib-app"))
+        .arg(&file)
+        .env("SYCL_CACHE_DISABLE", "1")
+        .env("SYCL_TRACE", "1")
+        .output()
+        .unwrap();
     let (o, e) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{o}{e}");
     let lines: Vec<&str> = o.lines().collect();
@@ -26,10 +31,19 @@ fn a_device_library_file_satisfies_imports_while_it_is_loaded() {
     assert_eq!(lines[1], "loaded: [0, 7, 14, 21]");
     assert_eq!(lines[2], r#"library kernels: ["devlib_kernel"]"#);
     assert_eq!(lines[3], "library kernel: [42, 42, 42, 42]");
-    assert!(lines[4].starts_with("unloaded: error: unresolved device symbol `devlib_func`"), "unloading makes it fail again: {o}");
-    assert!(lines[5].starts_with("own scope: error: unresolved device symbol `devlib_func`"), "a scope of its own serves only itself: {o}");
+    assert!(
+        lines[4].starts_with("unloaded: error: unresolved device symbol `devlib_func`"),
+        "unloading makes it fail again: {o}"
+    );
+    assert!(
+        lines[5].starts_with("own scope: error: unresolved device symbol `devlib_func`"),
+        "a scope of its own serves only itself: {o}"
+    );
     assert!(lines[5].contains("exports it, but was loaded with LibraryScope::Own, so only its own images may use its exports"), "{o}");
-    assert_eq!(lines[6], "device library /nonexistent/lib.sydl: No such file or directory (os error 2)");
+    assert_eq!(
+        lines[6],
+        "device library /nonexistent/lib.sydl: No such file or directory (os error 2)"
+    );
     assert_eq!(lines[7], "device library /etc/hostname: malformed device library: bad magic");
     // Each load and unload is noticed at the next launch, which reads the file's images only
     // when it appears and reads nothing loaded again.
@@ -39,7 +53,11 @@ fn a_device_library_file_satisfies_imports_while_it_is_loaded() {
         e.lines().filter_map(|l| l.strip_prefix(prefix.as_str())).map(str::to_string).collect()
     };
     let appeared = format!("appeared: {path}; went: none");
-    assert_eq!(trace("rediscover"), [appeared.clone(), format!("appeared: none; went: {path}"), appeared], "{e}");
+    assert_eq!(
+        trace("rediscover"),
+        [appeared.clone(), format!("appeared: none; went: {path}"), appeared],
+        "{e}"
+    );
     let discovered = format!("{path}: 2 image(s) from a device library file");
     assert_eq!(trace("discover")[1..], [discovered.clone(), discovered], "{e}");
     // The file is an image set in the embedded encoding.

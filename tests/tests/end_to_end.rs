@@ -6,7 +6,10 @@ fn run_ok(name: &str) -> (String, String) {
     let out = run_fixture(name);
     let (o, e) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{name} failed:\n{o}{e}");
-    assert!(e.contains("sycl: device Intel(R) OpenCL"), "{name} did not run on the Intel device:\n{e}");
+    assert!(
+        e.contains("sycl: device Intel(R) OpenCL"),
+        "{name} did not run on the Intel device:\n{e}"
+    );
     (o, e)
 }
 
@@ -18,10 +21,23 @@ fn count(haystack: &str, prefix: &str) -> usize {
 fn the_demo_links_the_library_function_at_run_time() {
     let (out, trace) = run_ok("app");
     assert_eq!(out, "0 2 4 6 8 10 12 14\n");
-    assert!(trace.lines().any(|l| l.starts_with("sycl: discover ") && l.ends_with("/app: 2 images")), "{trace}");
-    assert!(trace.lines().any(|l| l.starts_with("sycl: discover ") && l.ends_with("/libhelpers.so: 2 images")), "{trace}");
+    assert!(
+        trace.lines().any(|l| l.starts_with("sycl: discover ") && l.ends_with("/app: 2 images")),
+        "{trace}"
+    );
+    assert!(
+        trace
+            .lines()
+            .any(|l| l.starts_with("sycl: discover ") && l.ends_with("/libhelpers.so: 2 images")),
+        "{trace}"
+    );
     // libhelpers.so's image 0 holds its own kernel; image 1 exports LibDeviceFunc.
-    assert!(trace.contains("sycl: resolve LibDeviceFunc -> libhelpers.so image 1 (for kernel app_kernel)"), "{trace}");
+    assert!(
+        trace.contains(
+            "sycl: resolve LibDeviceFunc -> libhelpers.so image 1 (for kernel app_kernel)"
+        ),
+        "{trace}"
+    );
     assert_eq!(count(&trace, "sycl: link "), 1, "{trace}");
 }
 
@@ -65,9 +81,17 @@ fn an_unresolved_import_is_a_clear_error_and_the_runtime_stays_usable() {
         "{out}"
     );
     assert_eq!(lines.next(), Some("works: [100, 101, 102, 103]"));
-    assert_eq!(lines.next(), Some("works: [200, 201, 202, 203]"), "a scalar argument reaches the kernel");
+    assert_eq!(
+        lines.next(),
+        Some("works: [200, 201, 202, 203]"),
+        "a scalar argument reaches the kernel"
+    );
     assert_eq!(count(&trace, "sycl: link works "), 1, "{trace}");
-    assert_eq!(count(&trace, "sycl: cache-hit works "), 1, "the second launch reuses the program:\n{trace}");
+    assert_eq!(
+        count(&trace, "sycl: cache-hit works "),
+        1,
+        "the second launch reuses the program:\n{trace}"
+    );
     assert_eq!(count(&trace, "sycl: compile "), 1, "the broken kernel compiles nothing:\n{trace}");
 }
 
@@ -84,29 +108,49 @@ fn an_unknown_device_name_lists_the_devices_there_are() {
         "{err}"
     );
     let listed = |selector: &str, platform: &str| {
-        err.lines().any(|l| l.trim_start().starts_with(selector) && l.contains(&format!(" {platform} / ")))
+        err.lines()
+            .any(|l| l.trim_start().starts_with(selector) && l.contains(&format!(" {platform} / ")))
     };
-    assert!(listed("intel ", "Intel(R) OpenCL") && listed("pocl ", "Portable Computing Language"), "{err}");
+    assert!(
+        listed("intel ", "Intel(R) OpenCL") && listed("pocl ", "Portable Computing Language"),
+        "{err}"
+    );
 }
 
 #[test]
 fn platform_selectors_pick_the_platform_whatever_the_device_is_called() {
     // PoCL names its device after the host CPU: on an Intel host, its device name says Intel.
-    for (selector, platform) in [("intel", "Intel(R) OpenCL"), ("pocl", "Portable Computing Language"), ("Intel:0", "Intel(R) OpenCL")] {
+    for (selector, platform) in [
+        ("intel", "Intel(R) OpenCL"),
+        ("pocl", "Portable Computing Language"),
+        ("Intel:0", "Intel(R) OpenCL"),
+    ] {
         let out = sycl_tests::run_fixture_with("app", &[("SYCL_DEVICE", selector)]);
         assert!(out.status.success(), "{selector}: {}", stderr(&out));
-        assert!(stderr(&out).contains(&format!("sycl: device {platform} / ")), "{selector}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("sycl: device {platform} / ")),
+            "{selector}: {}",
+            stderr(&out)
+        );
         assert_eq!(sycl_tests::stdout(&out), "0 2 4 6 8 10 12 14\n");
     }
     // Both are CPU devices: `cpu` alone is ambiguous, and the error says so.
     let out = sycl_tests::run_fixture_with("app", &[("SYCL_DEVICE", "cpu")]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("SYCL_DEVICE=cpu is ambiguous: it matches 2 devices"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("SYCL_DEVICE=cpu is ambiguous: it matches 2 devices"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn kernels_without_optional_features_run_beside_ones_with_them() {
     let (out, trace) = run_ok("features-app");
     assert_eq!(out, "K1: [0, 3, 6, 9, 12, 15, 18, 21]\nfixed_group: [4, 4, 4, 4, 4, 4, 4, 4]\n");
-    assert_eq!(count(&trace, "sycl: compile "), 2, "only the two images launched are compiled:\n{trace}");
+    assert_eq!(
+        count(&trace, "sycl: compile "),
+        2,
+        "only the two images launched are compiled:\n{trace}"
+    );
 }

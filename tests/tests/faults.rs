@@ -9,7 +9,11 @@ use sycl_tests::{fixtures, run_fixture_with, stderr, stdout};
 
 /// libfast_helpers.so with its embedded images damaged by `damage(bytes, at)`, where `at` is
 /// the offset of the image-set payload.
-fn damaged_library(dir: &Path, name: &str, damage: impl Fn(&mut Vec<u8>, usize)) -> std::path::PathBuf {
+fn damaged_library(
+    dir: &Path,
+    name: &str,
+    damage: impl Fn(&mut Vec<u8>, usize),
+) -> std::path::PathBuf {
     let mut bytes = std::fs::read(fixtures().join("deps/libfast_helpers.so")).unwrap();
     let at = bytes.windows(8).position(|w| w == sycl_format::IMAGE_SET_MAGIC).unwrap();
     damage(&mut bytes, at);
@@ -37,9 +41,18 @@ fn a_binary_with_damaged_images_is_skipped_and_the_rest_works() {
         let out = run_fixture_with("app", &[("LD_PRELOAD", lib.to_str().unwrap())]);
         let (o, trace) = (stdout(&out), stderr(&out));
         assert!(out.status.success(), "{name}: {o}{trace}");
-        assert_eq!(o, "0 2 4 6 8 10 12 14\n", "{name}: libhelpers.so serves, the damaged library is skipped");
-        let line = trace.lines().find(|l| l.contains(&format!("libbroken_{name}.so"))).unwrap_or_else(|| panic!("{trace}"));
-        assert!(line.contains("malformed device images ignored") && line.contains(reason), "{name}: {line}");
+        assert_eq!(
+            o, "0 2 4 6 8 10 12 14\n",
+            "{name}: libhelpers.so serves, the damaged library is skipped"
+        );
+        let line = trace
+            .lines()
+            .find(|l| l.contains(&format!("libbroken_{name}.so")))
+            .unwrap_or_else(|| panic!("{trace}"));
+        assert!(
+            line.contains("malformed device images ignored") && line.contains(reason),
+            "{name}: {line}"
+        );
     }
 }
 
@@ -57,25 +70,39 @@ fn a_bit_flipped_image_fails_its_own_build_cleanly() {
     }
     std::fs::write(&copy, bytes).unwrap();
     std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let out = Command::new(&copy).env("SYCL_CACHE_DISABLE", "1").env("SYCL_DEVICE", "intel").output().unwrap();
+    let out = Command::new(&copy)
+        .env("SYCL_CACHE_DISABLE", "1")
+        .env("SYCL_DEVICE", "intel")
+        .output()
+        .unwrap();
     let (o, e) = (stdout(&out), stderr(&out));
     assert_eq!(out.status.code(), Some(1), "a clear error, not a crash: {o}{e}");
     assert!(e.starts_with("error: compiling app_flipped image 0 (clCompileProgram: CL_COMPILE_PROGRAM_FAILURE (-15)) failed on "), "{e}");
-    assert!(e.contains("the driver's build log:\n") && e.contains("\nto try: "), "the driver's words and what to try: {e}");
+    assert!(
+        e.contains("the driver's build log:\n") && e.contains("\nto try: "),
+        "the driver's words and what to try: {e}"
+    );
 }
 
 #[test]
 fn a_link_the_driver_refuses_carries_its_log() {
     let kernel = "int helper(int); kernel void k(global int *o) { o[0] = helper(1); }";
     let other = "int unrelated(int i) { return i; }";
-    let err = sycl_runtime::test_support::link_sources("intel", &[kernel, other]).unwrap_err().to_string();
+    let err = sycl_runtime::test_support::link_sources("intel", &[kernel, other])
+        .unwrap_err()
+        .to_string();
     assert!(
-        err.starts_with("linking source 0 + source 1 (clLinkProgram: CL_LINK_PROGRAM_FAILURE (-17)) failed on "),
+        err.starts_with(
+            "linking source 0 + source 1 (clLinkProgram: CL_LINK_PROGRAM_FAILURE (-17)) failed on "
+        ),
         "{err}"
     );
     // The Intel runtime names the missing symbol in its log; the hint follows from it.
     assert!(err.contains("the driver's build log:\n") && err.contains("helper"), "{err}");
-    assert!(err.contains("to try: a function these images call is defined by none of them"), "{err}");
+    assert!(
+        err.contains("to try: a function these images call is defined by none of them"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -83,7 +110,10 @@ fn the_persistent_cache_on_a_full_disk_never_fails_a_launch() {
     let dir = tempfile::tempdir().unwrap();
     let mount = dir.path().join("full");
     std::fs::create_dir(&mount).unwrap();
-    let mounted = Command::new("mount").args(["-t", "tmpfs", "-o", "size=4k,mode=0700", "tmpfs"]).arg(&mount).status();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4k,mode=0700", "tmpfs"])
+        .arg(&mount)
+        .status();
     assert!(
         mounted.is_ok_and(|s| s.success()),
         "mounting a size-limited tmpfs needs root (as CI and the development machines run)"
@@ -95,13 +125,18 @@ fn the_persistent_cache_on_a_full_disk_never_fails_a_launch() {
         .env("SYCL_DEVICE", "intel")
         .output()
         .unwrap();
-    let files: Vec<String> =
-        std::fs::read_dir(&mount).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let files: Vec<String> = std::fs::read_dir(&mount)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     let _ = Command::new("umount").arg(&mount).status();
     let (o, trace) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{o}{trace}");
     assert_eq!(o, "0 2 4 6 8 10 12 14\n");
-    assert!(trace.contains("sycl: cache-error storing"), "the write failed and was only traced: {trace}");
+    assert!(
+        trace.contains("sycl: cache-error storing"),
+        "the write failed and was only traced: {trace}"
+    );
     assert!(files.is_empty(), "no partial entry or temporary file left: {files:?}");
 }
 
@@ -111,11 +146,18 @@ fn writers_killed_mid_build_leave_no_corrupt_entry() {
     let cache = dir.path().join("cache");
     let app = || {
         let mut cmd = Command::new(fixtures().join("app"));
-        cmd.env("SYCL_CACHE_DIR", &cache).env("SYCL_TRACE", "1").env_remove("SYCL_CACHE_DISABLE").env("SYCL_DEVICE", "intel");
+        cmd.env("SYCL_CACHE_DIR", &cache)
+            .env("SYCL_TRACE", "1")
+            .env_remove("SYCL_CACHE_DISABLE")
+            .env("SYCL_DEVICE", "intel");
         cmd
     };
     for delay in [20, 60, 100, 140, 180, 220] {
-        let mut child = app().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        let mut child = app()
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(delay));
         let _ = child.kill();
         let _ = child.wait();
@@ -128,8 +170,15 @@ fn writers_killed_mid_build_leave_no_corrupt_entry() {
 
 #[test]
 fn sixteen_threads_launch_while_a_library_is_opened_and_closed() {
-    let out = Command::new(fixtures().join("dlopen-app")).arg("threads").env("SYCL_CACHE_DISABLE", "1").output().unwrap();
+    let out = Command::new(fixtures().join("dlopen-app"))
+        .arg("threads")
+        .env("SYCL_CACHE_DISABLE", "1")
+        .output()
+        .unwrap();
     let (o, e) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{o}{e}");
-    assert!(o.starts_with("threads: ") && o.trim_end().ends_with("unresolved, no other outcome"), "{o}");
+    assert!(
+        o.starts_with("threads: ") && o.trim_end().ends_with("unresolved, no other outcome"),
+        "{o}"
+    );
 }

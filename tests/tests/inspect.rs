@@ -14,7 +14,9 @@ fn inspect(file: &str, json: bool) -> String {
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "inspect {file}: {}", String::from_utf8_lossy(&out.stderr));
     // The path depends on the checkout; the expected files name the binary only.
-    String::from_utf8(out.stdout).unwrap().replace(&path.display().to_string(), file.rsplit('/').next().unwrap())
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .replace(&path.display().to_string(), file.rsplit('/').next().unwrap())
 }
 
 #[test]
@@ -41,7 +43,8 @@ fn inspect_json_of_every_fixture() {
 #[test]
 fn inspect_shows_the_demo_symbols_on_both_sides() {
     let app: serde_json::Value = serde_json::from_str(&inspect("app", true)).unwrap();
-    let lib: serde_json::Value = serde_json::from_str(&inspect("deps/libhelpers.so", true)).unwrap();
+    let lib: serde_json::Value =
+        serde_json::from_str(&inspect("deps/libhelpers.so", true)).unwrap();
     assert_eq!(app["images"][0]["imported"], serde_json::json!(["LibDeviceFunc"]));
     // Image 0 is the library's kernel (which exports nothing); image 1 exports LibDeviceFunc.
     assert_eq!(lib["images"][0]["kernels"], serde_json::json!(["lib_kernel"]));
@@ -75,7 +78,8 @@ fn inspect_of_a_binary_without_device_code_lists_nothing() {
 
 #[test]
 fn inspect_of_a_missing_file_names_it() {
-    let out = Command::new(sycl_ld()).args(["inspect", "/nonexistent/libnothing.so"]).output().unwrap();
+    let out =
+        Command::new(sycl_ld()).args(["inspect", "/nonexistent/libnothing.so"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/libnothing.so"));
 }

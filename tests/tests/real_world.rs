@@ -109,17 +109,39 @@ fn division_beside_remainder() {
         assert_eq!(out.read()?, want, "{device}: i / n + i % n");
 
         let input = q.buffer_from(&values)?;
-        let (quot, rem, packed) = (q.buffer::<i32>(values.len())?, q.buffer::<i32>(values.len())?, q.buffer::<u32>(values.len())?);
-        q.launch("divrem_by_16").arg(&input).arg(&quot).arg(&rem).arg(&packed).global([values.len()]).run()?;
-        assert_eq!(quot.read()?, values.iter().map(|x| x / 16).collect::<Vec<_>>(), "{device}: x / 16");
-        assert_eq!(rem.read()?, values.iter().map(|x| x % 16).collect::<Vec<_>>(), "{device}: x % 16");
-        let want: Vec<u32> = values.iter().map(|&x| (x as u32 / 16).wrapping_mul(100).wrapping_add(x as u32 % 16)).collect();
+        let (quot, rem, packed) = (
+            q.buffer::<i32>(values.len())?,
+            q.buffer::<i32>(values.len())?,
+            q.buffer::<u32>(values.len())?,
+        );
+        q.launch("divrem_by_16")
+            .arg(&input)
+            .arg(&quot)
+            .arg(&rem)
+            .arg(&packed)
+            .global([values.len()])
+            .run()?;
+        assert_eq!(
+            quot.read()?,
+            values.iter().map(|x| x / 16).collect::<Vec<_>>(),
+            "{device}: x / 16"
+        );
+        assert_eq!(
+            rem.read()?,
+            values.iter().map(|x| x % 16).collect::<Vec<_>>(),
+            "{device}: x % 16"
+        );
+        let want: Vec<u32> = values
+            .iter()
+            .map(|&x| (x as u32 / 16).wrapping_mul(100).wrapping_add(x as u32 % 16))
+            .collect();
         assert_eq!(packed.read()?, want, "{device}: unsigned x / 16 and x % 16");
 
         let (width, height) = (37usize, 29usize);
         let xy = q.buffer::<i32>(2 * width * height)?;
         q.launch("index_to_xy").arg(&xy).arg(width as u64).global([width * height]).run()?;
-        let want: Vec<i32> = (0..width * height).flat_map(|i| [(i % width) as i32, (i / width) as i32]).collect();
+        let want: Vec<i32> =
+            (0..width * height).flat_map(|i| [(i % width) as i32, (i / width) as i32]).collect();
         assert_eq!(xy.read()?, want, "{device}: 64-bit i / w and i % w");
         Ok(())
     });
@@ -136,7 +158,14 @@ fn chains_of_and_in_bounds_checks() {
     on_both_devices(|device, q| {
         let points = q.buffer_from(&xyz)?;
         let inside = q.buffer::<i32>(padded)?;
-        q.launch("in_box").arg(&points).arg(&inside).arg(lo).arg(hi).arg(n as i32).global([padded]).run()?;
+        q.launch("in_box")
+            .arg(&points)
+            .arg(&inside)
+            .arg(lo)
+            .arg(hi)
+            .arg(n as i32)
+            .global([padded])
+            .run()?;
         let want: Vec<i32> = (0..padded)
             .map(|i| i32::from(i < n && xyz[3 * i..3 * i + 3].iter().all(|&c| c >= lo && c < hi)))
             .collect();
@@ -144,12 +173,24 @@ fn chains_of_and_in_bounds_checks() {
         assert!(want.contains(&1) && want[..n].contains(&0), "the points straddle the box");
 
         let (input, out) = (q.buffer_from(&image)?, q.buffer::<i32>(w * h)?);
-        q.launch("shifted").arg(&input).arg(&out).arg(w as i32).arg(h as i32).arg(dx).arg(dy).global([40, 24]).run()?;
+        q.launch("shifted")
+            .arg(&input)
+            .arg(&out)
+            .arg(w as i32)
+            .arg(h as i32)
+            .arg(dx)
+            .arg(dy)
+            .global([40, 24])
+            .run()?;
         let want: Vec<i32> = (0..h as i32)
             .flat_map(|y| (0..w as i32).map(move |x| (x, y)))
             .map(|(x, y)| {
                 let (sx, sy) = (x + dx, y + dy);
-                if sx >= 0 && sy >= 0 && sx < w as i32 && sy < h as i32 { image[sy as usize * w + sx as usize] } else { 0 }
+                if sx >= 0 && sy >= 0 && sx < w as i32 && sy < h as i32 {
+                    image[sy as usize * w + sx as usize]
+                } else {
+                    0
+                }
             })
             .collect();
         assert_eq!(out.read()?, want, "{device}: shifted");
@@ -158,7 +199,14 @@ fn chains_of_and_in_bounds_checks() {
 }
 
 /// C = alpha * A * B + beta * C in f64, row-major.
-fn sgemm_reference([m, n, k]: [usize; 3], a: &[f32], b: &[f32], c: &[f32], alpha: f32, beta: f32) -> (Vec<f64>, Vec<f64>) {
+fn sgemm_reference(
+    [m, n, k]: [usize; 3],
+    a: &[f32],
+    b: &[f32],
+    c: &[f32],
+    alpha: f32,
+    beta: f32,
+) -> (Vec<f64>, Vec<f64>) {
     let (mut want, mut scale) = (vec![0.0; m * n], vec![0.0; m * n]);
     for i in 0..m {
         for j in 0..n {
@@ -169,7 +217,8 @@ fn sgemm_reference([m, n, k]: [usize; 3], a: &[f32], b: &[f32], c: &[f32], alpha
                 magnitude += term.abs();
             }
             want[i * n + j] = f64::from(alpha) * sum + f64::from(beta) * f64::from(c[i * n + j]);
-            scale[i * n + j] = f64::from(alpha.abs()) * magnitude + f64::from(beta.abs() * c[i * n + j].abs());
+            scale[i * n + j] =
+                f64::from(alpha.abs()) * magnitude + f64::from(beta.abs() * c[i * n + j].abs());
         }
     }
     (want, scale)
@@ -186,7 +235,8 @@ fn register_blocked_sgemm() {
         // Both configurations name their kernel `sgemm_tiled`: one library at a time.
         let _lib = library("sgemm.cl", options);
         let mut rng = Lcg(3);
-        let (a, b, c) = (rng.f32s(m * k, -1.0, 1.0), rng.f32s(k * n, -1.0, 1.0), rng.f32s(m * n, -1.0, 1.0));
+        let (a, b, c) =
+            (rng.f32s(m * k, -1.0, 1.0), rng.f32s(k * n, -1.0, 1.0), rng.f32s(m * n, -1.0, 1.0));
         let (alpha, beta) = (1.5f32, 0.5f32);
         let (want, scale) = sgemm_reference([m, n, k], &a, &b, &c, alpha, beta);
         on_both_devices(|device, q| {
@@ -215,11 +265,18 @@ fn nbody_step_with_local_tiles() {
     let _lib = library("nbody.cl", &["-DSOFTENING=0.01f", "-DUNROLL=4", "-cl-fast-relaxed-math"]);
     let (n, group, dt, softening) = (1024usize, 64usize, 0.01f32, 0.01f64);
     let mut rng = Lcg(4);
-    let pos: Vec<f32> = (0..n).flat_map(|_| [rng.f32(-1.0, 1.0), rng.f32(-1.0, 1.0), rng.f32(-1.0, 1.0), rng.f32(0.5, 1.5)]).collect();
-    let vel: Vec<f32> = (0..n).flat_map(|_| [rng.f32(-0.1, 0.1), rng.f32(-0.1, 0.1), rng.f32(-0.1, 0.1), 0.0]).collect();
+    let pos: Vec<f32> = (0..n)
+        .flat_map(|_| {
+            [rng.f32(-1.0, 1.0), rng.f32(-1.0, 1.0), rng.f32(-1.0, 1.0), rng.f32(0.5, 1.5)]
+        })
+        .collect();
+    let vel: Vec<f32> = (0..n)
+        .flat_map(|_| [rng.f32(-0.1, 0.1), rng.f32(-0.1, 0.1), rng.f32(-0.1, 0.1), 0.0])
+        .collect();
     // Reference in f64; each component's tolerance scales with the sum of the magnitudes of
     // the terms it adds up (f32 sums of 1024 terms, and rsqrt under -cl-fast-relaxed-math).
-    let (mut want_pos, mut want_vel, mut scale) = (vec![0.0f64; 4 * n], vec![0.0f64; 4 * n], vec![0.0f64; 4 * n]);
+    let (mut want_pos, mut want_vel, mut scale) =
+        (vec![0.0f64; 4 * n], vec![0.0f64; 4 * n], vec![0.0f64; 4 * n]);
     let p = |i: usize, c: usize| f64::from(pos[4 * i + c]);
     for i in 0..n {
         let (mut acc, mut magnitude) = ([0.0f64; 3], 0.0f64);
@@ -253,8 +310,20 @@ fn nbody_step_with_local_tiles() {
             .global([n])
             .local([group])
             .run()?;
-        assert_close_scaled(&format!("{device}: velocities"), &f64s(&new_vel.read()?), &want_vel, &scale, 1e-4);
-        assert_close_scaled(&format!("{device}: positions"), &f64s(&new_pos.read()?), &want_pos, &scale, 1e-4);
+        assert_close_scaled(
+            &format!("{device}: velocities"),
+            &f64s(&new_vel.read()?),
+            &want_vel,
+            &scale,
+            1e-4,
+        );
+        assert_close_scaled(
+            &format!("{device}: positions"),
+            &f64s(&new_pos.read()?),
+            &want_pos,
+            &scale,
+            1e-4,
+        );
         Ok(())
     });
 }
@@ -263,8 +332,8 @@ fn nbody_step_with_local_tiles() {
 /// element scaled by the width of the vector that moved it.
 fn vec_block_reference(input: &[f32]) -> Vec<f32> {
     const WIDTH: [f32; 32] = [
-        2., 2., 4., 4., 4., 4., 8., 8., 8., 8., 8., 8., 8., 8., 1., 1., 16., 16., 16., 16., 16., 16., 16., 16., 16., 16., 16., 16.,
-        16., 16., 16., 16.,
+        2., 2., 4., 4., 4., 4., 8., 8., 8., 8., 8., 8., 8., 8., 1., 1., 16., 16., 16., 16., 16.,
+        16., 16., 16., 16., 16., 16., 16., 16., 16., 16., 16.,
     ];
     input.iter().enumerate().map(|(i, v)| v * WIDTH[i % 32]).collect()
 }
@@ -297,16 +366,31 @@ fn check_vload_kernels(device: &str, q: &Queue, lib: &Library) -> Result<(), Err
         .run()?;
     assert_eq!(out.read()?, want, "{device}: vload_local");
 
-    q.launch("vload_constant_table").arg(&out).global([VEC_BLOCKS]).use_kernel_bundle(&exe).run()?;
+    q.launch("vload_constant_table")
+        .arg(&out)
+        .global([VEC_BLOCKS])
+        .use_kernel_bundle(&exe)
+        .run()?;
     let table: Vec<f32> = (0..32).map(|j| j as f32 + 0.5).collect();
     let scaled = vec_block_reference(&table);
-    let want_table: Vec<f32> = (0..32 * VEC_BLOCKS).map(|i| scaled[i % 32] + (i / 32) as f32).collect();
+    let want_table: Vec<f32> =
+        (0..32 * VEC_BLOCKS).map(|i| scaled[i % 32] + (i / 32) as f32).collect();
     assert_eq!(out.read()?, want_table, "{device}: vload_constant_table");
 
     let bytes: Vec<u8> = (0..1024u32).map(|i| (i * 7 % 256) as u8).collect();
     let (inb, outb) = (q.buffer_from(&bytes)?, q.buffer::<u8>(bytes.len())?);
-    q.launch("brighten_u8").arg(&inb).arg(&outb).arg(100u8).global([bytes.len() / 16]).use_kernel_bundle(&exe).run()?;
-    assert_eq!(outb.read()?, bytes.iter().map(|b| b.saturating_add(100)).collect::<Vec<_>>(), "{device}: brighten_u8");
+    q.launch("brighten_u8")
+        .arg(&inb)
+        .arg(&outb)
+        .arg(100u8)
+        .global([bytes.len() / 16])
+        .use_kernel_bundle(&exe)
+        .run()?;
+    assert_eq!(
+        outb.read()?,
+        bytes.iter().map(|b| b.saturating_add(100)).collect::<Vec<_>>(),
+        "{device}: brighten_u8"
+    );
     Ok(())
 }
 
@@ -333,7 +417,12 @@ fn vload_and_vstore_through_generic_pointers() {
     on_both_devices(|device, q| {
         let exe = build(&generic.loaded.kernel_bundle(q), &[])?;
         let (inb, out) = (q.buffer_from(&input)?, q.buffer::<f32>(input.len())?);
-        q.launch("vload_generic").arg(&inb).arg(&out).global([VEC_BLOCKS]).use_kernel_bundle(&exe).run()?;
+        q.launch("vload_generic")
+            .arg(&inb)
+            .arg(&out)
+            .global([VEC_BLOCKS])
+            .use_kernel_bundle(&exe)
+            .run()?;
         assert_eq!(out.read()?, want, "{device}: vload_generic");
         check_vload_kernels(device, q, &cl20)
     });
@@ -348,7 +437,11 @@ fn local_memory_parameters_with_barriers() {
     let values: Vec<f32> = (0..n).map(|i| (i * 7 % 16) as f32 / 4.0).collect();
     let (global, group) = (1024usize, 64usize);
     let want_partial: Vec<f32> = (0..global / group)
-        .map(|g| (g * group..(g + 1) * group).flat_map(|item| values.iter().skip(item).step_by(global)).sum())
+        .map(|g| {
+            (g * group..(g + 1) * group)
+                .flat_map(|item| values.iter().skip(item).step_by(global))
+                .sum()
+        })
         .collect();
     let data: Vec<u32> = {
         let mut rng = Lcg(7);
@@ -360,11 +453,25 @@ fn local_memory_parameters_with_barriers() {
     }
     on_both_devices(|device, q| {
         let (inb, partial) = (q.buffer_from(&values)?, q.buffer::<f32>(global / group)?);
-        q.launch("reduce_sum").arg(&inb).arg(&partial).arg(Local::<f32>::new(group)).arg(n as i32).global([global]).local([group]).run()?;
+        q.launch("reduce_sum")
+            .arg(&inb)
+            .arg(&partial)
+            .arg(Local::<f32>::new(group))
+            .arg(n as i32)
+            .global([global])
+            .local([group])
+            .run()?;
         assert_eq!(partial.read()?, want_partial, "{device}: reduce_sum");
 
         let (db, hist) = (q.buffer_from(&data)?, q.buffer_from(&vec![0u32; bins])?);
-        q.launch("histogram").arg(&db).arg(data.len() as i32).arg(&hist).arg(Local::<u32>::new(bins)).global([global]).local([group]).run()?;
+        q.launch("histogram")
+            .arg(&db)
+            .arg(data.len() as i32)
+            .arg(&hist)
+            .arg(Local::<u32>::new(bins))
+            .global([global])
+            .local([group])
+            .run()?;
         assert_eq!(hist.read()?, want_hist, "{device}: histogram");
         Ok(())
     });
@@ -383,8 +490,16 @@ fn atomics_on_global_and_local_memory() {
     let floats: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
     on_both_devices(|device, q| {
         let inb = q.buffer_from(&values)?;
-        let (sum, count, kept) = (q.buffer_from(&[0i32])?, q.buffer_from(&[0u32])?, q.buffer::<i32>(n)?);
-        q.launch("sum_and_compact").arg(&inb).arg(&sum).arg(&count).arg(&kept).arg(threshold).global([n]).run()?;
+        let (sum, count, kept) =
+            (q.buffer_from(&[0i32])?, q.buffer_from(&[0u32])?, q.buffer::<i32>(n)?);
+        q.launch("sum_and_compact")
+            .arg(&inb)
+            .arg(&sum)
+            .arg(&count)
+            .arg(&kept)
+            .arg(threshold)
+            .global([n])
+            .run()?;
         assert_eq!(sum.read()?, [values.iter().sum::<i32>()], "{device}: atomic_add");
         let count = count.read()?[0] as usize;
         let mut got = kept.read()?[..count.min(n)].to_vec();
@@ -393,11 +508,22 @@ fn atomics_on_global_and_local_memory() {
 
         let (fb, total) = (q.buffer_from(&floats)?, q.buffer_from(&[0.0f32.to_bits()])?);
         q.launch("float_sum_cmpxchg").arg(&fb).arg(&total).global([n]).local([group]).run()?;
-        assert_eq!(f32::from_bits(total.read()?[0]), floats.iter().sum::<f32>(), "{device}: atomic_cmpxchg float sum");
+        assert_eq!(
+            f32::from_bits(total.read()?[0]),
+            floats.iter().sum::<f32>(),
+            "{device}: atomic_cmpxchg float sum"
+        );
 
         let group_max = q.buffer::<i32>(n / group)?;
         let (max_all, min_all) = (q.buffer_from(&[i32::MIN])?, q.buffer_from(&[i32::MAX])?);
-        q.launch("max_min").arg(&inb).arg(&group_max).arg(&max_all).arg(&min_all).global([n]).local([group]).run()?;
+        q.launch("max_min")
+            .arg(&inb)
+            .arg(&group_max)
+            .arg(&max_all)
+            .arg(&min_all)
+            .global([n])
+            .local([group])
+            .run()?;
         let want: Vec<i32> = values.chunks(group).map(|c| *c.iter().max().unwrap()).collect();
         assert_eq!(group_max.read()?, want, "{device}: local atomic_max");
         assert_eq!(max_all.read()?, [*values.iter().max().unwrap()], "{device}: global atomic_max");
@@ -414,9 +540,13 @@ fn doubles_with_and_without_the_extension_pragma() {
     let pairs: Vec<f64> = (0..4 * n).map(|_| f64::from(rng.f32(-1.0, 1.0)) / 3.0).collect();
     {
         let _lib = library("doubles_pragma.cl", &[]);
-        let want: Vec<f64> = xs.iter().map(|&x| x.sqrt() + (-x).exp() * x.mul_add(2.0, 1.0) + x.sin() / (1.0 + x * x)).collect();
+        let want: Vec<f64> = xs
+            .iter()
+            .map(|&x| x.sqrt() + (-x).exp() * x.mul_add(2.0, 1.0) + x.sin() / (1.0 + x * x))
+            .collect();
         let (a, b) = pairs.split_at(2 * n);
-        let want_dot: Vec<f64> = (0..n).map(|i| a[2 * i] * b[2 * i] + a[2 * i + 1] * b[2 * i + 1]).collect();
+        let want_dot: Vec<f64> =
+            (0..n).map(|i| a[2 * i] * b[2 * i] + a[2 * i + 1] * b[2 * i + 1]).collect();
         on_both_devices(|device, q| {
             let (xb, out) = (q.buffer_from(&xs)?, q.buffer::<f64>(n)?);
             q.launch("double_math").arg(&xb).arg(&out).global([n]).run()?;
@@ -431,11 +561,19 @@ fn doubles_with_and_without_the_extension_pragma() {
     let x: Vec<f32> = (0..n).map(|i| i as f32 / 100.0 - 5.0).collect();
     let coeffs = [1.0, -0.5, 1.0 / 3.0, 0.25, -0.2, 1.0 / 7.0];
     let degree = coeffs.len() - 1;
-    let want: Vec<f64> = x.iter().map(|&v| coeffs.iter().rev().fold(0.0, |acc, c| acc * f64::from(v) + c)).collect();
+    let want: Vec<f64> =
+        x.iter().map(|&v| coeffs.iter().rev().fold(0.0, |acc, c| acc * f64::from(v) + c)).collect();
     on_both_devices(|device, q| {
         let (xb, cb) = (q.buffer_from(&x)?, q.buffer_from(&coeffs)?);
         let (out, out_f) = (q.buffer::<f64>(n)?, q.buffer::<f32>(n)?);
-        q.launch("horner").arg(&xb).arg(&cb).arg(degree as i32).arg(&out).arg(&out_f).global([n]).run()?;
+        q.launch("horner")
+            .arg(&xb)
+            .arg(&cb)
+            .arg(degree as i32)
+            .arg(&out)
+            .arg(&out_f)
+            .global([n])
+            .run()?;
         // Contracting `acc * v + c` into fma is allowed, hence a few ulps.
         let got = out.read()?;
         assert_close(&format!("{device}: horner"), &got, &want, 1e-13);
@@ -463,7 +601,13 @@ fn stencil_with_a_header_from_the_include_path() {
         .collect();
     on_both_devices(|device, q| {
         let (inb, out) = (q.buffer_from(&input)?, q.buffer::<f32>(w * h)?);
-        q.launch("stencil5").arg(&inb).arg(&out).arg(w as i32).arg(h as i32).global([w, h]).run()?;
+        q.launch("stencil5")
+            .arg(&inb)
+            .arg(&out)
+            .arg(w as i32)
+            .arg(h as i32)
+            .global([w, h])
+            .run()?;
         assert_close(&format!("{device}: stencil5"), &f64s(&out.read()?), &want, 1e-6);
         Ok(())
     });

@@ -43,8 +43,15 @@ fn a_cycle_across_libraries_is_refused_before_the_driver_on_both_devices() {
              (OpenCL C and SYCL forbid it), so no driver was given it: break the cycle",
             "{device}"
         );
-        assert_eq!(lines[1], "stays_out: [1, 2, 3, 4]", "{device}: a kernel outside the cycle runs");
-        assert!(!trace.lines().any(|l| l.contains("enters_cycle on") && (l.starts_with("sycl: link") || l.starts_with("sycl: build"))), "{device}: {trace}");
+        assert_eq!(
+            lines[1], "stays_out: [1, 2, 3, 4]",
+            "{device}: a kernel outside the cycle runs"
+        );
+        assert!(
+            !trace.lines().any(|l| l.contains("enters_cycle on")
+                && (l.starts_with("sycl: link") || l.starts_with("sycl: build"))),
+            "{device}: {trace}"
+        );
     }
 }
 
@@ -64,11 +71,16 @@ fn recursion_inside_one_library_is_warned_at_link_time_and_refused_at_run_time()
         let o = stdout(&out);
         // The fixture goes on to build the library's whole bundle, which holds the cycle too:
         // that fails (the fixture unwraps it), but the process is never killed by a signal.
-        assert!(stderr(&out).contains("CallCycle { kernel: \"(bundle)\""), "{device}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("CallCycle { kernel: \"(bundle)\""),
+            "{device}: {}",
+            stderr(&out)
+        );
         let loaded = o.lines().nth(1).unwrap();
         assert!(
-            loaded.starts_with("loaded: error: kernel `use_devlib` reaches a call cycle: devlib_func (")
-                && loaded.contains("recursive.sydl) -> devlib_func ("),
+            loaded.starts_with(
+                "loaded: error: kernel `use_devlib` reaches a call cycle: devlib_func ("
+            ) && loaded.contains("recursive.sydl) -> devlib_func ("),
             "{device}: {o}"
         );
     }
@@ -90,7 +102,9 @@ fn a_cycle_through_a_function_pointer_is_refused_once_pocl_needs_direct_calls() 
          int again(int x) { return x <= 0 ? 0 : table[0](x - 1) + 1; }\n\
          SYCL_EXTERNAL int devlib_func(int i) { return again(i); }\n",
     );
-    let run = |device: &str| stdout(&devlib_app(&file, device)).lines().nth(1).unwrap_or_default().to_string();
+    let run = |device: &str| {
+        stdout(&devlib_app(&file, device)).lines().nth(1).unwrap_or_default().to_string()
+    };
     assert_eq!(
         run("pocl"),
         "loaded: error: kernel `use_devlib` reaches a call cycle: again (pointer_cycle.sydl) -> again (pointer_cycle.sydl); \

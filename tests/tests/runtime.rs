@@ -45,7 +45,10 @@ fn pocl_refuses_what_it_cannot_run_with_dpcpps_messages() {
     let got: Vec<&str> = out.lines().map(|l| l.split(" (kernel `").next().unwrap()).collect();
     assert_eq!(got, expected);
     for refused in ["K2", "fixed_sub_group", "intel_only"] {
-        assert!(!trace.contains(&format!("build {refused} ")), "{refused} must not reach the device:\n{trace}");
+        assert!(
+            !trace.contains(&format!("build {refused} ")),
+            "{refused} must not reach the device:\n{trace}"
+        );
     }
     let (out, _) = ok(&run_fixture_with("not_supported", &[("SYCL_DEVICE", "intel")]));
     assert!(out.lines().take(5).all(|l| l.ends_with(": ok")), "{out}");
@@ -64,7 +67,10 @@ fn ld_preload_replaces_a_library_device_function() {
         trace.contains("sycl: duplicate LibDeviceFunc: exported by libfast_helpers.so image 0, libhelpers.so image 1; the first in loader order wins"),
         "{trace}"
     );
-    let strict = run_fixture_with("app", &[("LD_PRELOAD", preload.to_str().unwrap()), ("SYCL_STRICT_EXPORTS", "1")]);
+    let strict = run_fixture_with(
+        "app",
+        &[("LD_PRELOAD", preload.to_str().unwrap()), ("SYCL_STRICT_EXPORTS", "1")],
+    );
     assert!(!strict.status.success());
     assert!(
         stderr(&strict).contains("device symbol `LibDeviceFunc` is exported by more than one binary: libfast_helpers.so image 0, libhelpers.so image 1"),
@@ -75,7 +81,11 @@ fn ld_preload_replaces_a_library_device_function() {
 
 #[test]
 fn dlopen_and_dlclose_are_noticed_over_200_cycles() {
-    let out = Command::new(fixtures().join("dlopen-app")).arg("200").env("SYCL_CACHE_DISABLE", "1").output().unwrap();
+    let out = Command::new(fixtures().join("dlopen-app"))
+        .arg("200")
+        .env("SYCL_CACHE_DISABLE", "1")
+        .output()
+        .unwrap();
     let (out, _) = ok(&out);
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("before: error: unresolved device symbol `plugin_func` imported for kernel `use_plugin`"), "{out}");
@@ -100,20 +110,37 @@ fn events<'a>(trace: &'a str, event: &str) -> Vec<&'a str> {
 fn start_up_discovers_once_though_the_drivers_open_libraries() {
     let (out, trace) = ok(&run_fixture("app"));
     assert_eq!(out, "0 2 4 6 8 10 12 14\n");
-    let discovered: Vec<&str> = events(&trace, "discover").iter().map(|l| l.rsplit('/').next().unwrap()).collect();
-    assert_eq!(discovered, ["app: 2 images", "libhelpers.so: 2 images"], "each binary read once:\n{trace}");
-    assert!(events(&trace, "rediscover").is_empty(), "loading the OpenCL drivers is no change of images:\n{trace}");
+    let discovered: Vec<&str> =
+        events(&trace, "discover").iter().map(|l| l.rsplit('/').next().unwrap()).collect();
+    assert_eq!(
+        discovered,
+        ["app: 2 images", "libhelpers.so: 2 images"],
+        "each binary read once:\n{trace}"
+    );
+    assert!(
+        events(&trace, "rediscover").is_empty(),
+        "loading the OpenCL drivers is no change of images:\n{trace}"
+    );
 }
 
 #[test]
 fn a_dlopen_reads_only_the_new_library_and_a_dlclose_forgets_its_programs() {
     // Before, open (launch), close (launch), then one cycle: open (launch), close.
-    let out = Command::new(fixtures().join("dlopen-app")).arg("1").env("SYCL_CACHE_DISABLE", "1").env("SYCL_TRACE", "1").output().unwrap();
+    let out = Command::new(fixtures().join("dlopen-app"))
+        .arg("1")
+        .env("SYCL_CACHE_DISABLE", "1")
+        .env("SYCL_TRACE", "1")
+        .output()
+        .unwrap();
     let (out, trace) = ok(&out);
     assert!(out.contains("open: [1000, 1001, 1002, 1003]\n"), "{out}");
     assert_eq!(
         events(&trace, "rediscover"),
-        ["appeared: libplugin.so; went: none", "appeared: none; went: libplugin.so", "appeared: libplugin.so; went: none"],
+        [
+            "appeared: libplugin.so; went: none",
+            "appeared: none; went: libplugin.so",
+            "appeared: libplugin.so; went: none"
+        ],
         "{trace}"
     );
     // Every rediscovery that found the library read it, and nothing else.
@@ -124,24 +151,51 @@ fn a_dlopen_reads_only_the_new_library_and_a_dlclose_forgets_its_programs() {
         .map(|(_, next)| next.rsplit('/').next().unwrap())
         .collect();
     assert_eq!(after_rediscover, ["libplugin.so: 1 image", "libplugin.so: 1 image"], "{trace}");
-    assert_eq!(events(&trace, "discover").len(), 3, "dlopen-app once, libplugin.so at each opening:\n{trace}");
+    assert_eq!(
+        events(&trace, "discover").len(),
+        3,
+        "dlopen-app once, libplugin.so at each opening:\n{trace}"
+    );
     // The executable keeps its binary (and compiled object) throughout; the closed library's
     // programs are gone, so its reopening compiles and links again.
     let compiles = events(&trace, "compile");
-    assert_eq!(compiles.iter().filter(|l| l.starts_with("dlopen-app image 0 ")).count(), 1, "{trace}");
-    assert_eq!(compiles.iter().filter(|l| l.starts_with("libplugin.so image 0 ")).count(), 2, "{trace}");
+    assert_eq!(
+        compiles.iter().filter(|l| l.starts_with("dlopen-app image 0 ")).count(),
+        1,
+        "{trace}"
+    );
+    assert_eq!(
+        compiles.iter().filter(|l| l.starts_with("libplugin.so image 0 ")).count(),
+        2,
+        "{trace}"
+    );
     assert_eq!(events(&trace, "link").len(), 2, "{trace}");
-    assert!(events(&trace, "cache-hit").is_empty(), "no program of the closed library served:\n{trace}");
+    assert!(
+        events(&trace, "cache-hit").is_empty(),
+        "no program of the closed library served:\n{trace}"
+    );
 }
 
 #[test]
 fn a_library_closed_and_opened_again_rtld_global_serves_everyone() {
-    let out = Command::new(fixtures().join("scoped-app")).arg("reopen").env("SYCL_CACHE_DISABLE", "1").env("SYCL_TRACE", "1").output().unwrap();
+    let out = Command::new(fixtures().join("scoped-app"))
+        .arg("reopen")
+        .env("SYCL_CACHE_DISABLE", "1")
+        .env("SYCL_TRACE", "1")
+        .output()
+        .unwrap();
     let (out, trace) = ok(&out);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "kernel_a: [1, 2, 3, 4]");
-    assert!(lines[1].starts_with("app_uses_scoped: error: unresolved device symbol `scoped_func`"), "RTLD_LOCAL first:\n{out}");
-    assert_eq!(lines[2..], ["kernel_a: [1, 2, 3, 4]", "app_uses_scoped: [1, 2, 3, 4]"], "RTLD_GLOBAL then:\n{out}\n{trace}");
+    assert!(
+        lines[1].starts_with("app_uses_scoped: error: unresolved device symbol `scoped_func`"),
+        "RTLD_LOCAL first:\n{out}"
+    );
+    assert_eq!(
+        lines[2..],
+        ["kernel_a: [1, 2, 3, 4]", "app_uses_scoped: [1, 2, 3, 4]"],
+        "RTLD_GLOBAL then:\n{out}\n{trace}"
+    );
 }
 
 #[test]
@@ -153,8 +207,16 @@ fn every_image_is_compiled_once_and_reused_by_every_link() {
     unique.sort();
     unique.dedup();
     assert_eq!(compiles.len(), unique.len(), "an image compiled twice:\n{trace}");
-    assert_eq!(compiles.iter().filter(|l| l.contains("libhelpers.so image 1")).count(), 1, "{trace}");
-    assert_eq!(lines(&trace, "sycl: link ").iter().filter(|l| l.contains("libhelpers.so image 1")).count(), 2, "{trace}");
+    assert_eq!(
+        compiles.iter().filter(|l| l.contains("libhelpers.so image 1")).count(),
+        1,
+        "{trace}"
+    );
+    assert_eq!(
+        lines(&trace, "sycl: link ").iter().filter(|l| l.contains("libhelpers.so image 1")).count(),
+        2,
+        "{trace}"
+    );
     assert_eq!(lines(&trace, "sycl: cache-hit app_kernel ").len(), 1, "{trace}");
 }
 
@@ -168,12 +230,16 @@ fn sixteen_threads_launching_twenty_kernels_build_once() {
 
 fn app_with_cache(dir: &Path) -> Command {
     let mut cmd = Command::new(fixtures().join("app"));
-    cmd.env("SYCL_TRACE", "1").env("SYCL_CACHE_DIR", dir).env_remove("SYCL_CACHE_DISABLE").env("SYCL_DEVICE", "intel");
+    cmd.env("SYCL_TRACE", "1")
+        .env("SYCL_CACHE_DIR", dir)
+        .env_remove("SYCL_CACHE_DISABLE")
+        .env("SYCL_DEVICE", "intel");
     cmd
 }
 
 fn entries(dir: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut out: Vec<PathBuf> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     out.sort();
     out
 }
@@ -183,7 +249,9 @@ fn eight_processes_starting_together_on_an_empty_cache() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let children: Vec<_> = (0..8)
-        .map(|_| app_with_cache(&cache).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap())
+        .map(|_| {
+            app_with_cache(&cache).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+        })
         .collect();
     for child in children {
         let out = child.wait_with_output().unwrap();
@@ -205,7 +273,16 @@ fn a_corrupt_cache_entry_is_detected_and_rebuilt() {
     ok(&app_with_cache(&cache).output().unwrap());
     let entry = entries(&cache).pop().unwrap();
     let bytes = std::fs::read(&entry).unwrap();
-    for damaged in [bytes[..bytes.len() / 2].to_vec(), { let mut b = bytes.clone(); let n = b.len() - 1; b[n] ^= 0xff; b }, b"garbage".to_vec()] {
+    for damaged in [
+        bytes[..bytes.len() / 2].to_vec(),
+        {
+            let mut b = bytes.clone();
+            let n = b.len() - 1;
+            b[n] ^= 0xff;
+            b
+        },
+        b"garbage".to_vec(),
+    ] {
         std::fs::write(&entry, &damaged).unwrap();
         let (out, trace) = ok(&app_with_cache(&cache).output().unwrap());
         assert_eq!(out, "0 2 4 6 8 10 12 14\n");
@@ -225,7 +302,10 @@ fn a_cache_directory_others_can_write_is_refused_and_launches_still_work() {
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
     let (out, err) = ok(&app_with_cache(&cache).output().unwrap());
     assert_eq!(out, "0 2 4 6 8 10 12 14\n");
-    assert!(err.contains("sycl: warning: persistent cache off:") && err.contains("writable by others"), "{err}");
+    assert!(
+        err.contains("sycl: warning: persistent cache off:") && err.contains("writable by others"),
+        "{err}"
+    );
     assert!(entries(&cache).is_empty());
 }
 
@@ -238,18 +318,38 @@ fn a_library_with_malformed_images_is_skipped_and_the_rest_works() {
     bytes[at + 8] = 99; // a version from the future
     std::fs::write(&broken, bytes).unwrap();
     let (out, trace) = ok(&run_fixture_with("app", &[("LD_PRELOAD", broken.to_str().unwrap())]));
-    assert_eq!(out, "0 2 4 6 8 10 12 14\n", "libhelpers.so's LibDeviceFunc, since libbroken.so is unreadable");
-    assert!(trace.contains("libbroken.so: malformed device images ignored: unknown version 99"), "{trace}");
+    assert_eq!(
+        out, "0 2 4 6 8 10 12 14\n",
+        "libhelpers.so's LibDeviceFunc, since libbroken.so is unreadable"
+    );
+    assert!(
+        trace.contains("libbroken.so: malformed device images ignored: unknown version 99"),
+        "{trace}"
+    );
 }
 
 #[test]
 fn libraries_opened_rtld_local_resolve_only_among_themselves() {
-    let out = Command::new(fixtures().join("scoped-app")).arg("local").env("SYCL_CACHE_DISABLE", "1").env("SYCL_TRACE", "1").output().unwrap();
+    let out = Command::new(fixtures().join("scoped-app"))
+        .arg("local")
+        .env("SYCL_CACHE_DISABLE", "1")
+        .env("SYCL_TRACE", "1")
+        .output()
+        .unwrap();
     let (out, trace) = ok(&out);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[0], "kernel_a: [1, 2, 3, 4]", "libscoped_a.so uses its own dependency's scoped_func");
-    assert_eq!(lines[1], "kernel_b: [2, 3, 4, 5]", "libscoped_b.so too, though libscoped_dep_a.so comes first in loader order");
-    assert!(lines[2].starts_with("app_uses_scoped: error: unresolved device symbol `scoped_func`"), "{out}");
+    assert_eq!(
+        lines[0], "kernel_a: [1, 2, 3, 4]",
+        "libscoped_a.so uses its own dependency's scoped_func"
+    );
+    assert_eq!(
+        lines[1], "kernel_b: [2, 3, 4, 5]",
+        "libscoped_b.so too, though libscoped_dep_a.so comes first in loader order"
+    );
+    assert!(
+        lines[2].starts_with("app_uses_scoped: error: unresolved device symbol `scoped_func`"),
+        "{out}"
+    );
     // The error says who has the symbol and why it was not used, rather than listing those
     // libraries as merely searched.
     assert!(
@@ -260,8 +360,16 @@ fn libraries_opened_rtld_local_resolve_only_among_themselves() {
     assert!(!searched.contains("libscoped_dep_a.so"), "{out}");
     assert!(trace.contains("libscoped_a.so: 1 image (RTLD_LOCAL)"), "{trace}");
 
-    let out = Command::new(fixtures().join("scoped-app")).arg("global").env("SYCL_CACHE_DISABLE", "1").output().unwrap();
-    assert_eq!(ok(&out).0, "kernel_a: [1, 2, 3, 4]\napp_uses_scoped: [1, 2, 3, 4]\n", "RTLD_GLOBAL exports serve everyone");
+    let out = Command::new(fixtures().join("scoped-app"))
+        .arg("global")
+        .env("SYCL_CACHE_DISABLE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(
+        ok(&out).0,
+        "kernel_a: [1, 2, 3, 4]\napp_uses_scoped: [1, 2, 3, 4]\n",
+        "RTLD_GLOBAL exports serve everyone"
+    );
 }
 
 /// The GPU benchmark's kernels (register-blocked SGEMM in local memory, n-body with its hot
@@ -277,7 +385,11 @@ fn the_gpu_benchmarks_kernels_run_right_on_both_cpu_devices() {
             .output()
             .unwrap();
         let (out, _) = ok(&out);
-        assert!(out.starts_with("gpu-bench smoke on ") && out.ends_with(": saxpy, copy4, sgemm, nbody, nbody_lib checked\n"), "{device}: {out}");
+        assert!(
+            out.starts_with("gpu-bench smoke on ")
+                && out.ends_with(": saxpy, copy4, sgemm, nbody, nbody_lib checked\n"),
+            "{device}: {out}"
+        );
     }
 }
 

@@ -23,11 +23,27 @@ fn the_design_examples_run_on_intel_with_the_real_sets() {
     // A select between function pointers would have killed the process in the vectorizer.
     assert!(trace.contains("sycl: vectorizer off for this process"), "{trace}");
     assert!(lines[6].starts_with("use_missing: no image provides virtual-function set `nobody_provides_this`, which kernel `use_missing` uses"), "{o}");
-    assert!(trace.contains("sycl: resolve virtual functions fp16_set -> vfunc-app image 6 (for kernel construct)"), "{trace}");
-    assert!(trace.contains("sycl: resolve virtual functions lib_set -> libvfunc_lib.so image 0"), "a set from a shared library: {trace}");
+    assert!(
+        trace.contains(
+            "sycl: resolve virtual functions fp16_set -> vfunc-app image 6 (for kernel construct)"
+        ),
+        "{trace}"
+    );
+    assert!(
+        trace.contains("sycl: resolve virtual functions lib_set -> libvfunc_lib.so image 0"),
+        "a set from a shared library: {trace}"
+    );
     // Constructing and calling kernels share one program, so objects stay valid between them.
-    assert_eq!(trace.lines().filter(|l| l.starts_with("sycl: link ")).count(), 2, "one program, plus its rebuild: {trace}");
-    assert_eq!(trace.lines().filter(|l| l.starts_with("sycl: cache-hit use_")).count(), 3, "{trace}");
+    assert_eq!(
+        trace.lines().filter(|l| l.starts_with("sycl: link ")).count(),
+        2,
+        "one program, plus its rebuild: {trace}"
+    );
+    assert_eq!(
+        trace.lines().filter(|l| l.starts_with("sycl: cache-hit use_")).count(),
+        3,
+        "{trace}"
+    );
 }
 
 #[test]
@@ -39,7 +55,8 @@ fn the_design_examples_run_on_pocl_with_the_dummy_where_fp16_is_missing() {
     // set is refused; every other call goes through the method tables, lowered to switches.
     assert!(trace.contains("sycl: resolve virtual functions fp16_set -> vfunc-app image 7 (dummy) (for kernel construct)"), "{trace}");
     let lines: Vec<&str> = o.lines().collect();
-    let ran: Vec<&str> = lines.iter().copied().filter(|l| !l.starts_with("use_bar: ")).take(5).collect();
+    let ran: Vec<&str> =
+        lines.iter().copied().filter(|l| !l.starts_with("use_bar: ")).take(5).collect();
     assert_eq!(
         ran,
         [
@@ -55,6 +72,11 @@ fn the_design_examples_run_on_pocl_with_the_dummy_where_fp16_is_missing() {
         lines[2].starts_with("use_bar: kernel_not_supported: Kernel uses optional feature corresponding to 'aspect::fp16' but device does not support this aspect."),
         "{o}"
     );
-    assert!(lines[6].starts_with("use_missing: no image provides virtual-function set `nobody_provides_this`"), "{o}");
+    assert!(
+        lines[6].starts_with(
+            "use_missing: no image provides virtual-function set `nobody_provides_this`"
+        ),
+        "{o}"
+    );
     assert!(trace.contains("(linked by the runtime, translated to SPIR)"), "{trace}");
 }

@@ -32,7 +32,16 @@ pub fn fuzz(seconds: u64) -> Result<()> {
     for target in TARGETS {
         println!("xtask: fuzzing {target} for {seconds} s");
         let output = cargo()
-            .args(["fuzz", "run", "-O", target, "--", &format!("-max_total_time={seconds}"), "-rss_limit_mb=2048", "-print_final_stats=1"])
+            .args([
+                "fuzz",
+                "run",
+                "-O",
+                target,
+                "--",
+                &format!("-max_total_time={seconds}"),
+                "-rss_limit_mb=2048",
+                "-print_final_stats=1",
+            ])
             .env("RUSTC_BOOTSTRAP", "1")
             .current_dir(&dir)
             .output()
@@ -45,7 +54,10 @@ pub fn fuzz(seconds: u64) -> Result<()> {
             .unwrap_or("?");
         if !output.status.success() {
             let tail: Vec<&str> = stderr.lines().rev().take(40).collect();
-            bail!("fuzz target {target} failed after {executed} executions:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+            bail!(
+                "fuzz target {target} failed after {executed} executions:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
         }
         println!("xtask: {target}: {executed} executions, no failure");
     }
@@ -94,7 +106,9 @@ fn seed_corpora(corpus: &Path) -> Result<()> {
         let Ok(bytes) = std::fs::read(&binary) else { continue };
         if let Some(at) = bytes.windows(8).position(|w| w == sycl_format::IMAGE_SET_MAGIC) {
             // The note header before the payload holds its size.
-            let size = at.checked_sub(16).map(|h| u32::from_le_bytes(bytes[h..h + 4].try_into().unwrap()) as usize);
+            let size = at
+                .checked_sub(16)
+                .map(|h| u32::from_le_bytes(bytes[h..h + 4].try_into().unwrap()) as usize);
             if let Some(payload) = size.and_then(|n| bytes.get(at..at + n)) {
                 put(&corpus.join("image_set"), payload)?;
             }
@@ -119,8 +133,11 @@ fn tempfile_dir() -> Result<PathBuf> {
 /// Writes a corpus file named by its content, so seeding twice adds nothing.
 fn put(dir: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::create_dir_all(dir)?;
-    let name: u64 = bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
-    std::fs::write(dir.join(format!("seed-{name:016x}")), bytes).with_context(|| format!("writing into {}", dir.display()))
+    let name: u64 = bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    std::fs::write(dir.join(format!("seed-{name:016x}")), bytes)
+        .with_context(|| format!("writing into {}", dir.display()))
 }
 
 fn read_dir(dir: &Path) -> Result<Vec<PathBuf>> {

@@ -42,8 +42,16 @@ struct Unit {
 const KERNELS_INCLUDE: &str = "-Itests/kernels/include";
 
 const UNITS: &[Unit] = &[
-    Unit { name: "xlib", sources: &["scripts/gpu/device/xlib.cl", "scripts/gpu/device/xgeo.clcpp"], options: &[] },
-    Unit { name: "xapp", sources: &["scripts/gpu/device/xapp.cl", "scripts/gpu/device/xdots.clcpp"], options: &[] },
+    Unit {
+        name: "xlib",
+        sources: &["scripts/gpu/device/xlib.cl", "scripts/gpu/device/xgeo.clcpp"],
+        options: &[],
+    },
+    Unit {
+        name: "xapp",
+        sources: &["scripts/gpu/device/xapp.cl", "scripts/gpu/device/xdots.clcpp"],
+        options: &[],
+    },
     Unit { name: "vf", sources: &["scripts/gpu/device/vf.cl"], options: &[] },
     Unit {
         name: "sgemm_64x64",
@@ -60,11 +68,23 @@ const UNITS: &[Unit] = &[
         sources: &["tests/kernels/nbody.cl"],
         options: &["-DSOFTENING=0.01f", "-DUNROLL=4", "-cl-fast-relaxed-math"],
     },
-    Unit { name: "local_memory", sources: &["tests/kernels/local_memory.cl"], options: &["-DBINS=32"] },
+    Unit {
+        name: "local_memory",
+        sources: &["tests/kernels/local_memory.cl"],
+        options: &["-DBINS=32"],
+    },
     Unit { name: "atomics", sources: &["tests/kernels/atomics.cl"], options: &["-cl-std=CL1.2"] },
-    Unit { name: "vload12", sources: &["tests/kernels/vload.cl"], options: &[KERNELS_INCLUDE, "-cl-std=CL1.2"] },
+    Unit {
+        name: "vload12",
+        sources: &["tests/kernels/vload.cl"],
+        options: &[KERNELS_INCLUDE, "-cl-std=CL1.2"],
+    },
     Unit { name: "vload20", sources: &["tests/kernels/vload.cl"], options: &[KERNELS_INCLUDE] },
-    Unit { name: "vload_generic", sources: &["tests/kernels/vload_generic.cl"], options: &[KERNELS_INCLUDE] },
+    Unit {
+        name: "vload_generic",
+        sources: &["tests/kernels/vload_generic.cl"],
+        options: &[KERNELS_INCLUDE],
+    },
     Unit { name: "divrem", sources: &["tests/kernels/divrem.cl"], options: &[] },
     Unit { name: "bounds", sources: &["tests/kernels/bounds.cl"], options: &[] },
     Unit { name: "stencil", sources: &["tests/kernels/stencil.cl"], options: &[KERNELS_INCLUDE] },
@@ -86,10 +106,12 @@ pub fn gpu_pack(dir: &Path) -> Result<()> {
     }
     let work = std::env::temp_dir().join(format!("sycl-gpu-pack-{}", std::process::id()));
     fs::create_dir_all(&work)?;
-    let mut manifest = String::from("# made by `cargo xtask gpu-pack`: see xtask/src/gpu.rs for the format\n");
+    let mut manifest =
+        String::from("# made by `cargo xtask gpu-pack`: see xtask/src/gpu.rs for the format\n");
     let mut count = 0;
     for unit in UNITS {
-        let library = build_unit(unit, &root, &work, &sycl_ld).with_context(|| format!("unit {}", unit.name))?;
+        let library = build_unit(unit, &root, &work, &sycl_ld)
+            .with_context(|| format!("unit {}", unit.name))?;
         let set = image_set(&library)?;
         let mut index = 0;
         for image in set.images.iter().filter(|i| i.format == ImageFormat::Ptx) {
@@ -116,7 +138,10 @@ pub fn gpu_pack(dir: &Path) -> Result<()> {
                 for (i, p) in params.iter().enumerate() {
                     let ty = p.ty.replace(' ', "_");
                     let name = if p.name.is_empty() { "-" } else { &p.name };
-                    manifest.push_str(&format!("param {kernel} {i} {:?} {} {ty} {name}\n", p.kind, p.size));
+                    manifest.push_str(&format!(
+                        "param {kernel} {i} {:?} {} {ty} {name}\n",
+                        p.kind, p.size
+                    ));
                 }
             }
             count += 1;
@@ -168,8 +193,10 @@ fn build_unit(unit: &Unit, root: &Path, work: &Path, sycl_ld: &Path) -> Result<P
 fn image_set(file: &Path) -> Result<ImageSet> {
     let bytes = fs::read(file)?;
     let obj = object::File::parse(&*bytes)?;
-    let section = obj.section_by_name(sycl_format::IMAGE_NOTE_SECTION).context("no device images")?;
-    let notes = sycl_format::find_notes(section.data()?, sycl_format::NOTE_TYPE_IMAGES, 4).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let section =
+        obj.section_by_name(sycl_format::IMAGE_NOTE_SECTION).context("no device images")?;
+    let notes = sycl_format::find_notes(section.data()?, sycl_format::NOTE_TYPE_IMAGES, 4)
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     let note = notes.first().context("no image-set note")?;
     ImageSet::decode(note).map_err(|e| anyhow::anyhow!("{}: {e:?}", file.display()))
 }
@@ -185,7 +212,10 @@ fn externs(ptx: &str) -> Vec<String> {
             let Some(close) = rest.find(')') else { continue };
             rest = rest[close + 1..].trim_start();
         }
-        let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$').collect();
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
+            .collect();
         if !name.is_empty() && !names.contains(&name) {
             names.push(name);
         }

@@ -37,7 +37,11 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case { name: "app", argv: &["app"], no_fp16: false },
-    Case { name: "app-preload", argv: &["LD_PRELOAD=@BIN/deps/libfast_helpers.so", "app"], no_fp16: false },
+    Case {
+        name: "app-preload",
+        argv: &["LD_PRELOAD=@BIN/deps/libfast_helpers.so", "app"],
+        no_fp16: false,
+    },
     Case { name: "static-app", argv: &["static-app"], no_fp16: false },
     Case { name: "chain-app", argv: &["chain-app"], no_fp16: false },
     Case { name: "cpp-app", argv: &["cpp-app"], no_fp16: false },
@@ -100,12 +104,16 @@ pub fn gpu_suite(dir: &Path) -> Result<()> {
     let bin = stage.join("bin");
     fs::create_dir_all(bin.join("deps"))?;
     let release = target.join("release");
-    let mut programs: Vec<&str> = CASES.iter().map(|c| c.split().1[0]).chain(CARRIED.iter().copied()).collect();
+    let mut programs: Vec<&str> =
+        CASES.iter().map(|c| c.split().1[0]).chain(CARRIED.iter().copied()).collect();
     programs.sort();
     programs.dedup();
     for program in programs {
         let built = [release.join(program), release.join("examples").join(program)];
-        let path = built.iter().find(|p| p.is_file()).with_context(|| format!("no program {program} in {}", release.display()))?;
+        let path = built
+            .iter()
+            .find(|p| p.is_file())
+            .with_context(|| format!("no program {program} in {}", release.display()))?;
         fs::copy(path, bin.join(program))?;
     }
     for entry in fs::read_dir(release.join("deps"))? {
@@ -141,19 +149,32 @@ pub fn gpu_suite(dir: &Path) -> Result<()> {
     }
     fs::write(stage.join("cases.txt"), cases)?;
     if !left_out.is_empty() {
-        println!("xtask: left out, their output depends on the CPU device: {}", left_out.join(", "));
+        println!(
+            "xtask: left out, their output depends on the CPU device: {}",
+            left_out.join(", ")
+        );
     }
 
     let archive = dir.join("suite.tar.xz");
     let mut tar = Command::new("tar");
-    tar.arg("-cJf").arg(&archive).arg("-C").arg(&stage).args(["bin", "cases.txt", "expected", "bench.cu"]);
+    tar.arg("-cJf").arg(&archive).arg("-C").arg(&stage).args([
+        "bin",
+        "cases.txt",
+        "expected",
+        "bench.cu",
+    ]);
     run_captured(&mut tar)?;
     fs::remove_dir_all(&stage)?;
     let size = fs::metadata(&archive)?.len();
     if size > 60 << 20 {
         bail!("{} is {} MiB: more than travels to the GPU machine", archive.display(), size >> 20);
     }
-    println!("xtask: {} cases in {} ({} KiB)", CASES.len() - left_out.len(), archive.display(), size >> 10);
+    println!(
+        "xtask: {} cases in {} ({} KiB)",
+        CASES.len() - left_out.len(),
+        archive.display(),
+        size >> 10
+    );
     Ok(())
 }
 
@@ -194,14 +215,20 @@ fn run_case(bin: &Path, case: &Case, device: &str) -> Result<String> {
     let out = command.output().with_context(|| format!("running case {}", case.name))?;
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
-        text.push_str(&format!("exit: {}\n", out.status.code().map_or("signal".to_string(), |c| c.to_string())));
+        text.push_str(&format!(
+            "exit: {}\n",
+            out.status.code().map_or("signal".to_string(), |c| c.to_string())
+        ));
     }
     text = text.replace(&bin.display().to_string(), "BIN");
     // A PTX image's number is not its SPIR-V form's.
     text = image_numbers_hidden(&text);
     // The device's name, as the trace's `device PLATFORM / NAME` line gives it.
     let trace = String::from_utf8_lossy(&out.stderr);
-    for name in trace.lines().filter_map(|l| l.strip_prefix("sycl: device ")?.split_once(" / ").map(|(_, n)| n)) {
+    for name in trace
+        .lines()
+        .filter_map(|l| l.strip_prefix("sycl: device ")?.split_once(" / ").map(|(_, n)| n))
+    {
         text = text.replace(name, "DEVICE");
     }
     Ok(text)
@@ -211,6 +238,9 @@ fn run_case(bin: &Path, case: &Case, device: &str) -> Result<String> {
 mod tests {
     #[test]
     fn image_numbers_are_hidden() {
-        assert_eq!(super::image_numbers_hidden("bundle of app image 12; image x; image 3"), "bundle of app image #; image x; image #");
+        assert_eq!(
+            super::image_numbers_hidden("bundle of app image 12; image x; image 3"),
+            "bundle of app image #; image x; image #"
+        );
     }
 }

@@ -125,7 +125,10 @@ fn run() -> Result<ExitCode> {
         ("fuzz", args) => {
             let seconds = match args {
                 [] => 60,
-                [s] => s.to_str().and_then(|s| s.parse().ok()).context("usage: cargo xtask fuzz [SECONDS]")?,
+                [s] => s
+                    .to_str()
+                    .and_then(|s| s.parse().ok())
+                    .context("usage: cargo xtask fuzz [SECONDS]")?,
                 _ => bail!("usage: cargo xtask fuzz [SECONDS]"),
             };
             fuzz::fuzz(seconds)?;
@@ -158,12 +161,8 @@ fn demo(args: &[OsString]) -> Result<ExitCode> {
 fn test(args: &[OsString]) -> Result<ExitCode> {
     setup()?;
     build_fixtures(&[])?;
-    let status = run_inherited(
-        cargo()
-            .args(["test", "--workspace"])
-            .args(args)
-            .current_dir(repo_root()),
-    )?;
+    let status =
+        run_inherited(cargo().args(["test", "--workspace"]).args(args).current_dir(repo_root()))?;
     if status.success() && args.is_empty() {
         // A short smoke run of every fuzz target (the long runs are `cargo xtask fuzz`).
         fuzz::fuzz(FUZZ_SMOKE_SECONDS)?;
@@ -198,10 +197,7 @@ fn bench(args: &[OsString]) -> Result<ExitCode> {
     let mut rows = Vec::new();
     for package in BENCH_PACKAGES {
         let mut command = cargo();
-        command
-            .args(["bench", "-p", package, "--bench", "*"])
-            .args(args)
-            .current_dir(&root);
+        command.args(["bench", "-p", package, "--bench", "*"]).args(args).current_dir(&root);
         let output = run_teed(&mut command)?;
         rows.extend(ratio_rows(package, &output));
     }
@@ -215,7 +211,11 @@ fn bench(args: &[OsString]) -> Result<ExitCode> {
 /// the same code in one, on both CPU devices (release build).
 fn across_libraries_on_cpus() -> Result<Vec<RatioRow>> {
     let root = repo_root();
-    run_checked(cargo().args(["build", "-q", "--release", "-p", "gpu-bench"]).current_dir(root.join("fixtures")))?;
+    run_checked(
+        cargo()
+            .args(["build", "-q", "--release", "-p", "gpu-bench"])
+            .current_dir(root.join("fixtures")),
+    )?;
     let program = root.join("fixtures/target/release/gpu-bench");
     let mut rows = Vec::new();
     for device in ["intel", "pocl"] {
@@ -230,7 +230,10 @@ fn across_libraries_on_cpus() -> Result<Vec<RatioRow>> {
 /// (`gpu-suite`) and `scripts/gpu/bench.sh` run on them, its ratios tabulated. Elsewhere, says
 /// that the GPU rows were skipped and how to get them.
 fn gpu_rows() -> Result<Vec<RatioRow>> {
-    let gpu = Command::new("nvidia-smi").arg("-L").output().is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
+    let gpu = Command::new("nvidia-smi")
+        .arg("-L")
+        .output()
+        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
     let nvcc = Command::new("nvcc").arg("--version").output().is_ok_and(|o| o.status.success());
     if !(gpu && nvcc) {
         println!(
@@ -244,17 +247,17 @@ fn gpu_rows() -> Result<Vec<RatioRow>> {
     let dir = root.join("target/gpu-suite");
     gpu_suite::gpu_suite(&dir)?;
     let mut command = Command::new("bash");
-    command.arg(root.join("scripts/gpu/bench.sh")).arg(dir.join("suite.tar.xz")).env("OUT", dir.join("bench-out"));
+    command
+        .arg(root.join("scripts/gpu/bench.sh"))
+        .arg(dir.join("suite.tar.xz"))
+        .env("OUT", dir.join("bench-out"));
     Ok(ratio_rows("gpu-bench", &run_teed(&mut command)?))
 }
 
 /// Runs a command with its stdout shown line by line as it comes and also returned; stderr
 /// goes to the terminal. Fails if the command does not succeed.
 fn run_teed(command: &mut Command) -> Result<String> {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| describe(command))?;
+    let mut child = command.stdout(Stdio::piped()).spawn().with_context(|| describe(command))?;
     let stdout = child.stdout.take().context("no stdout to read")?;
     let mut captured = String::new();
     for line in BufReader::new(stdout).lines() {
@@ -369,24 +372,14 @@ fn ratio_rows(package: &str, output: &str) -> Vec<RatioRow> {
 }
 
 fn print_ratio_table(rows: &[RatioRow]) {
-    let width = rows
-        .iter()
-        .map(|r| r.what.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(5);
+    let width = rows.iter().map(|r| r.what.chars().count()).max().unwrap_or(0).max(5);
     println!();
     println!("benchmark ratios (measured side by side in this run)");
-    println!(
-        "  {:<width$}  {:>10}  {:<9}  {:<6}  detail",
-        "ratio", "measured", "bound", ""
-    );
+    println!("  {:<width$}  {:>10}  {:<9}  {:<6}  detail", "ratio", "measured", "bound", "");
     let mut missed = 0;
     for row in rows {
-        let bound = row
-            .bound
-            .as_ref()
-            .map_or("-".to_string(), |(op, limit)| format!("{op} {limit}"));
+        let bound =
+            row.bound.as_ref().map_or("-".to_string(), |(op, limit)| format!("{op} {limit}"));
         let verdict = match row.met() {
             Some(true) => "ok",
             Some(false) => {
@@ -423,10 +416,7 @@ fn install_apt_packages(root: bool) -> Result<()> {
         }
     }
     if missing.is_empty() {
-        println!(
-            "xtask: apt packages already present: {}",
-            APT_PACKAGES.join(" ")
-        );
+        println!("xtask: apt packages already present: {}", APT_PACKAGES.join(" "));
         return Ok(());
     }
     println!("xtask: installing apt packages: {}", missing.join(" "));
@@ -482,9 +472,7 @@ fn install_intel_runtime() -> Result<()> {
 /// Finds `libintelocl.so`: pip puts it in `<sys.prefix>/lib`, else pip's file list says where.
 fn find_intel_lib() -> Result<PathBuf> {
     let prefix = run_captured(Command::new(PYTHON).args(["-c", "import sys; print(sys.prefix)"]))?;
-    let lib = Path::new(String::from_utf8_lossy(&prefix.stdout).trim())
-        .join("lib")
-        .join(INTEL_LIB);
+    let lib = Path::new(String::from_utf8_lossy(&prefix.stdout).trim()).join("lib").join(INTEL_LIB);
     if lib.is_file() {
         return Ok(lib);
     }
@@ -668,10 +656,7 @@ fn describe(command: &Command) -> String {
 
 /// The exit code to pass on from a child; one killed by a signal counts as a failure.
 fn exit_code(status: ExitStatus) -> ExitCode {
-    status
-        .code()
-        .and_then(|code| u8::try_from(code).ok())
-        .map_or(ExitCode::FAILURE, ExitCode::from)
+    status.code().and_then(|code| u8::try_from(code).ok()).map_or(ExitCode::FAILURE, ExitCode::from)
 }
 
 #[cfg(test)]
@@ -720,14 +705,8 @@ per_kernel split of 1000 kernels: 0.321 s (limit 1 s; load 0.1 s)
                 (0.321, Some(true))
             ]
         );
-        assert_eq!(
-            rows[0].what,
-            "sycl-ld pass-through link / cc link (no device code)"
-        );
+        assert_eq!(rows[0].what, "sycl-ld pass-through link / cc link (no device code)");
         assert_eq!(rows[1].bound, None);
-        assert_eq!(
-            rows[3].what,
-            "device link + post-link / spirv-link, 8000 functions"
-        );
+        assert_eq!(rows[3].what, "device link + post-link / spirv-link, 8000 functions");
     }
 }

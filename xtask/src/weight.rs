@@ -50,7 +50,10 @@ pub fn weight(args: &[OsString]) -> Result<()> {
     scripts.sort();
 
     let cpu = cpu.map_or(String::new(), |cpu| format!(", {cpu:.1} s of CPU"));
-    println!("fixture workspace ({} members) built from clean in {seconds:.1} s{cpu}", members.len());
+    println!(
+        "fixture workspace ({} members) built from clean in {seconds:.1} s{cpu}",
+        members.len()
+    );
     println!(
         "{}: {} (debug/build: {}, debug/deps: {}, debug/incremental: {})",
         target.display(),
@@ -106,7 +109,8 @@ fn tree_size(dir: &Path) -> Result<u64> {
     let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in read_dir(&dir)? {
-            let meta = entry.metadata().with_context(|| format!("reading {}", entry.path().display()))?;
+            let meta =
+                entry.metadata().with_context(|| format!("reading {}", entry.path().display()))?;
             if meta.is_dir() {
                 stack.push(entry.path());
             } else if meta.is_file() && seen.insert((meta.dev(), meta.ino())) {
@@ -126,9 +130,15 @@ fn debug_info_size(elf: &[u8]) -> Result<u64> {
         if elf.get(..6)? != b"\x7fELF\x02\x01" {
             return None;
         }
-        Some((u64_at(0x28)? as usize, usize::from(u16_at(0x3a)?), usize::from(u16_at(0x3c)?), usize::from(u16_at(0x3e)?)))
+        Some((
+            u64_at(0x28)? as usize,
+            usize::from(u16_at(0x3a)?),
+            usize::from(u16_at(0x3c)?),
+            usize::from(u16_at(0x3e)?),
+        ))
     };
-    let (shoff, shentsize, shnum, shstrndx) = header().context("not an ELF64 little-endian file")?;
+    let (shoff, shentsize, shnum, shstrndx) =
+        header().context("not an ELF64 little-endian file")?;
     let section = |i: usize| shoff + i * shentsize;
     let strtab = u64_at(section(shstrndx) + 0x18).context("truncated section headers")? as usize;
     let mut total = 0;

@@ -46,7 +46,8 @@ pub fn bench_dir() -> PathBuf {
 fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     // Flags meant for this workspace must not leak into the nested builds.
-    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "CARGO_TARGET_DIR"] {
+    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "CARGO_TARGET_DIR"]
+    {
         cmd.env_remove(var);
     }
     cmd
@@ -135,16 +136,25 @@ impl Demo {
         let package = |name: &str| {
             format!("[package]\nname = \"{name}\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n")
         };
-        let sycl_build = format!("[build-dependencies]\nsycl-build = {{ path = {} }}\n", quoted(&root.join("sycl-build")));
+        let sycl_build = format!(
+            "[build-dependencies]\nsycl-build = {{ path = {} }}\n",
+            quoted(&root.join("sycl-build"))
+        );
         write_if_changed(
             &project.join("helpers/Cargo.toml"),
-            &format!("{}\n[lib]\ncrate-type = [\"cdylib\", \"rlib\"]\n\n{sycl_build}", package("sycl_bench_helpers")),
+            &format!(
+                "{}\n[lib]\ncrate-type = [\"cdylib\", \"rlib\"]\n\n{sycl_build}",
+                package("sycl_bench_helpers")
+            ),
         );
         write_if_changed(
             &project.join("helpers/build.rs"),
             "fn main() {\n    sycl_build::Build::new().file(\"device/helpers.cl\").compile(\"helpers\");\n}\n",
         );
-        write_if_changed(&project.join("helpers/src/lib.rs"), "//! Nothing but device code, which sycl-ld embeds.\n");
+        write_if_changed(
+            &project.join("helpers/src/lib.rs"),
+            "//! Nothing but device code, which sycl-ld embeds.\n",
+        );
         write_if_changed(&project.join("helpers/device/helpers.cl"), HELPERS_CL);
         write_if_changed(
             &project.join("app/Cargo.toml"),
@@ -164,10 +174,19 @@ impl Demo {
         write_if_changed(&project.join("app/device/app.cl"), APP_CL);
 
         let started = Instant::now();
-        run_ok(cargo().args(["build", "--release", "--quiet"]).env("CARGO_TARGET_DIR", &target).current_dir(&project));
+        run_ok(
+            cargo()
+                .args(["build", "--release", "--quiet"])
+                .env("CARGO_TARGET_DIR", &target)
+                .current_dir(&project),
+        );
         let built = started.elapsed();
         if built > Duration::from_secs(5) {
-            eprintln!("built the demo program in {:.0} s ({})", built.as_secs_f64(), project.display());
+            eprintln!(
+                "built the demo program in {:.0} s ({})",
+                built.as_secs_f64(),
+                project.display()
+            );
         }
 
         let link_args = latest_link(&project.join("link-args"), "sycl_bench_app-");
@@ -210,7 +229,10 @@ impl Demo {
         let o = args.iter().position(|a| a == "-o").expect("no -o in the recorded link");
         args[o + 1] = out.as_os_str().to_owned();
         let mut cmd = Command::new(&self.sycl_ld);
-        cmd.args(&args).current_dir(&self.project).env_remove("SYCL_LD_LINKER").env_remove("SYCL_LD_VERBOSE");
+        cmd.args(&args)
+            .current_dir(&self.project)
+            .env_remove("SYCL_LD_LINKER")
+            .env_remove("SYCL_LD_VERBOSE");
         let start = Instant::now();
         run_ok(&mut cmd);
         start.elapsed()
@@ -223,15 +245,21 @@ impl Demo {
         let mut all: Vec<Image> = embedded_images(&self.exe);
         all.extend(embedded_images(&self.lib));
         all.retain(|i| i.format == ImageFormat::SpirV);
-        let root = all.iter().position(|i| i.kernels.iter().any(|k| k == KERNEL)).expect("no image has app_kernel");
+        let root = all
+            .iter()
+            .position(|i| i.kernels.iter().any(|k| k == KERNEL))
+            .expect("no image has app_kernel");
         let mut chosen = vec![root];
         let mut next = 0;
         while next < chosen.len() {
-            let imports: Vec<String> = all[chosen[next]].imported_symbols().map(str::to_string).collect();
+            let imports: Vec<String> =
+                all[chosen[next]].imported_symbols().map(str::to_string).collect();
             for symbol in imports {
-                let provided = chosen.iter().any(|&i| all[i].exported_symbols().any(|e| e == symbol));
+                let provided =
+                    chosen.iter().any(|&i| all[i].exported_symbols().any(|e| e == symbol));
                 if !provided {
-                    let provider = all.iter().position(|i| i.exported_symbols().any(|e| e == symbol));
+                    let provider =
+                        all.iter().position(|i| i.exported_symbols().any(|e| e == symbol));
                     chosen.push(provider.unwrap_or_else(|| panic!("nothing exports {symbol}")));
                 }
             }

@@ -37,8 +37,12 @@ impl Capabilities {
     pub(crate) fn variants(&self) -> Vec<Variant> {
         let mut out = Vec::new();
         match self.target {
-            Some("intel_cpu_x86_64") => out.push(Variant { format: ImageFormat::Native, target: "intel_cpu_x86_64".into() }),
-            Some("pocl_cpu") => out.push(Variant { format: ImageFormat::SpirBitcode, target: "pocl_cpu".into() }),
+            Some("intel_cpu_x86_64") => {
+                out.push(Variant { format: ImageFormat::Native, target: "intel_cpu_x86_64".into() })
+            }
+            Some("pocl_cpu") => {
+                out.push(Variant { format: ImageFormat::SpirBitcode, target: "pocl_cpu".into() })
+            }
             _ => {}
         }
         out.push(self.linkable());
@@ -59,8 +63,10 @@ impl Capabilities {
     pub(crate) fn check(&self, r: &DeviceRequirements) -> Result<(), String> {
         if let Some(fixed) = &r.fixed_target {
             if !fixed.iter().any(|a| self.aspects.contains(a)) {
-                let names: Vec<String> =
-                    fixed.iter().map(|a| aspect_name(*a).trim_start_matches("target_").to_string()).collect();
+                let names: Vec<String> = fixed
+                    .iter()
+                    .map(|a| aspect_name(*a).trim_start_matches("target_").to_string())
+                    .collect();
                 return Err(format!(
                     "Kernel was compiled with '-fsycl-fixed-targets={}' but was submitted to a different device.",
                     names.join(",")
@@ -78,11 +84,9 @@ impl Capabilities {
                 "Kernel has a required sub-group size of '{s}' but device does not support this sub-group size."
             ));
         }
-        if let Some(dims) = r
-            .reqd_work_group_sizes
-            .iter()
-            .find(|dims| dims.iter().map(|d| *d as usize).product::<usize>() > self.max_work_group_size)
-        {
+        if let Some(dims) = r.reqd_work_group_sizes.iter().find(|dims| {
+            dims.iter().map(|d| *d as usize).product::<usize>() > self.max_work_group_size
+        }) {
             let dims: Vec<String> = dims.iter().map(u32::to_string).collect();
             return Err(format!(
                 "Kernel has a required work-group size of '{}' but device does not support this work-group size (at most {} work-items).",
@@ -103,13 +107,23 @@ mod tests {
         let mut set: BTreeSet<u32> = aspects.iter().map(|a| aspect_number(a).unwrap()).collect();
         set.extend(target.and_then(target_aspect));
         let sub_group_sizes = sub_groups.to_vec();
-        Capabilities { aspects: set, sub_group_sizes, max_work_group_size: 4096, links_images: false, target, fma: true }
+        Capabilities {
+            aspects: set,
+            sub_group_sizes,
+            max_work_group_size: 4096,
+            links_images: false,
+            target,
+            fma: true,
+        }
     }
 
     #[test]
     fn messages_are_the_seeds() {
         let pocl = caps(&["cpu", "fp64"], &[], Some("pocl_cpu"));
-        let fp16 = DeviceRequirements { aspects: vec![aspect_number("fp16").unwrap()], ..Default::default() };
+        let fp16 = DeviceRequirements {
+            aspects: vec![aspect_number("fp16").unwrap()],
+            ..Default::default()
+        };
         assert_eq!(
             pocl.check(&fp16).unwrap_err(),
             "Kernel uses optional feature corresponding to 'aspect::fp16' but device does not support this aspect."
@@ -119,13 +133,22 @@ mod tests {
             pocl.check(&sg).unwrap_err(),
             "Kernel has a required sub-group size of '32' but device does not support this sub-group size."
         );
-        let fixed = DeviceRequirements { fixed_target: target_aspect("intel_cpu_x86_64").map(|a| vec![a]), ..Default::default() };
+        let fixed = DeviceRequirements {
+            fixed_target: target_aspect("intel_cpu_x86_64").map(|a| vec![a]),
+            ..Default::default()
+        };
         assert_eq!(
             pocl.check(&fixed).unwrap_err(),
             "Kernel was compiled with '-fsycl-fixed-targets=intel_cpu_x86_64' but was submitted to a different device."
         );
-        let wg = DeviceRequirements { reqd_work_group_sizes: vec![vec![8192, 1, 1]], ..Default::default() };
-        assert!(pocl.check(&wg).unwrap_err().starts_with("Kernel has a required work-group size of '8192, 1, 1'"));
+        let wg = DeviceRequirements {
+            reqd_work_group_sizes: vec![vec![8192, 1, 1]],
+            ..Default::default()
+        };
+        assert!(pocl
+            .check(&wg)
+            .unwrap_err()
+            .starts_with("Kernel has a required work-group size of '8192, 1, 1'"));
         assert!(pocl.check(&DeviceRequirements::default()).is_ok());
         let intel = caps(&["cpu", "fp16", "fp64"], &[8, 16, 32], Some("intel_cpu_x86_64"));
         for r in [&fp16, &sg, &fixed] {

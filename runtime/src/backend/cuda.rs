@@ -18,10 +18,10 @@
 //! Every call first makes the device's primary context current on the calling thread, so
 //! queues, buffers and programs work from any thread, as OpenCL's do.
 
+use std::cell::Cell;
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
@@ -39,7 +39,8 @@ pub(crate) const PLATFORM: &str = "CUDA";
 fn error_name(code: CUresult) -> String {
     let mut name: *const c_char = ptr::null();
     // SAFETY: the driver writes a pointer to a static string, or leaves it null.
-    let known = unsafe { sys::cuGetErrorName(code, &mut name) } == CUresult::CUDA_SUCCESS && !name.is_null();
+    let known = unsafe { sys::cuGetErrorName(code, &mut name) } == CUresult::CUDA_SUCCESS
+        && !name.is_null();
     let number = code as i32;
     if known {
         // SAFETY: a NUL-terminated static string from the driver.
@@ -63,7 +64,9 @@ pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
     static FOUND: OnceLock<Result<Vec<DeviceInfo>, String>> = OnceLock::new();
     match FOUND.get_or_init(|| enumerate().map_err(|e| e.to_string())) {
         Ok(devices) => Ok(devices.clone()),
-        Err(e) => Err(Error::NoDevice { problem: format!("the CUDA driver: {e}"), available: vec![] }),
+        Err(e) => {
+            Err(Error::NoDevice { problem: format!("the CUDA driver: {e}"), available: vec![] })
+        }
     }
 }
 
@@ -84,14 +87,20 @@ fn enumerate() -> Result<Vec<DeviceInfo>, Error> {
             let mut device = 0;
             check("cuDeviceGet", sys::cuDeviceGet(&mut device, ordinal))?;
             let mut name = [0 as c_char; 256];
-            check("cuDeviceGetName", sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, device))?;
+            check(
+                "cuDeviceGetName",
+                sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, device),
+            )?;
             let name = CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned();
             let attribute = |a: CUdevice_attribute| {
                 let mut value = 0;
-                check("cuDeviceGetAttribute", sys::cuDeviceGetAttribute(&mut value, a, device)).map(|()| value)
+                check("cuDeviceGetAttribute", sys::cuDeviceGetAttribute(&mut value, a, device))
+                    .map(|()| value)
             };
-            let major = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
-            let minor = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+            let major =
+                attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+            let minor =
+                attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
             let warp = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?;
             let threads = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
             out.push(DeviceInfo {
@@ -114,11 +123,18 @@ fn enumerate() -> Result<Vec<DeviceInfo>, Error> {
 /// entry, measured on an H100): double, 64-bit atomics, calls through pointers, sub-groups as
 /// warps; no half arithmetic, no images.
 fn capabilities(warp: u32, max_threads: usize) -> Capabilities {
-    let mut aspects: std::collections::BTreeSet<u32> =
-        ["gpu", "fp64", "atomic64", "online_compiler", "online_linker", "queue_profiling", "function_pointers"]
-            .iter()
-            .map(|a| aspect_number(a).expect("known aspect"))
-            .collect();
+    let mut aspects: std::collections::BTreeSet<u32> = [
+        "gpu",
+        "fp64",
+        "atomic64",
+        "online_compiler",
+        "online_linker",
+        "queue_profiling",
+        "function_pointers",
+    ]
+    .iter()
+    .map(|a| aspect_number(a).expect("known aspect"))
+    .collect();
     aspects.extend(target_aspect("ptx64"));
     Capabilities {
         aspects,
@@ -176,8 +192,17 @@ impl Device {
 
     /// An image's PTX: the object (the JIT linker compiles it), with the specialization
     /// values written into the variables that hold them.
-    pub(crate) fn compile(&self, ptx: &[u8], spec: &[SpecValue], _flags: &str) -> Result<Ptx, Failure> {
-        let mut text = specialize(ptx, spec).map_err(|log| Failure { error: "specializing PTX".into(), log, bad_options: false })?;
+    pub(crate) fn compile(
+        &self,
+        ptx: &[u8],
+        spec: &[SpecValue],
+        _flags: &str,
+    ) -> Result<Ptx, Failure> {
+        let mut text = specialize(ptx, spec).map_err(|log| Failure {
+            error: "specializing PTX".into(),
+            log,
+            bad_options: false,
+        })?;
         if text.last() != Some(&0) {
             text.push(0);
         }
@@ -189,12 +214,17 @@ impl Device {
         const LOG: usize = 64 << 10;
         let fail = |error: Error, log: &[u8]| Failure {
             error: error.to_string(),
-            log: String::from_utf8_lossy(log.split(|&b| b == 0).next().unwrap_or_default()).trim().to_string(),
+            log: String::from_utf8_lossy(log.split(|&b| b == 0).next().unwrap_or_default())
+                .trim()
+                .to_string(),
             bad_options: false,
         };
         self.context.bind().map_err(|e| fail(e, &[]))?;
         let mut error_log = vec![0u8; LOG];
-        let mut options = [sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
+        let mut options = [
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ];
         let mut values = [error_log.as_mut_ptr().cast::<c_void>(), LOG as *mut c_void];
         let mut state = ptr::null_mut();
         // SAFETY: the option values are a buffer of LOG bytes and its size, alive until the
@@ -202,7 +232,12 @@ impl Device {
         unsafe {
             check(
                 "cuLinkCreate",
-                sys::cuLinkCreate_v2(options.len() as u32, options.as_mut_ptr(), values.as_mut_ptr(), &mut state),
+                sys::cuLinkCreate_v2(
+                    options.len() as u32,
+                    options.as_mut_ptr(),
+                    values.as_mut_ptr(),
+                    &mut state,
+                ),
             )
             .map_err(|e| fail(e, &[]))?;
             let linked = (|| {
@@ -236,19 +271,27 @@ impl Device {
 
     /// A linked cubin (from the persistent cache), loaded.
     pub(crate) fn load(&self, cubin: &[u8]) -> Result<Module, Failure> {
-        self.module(cubin.to_vec())
-            .map_err(|e| Failure { error: e.to_string(), log: String::new(), bad_options: false })
+        self.module(cubin.to_vec()).map_err(|e| Failure {
+            error: e.to_string(),
+            log: String::new(),
+            bad_options: false,
+        })
     }
 
     fn module(&self, cubin: Vec<u8>) -> Result<Module, Error> {
         self.context.bind()?;
         // A cubin is an ELF file: anything else is refused here, before the driver reads it.
         if !cubin.starts_with(b"\x7fELF") {
-            return Err(Error::Driver { call: "cuModuleLoadData", error: "not a cubin (no ELF header)".into() });
+            return Err(Error::Driver {
+                call: "cuModuleLoadData",
+                error: "not a cubin (no ELF header)".into(),
+            });
         }
         let mut raw = ptr::null_mut();
         // SAFETY: the image is a complete cubin in memory; the driver copies what it needs.
-        check("cuModuleLoadData", unsafe { sys::cuModuleLoadData(&mut raw, cubin.as_ptr().cast()) })?;
+        check("cuModuleLoadData", unsafe {
+            sys::cuModuleLoadData(&mut raw, cubin.as_ptr().cast())
+        })?;
         Ok(Module(Arc::new(Loaded {
             context: self.context.clone(),
             raw,
@@ -285,7 +328,9 @@ fn specialize(ptx: &[u8], spec: &[SpecValue]) -> Result<Vec<u8>, String> {
     let text = std::str::from_utf8(ptx).map_err(|_| "the PTX is not UTF-8 text".to_string())?;
     let mut out = String::with_capacity(text.len() + 16 * spec.len());
     for line in text.split_inclusive('\n') {
-        let Some((value, (declaration, size))) = spec.iter().find_map(|v| Some((v, spec_variable(line, v.name)?))) else {
+        let Some((value, (declaration, size))) =
+            spec.iter().find_map(|v| Some((v, spec_variable(line, v.name)?)))
+        else {
             out.push_str(line);
             continue;
         };
@@ -352,11 +397,19 @@ impl Module {
 
     pub(crate) fn kernel(&self, name: &str) -> Result<Kernel, Error> {
         self.0.context.bind()?;
-        let c_name = std::ffi::CString::new(name).map_err(|_| Error::KernelNotFound { kernel: name.into(), searched: vec![] })?;
+        let c_name = std::ffi::CString::new(name)
+            .map_err(|_| Error::KernelNotFound { kernel: name.into(), searched: vec![] })?;
         let mut function = ptr::null_mut();
         // SAFETY: a live module and a NUL-terminated name.
-        check("cuModuleGetFunction", unsafe { sys::cuModuleGetFunction(&mut function, self.0.raw, c_name.as_ptr()) })?;
-        Ok(Kernel { module: self.0.clone(), function, args: Vec::new(), max_dynamic_shared: Cell::new(48 << 10) })
+        check("cuModuleGetFunction", unsafe {
+            sys::cuModuleGetFunction(&mut function, self.0.raw, c_name.as_ptr())
+        })?;
+        Ok(Kernel {
+            module: self.0.clone(),
+            function,
+            args: Vec::new(),
+            max_dynamic_shared: Cell::new(48 << 10),
+        })
     }
 }
 
@@ -434,7 +487,12 @@ fn default_local(global: &[usize]) -> [usize; 3] {
 }
 
 impl Stream {
-    pub(crate) fn launch(&self, kernel: &Kernel, global: &[usize], local: Option<&[usize]>) -> Result<(), Error> {
+    pub(crate) fn launch(
+        &self,
+        kernel: &Kernel,
+        global: &[usize],
+        local: Option<&[usize]>,
+    ) -> Result<(), Error> {
         self.context.bind()?;
         let local = match local {
             Some(given) => {
@@ -447,8 +505,9 @@ impl Stream {
         let (mut grid, mut block) = ([1u32; 3], [1u32; 3]);
         for d in 0..global.len() {
             let groups = global[d] / local[d];
-            grid[d] =
-                u32::try_from(groups).map_err(|_| Error::InvalidArgument(format!("{groups} work-groups in dimension {d}")))?;
+            grid[d] = u32::try_from(groups).map_err(|_| {
+                Error::InvalidArgument(format!("{groups} work-groups in dimension {d}"))
+            })?;
             block[d] = local[d] as u32;
         }
         // Local arguments become offsets into the dynamic shared memory.
@@ -503,7 +562,14 @@ impl Stream {
         let address = *module.work_dim.get_or_init(|| {
             let (mut address, mut size) = (0, 0);
             // SAFETY: a live module, out-pointers to locals, a NUL-terminated name.
-            let found = unsafe { sys::cuModuleGetGlobal_v2(&mut address, &mut size, module.raw, c"__sycl_work_dim".as_ptr()) };
+            let found = unsafe {
+                sys::cuModuleGetGlobal_v2(
+                    &mut address,
+                    &mut size,
+                    module.raw,
+                    c"__sycl_work_dim".as_ptr(),
+                )
+            };
             (found == CUresult::CUDA_SUCCESS && size == 4).then_some(address)
         });
         let Some(address) = address else {
@@ -515,7 +581,9 @@ impl Stream {
         // The copy waits for the stream's earlier launches, which may read the old value.
         self.synchronize()?;
         // SAFETY: four bytes from a local into the 4-byte global.
-        check("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(address, (&dims as *const u32).cast(), 4) })
+        check("cuMemcpyHtoD", unsafe {
+            sys::cuMemcpyHtoD_v2(address, (&dims as *const u32).cast(), 4)
+        })
     }
 
     pub(crate) fn read(&self, mem: &Memory, out: &mut [u8]) -> Result<(), Error> {
@@ -581,7 +649,8 @@ mod tests {
         assert_eq!(default_local(&[8, 8, 8]), [8, 8, 4]);
     }
 
-    const PTX: &str = ".version 7.8\n.weak .const .align 4 .b8 __sycl_spec_constant_scale[4] = {2, 0, 0, 0};\n\
+    const PTX: &str =
+        ".version 7.8\n.weak .const .align 4 .b8 __sycl_spec_constant_scale[4] = {2, 0, 0, 0};\n\
 .weak .const .align 4 .b8 __sycl_spec_constant_scale_2[4] = {9, 0, 0, 0};\n\
 .weak .const .align 8 .b8 __sycl_spec_constant_zero[8];\n\
 .weak .const .align 4 .u32 __sycl_work_dim;\n\tld.const.u32 %r5, [__sycl_spec_constant_scale];\n";
@@ -590,19 +659,35 @@ mod tests {
     fn specialization_values_become_the_initialisers_of_their_variables() {
         let value = |name, bytes| SpecValue { name, id: 0, bytes };
         let three = 3i32.to_le_bytes();
-        let out = String::from_utf8(specialize(PTX.as_bytes(), &[value("scale", &three)]).unwrap()).unwrap();
-        assert_eq!(out, PTX.replace("scale[4] = {2, 0, 0, 0}", "scale[4] = {3, 0, 0, 0}"), "only `scale`, not `scale_2`");
+        let out = String::from_utf8(specialize(PTX.as_bytes(), &[value("scale", &three)]).unwrap())
+            .unwrap();
+        assert_eq!(
+            out,
+            PTX.replace("scale[4] = {2, 0, 0, 0}", "scale[4] = {3, 0, 0, 0}"),
+            "only `scale`, not `scale_2`"
+        );
         let minus = (-1i32).to_le_bytes();
-        let out = String::from_utf8(specialize(PTX.as_bytes(), &[value("scale_2", &minus), value("absent", &three)]).unwrap()).unwrap();
+        let out = String::from_utf8(
+            specialize(PTX.as_bytes(), &[value("scale_2", &minus), value("absent", &three)])
+                .unwrap(),
+        )
+        .unwrap();
         assert!(out.contains("scale_2[4] = {255, 255, 255, 255};\n"), "{out}");
         assert!(out.contains("scale[4] = {2, 0, 0, 0};\n"), "{out}");
         let one_and_a_half = 1.5f64.to_le_bytes();
-        let out = String::from_utf8(specialize(PTX.as_bytes(), &[value("zero", &one_and_a_half)]).unwrap()).unwrap();
+        let out = String::from_utf8(
+            specialize(PTX.as_bytes(), &[value("zero", &one_and_a_half)]).unwrap(),
+        )
+        .unwrap();
         assert!(out.contains("\n.weak .const .align 8 .b8 __sycl_spec_constant_zero[8] = {0, 0, 0, 0, 0, 0, 248, 63};\n"), "a default of zeros has no initialiser: {out}");
         assert_eq!(
             specialize(PTX.as_bytes(), &[value("scale", &[1, 0])]).unwrap_err(),
             "specialization constant `scale`: 2 byte(s) given, the image's holds 4"
         );
-        assert_eq!(specialize(PTX.as_bytes(), &[]).unwrap(), PTX.as_bytes(), "nothing to write, nothing changed");
+        assert_eq!(
+            specialize(PTX.as_bytes(), &[]).unwrap(),
+            PTX.as_bytes(),
+            "nothing to write, nothing changed"
+        );
     }
 }

@@ -136,7 +136,12 @@ impl Device {
 
     /// Compiles one image's linkable form (SPIR-V, with its specialization values; PTX) into
     /// an object.
-    pub(crate) fn compile(&self, code: &[u8], spec: &[SpecValue], flags: &str) -> Result<Object, Failure> {
+    pub(crate) fn compile(
+        &self,
+        code: &[u8],
+        spec: &[SpecValue],
+        flags: &str,
+    ) -> Result<Object, Failure> {
         match self {
             Device::OpenCl(d) => d.compile(code, spec, flags).map(Object::OpenCl),
             Device::Cuda(d) => d.compile(code, spec, flags).map(Object::Cuda),
@@ -158,7 +163,8 @@ impl Device {
     pub(crate) fn link(&self, objects: &[&Object], flags: &str) -> Result<Program, Failure> {
         match self {
             Device::OpenCl(d) => {
-                let objects: Vec<&opencl::Program> = objects.iter().filter_map(|o| o.as_opencl()).collect();
+                let objects: Vec<&opencl::Program> =
+                    objects.iter().filter_map(|o| o.as_opencl()).collect();
                 d.link(&objects, flags).map(Program::OpenCl)
             }
             Device::Cuda(d) => {
@@ -262,7 +268,12 @@ impl Kernel {
 impl Queue {
     /// Enqueues `kernel` over `global` work-items in work-groups of `local` (the driver's
     /// choice when `None`), as OpenCL defines them.
-    pub(crate) fn enqueue(&self, kernel: &Kernel, global: &[usize], local: Option<&[usize]>) -> Result<(), Error> {
+    pub(crate) fn enqueue(
+        &self,
+        kernel: &Kernel,
+        global: &[usize],
+        local: Option<&[usize]>,
+    ) -> Result<(), Error> {
         match (self, kernel) {
             (Queue::OpenCl(q), Kernel::OpenCl(k)) => q.enqueue(k, global, local),
             (Queue::Cuda(s), Kernel::Cuda(k)) => s.launch(k, global, local),

@@ -9,7 +9,9 @@ use std::collections::BTreeSet;
 use std::ffi::{c_void, CString};
 use std::ptr;
 
-use cl3::types::{cl_command_queue, cl_context, cl_device_id, cl_int, cl_kernel, cl_mem, cl_program, CL_BLOCKING};
+use cl3::types::{
+    cl_command_queue, cl_context, cl_device_id, cl_int, cl_kernel, cl_mem, cl_program, CL_BLOCKING,
+};
 use sycl_format::aspects::{aspect_number, target_aspect};
 
 use super::caps::{CL_DEVICE_TYPE_ACCELERATOR, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
@@ -124,7 +126,10 @@ fn queried_devices() -> Result<Vec<(DeviceId, Queried)>, Error> {
                     linker_available: word(cl3::device::CL_DEVICE_LINKER_AVAILABLE) != 0,
                     max_work_group_size: word(cl3::device::CL_DEVICE_MAX_WORK_GROUP_SIZE) as usize,
                     single_fp_config: word(cl3::device::CL_DEVICE_SINGLE_FP_CONFIG),
-                    sub_group_sizes: device_words(id, CL_DEVICE_SUB_GROUP_SIZES_INTEL).into_iter().map(|v| v as usize).collect(),
+                    sub_group_sizes: device_words(id, CL_DEVICE_SUB_GROUP_SIZES_INTEL)
+                        .into_iter()
+                        .map(|v| v as usize)
+                        .collect(),
                 },
             ));
         }
@@ -184,12 +189,23 @@ impl Context {
 impl Queue {
     pub(crate) fn new(context: &Context, device: DeviceId) -> Result<Queue, Error> {
         // SAFETY: the device belongs to the context (both made from `device`); no properties.
-        unsafe { cl3::command_queue::create_command_queue_with_properties(context.0, device.0, ptr::null()) }
-            .map(Queue)
-            .map_err(cl_err("clCreateCommandQueueWithProperties"))
+        unsafe {
+            cl3::command_queue::create_command_queue_with_properties(
+                context.0,
+                device.0,
+                ptr::null(),
+            )
+        }
+        .map(Queue)
+        .map_err(cl_err("clCreateCommandQueueWithProperties"))
     }
 
-    pub(crate) fn enqueue(&self, kernel: &Kernel, global: &[usize], local: Option<&[usize]>) -> Result<(), Error> {
+    pub(crate) fn enqueue(
+        &self,
+        kernel: &Kernel,
+        global: &[usize],
+        local: Option<&[usize]>,
+    ) -> Result<(), Error> {
         let local_ptr = local.map_or(ptr::null(), <[usize]>::as_ptr);
         // SAFETY: `global` (and `local`, when given) hold `global.len()` sizes; every argument
         // of the kernel was set by the caller before enqueueing.
@@ -269,14 +285,25 @@ impl Queue {
 impl Mem {
     pub(crate) fn new(context: &Context, size: usize) -> Result<Mem, Error> {
         // SAFETY: no host pointer is used, so the flags cannot refer to foreign memory.
-        unsafe { cl3::memory::create_buffer(context.0, cl3::memory::CL_MEM_READ_WRITE, size.max(1), ptr::null_mut()) }
-            .map(Mem)
-            .map_err(cl_err("clCreateBuffer"))
+        unsafe {
+            cl3::memory::create_buffer(
+                context.0,
+                cl3::memory::CL_MEM_READ_WRITE,
+                size.max(1),
+                ptr::null_mut(),
+            )
+        }
+        .map(Mem)
+        .map_err(cl_err("clCreateBuffer"))
     }
 }
 
 impl Program {
-    pub(crate) fn from_binary(context: &Context, device: DeviceId, binary: &[u8]) -> Result<Program, Error> {
+    pub(crate) fn from_binary(
+        context: &Context,
+        device: DeviceId,
+        binary: &[u8],
+    ) -> Result<Program, Error> {
         // SAFETY: one binary for the one device of the context; the driver validates it.
         unsafe { cl3::program::create_program_with_binary(context.0, &[device.0], &[binary]) }
             .map(Program)
@@ -306,15 +333,30 @@ impl Program {
     pub(crate) fn set_spec_constant(&self, id: u32, value: &[u8]) -> Result<(), Error> {
         // SAFETY: the driver copies `value.len()` bytes and checks the size against the
         // constant's type.
-        unsafe { cl3::program::set_program_specialization_constant(self.0, id, value.len(), value.as_ptr().cast()) }
-            .map_err(cl_err("clSetProgramSpecializationConstant"))
+        unsafe {
+            cl3::program::set_program_specialization_constant(
+                self.0,
+                id,
+                value.len(),
+                value.as_ptr().cast(),
+            )
+        }
+        .map_err(cl_err("clSetProgramSpecializationConstant"))
     }
 
     /// Compiles to an object; on failure, the build log.
     pub(crate) fn compile(&self, device: DeviceId, options: &str) -> Result<(), (cl_int, String)> {
         let options = CString::new(options).unwrap_or_default();
-        cl3::program::compile_program(self.0, &[device.0], &options, &[], &[], None, ptr::null_mut())
-            .map_err(|code| (code, self.build_log(device)))
+        cl3::program::compile_program(
+            self.0,
+            &[device.0],
+            &options,
+            &[],
+            &[],
+            None,
+            ptr::null_mut(),
+        )
+        .map_err(|code| (code, self.build_log(device)))
     }
 
     /// Links compiled objects into an executable; on failure, the code and the link log.
@@ -349,21 +391,33 @@ impl Program {
             &mut status,
         );
         let Some(linked) = linked else {
-            return Err((cl3::error_codes::DLOPEN_FUNCTION_NOT_AVAILABLE, "the OpenCL library has no clLinkProgram".into()));
+            return Err((
+                cl3::error_codes::DLOPEN_FUNCTION_NOT_AVAILABLE,
+                "the OpenCL library has no clLinkProgram".into(),
+            ));
         };
         // A failed link may still return a program: it holds the log, and is released here.
         let program = (!linked.is_null()).then_some(Program(linked));
         match (status, program) {
             (cl3::error_codes::CL_SUCCESS, Some(program)) => Ok(program),
-            (code, program) => Err((code, program.map(|p| p.build_log(device)).unwrap_or_default())),
+            (code, program) => {
+                Err((code, program.map(|p| p.build_log(device)).unwrap_or_default()))
+            }
         }
     }
 
     /// The program's binary for its one device (`CL_PROGRAM_BINARIES`).
     pub(crate) fn binary(&self) -> Result<Vec<u8>, Error> {
-        match cl3::program::get_program_info(self.0, cl3::program::CL_PROGRAM_BINARIES).map_err(cl_err("clGetProgramInfo"))? {
-            cl3::info_type::InfoType::VecVecUchar(mut binaries) if !binaries.is_empty() => Ok(binaries.swap_remove(0)),
-            _ => Err(Error::Driver { call: "clGetProgramInfo", error: error_name(cl3::error_codes::CL_INVALID_PROGRAM) }),
+        match cl3::program::get_program_info(self.0, cl3::program::CL_PROGRAM_BINARIES)
+            .map_err(cl_err("clGetProgramInfo"))?
+        {
+            cl3::info_type::InfoType::VecVecUchar(mut binaries) if !binaries.is_empty() => {
+                Ok(binaries.swap_remove(0))
+            }
+            _ => Err(Error::Driver {
+                call: "clGetProgramInfo",
+                error: error_name(cl3::error_codes::CL_INVALID_PROGRAM),
+            }),
         }
     }
 
@@ -379,14 +433,20 @@ impl Program {
 
 impl Kernel {
     pub(crate) fn new(program: &Program, name: &str) -> Result<Kernel, Error> {
-        let name = CString::new(name).map_err(|_| Error::KernelNotFound { kernel: name.into(), searched: vec![] })?;
+        let name = CString::new(name)
+            .map_err(|_| Error::KernelNotFound { kernel: name.into(), searched: vec![] })?;
         cl3::kernel::create_kernel(program.0, &name).map(Kernel).map_err(cl_err("clCreateKernel"))
     }
 
     pub(crate) fn set_mem(&self, index: u32, mem: &Mem) -> Result<(), Error> {
         // SAFETY: a buffer argument is passed as a pointer to its `cl_mem` handle.
         unsafe {
-            cl3::kernel::set_kernel_arg(self.0, index, std::mem::size_of::<cl_mem>(), (&mem.0 as *const cl_mem).cast::<c_void>())
+            cl3::kernel::set_kernel_arg(
+                self.0,
+                index,
+                std::mem::size_of::<cl_mem>(),
+                (&mem.0 as *const cl_mem).cast::<c_void>(),
+            )
         }
         .map_err(cl_err("clSetKernelArg"))
     }
@@ -394,7 +454,8 @@ impl Kernel {
     /// A `local` pointer argument: `size` bytes of local memory per work-group.
     pub(crate) fn set_local(&self, index: u32, size: usize) -> Result<(), Error> {
         // SAFETY: a NULL value with a size asks the driver to allocate that much local memory.
-        unsafe { cl3::kernel::set_kernel_arg(self.0, index, size, ptr::null()) }.map_err(cl_err("clSetKernelArg"))
+        unsafe { cl3::kernel::set_kernel_arg(self.0, index, size, ptr::null()) }
+            .map_err(cl_err("clSetKernelArg"))
     }
 
     pub(crate) fn set_bytes(&self, index: u32, bytes: &[u8]) -> Result<(), Error> {
@@ -413,11 +474,18 @@ pub(crate) struct Device {
 
 /// A refused compile, link or build: the call, the error and the device's log.
 fn failure(call: &str, code: cl_int, log: String) -> Failure {
-    use cl3::error_codes::{CL_INVALID_BUILD_OPTIONS, CL_INVALID_COMPILER_OPTIONS, CL_INVALID_LINKER_OPTIONS};
+    use cl3::error_codes::{
+        CL_INVALID_BUILD_OPTIONS, CL_INVALID_COMPILER_OPTIONS, CL_INVALID_LINKER_OPTIONS,
+    };
     Failure {
         error: format!("{call}: {}", error_name(code)),
         log,
-        bad_options: [CL_INVALID_BUILD_OPTIONS, CL_INVALID_COMPILER_OPTIONS, CL_INVALID_LINKER_OPTIONS].contains(&code),
+        bad_options: [
+            CL_INVALID_BUILD_OPTIONS,
+            CL_INVALID_COMPILER_OPTIONS,
+            CL_INVALID_LINKER_OPTIONS,
+        ]
+        .contains(&code),
     }
 }
 
@@ -432,12 +500,19 @@ impl Device {
     }
 
     /// SPIR-V with its specialization values, compiled to an object.
-    pub(crate) fn compile(&self, il: &[u8], spec: &[SpecValue], flags: &str) -> Result<Program, Failure> {
+    pub(crate) fn compile(
+        &self,
+        il: &[u8],
+        spec: &[SpecValue],
+        flags: &str,
+    ) -> Result<Program, Failure> {
         let program = Program::from_il(&self.context, il).map_err(not_created)?;
         for value in spec {
             program.set_spec_constant(value.id, value.bytes).map_err(not_created)?;
         }
-        program.compile(self.id, flags).map_err(|(code, log)| failure("clCompileProgram", code, log))?;
+        program
+            .compile(self.id, flags)
+            .map_err(|(code, log)| failure("clCompileProgram", code, log))?;
         Ok(program)
     }
 
@@ -447,27 +522,34 @@ impl Device {
     }
 
     pub(crate) fn link(&self, objects: &[&Program], flags: &str) -> Result<Program, Failure> {
-        Program::link(&self.context, self.id, objects, flags).map_err(|(code, log)| failure("clLinkProgram", code, log))
+        Program::link(&self.context, self.id, objects, flags)
+            .map_err(|(code, log)| failure("clLinkProgram", code, log))
     }
 
     /// A program from a binary (SPIR bitcode or a program binary), built with `flags`.
     pub(crate) fn load(&self, binary: &[u8], flags: &str) -> Result<Program, Failure> {
         let program = Program::from_binary(&self.context, self.id, binary).map_err(not_created)?;
-        program.build(self.id, flags).map_err(|(code, log)| failure("clBuildProgram", code, log))?;
+        program
+            .build(self.id, flags)
+            .map_err(|(code, log)| failure("clBuildProgram", code, log))?;
         Ok(program)
     }
 
     /// A program built from OpenCL C source by the driver itself (tests compare with it).
     pub(crate) fn build_source(&self, source: &str, flags: &str) -> Result<Program, Failure> {
         let program = Program::from_source(&self.context, source).map_err(not_created)?;
-        program.build(self.id, flags).map_err(|(code, log)| failure("clBuildProgram", code, log))?;
+        program
+            .build(self.id, flags)
+            .map_err(|(code, log)| failure("clBuildProgram", code, log))?;
         Ok(program)
     }
 
     /// OpenCL C source compiled to an object by the driver (tests link such objects).
     pub(crate) fn compile_source(&self, source: &str) -> Result<Program, Failure> {
         let program = Program::from_source(&self.context, source).map_err(not_created)?;
-        program.compile(self.id, "").map_err(|(code, log)| failure("clCompileProgram", code, log))?;
+        program
+            .compile(self.id, "")
+            .map_err(|(code, log)| failure("clCompileProgram", code, log))?;
         Ok(program)
     }
 
@@ -516,7 +598,9 @@ impl Capabilities {
             add("online_linker");
         }
         add("queue_profiling");
-        let target = if info.platform.contains("Intel(R) OpenCL") && info.device_type & CL_DEVICE_TYPE_CPU != 0 {
+        let target = if info.platform.contains("Intel(R) OpenCL")
+            && info.device_type & CL_DEVICE_TYPE_CPU != 0
+        {
             Some("intel_cpu_x86_64")
         } else if info.platform.contains("Portable Computing Language") {
             Some("pocl_cpu")

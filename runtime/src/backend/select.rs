@@ -35,8 +35,11 @@ const KNOWN_PLATFORMS: &[&str] = &["intel", "pocl", "nvidia", "amd", "rusticl", 
 /// Words that stand for a backend's devices.
 const BACKENDS: &[(&str, Backend)] = &[("opencl", Backend::OpenCl), ("cuda", Backend::Cuda)];
 
-const TYPES: &[(&str, u64)] =
-    &[("cpu", CL_DEVICE_TYPE_CPU), ("gpu", CL_DEVICE_TYPE_GPU), ("accelerator", CL_DEVICE_TYPE_ACCELERATOR)];
+const TYPES: &[(&str, u64)] = &[
+    ("cpu", CL_DEVICE_TYPE_CPU),
+    ("gpu", CL_DEVICE_TYPE_GPU),
+    ("accelerator", CL_DEVICE_TYPE_ACCELERATOR),
+];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Filter {
@@ -80,7 +83,10 @@ fn in_scope(scope: &Scope, d: &Candidate<'_>) -> bool {
     match scope {
         Scope::Every => true,
         Scope::Backend(b) => d.backend == *b,
-        Scope::Platform(word) => d.backend == Backend::OpenCl && words(d.platform).chain(words(d.vendor)).any(|w| w == *word),
+        Scope::Platform(word) => {
+            d.backend == Backend::OpenCl
+                && words(d.platform).chain(words(d.vendor)).any(|w| w == *word)
+        }
     }
 }
 
@@ -115,7 +121,9 @@ fn parse(text: &str) -> Result<Selector, String> {
             } else if let Ok(n) = filter.parse::<usize>() {
                 Filter::Index(n)
             } else {
-                return Err(format!("`{filter}` after `:` is neither a device number nor cpu, gpu or accelerator"));
+                return Err(format!(
+                    "`{filter}` after `:` is neither a device number nor cpu, gpu or accelerator"
+                ));
             };
             Selector { scope: scope_of(platform)?, filter }
         }
@@ -125,11 +133,14 @@ fn parse(text: &str) -> Result<Selector, String> {
 
 /// Indices of the devices `selector` picks, in table order.
 fn matches(devices: &[Candidate<'_>], selector: &Selector) -> Vec<usize> {
-    let on_platform: Vec<usize> = (0..devices.len()).filter(|&i| in_scope(&selector.scope, &devices[i])).collect();
+    let on_platform: Vec<usize> =
+        (0..devices.len()).filter(|&i| in_scope(&selector.scope, &devices[i])).collect();
     match selector.filter {
         Filter::Any => on_platform,
         Filter::Index(n) => on_platform.get(n).copied().into_iter().collect(),
-        Filter::Type(bit) => on_platform.into_iter().filter(|&i| devices[i].device_type & bit != 0).collect(),
+        Filter::Type(bit) => {
+            on_platform.into_iter().filter(|&i| devices[i].device_type & bit != 0).collect()
+        }
     }
 }
 
@@ -139,24 +150,35 @@ fn matches(devices: &[Candidate<'_>], selector: &Selector) -> Vec<usize> {
 pub(crate) fn selector_for(devices: &[Candidate<'_>], i: usize) -> String {
     let d = &devices[i];
     if d.backend == Backend::Cuda {
-        let all = matches(devices, &Selector { scope: Scope::Backend(Backend::Cuda), filter: Filter::Any });
-        let n = all.iter().position(|&j| j == i).expect("the CUDA backend's word picks its devices");
+        let all = matches(
+            devices,
+            &Selector { scope: Scope::Backend(Backend::Cuda), filter: Filter::Any },
+        );
+        let n =
+            all.iter().position(|&j| j == i).expect("the CUDA backend's word picks its devices");
         return if all.len() == 1 { "cuda".into() } else { format!("cuda:{n}") };
     }
     let own: Vec<String> = words(d.vendor).chain(words(d.platform)).collect();
-    let mut candidates: Vec<String> =
-        KNOWN_PLATFORMS.iter().filter(|k| own.iter().any(|w| w == *k)).map(|k| k.to_string()).collect();
+    let mut candidates: Vec<String> = KNOWN_PLATFORMS
+        .iter()
+        .filter(|k| own.iter().any(|w| w == *k))
+        .map(|k| k.to_string())
+        .collect();
     candidates.extend(own.iter().filter(|w| !BACKENDS.iter().any(|(b, _)| b == w)).cloned());
     let mut fallback = None;
     for word in &candidates {
-        let all = matches(devices, &Selector { scope: Scope::Platform(word.clone()), filter: Filter::Any });
+        let all = matches(
+            devices,
+            &Selector { scope: Scope::Platform(word.clone()), filter: Filter::Any },
+        );
         if all == [i] {
             return word.clone();
         }
         let n = all.iter().position(|&j| j == i).expect("a device's own platform word picks it");
         let numbered = format!("{word}:{n}");
         // A word that names this platform alone is the clearest base for a number.
-        let only_this_platform = all.iter().all(|&j| devices[j].platform == d.platform && devices[j].vendor == d.vendor);
+        let only_this_platform =
+            all.iter().all(|&j| devices[j].platform == d.platform && devices[j].vendor == d.vendor);
         if only_this_platform {
             return numbered;
         }
@@ -172,20 +194,31 @@ pub(crate) fn table(devices: &[Candidate<'_>]) -> Vec<String> {
     devices
         .iter()
         .zip(&selectors)
-        .map(|(d, s)| format!("{s:width$}  {} / {} ({})", d.platform, d.name, type_name(d.device_type)))
+        .map(|(d, s)| {
+            format!("{s:width$}  {} / {} ({})", d.platform, d.name, type_name(d.device_type))
+        })
         .collect()
 }
 
 /// The one device `text` picks; `source` says where the text came from (`SYCL_DEVICE=…`).
-pub(crate) fn select(devices: &[Candidate<'_>], text: &str, source: &str) -> Result<usize, SelectionError> {
+pub(crate) fn select(
+    devices: &[Candidate<'_>],
+    text: &str,
+    source: &str,
+) -> Result<usize, SelectionError> {
     let fail = |problem: String| SelectionError { problem, available: table(devices) };
     let selector = parse(text).map_err(|e| fail(format!("{source}: {e}")))?;
     match matches(devices, &selector)[..] {
         [one] => Ok(one),
         [] => Err(fail(format!("no device matches {source}"))),
         ref several => {
-            let picked: Vec<String> = several.iter().map(|&i| format!("`{}`", selector_for(devices, i))).collect();
-            Err(fail(format!("{source} is ambiguous: it matches {} devices ({})", several.len(), picked.join(", "))))
+            let picked: Vec<String> =
+                several.iter().map(|&i| format!("`{}`", selector_for(devices, i))).collect();
+            Err(fail(format!(
+                "{source} is ambiguous: it matches {} devices ({})",
+                several.len(),
+                picked.join(", ")
+            )))
         }
     }
 }
@@ -198,8 +231,18 @@ mod tests {
     const POCL: (&str, &str) = ("Portable Computing Language", "The pocl project");
     const NVIDIA: (&str, &str) = ("NVIDIA CUDA", "NVIDIA Corporation");
 
-    fn device(platform: (&'static str, &'static str), name: &'static str, device_type: u64) -> Candidate<'static> {
-        Candidate { backend: Backend::OpenCl, platform: platform.0, vendor: platform.1, name, device_type }
+    fn device(
+        platform: (&'static str, &'static str),
+        name: &'static str,
+        device_type: u64,
+    ) -> Candidate<'static> {
+        Candidate {
+            backend: Backend::OpenCl,
+            platform: platform.0,
+            vendor: platform.1,
+            name,
+            device_type,
+        }
     }
 
     fn cuda(name: &'static str) -> Candidate<'static> {
@@ -215,7 +258,11 @@ mod tests {
     /// The machine of the report: an Intel Xeon host, PoCL registered first.
     fn xeon_host() -> Vec<Candidate<'static>> {
         vec![
-            device(POCL, "pthread-skylake-avx512-Intel(R) Xeon(R) Processor @ 2.80GHz", CL_DEVICE_TYPE_CPU),
+            device(
+                POCL,
+                "pthread-skylake-avx512-Intel(R) Xeon(R) Processor @ 2.80GHz",
+                CL_DEVICE_TYPE_CPU,
+            ),
             device(INTEL, "Intel(R) Xeon(R) Processor @ 2.80GHz", CL_DEVICE_TYPE_CPU),
         ]
     }
@@ -247,14 +294,21 @@ mod tests {
         for word in ["amd", "epyc", "xeon", "skylake", "pthread"] {
             assert!(pick(&epyc, word).is_err() && pick(&xeon, word).is_err(), "{word}");
         }
-        assert!(pick(&epyc, "amd").unwrap_err().problem.starts_with("no device matches SYCL_DEVICE=amd"));
+        assert!(pick(&epyc, "amd")
+            .unwrap_err()
+            .problem
+            .starts_with("no device matches SYCL_DEVICE=amd"));
     }
 
     #[test]
     fn device_types_and_numbers() {
         let mixed = vec![
             device(INTEL, "Intel(R) Xeon(R) Processor", CL_DEVICE_TYPE_CPU),
-            device(("Intel(R) OpenCL Graphics", "Intel(R) Corporation"), "Intel(R) Arc(TM) A770", CL_DEVICE_TYPE_GPU),
+            device(
+                ("Intel(R) OpenCL Graphics", "Intel(R) Corporation"),
+                "Intel(R) Arc(TM) A770",
+                CL_DEVICE_TYPE_GPU,
+            ),
             device(NVIDIA, "NVIDIA H100 80GB HBM3", CL_DEVICE_TYPE_GPU),
             device(NVIDIA, "NVIDIA H100 80GB HBM3", CL_DEVICE_TYPE_GPU),
             device(POCL, "pthread-sapphirerapids-Intel(R) Xeon(R)", CL_DEVICE_TYPE_CPU),
@@ -279,7 +333,10 @@ mod tests {
     fn errors_list_every_device_with_its_selector() {
         let xeon = xeon_host();
         let err = pick(&xeon, "cpu").unwrap_err();
-        assert_eq!(err.problem, "SYCL_DEVICE=cpu is ambiguous: it matches 2 devices (`pocl`, `intel`)");
+        assert_eq!(
+            err.problem,
+            "SYCL_DEVICE=cpu is ambiguous: it matches 2 devices (`pocl`, `intel`)"
+        );
         assert_eq!(
             err.available,
             [
@@ -293,9 +350,15 @@ mod tests {
         let err = pick(&xeon, "cuda").unwrap_err();
         assert_eq!(err.problem, "no device matches SYCL_DEVICE=cuda");
         let err = pick(&xeon, "intel:first").unwrap_err();
-        assert!(err.problem.contains("neither a device number nor cpu, gpu or accelerator"), "{err:?}");
+        assert!(
+            err.problem.contains("neither a device number nor cpu, gpu or accelerator"),
+            "{err:?}"
+        );
         let err = pick(&[], "intel").unwrap_err();
-        assert_eq!((err.problem.as_str(), err.available.len()), ("no device matches SYCL_DEVICE=intel", 0));
+        assert_eq!(
+            (err.problem.as_str(), err.available.len()),
+            ("no device matches SYCL_DEVICE=intel", 0)
+        );
     }
 
     /// The GPU machine: two GPUs through CUDA, the same two through NVIDIA's OpenCL, and PoCL.

@@ -77,7 +77,10 @@ impl DiskCache {
                 None => PathBuf::from(std::env::var_os("HOME")?).join(".cache").join("sycl-rs"),
             },
         };
-        let max_bytes = std::env::var(MAX_BYTES_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_MAX_BYTES);
+        let max_bytes = std::env::var(MAX_BYTES_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_MAX_BYTES);
         match prepare_dir(&dir) {
             Ok(()) => Some(DiskCache { dir, max_bytes, stored: Default::default() }),
             Err(reason) => {
@@ -94,14 +97,15 @@ impl DiskCache {
     /// The entry for `key`, if one is there and intact; anything else is removed.
     pub(crate) fn get(&self, key: &str) -> Option<Vec<u8>> {
         let path = self.entry_path(key);
-        let mut file = match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-            Err(e) => {
-                log::warn!("{}: {e}", path.display());
-                return None;
-            }
-        };
+        let mut file =
+            match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+                Err(e) => {
+                    log::warn!("{}: {e}", path.display());
+                    return None;
+                }
+            };
         let mut bytes = Vec::new();
         if let Err(e) = file.read_to_end(&mut bytes) {
             log::warn!("{}: {e}", path.display());

@@ -23,7 +23,9 @@ use sycl_format::ImageFormat;
 
 pub(crate) use spir::{can_translate, link_to_spir};
 
-use crate::backend::{self, Capabilities, DeviceInfo, Failure, Kernel, Memory, Object, Program, SpecValue};
+use crate::backend::{
+    self, Capabilities, DeviceInfo, Failure, Kernel, Memory, Object, Program, SpecValue,
+};
 use crate::registry::{BinaryId, ImageId, Registry, Variant};
 use crate::resolve::{self, Collected};
 use crate::trace::trace;
@@ -53,7 +55,9 @@ impl SpecValues {
                     .image(id)
                     .property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS_DEFAULTS)
                     .and_then(|defaults| defaults.get(name))
-                    .is_some_and(|d| matches!(d, sycl_format::PropertyValue::Bytes(d) if d == value))
+                    .is_some_and(
+                        |d| matches!(d, sycl_format::PropertyValue::Bytes(d) if d == value),
+                    )
             })
         };
         SpecValues(
@@ -73,7 +77,9 @@ impl SpecValues {
         self.0
             .iter()
             .filter_map(|(name, bytes)| match ids.get(name) {
-                Some(sycl_format::PropertyValue::U32(id)) => Some(SpecValue { name, id: *id, bytes }),
+                Some(sycl_format::PropertyValue::U32(id)) => {
+                    Some(SpecValue { name, id: *id, bytes })
+                }
                 _ => None,
             })
             .collect()
@@ -176,7 +182,10 @@ impl DeviceState {
         let root = variants.iter().find_map(|v| registry.kernel_images(v, kernel).first());
         if let Some(root) = root {
             let hit = self.caches().by_kernel.get(kernel).and_then(|programs| {
-                programs.iter().find(|(b, o, _)| *b == root.binary && o == options).map(|(_, _, (p, _))| p.clone())
+                programs
+                    .iter()
+                    .find(|(b, o, _)| *b == root.binary && o == options)
+                    .map(|(_, _, (p, _))| p.clone())
             });
             if let Some(program) = hit {
                 trace!("cache-hit", "{kernel} on {}", self.name);
@@ -186,7 +195,10 @@ impl DeviceState {
 
         let collected = self.images_for(registry, kernel, variants)?;
         let given = options;
-        let options = &Options { flags: given.flags.clone(), spec: given.spec.without_defaults(registry, &collected.images) };
+        let options = &Options {
+            flags: given.flags.clone(),
+            spec: given.spec.without_defaults(registry, &collected.images),
+        };
 
         let mut key = collected.images.clone();
         key.sort();
@@ -199,7 +211,8 @@ impl DeviceState {
                     program.clone()
                 }
                 None => {
-                    let program = Arc::new(self.build(registry, disk, kernel, &collected, options)?);
+                    let program =
+                        Arc::new(self.build(registry, disk, kernel, &collected, options)?);
                     *built = Some(program.clone());
                     program
                 }
@@ -230,8 +243,15 @@ impl DeviceState {
     /// The images a launch of `kernel` links, in link order: the kernel's image and the
     /// providers of its imports as resolution picks them (or the image with them compiled in),
     /// each checked against the device.
-    pub(crate) fn images_for(&self, registry: &Registry, kernel: &str, variants: &[Variant]) -> Result<Collected, Error> {
-        let compatible = |image: &sycl_format::Image| image.requirements().is_ok_and(|r| self.caps.check(&r).is_ok());
+    pub(crate) fn images_for(
+        &self,
+        registry: &Registry,
+        kernel: &str,
+        variants: &[Variant],
+    ) -> Result<Collected, Error> {
+        let compatible = |image: &sycl_format::Image| {
+            image.requirements().is_ok_and(|r| self.caps.check(&r).is_ok())
+        };
         let collected = match resolve::collect(registry, kernel, variants, &compatible) {
             Ok(collected) => collected,
             Err(Error::KernelNotFound { kernel, searched }) => {
@@ -259,12 +279,19 @@ impl DeviceState {
     }
 
     /// A kernel object of `program` for `name`: one returned earlier, or a new one.
-    pub(crate) fn take_kernel(&self, program: &Arc<Program>, name: &str) -> Result<PooledKernel, Error> {
+    pub(crate) fn take_kernel(
+        &self,
+        program: &Arc<Program>,
+        name: &str,
+    ) -> Result<PooledKernel, Error> {
         let key = Arc::as_ptr(program) as usize;
-        let pooled = self.caches().kernels.get_mut(&key).and_then(|(_, pool)| pool.get_mut(name)?.pop());
+        let pooled =
+            self.caches().kernels.get_mut(&key).and_then(|(_, pool)| pool.get_mut(name)?.pop());
         match pooled {
             Some(kernel) => Ok(kernel),
-            None => Ok(PooledKernel { kernel: program.kernel(name)?, set: Vec::new(), signature: None }),
+            None => {
+                Ok(PooledKernel { kernel: program.kernel(name)?, set: Vec::new(), signature: None })
+            }
         }
     }
 
@@ -286,13 +313,22 @@ impl DeviceState {
 
     /// Seed 003's check of every image against the device, and the check for call cycles
     /// across them, before any device code is used.
-    pub(crate) fn check(&self, registry: &Registry, kernel: &str, images: &[ImageId]) -> Result<(), Error> {
+    pub(crate) fn check(
+        &self,
+        registry: &Registry,
+        kernel: &str,
+        images: &[ImageId],
+    ) -> Result<(), Error> {
         for &id in images {
-            let requirements = registry.image(id).requirements().map_err(|e| Error::KernelNotSupported {
-                kernel: kernel.to_string(),
-                device: self.name.clone(),
-                reason: format!("{}: malformed device requirements: {e}", registry.describe(id)),
-            })?;
+            let requirements =
+                registry.image(id).requirements().map_err(|e| Error::KernelNotSupported {
+                    kernel: kernel.to_string(),
+                    device: self.name.clone(),
+                    reason: format!(
+                        "{}: malformed device requirements: {e}",
+                        registry.describe(id)
+                    ),
+                })?;
             self.caps.check(&requirements).map_err(|reason| Error::KernelNotSupported {
                 kernel: kernel.to_string(),
                 device: self.name.clone(),
@@ -315,7 +351,8 @@ impl DeviceState {
         let disk_key = disk.map(|_| self.disk_key(registry, collected, options));
         if let (Some(disk), Some(key)) = (disk, &disk_key) {
             if let Some(binary) = disk.get(key) {
-                match self.build_binary(&binary, &options.flags, &["a cached program".to_string()]) {
+                match self.build_binary(&binary, &options.flags, &["a cached program".to_string()])
+                {
                     Ok(program) => {
                         trace!("persist-hit", "{kernel} on {}: {}", self.name, names.join(" + "));
                         return Ok(program);
@@ -337,8 +374,14 @@ impl DeviceState {
                 self.link_objects(&objects, &options.flags, &names)?
             }
             (_, false) => {
-                trace!("link", "{kernel} on {} (linked by the runtime, translated to SPIR): {}", self.name, names.join(" + "));
-                let bitcode = link_to_spir(registry, kernel, &collected.images, &options.spec, &self.caps)?;
+                trace!(
+                    "link",
+                    "{kernel} on {} (linked by the runtime, translated to SPIR): {}",
+                    self.name,
+                    names.join(" + ")
+                );
+                let bitcode =
+                    link_to_spir(registry, kernel, &collected.images, &options.spec, &self.caps)?;
                 self.build_binary(&bitcode, &options.flags, &names)?
             }
         };
@@ -368,11 +411,22 @@ impl DeviceState {
                 continue;
             }
             let image = registry.image(id);
-            let failed =
-                |f: Failure| self.failed(Step::Compile, format!("compiling {}", registry.describe(id)), &options.flags, f);
+            let failed = |f: Failure| {
+                self.failed(
+                    Step::Compile,
+                    format!("compiling {}", registry.describe(id)),
+                    &options.flags,
+                    f,
+                )
+            };
             let object = match image.format {
                 ImageFormat::Native => {
-                    trace!("compile", "{} on {} (ahead-of-time object)", registry.describe(id), self.name);
+                    trace!(
+                        "compile",
+                        "{} on {} (ahead-of-time object)",
+                        registry.describe(id),
+                        self.name
+                    );
                     self.device.load_object(&image.data).map_err(failed)?
                 }
                 format => {
@@ -394,17 +448,27 @@ impl DeviceState {
         Ok(objects)
     }
 
-    pub(crate) fn link_objects(&self, objects: &[Arc<Object>], flags: &str, names: &[String]) -> Result<Program, Error> {
+    pub(crate) fn link_objects(
+        &self,
+        objects: &[Arc<Object>],
+        flags: &str,
+        names: &[String],
+    ) -> Result<Program, Error> {
         let refs: Vec<&Object> = objects.iter().map(|o| o.as_ref()).collect();
-        self.device
-            .link(&refs, flags)
-            .map_err(|f| self.failed(Step::Link, format!("linking {}", names.join(" + ")), flags, f))
+        self.device.link(&refs, flags).map_err(|f| {
+            self.failed(Step::Link, format!("linking {}", names.join(" + ")), flags, f)
+        })
     }
 
-    pub(crate) fn build_binary(&self, binary: &[u8], flags: &str, names: &[String]) -> Result<Program, Error> {
-        self.device
-            .load(binary, flags)
-            .map_err(|f| self.failed(Step::Build, format!("building {}", names.join(" + ")), flags, f))
+    pub(crate) fn build_binary(
+        &self,
+        binary: &[u8],
+        flags: &str,
+        names: &[String],
+    ) -> Result<Program, Error> {
+        self.device.load(binary, flags).map_err(|f| {
+            self.failed(Step::Build, format!("building {}", names.join(" + ")), flags, f)
+        })
     }
 
     /// A driver's refusal as the error users see: the step and what it was given, the driver's
@@ -421,13 +485,16 @@ impl DeviceState {
     /// SHA-256 over the sorted bytes of the program's images, the image form, the device and
     /// driver, the options and this runtime's version.
     fn disk_key(&self, registry: &Registry, collected: &Collected, options: &Options) -> String {
-        let mut images: Vec<&[u8]> = collected.images.iter().map(|&id| registry.image(id).data.as_slice()).collect();
+        let mut images: Vec<&[u8]> =
+            collected.images.iter().map(|&id| registry.image(id).data.as_slice()).collect();
         images.sort();
         let mut key = KeyBuilder::default();
         key.part(env!("CARGO_PKG_VERSION").as_bytes())
             .part(self.identity.as_bytes())
             .part(options.flags.as_bytes())
-            .part(format!("{:?}/{}", collected.variant.format, collected.variant.target).as_bytes());
+            .part(
+                format!("{:?}/{}", collected.variant.format, collected.variant.target).as_bytes(),
+            );
         if collected.variant.format == ImageFormat::SpirV {
             key.part(SPIR_REWRITES.as_bytes());
         }
@@ -450,25 +517,40 @@ fn with_inlined_imports(registry: &Registry, kernel: &str, collected: Collected)
         return collected;
     }
     let root = collected.images[0];
-    let variant = Variant { format: ImageFormat::Ptx, target: sycl_format::PTX_INLINED_TARGET.into() };
-    let Some(&twin) = registry.kernel_images(&variant, kernel).iter().find(|t| t.binary == root.binary) else {
+    let variant =
+        Variant { format: ImageFormat::Ptx, target: sycl_format::PTX_INLINED_TARGET.into() };
+    let Some(&twin) =
+        registry.kernel_images(&variant, kernel).iter().find(|t| t.binary == root.binary)
+    else {
         return collected;
     };
-    let Some(recorded) = registry.image(twin).property_set(sycl_format::sets::INLINED_IMPORTS) else { return collected };
+    let Some(recorded) = registry.image(twin).property_set(sycl_format::sets::INLINED_IMPORTS)
+    else {
+        return collected;
+    };
     let rest = &collected.images[1..];
-    let exports = |id: ImageId, symbol: &str| registry.image(id).exported_symbols().any(|e| e == symbol);
+    let exports =
+        |id: ImageId, symbol: &str| registry.image(id).exported_symbols().any(|e| e == symbol);
     let mut inlined: Vec<ImageId> = Vec::new();
     for property in &recorded.properties {
         let provider = rest.iter().copied().find(|&id| exports(id, &property.name));
-        let hash = provider.map(|id| format!("{:016x}", sycl_format::payload_hash(&registry.image(id).data)));
+        let hash = provider
+            .map(|id| format!("{:016x}", sycl_format::payload_hash(&registry.image(id).data)));
         match (provider, &property.value) {
-            (Some(id), sycl_format::PropertyValue::String(recorded)) if hash.as_deref() == Some(recorded.as_str()) => {
+            (Some(id), sycl_format::PropertyValue::String(recorded))
+                if hash.as_deref() == Some(recorded.as_str()) =>
+            {
                 if !inlined.contains(&id) {
                     inlined.push(id);
                 }
             }
             _ => {
-                trace!("inline", "{kernel}: {} not used: {} resolved to another image than it compiled in", registry.describe(twin), property.name);
+                trace!(
+                    "inline",
+                    "{kernel}: {} not used: {} resolved to another image than it compiled in",
+                    registry.describe(twin),
+                    property.name
+                );
                 return collected;
             }
         }
@@ -501,7 +583,10 @@ pub(crate) fn hint(step: Step, bad_options: bool, log: &str, flags: &str) -> Str
             "the build options `{flags}` are not valid for this device: check the options given to the launch or the bundle"
         );
     }
-    if lower.contains("symbols not found") || lower.contains("undefined") || lower.contains("unresolved") {
+    if lower.contains("symbols not found")
+        || lower.contains("undefined")
+        || lower.contains("unresolved")
+    {
         return "a function these images call is defined by none of them: the library that exports it must be loaded \
                 and visible to them (SYCL_TRACE=1 shows how each import resolved; `sycl-ld inspect FILE` lists what a \
                 binary exports and imports)"
@@ -512,7 +597,8 @@ pub(crate) fn hint(step: Step, bad_options: bool, log: &str, flags: &str) -> Str
                 remove the call cycle the log names"
             .into();
     }
-    let flags = if flags.is_empty() { String::new() } else { format!(" with the options `{flags}`") };
+    let flags =
+        if flags.is_empty() { String::new() } else { format!(" with the options `{flags}`") };
     match step {
         Step::Compile => format!(
             "the device's compiler refused this image{flags}: the log names what it could not take; `sycl-ld inspect \
@@ -532,22 +618,43 @@ pub(crate) fn hint(step: Step, bad_options: bool, log: &str, flags: &str) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sycl_format::{sets, Image, ImageSet, Property, PropertySet, PropertyValue, PTX_INLINED_TARGET};
+    use sycl_format::{
+        sets, Image, ImageSet, Property, PropertySet, PropertyValue, PTX_INLINED_TARGET,
+    };
 
     fn ptx(target: &str, kernels: &[&str], sets: Vec<PropertySet>, data: &[u8]) -> Image {
         let kernels = kernels.iter().map(|k| k.to_string()).collect();
-        Image { format: ImageFormat::Ptx, target: target.into(), kernels, property_sets: sets, data: data.to_vec() }
+        Image {
+            format: ImageFormat::Ptx,
+            target: target.into(),
+            kernels,
+            property_sets: sets,
+            data: data.to_vec(),
+        }
     }
 
     /// An app whose kernel imports `f`, with a twin that compiled in the image `libf.so` exports
     /// it from; `first`, when given, is a library loaded before it that exports another `f`.
     fn loaded(first: Option<&[u8]>) -> Registry {
-        let plain = ptx("ptx64", &["k"], vec![PropertySet::symbols(sets::IMPORTED_SYMBOLS, ["f"])], b"plain");
+        let plain = ptx(
+            "ptx64",
+            &["k"],
+            vec![PropertySet::symbols(sets::IMPORTED_SYMBOLS, ["f"])],
+            b"plain",
+        );
         let hash = format!("{:016x}", sycl_format::payload_hash(b"f from libf"));
-        let inlined = PropertySet { name: sets::INLINED_IMPORTS.into(), properties: vec![Property::new("f", PropertyValue::String(hash))] };
+        let inlined = PropertySet {
+            name: sets::INLINED_IMPORTS.into(),
+            properties: vec![Property::new("f", PropertyValue::String(hash))],
+        };
         let twin = ptx(PTX_INLINED_TARGET, &["k"], vec![inlined], b"twin");
         let provider = |data: &[u8]| ImageSet {
-            images: vec![ptx("ptx64", &[], vec![PropertySet::symbols(sets::EXPORTED_SYMBOLS, ["f"])], data)],
+            images: vec![ptx(
+                "ptx64",
+                &[],
+                vec![PropertySet::symbols(sets::EXPORTED_SYMBOLS, ["f"])],
+                data,
+            )],
         };
         let mut binaries = vec![("app".to_string(), ImageSet { images: vec![twin, plain] })];
         if let Some(data) = first {

@@ -47,8 +47,13 @@ pub(super) fn rewrite_for_device<'a>(
 /// - clang's contractions (`llvm.fmuladd`) reach the device as `mad`, which PoCL computes
 ///   unfused and Intel fuses only in part, where their own builds fuse them on hardware with
 ///   FMA: `fma` there.
-fn rewrite_builtins(module: &mut sycl_spirv::dr::Module, caps: &Capabilities, what: &str) -> Result<bool, Error> {
-    let generic = sycl_spirv::lower_generic_builtins(module).map_err(|e| Error::Translate(e.to_string()))?;
+fn rewrite_builtins(
+    module: &mut sycl_spirv::dr::Module,
+    caps: &Capabilities,
+    what: &str,
+) -> Result<bool, Error> {
+    let generic =
+        sycl_spirv::lower_generic_builtins(module).map_err(|e| Error::Translate(e.to_string()))?;
     let renamed = if caps.links_images { 0 } else { sycl_spirv::lower_renamed_builtins(module) };
     let fused = if caps.fma { sycl_spirv::fuse_mad(module) } else { 0 };
     let changed = generic + renamed + fused > 0;
@@ -82,14 +87,17 @@ pub(crate) fn link_to_spir(
     let mut linked = sycl_spirv::link(inputs).map_err(|e| Error::Translate(e.to_string()))?;
     // PoCL's kernel compiler cannot take calls through pointers; the whole program is here, so
     // they become switches over the functions whose addresses are taken.
-    sycl_spirv::lower_function_pointers(&mut linked.module).map_err(|e| Error::Translate(e.to_string()))?;
+    sycl_spirv::lower_function_pointers(&mut linked.module)
+        .map_err(|e| Error::Translate(e.to_string()))?;
     rewrite_builtins(&mut linked.module, caps, kernel)?;
     // Lowering turns calls through pointers into direct calls: a cycle through a pointer (which
     // the images' call graphs cannot show) is now one PoCL's compiler would die of.
     if let Some(cycle) = sycl_spirv::call_cycle(&linked.module) {
         let describe = |id: &u32| {
-            let binary = linked.origins.get(id).map(|&i| registry.binary(images[i].binary).name.as_str());
-            let binary = binary.map_or("made by the runtime", |b| b.rsplit('/').next().unwrap_or(b));
+            let binary =
+                linked.origins.get(id).map(|&i| registry.binary(images[i].binary).name.as_str());
+            let binary =
+                binary.map_or("made by the runtime", |b| b.rsplit('/').next().unwrap_or(b));
             format!("{} ({binary})", sycl_spirv::function_name(&linked.module, *id))
         };
         let mut path: Vec<String> = cycle.iter().map(describe).collect();
@@ -103,7 +111,10 @@ pub(crate) fn link_to_spir(
                 continue;
             };
             let text = spec_value_text(&ty, bytes).ok_or_else(|| {
-                Error::InvalidArgument(format!("specialization constant {spec_id}: {} bytes for {ty}", bytes.len()))
+                Error::InvalidArgument(format!(
+                    "specialization constant {spec_id}: {} bytes for {ty}",
+                    bytes.len()
+                ))
             })?;
             let arg = format!("{spec_id}:{ty}:{text}");
             if !baked.contains(&arg) {
@@ -113,17 +124,23 @@ pub(crate) fn link_to_spir(
     }
     let spirv = sycl_spirv::assemble(&linked.module);
     let tool = llvm_spirv()?;
-    let dir = tempfile::tempdir().map_err(|e| Error::Translate(format!("temporary directory: {e}")))?;
+    let dir =
+        tempfile::tempdir().map_err(|e| Error::Translate(format!("temporary directory: {e}")))?;
     let (input, output) = (dir.path().join("program.spv"), dir.path().join("program.bc"));
-    std::fs::write(&input, spirv).map_err(|e| Error::Translate(format!("{}: {e}", input.display())))?;
+    std::fs::write(&input, spirv)
+        .map_err(|e| Error::Translate(format!("{}: {e}", input.display())))?;
     let mut cmd = Command::new(&tool);
     cmd.arg("-r").arg(&input).arg("-o").arg(&output);
     if !baked.is_empty() {
         cmd.arg(format!("--spec-const={}", baked.join(" ")));
     }
-    let out = cmd.output().map_err(|e| Error::Translate(format!("running {}: {e}", tool.display())))?;
+    let out =
+        cmd.output().map_err(|e| Error::Translate(format!("running {}: {e}", tool.display())))?;
     if !out.status.success() {
-        return Err(Error::Translate(format!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr))));
+        return Err(Error::Translate(format!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
     }
     std::fs::read(&output).map_err(|e| Error::Translate(format!("{}: {e}", output.display())))
 }

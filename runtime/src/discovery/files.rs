@@ -63,11 +63,15 @@ pub fn load_device_library(path: impl AsRef<Path>) -> Result<DeviceLibrary, Erro
 
 /// Loads a device library file with the given scope. A missing, unreadable or malformed file
 /// is an error naming it.
-pub fn load_device_library_with(path: impl AsRef<Path>, scope: LibraryScope) -> Result<DeviceLibrary, Error> {
+pub fn load_device_library_with(
+    path: impl AsRef<Path>,
+    scope: LibraryScope,
+) -> Result<DeviceLibrary, Error> {
     let path = path.as_ref().to_path_buf();
     let fail = |reason: String| Error::DeviceLibrary { path: path.display().to_string(), reason };
     let bytes = std::fs::read(&path).map_err(|e| fail(e.to_string()))?;
-    let set = ImageSet::decode(&bytes).map_err(|e| fail(format!("malformed device library: {e}")))?;
+    let set =
+        ImageSet::decode(&bytes).map_err(|e| fail(format!("malformed device library: {e}")))?;
     if set.images.is_empty() {
         return Err(fail("no device images".into()));
     }
@@ -75,7 +79,13 @@ pub fn load_device_library_with(path: impl AsRef<Path>, scope: LibraryScope) -> 
     let id = files.next_id;
     files.next_id += 1;
     GENERATION.fetch_add(1, Ordering::Release);
-    trace!("load", "{}: {} image(s){}", path.display(), set.images.len(), if scope == LibraryScope::Own { " (own scope)" } else { "" });
+    trace!(
+        "load",
+        "{}: {} image(s){}",
+        path.display(),
+        set.images.len(),
+        if scope == LibraryScope::Own { " (own scope)" } else { "" }
+    );
     files.list.push(FileLibrary { id, path: path.clone(), images: set.images.into(), scope });
     Ok(DeviceLibrary { id, path })
 }

@@ -8,7 +8,9 @@ use std::ffi::CStr;
 use std::sync::Arc;
 
 use crate::registry::Payload;
-use sycl_format::{find_notes, payload_hash, DecodeError, NOTE_TYPE_IMAGES, NOTE_TYPE_PAYLOAD_HASH};
+use sycl_format::{
+    find_notes, payload_hash, DecodeError, NOTE_TYPE_IMAGES, NOTE_TYPE_PAYLOAD_HASH,
+};
 
 /// One loaded object, as the loader lists it now.
 pub(crate) struct LoadedObject {
@@ -80,7 +82,11 @@ pub(crate) fn loader_counters() -> (u64, u64) {
     counters
 }
 
-unsafe extern "C" fn counters_callback(info: *mut libc::dl_phdr_info, size: libc::size_t, data: *mut libc::c_void) -> libc::c_int {
+unsafe extern "C" fn counters_callback(
+    info: *mut libc::dl_phdr_info,
+    size: libc::size_t,
+    data: *mut libc::c_void,
+) -> libc::c_int {
     // SAFETY: `data` is the `&mut (u64, u64)` of `loader_counters`; `info` is valid for the
     // call, and `size` covers `dlpi_subs` before it is read.
     unsafe {
@@ -95,7 +101,9 @@ unsafe extern "C" fn counters_callback(info: *mut libc::dl_phdr_info, size: libc
 /// Every loaded object, in the loader's order. `known(name, base, payload_hashes)` says which
 /// ones the caller has already read: of those only the identity is read again (the recorded
 /// payload hashes, a few note headers), so a rediscovery reads in full only what appeared.
-pub(crate) fn loaded_objects(known: &mut dyn FnMut(&str, usize, &[u64]) -> bool) -> Vec<LoadedObject> {
+pub(crate) fn loaded_objects(
+    known: &mut dyn FnMut(&str, usize, &[u64]) -> bool,
+) -> Vec<LoadedObject> {
     let mut walk = Walk { known, out: Vec::new() };
     // SAFETY: the callback only reads what the loader hands it for the duration of the call,
     // and `data` is `walk` above, alive and exclusively borrowed for the whole iteration.
@@ -110,7 +118,11 @@ struct Walk<'k> {
     out: Vec<LoadedObject>,
 }
 
-unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut libc::c_void) -> libc::c_int {
+unsafe extern "C" fn callback(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut libc::c_void,
+) -> libc::c_int {
     // SAFETY: `data` is the `&mut Walk` passed by `loaded_objects`; `info` is valid during the
     // call, as the loader guarantees.
     let (walk, info) = unsafe { (&mut *data.cast::<Walk<'_>>(), &*info) };
@@ -170,7 +182,9 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t
         match ph.p_type {
             libc::PT_LOAD => ranges.push((start, start + ph.p_memsz as usize)),
             // SAFETY: PT_DYNAMIC is mapped at its run-time address while the object is loaded.
-            libc::PT_DYNAMIC => needed = unsafe { needed_libraries(start, ph.p_memsz as usize, base) },
+            libc::PT_DYNAMIC => {
+                needed = unsafe { needed_libraries(start, ph.p_memsz as usize, base) }
+            }
             _ => {}
         }
     }
@@ -185,7 +199,12 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _size: libc::size_t
             .collect()),
         None => Ok(payloads.into_iter().map(|p| Payload::Copied(Arc::from(p))).collect()),
     };
-    walk.out.push(LoadedObject { name, base, payload_hashes, contents: Some(Contents { payloads, needed, ranges }) });
+    walk.out.push(LoadedObject {
+        name,
+        base,
+        payload_hashes,
+        contents: Some(Contents { payloads, needed, ranges }),
+    });
     0
 }
 
@@ -208,7 +227,8 @@ unsafe fn needed_libraries(start: usize, len: usize, base: usize) -> String {
     let entries = unsafe { std::slice::from_raw_parts(start as *const Dyn, count) };
     let entries = entries.iter().take_while(|d| d.tag != DT_NULL);
     let mut names = String::new();
-    let Some(strtab) = entries.clone().find(|d| d.tag == DT_STRTAB).map(|d| d.value as usize) else {
+    let Some(strtab) = entries.clone().find(|d| d.tag == DT_STRTAB).map(|d| d.value as usize)
+    else {
         return names;
     };
     // glibc relocates these addresses in place on x86-64; a small value is still an offset.
@@ -216,7 +236,8 @@ unsafe fn needed_libraries(start: usize, len: usize, base: usize) -> String {
     for entry in entries.filter(|d| d.tag == DT_NEEDED) {
         // SAFETY: DT_NEEDED values are offsets of NUL-terminated names in the mapped string
         // table.
-        let name = unsafe { CStr::from_ptr((strtab + entry.value as usize) as *const libc::c_char) };
+        let name =
+            unsafe { CStr::from_ptr((strtab + entry.value as usize) as *const libc::c_char) };
         names.push_str(&name.to_string_lossy());
         names.push('\0');
     }

@@ -87,7 +87,8 @@ fn short(name: &str) -> &str {
 /// `liba.so, libb.so`, or `none`: loaded binaries by file name, device-library files (which
 /// have no loaded segments) by path. Formatted only when traced.
 fn names<'b>(binaries: impl Iterator<Item = &'b Binary>) -> String {
-    let names: Vec<&str> = binaries.map(|b| if b.ranges.is_empty() { &b.name[..] } else { short(&b.name) }).collect();
+    let names: Vec<&str> =
+        binaries.map(|b| if b.ranges.is_empty() { &b.name[..] } else { short(&b.name) }).collect();
     if names.is_empty() {
         "none".into()
     } else {
@@ -100,9 +101,16 @@ fn found(binary: &Binary, how: &Found) -> String {
     let count = binary.image_count;
     match (how, &binary.error) {
         (Found::File, _) => format!("{}: {count} image(s) from a device library file", binary.name),
-        (Found::Loaded { .. }, Some(error)) => format!("{}: malformed device images ignored: {error}", binary.name),
+        (Found::Loaded { .. }, Some(error)) => {
+            format!("{}: malformed device images ignored: {error}", binary.name)
+        }
         (Found::Loaded { local }, None) => {
-            format!("{}: {count} image{}{}", binary.name, if count == 1 { "" } else { "s" }, if *local { " (RTLD_LOCAL)" } else { "" })
+            format!(
+                "{}: {count} image{}{}",
+                binary.name,
+                if count == 1 { "" } else { "s" },
+                if *local { " (RTLD_LOCAL)" } else { "" }
+            )
         }
     }
 }
@@ -176,10 +184,13 @@ impl Discovery {
     /// Walks the loader's list, reading the objects not seen before.
     fn walk_objects(&mut self, changes: &mut Changes) {
         // By load address: no two loaded objects share one.
-        let mut before: HashMap<usize, Seen> = self.objects.drain(..).map(|seen| (seen.base, seen)).collect();
+        let mut before: HashMap<usize, Seen> =
+            self.objects.drain(..).map(|seen| (seen.base, seen)).collect();
         let mut kept: HashMap<usize, Seen> = HashMap::new();
         let walked = loaded_objects(&mut |name, base, hashes| {
-            let known = before.get(&base).is_some_and(|seen| seen.name == name && seen.payload_hashes == hashes);
+            let known = before
+                .get(&base)
+                .is_some_and(|seen| seen.name == name && seen.payload_hashes == hashes);
             if known {
                 kept.insert(base, before.remove(&base).expect("just found"));
             }
@@ -188,14 +199,17 @@ impl Discovery {
         let mut scope = None;
         for (index, object) in walked.into_iter().enumerate() {
             let Some(contents) = object.contents else {
-                self.objects.push(kept.remove(&object.base).expect("each known object is kept once"));
+                self.objects
+                    .push(kept.remove(&object.base).expect("each known object is kept once"));
                 continue;
             };
             let binary = match contents.payloads {
                 Ok(payloads) if payloads.is_empty() => None,
                 payloads => {
                     let name = if object.name.is_empty() && index == 0 {
-                        std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "<executable>".into())
+                        std::env::current_exe()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_else(|_| "<executable>".into())
                     } else {
                         object.name.clone()
                     };
@@ -205,10 +219,13 @@ impl Discovery {
             // The executable and objects without images are global.
             let local = index != 0
                 && binary.as_ref().is_some_and(|b| b.image_count > 0)
-                && !scope
-                    .get_or_insert_with(GlobalScope::open)
-                    .as_ref()
-                    .is_none_or(|scope| defines_marker(scope, binary.as_deref().expect("checked"), &object.payload_hashes));
+                && !scope.get_or_insert_with(GlobalScope::open).as_ref().is_none_or(|scope| {
+                    defines_marker(
+                        scope,
+                        binary.as_deref().expect("checked"),
+                        &object.payload_hashes,
+                    )
+                });
             if let Some(binary) = &binary {
                 if let Some(error) = &binary.error {
                     log::warn!("{}: malformed device images ignored: {error}", binary.name);
@@ -232,7 +249,10 @@ impl Discovery {
             let scope = scope.get_or_insert_with(GlobalScope::open);
             for seen in self.objects.iter_mut().filter(|seen| seen.local) {
                 let binary = seen.binary.as_deref().expect("a local object has images");
-                if scope.as_ref().is_none_or(|scope| defines_marker(scope, binary, &seen.payload_hashes)) {
+                if scope
+                    .as_ref()
+                    .is_none_or(|scope| defines_marker(scope, binary, &seen.payload_hashes))
+                {
                     seen.local = false;
                     changes.now_global.push(seen.binary.clone().expect("checked"));
                 }
@@ -250,7 +270,11 @@ impl Discovery {
             self.files.drain(..).map(|(id, binary, scope)| (id, (binary, scope))).collect();
         for file in &files.list {
             let (binary, scope) = before.remove(&file.id).unwrap_or_else(|| {
-                let binary = Arc::new(Binary::of_images(BinaryId::fresh(), file.path.display().to_string(), file.images.clone()));
+                let binary = Arc::new(Binary::of_images(
+                    BinaryId::fresh(),
+                    file.path.display().to_string(),
+                    file.images.clone(),
+                ));
                 changes.found.push((binary.clone(), Found::File));
                 (binary, file.scope)
             });
@@ -265,8 +289,12 @@ impl Discovery {
     fn local_groups(&self) -> HashMap<BinaryId, Box<[BinaryId]>> {
         let mut groups = HashMap::new();
         if self.objects.iter().any(|seen| seen.local) {
-            let by_file: HashMap<&str, usize> =
-                self.objects.iter().enumerate().map(|(i, seen)| (seen.file_name.as_str(), i)).collect();
+            let by_file: HashMap<&str, usize> = self
+                .objects
+                .iter()
+                .enumerate()
+                .map(|(i, seen)| (seen.file_name.as_str(), i))
+                .collect();
             for (i, seen) in self.objects.iter().enumerate().filter(|(_, seen)| seen.local) {
                 let mut group = vec![i];
                 let mut next = 0;
@@ -280,7 +308,10 @@ impl Discovery {
                     }
                     next += 1;
                 }
-                let ids = group.into_iter().filter_map(|j| self.objects[j].binary.as_ref().map(|b| b.id)).collect();
+                let ids = group
+                    .into_iter()
+                    .filter_map(|j| self.objects[j].binary.as_ref().map(|b| b.id))
+                    .collect();
                 groups.insert(seen.binary.as_ref().expect("a local object has images").id, ids);
             }
         }
@@ -312,7 +343,9 @@ impl Discovery {
 
 /// Whether one of `binary`'s scope markers resolves, in the global scope, to the binary itself.
 fn defines_marker(scope: &GlobalScope, binary: &Binary, payload_hashes: &[u64]) -> bool {
-    payload_hashes.iter().any(|h| scope.defines(&binary.ranges, &sycl_format::scope_marker_symbol(*h)))
+    payload_hashes
+        .iter()
+        .any(|h| scope.defines(&binary.ranges, &sycl_format::scope_marker_symbol(*h)))
 }
 
 #[cfg(test)]
@@ -329,7 +362,10 @@ mod tests {
         loaded::open_for_test("libz.so.1");
         assert!(discovery.is_stale());
         assert!(!discovery.refresh(), "no images appeared");
-        assert!(Arc::ptr_eq(&before, discovery.registry()), "the same registry, so nothing cached is dropped");
+        assert!(
+            Arc::ptr_eq(&before, discovery.registry()),
+            "the same registry, so nothing cached is dropped"
+        );
         assert!(!discovery.is_stale());
     }
 }

@@ -176,7 +176,8 @@ impl<S: BundleState> Clone for KernelBundle<S> {
 impl<S: BundleState> PartialEq for KernelBundle<S> {
     /// The seed's equality: same device, same state (the type), same images.
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.inner.queue.device(), &other.inner.queue.device()) && self.inner.images == other.inner.images
+        Arc::ptr_eq(&self.inner.queue.device(), &other.inner.queue.device())
+            && self.inner.images == other.inner.images
     }
 }
 
@@ -210,7 +211,8 @@ impl<S: BundleState> KernelBundle<S> {
 
     /// The kernels of the bundle, sorted.
     pub fn kernel_names(&self) -> Vec<String> {
-        let names: BTreeSet<&String> = self.inner.images.iter().flat_map(|&id| &self.image(id).kernels).collect();
+        let names: BTreeSet<&String> =
+            self.inner.images.iter().flat_map(|&id| &self.image(id).kernels).collect();
         names.into_iter().cloned().collect()
     }
 
@@ -243,17 +245,18 @@ impl<S: BundleState> KernelBundle<S> {
                 .programs
                 .iter()
                 .enumerate()
-                .flat_map(|(p, linked)| linked.images.iter().map(move |&id| (Some(p), describe(id, &linked.spec))))
+                .flat_map(|(p, linked)| {
+                    linked.images.iter().map(move |&id| (Some(p), describe(id, &linked.spec)))
+                })
                 .collect()
         }
     }
 
     /// Whether any image of the bundle has specialization constants.
     pub fn has_spec_constants(&self) -> bool {
-        self.inner
-            .images
-            .iter()
-            .any(|&id| self.image(id).property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS).is_some())
+        self.inner.images.iter().any(|&id| {
+            self.image(id).property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS).is_some()
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -264,10 +267,15 @@ impl<S: BundleState> KernelBundle<S> {
 impl KernelBundle<Input> {
     /// Every image of the binary that contains `address` (see [`crate::this_module!`]).
     #[doc(hidden)]
-    pub fn of_binary_containing(queue: &Queue, address: usize) -> Result<KernelBundle<Input>, Error> {
+    pub fn of_binary_containing(
+        queue: &Queue,
+        address: usize,
+    ) -> Result<KernelBundle<Input>, Error> {
         let registry = runtime().registry();
         let images = match registry.binary_containing(address) {
-            Some(binary) => (0..binary.image_count).map(|image| ImageId { binary: binary.id, image }).collect(),
+            Some(binary) => {
+                (0..binary.image_count).map(|image| ImageId { binary: binary.id, image }).collect()
+            }
             None => vec![],
         };
         Ok(input(queue, registry, images))
@@ -277,7 +285,9 @@ impl KernelBundle<Input> {
     fn of_device_library(queue: &Queue, library: u64) -> KernelBundle<Input> {
         let registry = runtime().registry();
         let images = match registry.file_binaries.get(&library) {
-            Some(&binary) => (0..registry.binary(binary).image_count).map(|image| ImageId { binary, image }).collect(),
+            Some(&binary) => (0..registry.binary(binary).image_count)
+                .map(|image| ImageId { binary, image })
+                .collect(),
             None => vec![],
         };
         input(queue, registry, images)
@@ -285,7 +295,11 @@ impl KernelBundle<Input> {
 
     /// Sets a specialization constant's value for everything built from this bundle (a new
     /// handle; the old one keeps its values). The value is part of every cache key.
-    pub fn with_spec_constant<T: Pod>(&self, constant: SpecConstant<T>, value: T) -> KernelBundle<Input> {
+    pub fn with_spec_constant<T: Pod>(
+        &self,
+        constant: SpecConstant<T>,
+        value: T,
+    ) -> KernelBundle<Input> {
         let mut spec = self.inner.spec.clone();
         spec.0.insert(constant.name.to_string(), as_bytes(std::slice::from_ref(&value)).to_vec());
         bundle(Inner { spec, ..self.inner.shallow() })
@@ -319,32 +333,50 @@ impl KernelBundle<Executable> {
         if self.has_kernel(kernel) {
             Ok(kernel.to_string())
         } else {
-            Err(Error::KernelNotFound { kernel: kernel.to_string(), searched: vec![format!("{self:?}")] })
+            Err(Error::KernelNotFound {
+                kernel: kernel.to_string(),
+                searched: vec![format!("{self:?}")],
+            })
         }
     }
 
     /// The program for `kernel`: among the images that define it, the one `select` picks
     /// (by default the first).
-    pub(crate) fn program_for(&self, kernel: &str, select: Option<&ImageSelector>) -> Result<Arc<Program>, Error> {
-        let candidates: Vec<(Option<usize>, DeviceImage)> =
-            self.image_entries().into_iter().filter(|(_, i)| i.kernels.iter().any(|k| k == kernel)).collect();
+    pub(crate) fn program_for(
+        &self,
+        kernel: &str,
+        select: Option<&ImageSelector>,
+    ) -> Result<Arc<Program>, Error> {
+        let candidates: Vec<(Option<usize>, DeviceImage)> = self
+            .image_entries()
+            .into_iter()
+            .filter(|(_, i)| i.kernels.iter().any(|k| k == kernel))
+            .collect();
         if candidates.is_empty() {
-            return Err(Error::KernelNotFound { kernel: kernel.to_string(), searched: vec![format!("{self:?}")] });
+            return Err(Error::KernelNotFound {
+                kernel: kernel.to_string(),
+                searched: vec![format!("{self:?}")],
+            });
         }
         let choice = match select {
             Some(select) => {
                 let images: Vec<DeviceImage> = candidates.iter().map(|(_, i)| i.clone()).collect();
                 let pick = select(&images);
                 candidates.get(pick).ok_or_else(|| {
-                    Error::InvalidArgument(format!("the image selector chose {pick} of {} images", images.len()))
+                    Error::InvalidArgument(format!(
+                        "the image selector chose {pick} of {} images",
+                        images.len()
+                    ))
                 })?
             }
             None => &candidates[0],
         };
-        choice
-            .0
-            .map(|p| self.inner.programs[p].program.clone())
-            .ok_or_else(|| Error::KernelNotFound { kernel: kernel.to_string(), searched: vec![format!("{self:?}")] })
+        choice.0.map(|p| self.inner.programs[p].program.clone()).ok_or_else(|| {
+            Error::KernelNotFound {
+                kernel: kernel.to_string(),
+                searched: vec![format!("{self:?}")],
+            }
+        })
     }
 
     pub(crate) fn device_is(&self, queue: &Queue) -> bool {
@@ -361,7 +393,9 @@ fn input(queue: &Queue, registry: Arc<Registry>, mut images: Vec<ImageId>) -> Ke
     // Only the device's linkable form (SPIR-V, PTX): bundles are compiled and linked for their
     // device at run time.
     let linkable = queue.device().caps.linkable();
-    images.retain(|&id| registry.image(id).format == linkable.format && registry.image(id).target == linkable.target);
+    images.retain(|&id| {
+        registry.image(id).format == linkable.format && registry.image(id).target == linkable.target
+    });
     images.sort();
     images.dedup();
     bundle(Inner {
@@ -388,14 +422,20 @@ pub fn get_kernel_bundle(queue: &Queue) -> KernelBundle<Input> {
 
 /// An input bundle of the images that define `kernels` (not the images they import from:
 /// [`link`] finds those). A kernel no image defines is `kernel_not_found`.
-pub fn get_kernel_bundle_for(queue: &Queue, kernels: &[&str]) -> Result<KernelBundle<Input>, Error> {
+pub fn get_kernel_bundle_for(
+    queue: &Queue,
+    kernels: &[&str],
+) -> Result<KernelBundle<Input>, Error> {
     let registry = runtime().registry();
     let linkable = queue.device().caps.linkable();
     let mut images = Vec::new();
     for kernel in kernels {
         let found = registry.kernel_images(&linkable, kernel);
         if found.is_empty() {
-            return Err(Error::KernelNotFound { kernel: kernel.to_string(), searched: registry.searched() });
+            return Err(Error::KernelNotFound {
+                kernel: kernel.to_string(),
+                searched: registry.searched(),
+            });
         }
         images.extend_from_slice(found);
     }
@@ -415,7 +455,10 @@ pub fn has_kernel_bundle<S: BundleState>(queue: &Queue) -> bool {
 
 /// Compiles an input bundle (with its specialization values) into an object bundle. Imports
 /// may stay unresolved.
-pub fn compile(input: &KernelBundle<Input>, properties: &[BuildProperty]) -> Result<KernelBundle<Object>, Error> {
+pub fn compile(
+    input: &KernelBundle<Input>,
+    properties: &[BuildProperty],
+) -> Result<KernelBundle<Object>, Error> {
     let device = input.device();
     let flags = flags_of(properties);
     let spec = input.inner.spec.without_defaults(&input.inner.registry, &input.inner.images);
@@ -434,7 +477,10 @@ pub fn compile(input: &KernelBundle<Input>, properties: &[BuildProperty]) -> Res
 /// Links object bundles into an executable bundle: imports are resolved across the given
 /// objects, then against the exports of the loaded libraries; an import nobody exports is an
 /// error. Linking nothing, or bundles of different devices, is an error.
-pub fn link(objects: &[&KernelBundle<Object>], properties: &[BuildProperty]) -> Result<KernelBundle<Executable>, Error> {
+pub fn link(
+    objects: &[&KernelBundle<Object>],
+    properties: &[BuildProperty],
+) -> Result<KernelBundle<Executable>, Error> {
     let first = objects.first().ok_or_else(|| Error::InvalidObject("link of no bundles".into()))?;
     let device = first.device();
     if objects.iter().any(|o| !Arc::ptr_eq(&o.device(), &device)) {
@@ -442,11 +488,14 @@ pub fn link(objects: &[&KernelBundle<Object>], properties: &[BuildProperty]) -> 
     }
     let spec = first.inner.spec.clone();
     if objects.iter().any(|o| o.inner.spec != spec) {
-        return Err(Error::InvalidObject("link of bundles with different specialization values".into()));
+        return Err(Error::InvalidObject(
+            "link of bundles with different specialization values".into(),
+        ));
     }
     let registry = first.inner.registry.clone();
     let linkable = device.caps.linkable();
-    let mut images: Vec<ImageId> = objects.iter().flat_map(|o| o.inner.images.iter().copied()).collect();
+    let mut images: Vec<ImageId> =
+        objects.iter().flat_map(|o| o.inner.images.iter().copied()).collect();
     images.sort();
     images.dedup();
     if images.is_empty() {
@@ -454,11 +503,14 @@ pub fn link(objects: &[&KernelBundle<Object>], properties: &[BuildProperty]) -> 
     }
 
     // Resolve every import: within the bundle first, then the loaded libraries' exports.
-    let mut provided: BTreeSet<String> =
-        images.iter().flat_map(|&id| registry.image(id).exported_symbols().map(str::to_string)).collect();
+    let mut provided: BTreeSet<String> = images
+        .iter()
+        .flat_map(|&id| registry.image(id).exported_symbols().map(str::to_string))
+        .collect();
     let mut pending: Vec<ImageId> = images.clone();
     while let Some(id) = pending.pop() {
-        let imports: Vec<String> = registry.image(id).imported_symbols().map(str::to_string).collect();
+        let imports: Vec<String> =
+            registry.image(id).imported_symbols().map(str::to_string).collect();
         for symbol in imports {
             if provided.contains(&symbol) {
                 continue;
@@ -489,10 +541,14 @@ pub fn link(objects: &[&KernelBundle<Object>], properties: &[BuildProperty]) -> 
     let program = if device.caps.links_images {
         let mut compiled: BTreeMap<ImageId, Arc<backend::Object>> =
             objects.iter().flat_map(|o| o.inner.objects.iter().cloned()).collect();
-        let missing: Vec<ImageId> = images.iter().copied().filter(|id| !compiled.contains_key(id)).collect();
-        let extra = device.compile_images(&registry, &missing, &options).map_err(|e| logged(properties, e))?;
+        let missing: Vec<ImageId> =
+            images.iter().copied().filter(|id| !compiled.contains_key(id)).collect();
+        let extra = device
+            .compile_images(&registry, &missing, &options)
+            .map_err(|e| logged(properties, e))?;
         compiled.extend(missing.into_iter().zip(extra));
-        let ordered: Vec<Arc<backend::Object>> = images.iter().map(|id| compiled[id].clone()).collect();
+        let ordered: Vec<Arc<backend::Object>> =
+            images.iter().map(|id| compiled[id].clone()).collect();
         // Build properties are compiler options; clLinkProgram takes almost none of them.
         device.link_objects(&ordered, "", &names).map_err(|e| logged(properties, e))?
     } else {
@@ -500,12 +556,16 @@ pub fn link(objects: &[&KernelBundle<Object>], properties: &[BuildProperty]) -> 
         device.build_binary(&bitcode, &flags, &names).map_err(|e| logged(properties, e))?
     };
     images.sort();
-    let programs = vec![Linked { images: images.clone(), spec: spec.clone(), program: Arc::new(program) }];
+    let programs =
+        vec![Linked { images: images.clone(), spec: spec.clone(), program: Arc::new(program) }];
     Ok(bundle(Inner { images, flags, objects: vec![], programs, ..first.inner.shallow() }))
 }
 
 /// Compiles and links an input bundle.
-pub fn build(input: &KernelBundle<Input>, properties: &[BuildProperty]) -> Result<KernelBundle<Executable>, Error> {
+pub fn build(
+    input: &KernelBundle<Input>,
+    properties: &[BuildProperty],
+) -> Result<KernelBundle<Executable>, Error> {
     let object = compile(input, properties)?;
     link(&[&object], properties)
 }
@@ -521,7 +581,9 @@ pub fn join<S: BundleState>(bundles: &[&KernelBundle<S>]) -> Result<KernelBundle
             return Err(Error::InvalidObject("join of bundles for different devices".into()));
         }
         if S::NAME != Executable::NAME && b.inner.spec != first.inner.spec {
-            return Err(Error::InvalidObject("join of bundles with different specialization values".into()));
+            return Err(Error::InvalidObject(
+                "join of bundles with different specialization values".into(),
+            ));
         }
     }
     let mut inner = first.inner.shallow();
@@ -541,6 +603,9 @@ pub fn join<S: BundleState>(bundles: &[&KernelBundle<S>]) -> Result<KernelBundle
 macro_rules! this_module {
     ($queue:expr) => {{
         static ANCHOR: u8 = 0;
-        $crate::KernelBundle::<$crate::Input>::of_binary_containing($queue, &ANCHOR as *const u8 as usize)
+        $crate::KernelBundle::<$crate::Input>::of_binary_containing(
+            $queue,
+            &ANCHOR as *const u8 as usize,
+        )
     }};
 }

@@ -169,7 +169,11 @@ impl<T: Pod> Buffer<T> {
     /// Overwrites the buffer with `data`, which must have exactly `len` elements.
     pub fn write(&self, data: &[T]) -> Result<(), Error> {
         if data.len() != self.len {
-            return Err(Error::InvalidArgument(format!("writing {} elements into a buffer of {}", data.len(), self.len)));
+            return Err(Error::InvalidArgument(format!(
+                "writing {} elements into a buffer of {}",
+                data.len(),
+                self.len
+            )));
         }
         self.queue.inner.queue.write(&self.mem, as_bytes(data))
     }
@@ -212,7 +216,10 @@ impl<T: Pod> KernelArg for &Buffer<T> {
 
 impl<T: Pod> KernelArg for T {
     fn to_arg(&self) -> ArgValue {
-        ArgValue(Arg::Bytes(as_bytes(std::slice::from_ref(self)).to_vec(), std::any::type_name::<T>()))
+        ArgValue(Arg::Bytes(
+            as_bytes(std::slice::from_ref(self)).to_vec(),
+            std::any::type_name::<T>(),
+        ))
     }
 }
 
@@ -250,14 +257,17 @@ fn check_arguments(kernel: &str, params: &[KernelParam], args: &[ArgValue]) -> R
     }
     for (i, (param, ArgValue(arg))) in params.iter().zip(args).enumerate() {
         let wanted = match (param.kind, arg) {
-            (ParamKind::Global | ParamKind::Constant, Arg::Mem(_)) | (ParamKind::Local, Arg::Local(_)) => continue,
+            (ParamKind::Global | ParamKind::Constant, Arg::Mem(_))
+            | (ParamKind::Local, Arg::Local(_)) => continue,
             (ParamKind::Scalar | ParamKind::Struct, Arg::Bytes(bytes, _))
                 if param.size == 0 || bytes.len() == param.size as usize =>
             {
                 continue
             }
             (ParamKind::Global | ParamKind::Constant, _) => "a buffer (`&Buffer<T>`)".to_string(),
-            (ParamKind::Local, _) => "local memory (`sycl_runtime::Local::<T>::new(len)`)".to_string(),
+            (ParamKind::Local, _) => {
+                "local memory (`sycl_runtime::Local::<T>::new(len)`)".to_string()
+            }
             (ParamKind::Scalar | ParamKind::Struct, _) => format!("a {}-byte value", param.size),
             (kind, _) => format!("a {} argument, which launches cannot pass yet", kind.name()),
         };
@@ -272,12 +282,19 @@ fn check_arguments(kernel: &str, params: &[KernelParam], args: &[ArgValue]) -> R
 
 /// The kernel's parameters from the first image of a form the device uses that records them
 /// (`None`: no image does, so the driver alone checks the arguments).
-pub(crate) fn signature(device: &DeviceState, registry: &Registry, kernel: &str) -> Option<Arc<[KernelParam]>> {
+pub(crate) fn signature(
+    device: &DeviceState,
+    registry: &Registry,
+    kernel: &str,
+) -> Option<Arc<[KernelParam]>> {
     for variant in device.variants(&Options::default()) {
         for &id in registry.kernel_images(variant, kernel) {
             match registry.image(id).kernel_params(kernel) {
                 Some(Ok(params)) => return Some(params.into()),
-                Some(Err(e)) => log::warn!("{}: malformed parameters of kernel `{kernel}`: {e}", registry.describe(id)),
+                Some(Err(e)) => log::warn!(
+                    "{}: malformed parameters of kernel `{kernel}`: {e}",
+                    registry.describe(id)
+                ),
                 None => {}
             }
         }
@@ -318,7 +335,16 @@ impl<'q, R> Launch<'q, R> {
     /// The global range: one to three dimensions (`[n]`, `[w, h]`, `[w, h, d]`).
     pub fn global<const N: usize>(self, dims: [usize; N]) -> Launch<'q, GlobalRange> {
         let Launch { queue, kernel, args, local, spec, bundle, .. } = self;
-        Launch { queue, kernel, args, global: Range::new(&dims), local, spec, bundle, _range: PhantomData }
+        Launch {
+            queue,
+            kernel,
+            args,
+            global: Range::new(&dims),
+            local,
+            spec,
+            bundle,
+            _range: PhantomData,
+        }
     }
 
     /// The work-group size (by default the driver chooses).
@@ -329,7 +355,9 @@ impl<'q, R> Launch<'q, R> {
 
     /// Sets a specialization constant for this launch (part of the program's cache key).
     pub fn spec_constant<T: Pod>(mut self, constant: SpecConstant<T>, value: T) -> Self {
-        self.spec.0.insert(constant.name().to_string(), as_bytes(std::slice::from_ref(&value)).to_vec());
+        self.spec
+            .0
+            .insert(constant.name().to_string(), as_bytes(std::slice::from_ref(&value)).to_vec());
         self
     }
 
@@ -364,7 +392,9 @@ impl Launch<'_, GlobalRange> {
         let (registry, program) = match bundle {
             Some((bundle, select)) => {
                 if !bundle.device_is(queue) {
-                    return Err(Error::InvalidArgument(format!("kernel {kernel}: the bundle is for another device")));
+                    return Err(Error::InvalidArgument(format!(
+                        "kernel {kernel}: the bundle is for another device"
+                    )));
                 }
                 if !spec.0.is_empty() {
                     return Err(Error::InvalidArgument(format!(
@@ -377,7 +407,12 @@ impl Launch<'_, GlobalRange> {
                 let rt = runtime();
                 let options = Options { flags: String::new(), spec };
                 let registry = rt.registry();
-                let program = queue.inner.device.program_for(&registry, rt.disk.as_ref(), kernel, &options)?;
+                let program = queue.inner.device.program_for(
+                    &registry,
+                    rt.disk.as_ref(),
+                    kernel,
+                    &options,
+                )?;
                 (registry, program)
             }
         };
@@ -393,7 +428,13 @@ impl Queue {
     /// A launch without bundle or specialization values: the kernel resolved by the last such
     /// launch when it is the same kernel in the same registry, otherwise resolved now (and
     /// then kept for the next launch).
-    fn launch_plain(&self, kernel: &str, args: &[ArgValue], global: &[usize], local: Option<&[usize]>) -> Result<(), Error> {
+    fn launch_plain(
+        &self,
+        kernel: &str,
+        args: &[ArgValue],
+        global: &[usize],
+        local: Option<&[usize]>,
+    ) -> Result<(), Error> {
         let rt = runtime();
         let registry = rt.registry();
         let last = self.inner.last.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -408,7 +449,8 @@ impl Queue {
                     self.inner.device.return_kernel(&l.program, &l.kernel, l.object);
                 }
                 let options = Options::default();
-                let program = self.inner.device.program_for(&registry, rt.disk.as_ref(), kernel, &options)?;
+                let program =
+                    self.inner.device.program_for(&registry, rt.disk.as_ref(), kernel, &options)?;
                 let object = self.inner.device.take_kernel(&program, kernel)?;
                 (kernel.to_string(), program, object)
             }
@@ -437,14 +479,19 @@ impl Queue {
         global: &[usize],
         local: Option<&[usize]>,
     ) -> Result<PooledKernel, Error> {
-        let signature = object.signature.get_or_insert_with(|| Signature(signature(&self.inner.device, registry, kernel)));
+        let signature = object
+            .signature
+            .get_or_insert_with(|| Signature(signature(&self.inner.device, registry, kernel)));
         if let Signature(Some(params)) = signature {
             check_arguments(kernel, params, args)?;
         }
-        set_arguments(&mut object, args)
-            .map_err(|(i, e)| Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}")))?;
+        set_arguments(&mut object, args).map_err(|(i, e)| {
+            Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
+        })?;
         self.inner.queue.enqueue(&object.kernel, global, local).map_err(|e| match e {
-            Error::Driver { call, error } => Error::KernelCall { kernel: kernel.to_string(), call, error },
+            Error::Driver { call, error } => {
+                Error::KernelCall { kernel: kernel.to_string(), call, error }
+            }
             e => e,
         })?;
         Ok(object)
@@ -460,9 +507,11 @@ impl Queue {
         args: &[ArgValue],
         global: &[usize],
     ) -> Result<(), Error> {
-        let mut object = PooledKernel { kernel: program.kernel(kernel)?, set: Vec::new(), signature: None };
-        set_arguments(&mut object, args)
-            .map_err(|(i, e)| Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}")))?;
+        let mut object =
+            PooledKernel { kernel: program.kernel(kernel)?, set: Vec::new(), signature: None };
+        set_arguments(&mut object, args).map_err(|(i, e)| {
+            Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
+        })?;
         self.inner.queue.enqueue(&object.kernel, global, None)?;
         self.inner.queue.finish()
     }
@@ -509,7 +558,9 @@ fn check_ranges(kernel: &str, global: &Range, local: Option<&Range>) -> Result<(
             global.len
         )));
     }
-    if let Some(d) = (0..global.len).find(|&d| local.dims[d] == 0 || !global.dims[d].is_multiple_of(local.dims[d])) {
+    if let Some(d) = (0..global.len)
+        .find(|&d| local.dims[d] == 0 || !global.dims[d].is_multiple_of(local.dims[d]))
+    {
         return Err(Error::InvalidArgument(format!(
             "kernel `{kernel}`: the work-group size {:?} does not divide the global range {:?} (dimension {d}: {} is not a \
              multiple of {}); round the global range up to a multiple and skip the extra work-items in the kernel",
@@ -536,8 +587,12 @@ fn set_arguments(k: &mut PooledKernel, args: &[ArgValue]) -> Result<(), (usize, 
             continue;
         }
         let now = match &arg.0 {
-            Arg::Mem(mem) => k.kernel.set_mem(i as u32, mem).map(|()| SetArg::Mem(Arc::downgrade(mem))),
-            Arg::Bytes(bytes, _) => k.kernel.set_bytes(i as u32, bytes).map(|()| SetArg::Bytes(bytes.clone())),
+            Arg::Mem(mem) => {
+                k.kernel.set_mem(i as u32, mem).map(|()| SetArg::Mem(Arc::downgrade(mem)))
+            }
+            Arg::Bytes(bytes, _) => {
+                k.kernel.set_bytes(i as u32, bytes).map(|()| SetArg::Bytes(bytes.clone()))
+            }
             Arg::Local(size) => k.kernel.set_local(i as u32, *size).map(|()| SetArg::Local(*size)),
         }
         .map_err(|e| (i, e))?;
@@ -554,7 +609,8 @@ mod tests {
     use super::*;
 
     fn check(global: &[usize], local: Option<&[usize]>) -> Result<(), String> {
-        check_ranges("k", &Range::new(global), local.map(Range::new).as_ref()).map_err(|e| e.to_string())
+        check_ranges("k", &Range::new(global), local.map(Range::new).as_ref())
+            .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -566,10 +622,12 @@ mod tests {
             "invalid argument: kernel `k`: the work-group size [16] does not divide the global range [100] (dimension 0: \
              100 is not a multiple of 16); round the global range up to a multiple and skip the extra work-items in the kernel"
         );
-        assert!(check(&[64, 64], Some(&[8, 0])).unwrap_err().contains("dimension 1: 64 is not a multiple of 0"));
-        assert!(check(&[64, 64], Some(&[8]))
+        assert!(check(&[64, 64], Some(&[8, 0]))
             .unwrap_err()
-            .contains("the work-group size [8] has 1 dimension(s), the global range [64, 64] has 2"));
+            .contains("dimension 1: 64 is not a multiple of 0"));
+        assert!(check(&[64, 64], Some(&[8])).unwrap_err().contains(
+            "the work-group size [8] has 1 dimension(s), the global range [64, 64] has 2"
+        ));
         assert!(check(&[1, 1, 1, 1], None).unwrap_err().contains("one to three dimensions, not 4"));
         assert!(check(&[], None).unwrap_err().contains("one to three dimensions, not 0"));
     }

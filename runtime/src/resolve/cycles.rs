@@ -68,7 +68,8 @@ fn find_cycle<'a>(
         Done,
     }
     let mut state: HashMap<Node<'a>, State> = HashMap::new();
-    let mut roots: Vec<Node<'a>> = graphs.iter().enumerate().flat_map(|(i, g)| g.keys().map(move |&n| (i, n))).collect();
+    let mut roots: Vec<Node<'a>> =
+        graphs.iter().enumerate().flat_map(|(i, g)| g.keys().map(move |&n| (i, n))).collect();
     roots.sort_unstable();
     for root in roots {
         if state.contains_key(&root) {
@@ -81,7 +82,8 @@ fn find_cycle<'a>(
             match pending.pop() {
                 Some(next) => match state.get(&next) {
                     Some(State::OnPath) => {
-                        let start = path.iter().position(|(n, _)| *n == next).expect("a node on the path");
+                        let start =
+                            path.iter().position(|(n, _)| *n == next).expect("a node on the path");
                         return Some(path[start..].iter().map(|(n, _)| *n).collect());
                     }
                     Some(State::Done) => {}
@@ -140,9 +142,13 @@ mod tests {
 
     #[test]
     fn a_long_chain_does_not_overflow() {
-        let names: Vec<&'static str> = (0..50_000).map(|i| &*Box::leak(format!("f{i}").into_boxed_str())).collect();
-        let chain: Vec<(&str, Vec<&str>)> =
-            names.iter().enumerate().map(|(i, n)| (*n, names.get(i + 1).into_iter().copied().collect())).collect();
+        let names: Vec<&'static str> =
+            (0..50_000).map(|i| &*Box::leak(format!("f{i}").into_boxed_str())).collect();
+        let chain: Vec<(&str, Vec<&str>)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (*n, names.get(i + 1).into_iter().copied().collect()))
+            .collect();
         let g: HashMap<&str, Vec<&str>> = chain.into_iter().collect();
         assert_eq!(within(std::slice::from_ref(&g)), None);
         let mut looped = g;

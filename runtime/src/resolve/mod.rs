@@ -46,7 +46,9 @@ pub(crate) fn collect(
     for variant in variants {
         let Some(&root) = registry.kernel_images(variant, kernel).first() else { continue };
         // SPIR bitcode cannot be linked by the device: only a self-contained image will do.
-        if variant.format == ImageFormat::SpirBitcode && registry.image(root).imported_symbols().next().is_some() {
+        if variant.format == ImageFormat::SpirBitcode
+            && registry.image(root).imported_symbols().next().is_some()
+        {
             continue;
         }
         match collect_in(registry, kernel, variant, root, compatible) {
@@ -54,7 +56,10 @@ pub(crate) fn collect(
             Err(e) => failure = failure.or(Some(e)),
         }
     }
-    Err(failure.unwrap_or_else(|| Error::KernelNotFound { kernel: kernel.to_string(), searched: registry.searched() }))
+    Err(failure.unwrap_or_else(|| Error::KernelNotFound {
+        kernel: kernel.to_string(),
+        searched: registry.searched(),
+    }))
 }
 
 fn collect_in(
@@ -67,7 +72,8 @@ fn collect_in(
     // Breadth first: `images[next..]` are the images whose imports are still to resolve.
     let mut images = vec![root];
     let mut next = 0;
-    let mut provided: HashSet<&str, foldhash::fast::RandomState> = registry.image(root).exported_symbols().collect();
+    let mut provided: HashSet<&str, foldhash::fast::RandomState> =
+        registry.image(root).exported_symbols().collect();
     let mut sets_done: HashSet<String, foldhash::fast::RandomState> = HashSet::default();
     let add = |id: ImageId, images: &mut Vec<ImageId>| {
         if !images.contains(&id) {
@@ -76,13 +82,22 @@ fn collect_in(
     };
     while let Some(&id) = images.get(next) {
         next += 1;
-        let mut sets: Vec<String> = registry.image(id).uses_virtual_functions_sets().into_iter().map(str::to_string).collect();
+        let mut sets: Vec<String> = registry
+            .image(id)
+            .uses_virtual_functions_sets()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         for symbol in registry.image(id).imported_symbols() {
             if provided.contains(symbol) {
                 continue;
             }
-            let providers: Vec<ImageId> =
-                registry.providers(variant, symbol).iter().copied().filter(|p| registry.visible(id.binary, p.binary)).collect();
+            let providers: Vec<ImageId> = registry
+                .providers(variant, symbol)
+                .iter()
+                .copied()
+                .filter(|p| registry.visible(id.binary, p.binary))
+                .collect();
             let Some(&provider) = providers.first() else {
                 return Err(unresolved(registry, variant, symbol, kernel, id));
             };
@@ -93,9 +108,16 @@ fn collect_in(
             }
             if providers.iter().any(|p| p.binary != provider.binary) {
                 let names: Vec<String> = providers.iter().map(|&p| registry.describe(p)).collect();
-                trace!("duplicate", "{symbol}: exported by {}; the first in loader order wins", names.join(", "));
+                trace!(
+                    "duplicate",
+                    "{symbol}: exported by {}; the first in loader order wins",
+                    names.join(", ")
+                );
                 if strict() {
-                    return Err(Error::DuplicateSymbol { symbol: symbol.to_string(), providers: names });
+                    return Err(Error::DuplicateSymbol {
+                        symbol: symbol.to_string(),
+                        providers: names,
+                    });
                 }
             }
             trace!("resolve", "{symbol} -> {} (for kernel {kernel})", registry.describe(provider));
@@ -113,9 +135,15 @@ fn collect_in(
                 .filter(|p| registry.visible(id.binary, p.binary))
                 .collect();
             if providers.is_empty() {
-                return Err(Error::MissingVirtualFunctions { set, kernel: kernel.to_string(), searched: registry.searched() });
+                return Err(Error::MissingVirtualFunctions {
+                    set,
+                    kernel: kernel.to_string(),
+                    searched: registry.searched(),
+                });
             }
-            let is_dummy = |p: ImageId| registry.image(p).virtual_functions_set().is_some_and(|(_, dummy)| dummy);
+            let is_dummy = |p: ImageId| {
+                registry.image(p).virtual_functions_set().is_some_and(|(_, dummy)| dummy)
+            };
             let mut binaries: Vec<_> = providers.iter().map(|p| p.binary).collect();
             binaries.dedup();
             for binary in binaries {
@@ -151,7 +179,13 @@ fn collect_in(
 
 /// The error for `symbol`, which no image visible to `requester` exports: binaries that do
 /// export it, but whose scope keeps it from `requester`, are named with the reason.
-pub(crate) fn unresolved(registry: &Registry, variant: &Variant, symbol: &str, kernel: &str, requester: ImageId) -> Error {
+pub(crate) fn unresolved(
+    registry: &Registry,
+    variant: &Variant,
+    symbol: &str,
+    kernel: &str,
+    requester: ImageId,
+) -> Error {
     let mut hidden = Vec::new();
     for &p in registry.providers(variant, symbol) {
         let binary = registry.binary(p.binary);
@@ -164,14 +198,19 @@ pub(crate) fn unresolved(registry: &Registry, variant: &Variant, symbol: &str, k
         } else {
             // Loaded as a dependency of a library opened RTLD_LOCAL, or opened so itself.
             let opener = registry.binaries.iter().find(|b| {
-                b.id != p.binary && registry.local_group(b.id).is_some_and(|g| g.first() == Some(&b.id) && g.contains(&p.binary))
+                b.id != p.binary
+                    && registry
+                        .local_group(b.id)
+                        .is_some_and(|g| g.first() == Some(&b.id) && g.contains(&p.binary))
             });
             let scope = match opener {
                 Some(b) => {
                     let opener = b.name.rsplit('/').next().unwrap_or(&b.name);
                     format!("was loaded for {opener}, which was opened RTLD_LOCAL, so only {opener} and its dependencies")
                 }
-                None => "was opened RTLD_LOCAL, so only it and the libraries it depends on".to_string(),
+                None => {
+                    "was opened RTLD_LOCAL, so only it and the libraries it depends on".to_string()
+                }
             };
             format!(
                 "{name} exports it, but {scope} may use its exports, and {} is not one of them (open the library \
@@ -184,8 +223,11 @@ pub(crate) fn unresolved(registry: &Registry, variant: &Variant, symbol: &str, k
             hidden.push(why);
         }
     }
-    let hidden_binaries: Vec<&str> =
-        registry.providers(variant, symbol).iter().map(|p| registry.binary(p.binary).name.as_str()).collect();
+    let hidden_binaries: Vec<&str> = registry
+        .providers(variant, symbol)
+        .iter()
+        .map(|p| registry.binary(p.binary).name.as_str())
+        .collect();
     let searched = registry
         .searched()
         .into_iter()
@@ -193,5 +235,10 @@ pub(crate) fn unresolved(registry: &Registry, variant: &Variant, symbol: &str, k
         .filter(|(_, b)| !hidden_binaries.contains(&b.name.as_str()))
         .map(|(line, _)| line)
         .collect();
-    Error::UnresolvedSymbol { symbol: symbol.to_string(), kernel: kernel.to_string(), searched, hidden }
+    Error::UnresolvedSymbol {
+        symbol: symbol.to_string(),
+        kernel: kernel.to_string(),
+        searched,
+        hidden,
+    }
 }

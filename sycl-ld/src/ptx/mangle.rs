@@ -126,7 +126,8 @@ impl Reader<'_> {
                     0
                 } else {
                     let start = self.pos;
-                    while self.peek().is_some_and(|c| c.is_ascii_digit() || c.is_ascii_uppercase()) {
+                    while self.peek().is_some_and(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+                    {
                         self.pos += 1;
                     }
                     let seq = std::str::from_utf8(&self.s[start..self.pos]).ok()?;
@@ -164,7 +165,9 @@ impl Reader<'_> {
                         self.expect("_")?;
                         Type::Vector(n, Box::new(self.ty()?))
                     }
-                    d if BUILTIN_D_CODES.as_bytes().contains(&d) => return Some(Type::Builtin(format!("D{}", d as char))),
+                    d if BUILTIN_D_CODES.as_bytes().contains(&d) => {
+                        return Some(Type::Builtin(format!("D{}", d as char)))
+                    }
                     _ => return None,
                 }
             }
@@ -215,7 +218,9 @@ impl Writer {
             Type::Qualified(quals, inner) => {
                 for q in quals {
                     match q {
-                        Qualifier::Vendor(name) => self.out.push_str(&format!("U{}{name}", name.len())),
+                        Qualifier::Vendor(name) => {
+                            self.out.push_str(&format!("U{}{name}", name.len()))
+                        }
                         Qualifier::Cv(c) => self.out.push(*c),
                     }
                 }
@@ -253,7 +258,10 @@ impl Type {
                 let quals: Vec<Qualifier> = quals
                     .iter()
                     .filter_map(|q| match q {
-                        Qualifier::Vendor(v) => match v.strip_prefix("AS").and_then(|n| n.parse().ok()) {
+                        Qualifier::Vendor(v) => match v
+                            .strip_prefix("AS")
+                            .and_then(|n| n.parse().ok())
+                        {
                             Some(space) => map(space).map(|s| Qualifier::Vendor(format!("AS{s}"))),
                             None => Some(q.clone()),
                         },
@@ -373,13 +381,26 @@ mod libclc_tests {
     #[test]
     fn every_libclc_name_round_trips() {
         let libclc = sycl_build::ToolFile::LIBCLC_NVPTX.find(None, false).unwrap();
-        let out = std::process::Command::new("llvm-nm-16").args(["--defined-only", "--just-symbol-name"]).arg(libclc).output().unwrap();
+        let out = std::process::Command::new("llvm-nm-16")
+            .args(["--defined-only", "--just-symbol-name"])
+            .arg(libclc)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let names = String::from_utf8(out.stdout).unwrap();
         let mangled: Vec<&str> = names.lines().filter(|n| n.starts_with("_Z")).collect();
         assert!(mangled.len() > 5000, "{} names", mangled.len());
-        let failures: Vec<&str> =
-            mangled.iter().copied().filter(|n| demangle(n).map(|d| mangle(&d)).as_deref() != Some(*n)).collect();
-        assert!(failures.is_empty(), "{} of {}: {:?}", failures.len(), mangled.len(), &failures[..failures.len().min(20)]);
+        let failures: Vec<&str> = mangled
+            .iter()
+            .copied()
+            .filter(|n| demangle(n).map(|d| mangle(&d)).as_deref() != Some(*n))
+            .collect();
+        assert!(
+            failures.is_empty(),
+            "{} of {}: {:?}",
+            failures.len(),
+            mangled.len(),
+            &failures[..failures.len().min(20)]
+        );
     }
 }

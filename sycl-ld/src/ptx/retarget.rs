@@ -92,14 +92,20 @@ pub fn builtin_name(spir: &str) -> Option<String> {
 
 /// Rewrites `ir`; `redirect` names, for an NVPTX builtin name, the function that is to
 /// define it instead (ours, where libclc has none or one that fails), if any.
-pub fn retarget(ir: &str, symbols: &Symbols, redirect: &dyn Fn(&Declaration) -> Option<String>) -> Retargeted {
-    let visible: HashSet<&str> = symbols.kernels.iter().chain(symbols.exported).map(String::as_str).collect();
+pub fn retarget(
+    ir: &str,
+    symbols: &Symbols,
+    redirect: &dyn Fn(&Declaration) -> Option<String>,
+) -> Retargeted {
+    let visible: HashSet<&str> =
+        symbols.kernels.iter().chain(symbols.exported).map(String::as_str).collect();
     let declared_functions: HashSet<&str> = symbols.declared.iter().map(String::as_str).collect();
 
     // Names first: every declaration's new name, and the bodies of the kernels that get a
     // kernel around them.
     let wrapped = kernels_to_wrap(ir, symbols.kernels);
-    let mut renames: HashMap<String, String> = wrapped.iter().map(|k| (k.clone(), format!("{k}{BODY}"))).collect();
+    let mut renames: HashMap<String, String> =
+        wrapped.iter().map(|k| (k.clone(), format!("{k}{BODY}"))).collect();
     for line in ir.lines().filter(|l| l.starts_with("declare ")) {
         let Some(name) = declared_name(line) else { continue };
         if declared_functions.contains(name) {
@@ -162,7 +168,9 @@ pub fn retarget(ir: &str, symbols: &Symbols, redirect: &dyn Fn(&Declaration) -> 
         out.push('\n');
     }
     if wrappers.contains(LOCAL_MEMORY) {
-        out.push_str(&format!("\n@{LOCAL_MEMORY} = external addrspace(3) global [0 x i8], align 16\n"));
+        out.push_str(&format!(
+            "\n@{LOCAL_MEMORY} = external addrspace(3) global [0 x i8], align 16\n"
+        ));
     }
     out.push_str(&wrappers);
     // Calls to builtins we define go to our definitions, under names libclc cannot clash with.
@@ -221,9 +229,15 @@ fn global_names(line: &str) -> Vec<&str> {
 
 /// The parameters of the function a `define` or `declare` line names, as written.
 fn parameters<'a>(line: &'a str, name: &str) -> Vec<&'a str> {
-    let Some(open) = line.find(&format!("@{name}(")).map(|at| at + name.len() + 2) else { return vec![] };
+    let Some(open) = line.find(&format!("@{name}(")).map(|at| at + name.len() + 2) else {
+        return vec![];
+    };
     let Some(close) = matching_paren(&line[open..]).map(|c| open + c) else { return vec![] };
-    split_top_level(&line[open..close]).into_iter().map(str::trim).filter(|p| !p.is_empty()).collect()
+    split_top_level(&line[open..close])
+        .into_iter()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 /// A parameter without its name: `ptr addrspace(1) align 4 %out` → `ptr addrspace(1) align 4`.
@@ -243,7 +257,8 @@ fn param_type(param: &str) -> Option<String> {
 /// `local` pointer parameters as offsets into [`LOCAL_MEMORY`].
 fn kernel_wrapper(line: &str, kernel: &str) -> (String, String) {
     let body_name = format!("{kernel}{BODY}");
-    let open = line.find(&format!("@{body_name}(")).expect("the body's define line") + body_name.len() + 2;
+    let open =
+        line.find(&format!("@{body_name}(")).expect("the body's define line") + body_name.len() + 2;
     let body = format!("define internal void @{body_name}({}", &line[open..]);
     let (mut signature, mut setup, mut args) = (Vec::new(), String::new(), Vec::new());
     for (i, param) in parameters(line, &body_name).into_iter().enumerate() {
@@ -286,11 +301,13 @@ fn intrinsic_name(name: &str) -> String {
         let (prefix, space) = match part.strip_prefix('v') {
             Some(rest) => {
                 let p = rest.find('p')?;
-                (rest[..p].chars().all(|c| c.is_ascii_digit()) && p > 0).then(|| (&part[..p + 2], &rest[p + 1..]))?
+                (rest[..p].chars().all(|c| c.is_ascii_digit()) && p > 0)
+                    .then(|| (&part[..p + 2], &rest[p + 1..]))?
             }
             None => ("p", part.strip_prefix('p')?),
         };
-        let space: u32 = space.parse().ok().filter(|_| space.chars().all(|c| c.is_ascii_digit()))?;
+        let space: u32 =
+            space.parse().ok().filter(|_| space.chars().all(|c| c.is_ascii_digit()))?;
         Some(format!("{prefix}{}", address_space(space)))
     };
     name.split('.').map(|p| part(p).unwrap_or_else(|| p.to_string())).collect::<Vec<_>>().join(".")
@@ -318,10 +335,18 @@ fn rewrite_tokens(line: &str, renames: &HashMap<String, String>, retarget: bool)
             out.push('@');
             out.push_str(renames.get(name).map_or(name, String::as_str));
             i += 1 + name_len;
-        } else if retarget && is_word_start(bytes, i) && rest.starts_with("spir_kernel") && !continues_word(rest, 11) {
+        } else if retarget
+            && is_word_start(bytes, i)
+            && rest.starts_with("spir_kernel")
+            && !continues_word(rest, 11)
+        {
             out.push_str("ptx_kernel");
             i += 11;
-        } else if retarget && is_word_start(bytes, i) && rest.starts_with("spir_func") && !continues_word(rest, 9) {
+        } else if retarget
+            && is_word_start(bytes, i)
+            && rest.starts_with("spir_func")
+            && !continues_word(rest, 9)
+        {
             i += 9;
             if line[i..].starts_with(' ') {
                 i += 1;
@@ -357,7 +382,9 @@ fn rewrite_tokens(line: &str, renames: &HashMap<String, String>, retarget: bool)
 }
 
 fn is_word_start(bytes: &[u8], i: usize) -> bool {
-    i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || matches!(bytes[i - 1], b'_' | b'.' | b'%' | b'@' | b'$' | b'-'))
+    i == 0
+        || !(bytes[i - 1].is_ascii_alphanumeric()
+            || matches!(bytes[i - 1], b'_' | b'.' | b'%' | b'@' | b'$' | b'-'))
 }
 
 fn continues_word(rest: &str, len: usize) -> bool {
@@ -400,7 +427,9 @@ pub fn fix_casts(line: &str) -> String {
         let Some((source, after_source)) = parse_type(&out[pos..]) else { continue };
         let value_start = pos + after_source;
         let Some(to) = find_top_level(&out[value_start..], " to ") else { continue };
-        let Some((target, _)) = parse_type(out[value_start + to + 4..].trim_start()) else { continue };
+        let Some((target, _)) = parse_type(out[value_start + to + 4..].trim_start()) else {
+            continue;
+        };
         if source == target {
             out.replace_range(at..at + CAST.len(), "bitcast");
             from = at + "bitcast".len();
@@ -469,7 +498,11 @@ pub fn parse_type(text: &str) -> Option<(String, usize)> {
         let end = end?;
         (t[..end].to_string(), end)
     } else {
-        let end = t.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '%' | '$' | '-'))).unwrap_or(t.len());
+        let end = t
+            .find(|c: char| {
+                !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '%' | '$' | '-'))
+            })
+            .unwrap_or(t.len());
         if end == 0 {
             return None;
         }
@@ -482,7 +515,15 @@ pub fn parse_type(text: &str) -> Option<(String, usize)> {
 /// symbol may not have).
 fn with_linkage(line: &str, keyword: &str, linkage: &str) -> String {
     const DROP: &[&str] = &[
-        "external", "linkonce_odr", "linkonce", "weak_odr", "weak", "common", "available_externally", "hidden", "protected",
+        "external",
+        "linkonce_odr",
+        "linkonce",
+        "weak_odr",
+        "weak",
+        "common",
+        "available_externally",
+        "hidden",
+        "protected",
         "default",
     ];
     let mut rest = &line[keyword.len()..];
@@ -508,7 +549,10 @@ fn internalize_variable(line: &str) -> String {
     let rest = &line[eq + 3..];
     let first = rest.split(' ').next().unwrap_or("");
     if name.starts_with("llvm.")
-        || matches!(first, "external" | "extern_weak" | "internal" | "private" | "appending" | "alias" | "ifunc")
+        || matches!(
+            first,
+            "external" | "extern_weak" | "internal" | "private" | "appending" | "alias" | "ifunc"
+        )
         || rest.contains(" alias ")
     {
         return line.to_string();
@@ -530,7 +574,11 @@ fn signature(line: &str, name: &str) -> Option<Declaration> {
             _ => before = &t[t.find(' ')?..],
         }
     };
-    let params = parameters(line, name).into_iter().filter(|p| *p != "...").map(param_type).collect::<Option<Vec<_>>>()?;
+    let params = parameters(line, name)
+        .into_iter()
+        .filter(|p| *p != "...")
+        .map(param_type)
+        .collect::<Option<Vec<_>>>()?;
     Some(Declaration { name: name.to_string(), ret, params })
 }
 
@@ -582,7 +630,12 @@ fn split_top_level(text: &str) -> Vec<&str> {
 mod tests {
     use super::*;
 
-    fn retarget_text(ir: &str, kernels: &[&str], exported: &[&str], declared: &[&str]) -> Retargeted {
+    fn retarget_text(
+        ir: &str,
+        kernels: &[&str],
+        exported: &[&str],
+        declared: &[&str],
+    ) -> Retargeted {
         let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let (k, e, i) = (own(kernels), own(exported), own(declared));
         retarget(ir, &Symbols { kernels: &k, exported: &e, declared: &i }, &|_| None)
@@ -615,8 +668,16 @@ declare void @llvm.memcpy.p4.p1.i64(ptr addrspace(4) noalias nocapture writeonly
         // Constant is global: the tables and the buffers a `constant` pointer receives alike.
         assert!(out.contains("@tbl = internal addrspace(1) constant [2 x float]"), "{out}");
         assert!(out.contains("@scratch = internal addrspace(3) global"));
-        assert!(out.contains("define internal void @f(ptr %g, ptr %p, ptr addrspace(1) %d)"), "{out}");
-        assert!(out.contains("call void @llvm.memcpy.p0.p1.i64(ptr %g, ptr addrspace(1) %d, i64 4, i1 false)"), "{out}");
+        assert!(
+            out.contains("define internal void @f(ptr %g, ptr %p, ptr addrspace(1) %d)"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "call void @llvm.memcpy.p0.p1.i64(ptr %g, ptr addrspace(1) %d, i64 4, i1 false)"
+            ),
+            "{out}"
+        );
         assert!(out.contains("load float, ptr addrspace(1) @tbl"));
         assert!(out.contains("declare void @llvm.memcpy.p0.p1.i64(ptr noalias"), "{out}");
     }
@@ -632,16 +693,36 @@ declare void @llvm.memcpy.p4.p1.i64(ptr addrspace(4) noalias nocapture writeonly
 declare spir_func <2 x float> @_Z6vload2mPU3AS2Kf(i64, ptr addrspace(2))\n\
 declare spir_func <2 x float> @_Z6vload2mPU3AS1Kf(i64, ptr addrspace(1))\n";
         let r = retarget_text(ir, &["k"], &[], &[]);
-        assert!(r.module.contains("define ptx_kernel void @k(ptr addrspace(1) %in, ptr addrspace(1) %out)"), "{}", r.module);
-        assert!(r.module.contains("%v = call <2 x float> @_Z6vload2mPU3AS1Kf(i64 0, ptr addrspace(1) %in)"), "{}", r.module);
-        assert!(!r.module.contains("addrspace(4)") && !r.module.contains("addrspace(2)"), "{}", r.module);
-        assert_eq!(r.builtins.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["_Z6vload2mPU3AS1Kf"]);
+        assert!(
+            r.module
+                .contains("define ptx_kernel void @k(ptr addrspace(1) %in, ptr addrspace(1) %out)"),
+            "{}",
+            r.module
+        );
+        assert!(
+            r.module
+                .contains("%v = call <2 x float> @_Z6vload2mPU3AS1Kf(i64 0, ptr addrspace(1) %in)"),
+            "{}",
+            r.module
+        );
+        assert!(
+            !r.module.contains("addrspace(4)") && !r.module.contains("addrspace(2)"),
+            "{}",
+            r.module
+        );
+        assert_eq!(
+            r.builtins.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+            ["_Z6vload2mPU3AS1Kf"]
+        );
     }
 
     #[test]
     fn casts_that_become_same_space_become_bitcasts() {
         assert_eq!(fix_casts("  %1 = addrspacecast ptr %a to ptr"), "  %1 = bitcast ptr %a to ptr");
-        assert_eq!(fix_casts("  %1 = addrspacecast ptr addrspace(1) %a to ptr"), "  %1 = addrspacecast ptr addrspace(1) %a to ptr");
+        assert_eq!(
+            fix_casts("  %1 = addrspacecast ptr addrspace(1) %a to ptr"),
+            "  %1 = addrspacecast ptr addrspace(1) %a to ptr"
+        );
         assert_eq!(
             fix_casts("  store ptr addrspacecast (ptr addrspace(3) @x to ptr), ptr %p, align 8"),
             "  store ptr addrspacecast (ptr addrspace(3) @x to ptr), ptr %p, align 8"
@@ -650,7 +731,10 @@ declare spir_func <2 x float> @_Z6vload2mPU3AS1Kf(i64, ptr addrspace(1))\n";
             fix_casts("  call void @f(ptr addrspacecast (ptr getelementptr inbounds ([4 x i32], ptr @a, i64 0, i64 1) to ptr))"),
             "  call void @f(ptr bitcast (ptr getelementptr inbounds ([4 x i32], ptr @a, i64 0, i64 1) to ptr))"
         );
-        assert_eq!(fix_casts("  %v = addrspacecast <2 x ptr> %a to <2 x ptr>, !dbg !4"), "  %v = bitcast <2 x ptr> %a to <2 x ptr>, !dbg !4");
+        assert_eq!(
+            fix_casts("  %v = addrspacecast <2 x ptr> %a to <2 x ptr>, !dbg !4"),
+            "  %v = bitcast <2 x ptr> %a to <2 x ptr>, !dbg !4"
+        );
         // Whole retarget: SPIR private → generic is a cast between two 0s for NVPTX.
         let ir = "define internal void @f() {\n  %a = alloca float\n  %g = addrspacecast ptr %a to ptr addrspace(4)\n  ret void\n}\n";
         assert!(retarget_text(ir, &[], &[], &[]).module.contains("%g = bitcast ptr %a to ptr\n"));
@@ -664,13 +748,31 @@ declare spir_func float @_Z5fractfPU3AS4f(float, ptr addrspace(4)) #0\n\
 declare spir_func float @_Z5fractfPf(float, ptr) #0\n\
 declare spir_func <4 x float> @_Z6vload4mPU3AS2Kf(i64, ptr addrspace(2)) #0\n";
         let r = retarget_text(ir, &["k"], &[], &[]);
-        assert!(r.module.contains("%a = call float @_Z5fractfPf(float 1.0, ptr null)"), "{}", r.module);
+        assert!(
+            r.module.contains("%a = call float @_Z5fractfPf(float 1.0, ptr null)"),
+            "{}",
+            r.module
+        );
         assert!(r.module.contains("%b = call float @_Z5fractfPf(float 1.0, ptr null)"));
-        assert!(r.module.contains("call <4 x float> @_Z6vload4mPU3AS1Kf(i64 0, ptr addrspace(1) null)"));
-        assert_eq!(r.module.matches("declare float @_Z5fractfPf(float, ptr) #0").count(), 1, "{}", r.module);
+        assert!(r
+            .module
+            .contains("call <4 x float> @_Z6vload4mPU3AS1Kf(i64 0, ptr addrspace(1) null)"));
+        assert_eq!(
+            r.module.matches("declare float @_Z5fractfPf(float, ptr) #0").count(),
+            1,
+            "{}",
+            r.module
+        );
         let names: Vec<&str> = r.builtins.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(names, ["_Z5fractfPf", "_Z6vload4mPU3AS1Kf"]);
-        assert_eq!(r.builtins[1], Declaration { name: "_Z6vload4mPU3AS1Kf".into(), ret: "<4 x float>".into(), params: vec!["i64".into(), "ptr addrspace(1)".into()] });
+        assert_eq!(
+            r.builtins[1],
+            Declaration {
+                name: "_Z6vload4mPU3AS1Kf".into(),
+                ret: "<4 x float>".into(),
+                params: vec!["i64".into(), "ptr addrspace(1)".into()]
+            }
+        );
     }
 
     #[test]
@@ -754,7 +856,14 @@ define spir_kernel void @outer(ptr addrspace(1) %o) #0 {\n  call spir_func void 
         });
         assert!(r.module.contains("call float @__sycl_ptx._Z5rsqrtf(float 2.0)"), "{}", r.module);
         assert!(r.module.contains("declare float @__sycl_ptx._Z5rsqrtf(float) #1"));
-        assert_eq!(r.builtins, [Declaration { name: "_Z5rsqrtf".into(), ret: "float".into(), params: vec!["float".into()] }]);
+        assert_eq!(
+            r.builtins,
+            [Declaration {
+                name: "_Z5rsqrtf".into(),
+                ret: "float".into(),
+                params: vec!["float".into()]
+            }]
+        );
     }
 
     #[test]

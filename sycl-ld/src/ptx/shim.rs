@@ -57,7 +57,8 @@ pub fn shim(decls: &[Declaration]) -> Shim {
             builtin.define(decl, &mut m);
         }
     }
-    let mut module = format!("target datalayout = \"{DATA_LAYOUT}\"\ntarget triple = \"{TRIPLE}\"\n\n");
+    let mut module =
+        format!("target datalayout = \"{DATA_LAYOUT}\"\ntarget triple = \"{TRIPLE}\"\n\n");
     for g in &m.globals {
         module.push_str(g);
         module.push('\n');
@@ -139,10 +140,15 @@ enum Builtin {
     GlobalOffset,
     WorkDim,
     EnqueuedLocalSize,
-    LinearId { global: bool },
+    LinearId {
+        global: bool,
+    },
     /// A float function through PTX's approximate instructions.
     Approx(&'static str),
-    Atomic { op: &'static str, cmpxchg: bool },
+    Atomic {
+        op: &'static str,
+        cmpxchg: bool,
+    },
     WorkGroup(Collective),
     SubGroup(SubGroup),
 }
@@ -212,7 +218,8 @@ impl Builtin {
             "rsqrt" | "native_rsqrt" | "half_rsqrt" if float => Builtin::Approx("rsqrt"),
             _ if float && base.starts_with("native_") => {
                 let f = &base["native_".len()..];
-                let known = ["sin", "cos", "tan", "exp", "exp2", "exp10", "log", "log2", "log10", "powr"];
+                let known =
+                    ["sin", "cos", "tan", "exp", "exp2", "exp10", "log", "log2", "log10", "powr"];
                 Builtin::Approx(known.iter().find(|k| **k == f)?)
             }
             _ if base.starts_with("atomic_") || base.starts_with("atom_") => {
@@ -241,7 +248,9 @@ impl Builtin {
             "get_sub_group_id" => Builtin::SubGroup(SubGroup::Id),
             "get_sub_group_size" => Builtin::SubGroup(SubGroup::Size),
             "get_max_sub_group_size" => Builtin::SubGroup(SubGroup::MaxSize),
-            "get_num_sub_groups" | "get_enqueued_num_sub_groups" => Builtin::SubGroup(SubGroup::Count),
+            "get_num_sub_groups" | "get_enqueued_num_sub_groups" => {
+                Builtin::SubGroup(SubGroup::Count)
+            }
             _ if base.starts_with("work_group_") || base.starts_with("sub_group_") => {
                 if !matches!(scalar?, "i" | "j" | "l" | "m" | "f" | "d") {
                     return None;
@@ -258,17 +267,25 @@ impl Builtin {
     }
 
     fn define(&self, decl: &Declaration, m: &mut Module) {
-        let signature: Vec<String> = decl.params.iter().enumerate().map(|(i, t)| format!("{t} %a{i}")).collect();
-        let convergent = if matches!(self, Builtin::WorkGroup(_) | Builtin::SubGroup(_)) { " #0" } else { "" };
-        let header =
-            format!("define {} @{PREFIX}{}({}){convergent} {{\nentry:\n", decl.ret, decl.name, signature.join(", "));
+        let signature: Vec<String> =
+            decl.params.iter().enumerate().map(|(i, t)| format!("{t} %a{i}")).collect();
+        let convergent =
+            if matches!(self, Builtin::WorkGroup(_) | Builtin::SubGroup(_)) { " #0" } else { "" };
+        let header = format!(
+            "define {} @{PREFIX}{}({}){convergent} {{\nentry:\n",
+            decl.ret,
+            decl.name,
+            signature.join(", ")
+        );
         let mut b = Body::default();
         let ret = &decl.ret;
         match self {
             Builtin::GlobalOffset => b.line(&format!("ret {ret} 0")),
             Builtin::WorkDim => {
                 let var = format!("@{WORK_DIM}");
-                m.image_globals.insert(format!("{var} = weak addrspace(4) externally_initialized global i32 0, align 4"));
+                m.image_globals.insert(format!(
+                    "{var} = weak addrspace(4) externally_initialized global i32 0, align 4"
+                ));
                 m.declare(&format!("{var} = external addrspace(4) global i32, align 4"));
                 let v = b.inst(&format!("load volatile i32, ptr addrspace(4) {var}, align 4"));
                 b.line(&format!("ret {ret} {v}"));
@@ -286,8 +303,10 @@ impl Builtin {
                 };
                 m.declare(&format!("declare i64 @{id}(i32)"));
                 m.declare(&format!("declare i64 @{size}(i32)"));
-                let ids: Vec<String> = (0..3).map(|d| b.inst(&format!("call i64 @{id}(i32 {d})"))).collect();
-                let sizes: Vec<String> = (0..2).map(|d| b.inst(&format!("call i64 @{size}(i32 {d})"))).collect();
+                let ids: Vec<String> =
+                    (0..3).map(|d| b.inst(&format!("call i64 @{id}(i32 {d})"))).collect();
+                let sizes: Vec<String> =
+                    (0..2).map(|d| b.inst(&format!("call i64 @{size}(i32 {d})"))).collect();
                 // id0 + size0 * (id1 + size1 * id2)
                 let t = b.inst(&format!("mul i64 {}, {}", sizes[1], ids[2]));
                 let t = b.inst(&format!("add i64 {}, {t}", ids[1]));
@@ -296,13 +315,15 @@ impl Builtin {
                 b.line(&format!("ret {ret} {t}"));
             }
             Builtin::Approx(f) => {
-                let result = b.elementwise(ret, decl.params.len(), |b, args| approx(f, &args, b, m));
+                let result =
+                    b.elementwise(ret, decl.params.len(), |b, args| approx(f, &args, b, m));
                 b.line(&format!("ret {ret} {result}"));
             }
             Builtin::Atomic { op, cmpxchg } => {
                 let ptr = &decl.params[0];
                 let v = if *cmpxchg {
-                    let pair = b.inst(&format!("cmpxchg {ptr} %a0, {ret} %a1, {ret} %a2 seq_cst seq_cst"));
+                    let pair =
+                        b.inst(&format!("cmpxchg {ptr} %a0, {ret} %a1, {ret} %a2 seq_cst seq_cst"));
                     b.inst(&format!("extractvalue {{ {ret}, i1 }} {pair}, 0"))
                 } else {
                     let operand = if decl.params.len() > 1 { "%a1" } else { "1" };
@@ -328,7 +349,8 @@ impl Builtin {
 /// The builtin type code of a collective's value (`i`, `m`, `d`, …).
 fn scalar_code(decl: &Declaration) -> String {
     let name = mangle::demangle(&decl.name);
-    name.and_then(|n| n.params.first().and_then(Type::scalar_code).map(str::to_string)).unwrap_or_default()
+    name.and_then(|n| n.params.first().and_then(Type::scalar_code).map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// Instructions of a function body, with fresh value names.
@@ -358,14 +380,22 @@ impl Body {
 
     /// `f` applied to the arguments element by element (scalars as they are), the result
     /// assembled as `ty`.
-    fn elementwise(&mut self, ty: &str, arity: usize, mut f: impl FnMut(&mut Body, Vec<String>) -> String) -> String {
-        let args = |i: usize| (0..arity).map(|a| format!("%a{a}")).collect::<Vec<_>>().get(i).cloned();
+    fn elementwise(
+        &mut self,
+        ty: &str,
+        arity: usize,
+        mut f: impl FnMut(&mut Body, Vec<String>) -> String,
+    ) -> String {
+        let args =
+            |i: usize| (0..arity).map(|a| format!("%a{a}")).collect::<Vec<_>>().get(i).cloned();
         let Some((n, element)) = vector_type(ty) else {
             return f(self, (0..arity).filter_map(args).collect());
         };
         let mut acc = "poison".to_string();
         for lane in 0..n {
-            let lane_args = (0..arity).map(|a| self.inst(&format!("extractelement {ty} %a{a}, i32 {lane}"))).collect();
+            let lane_args = (0..arity)
+                .map(|a| self.inst(&format!("extractelement {ty} %a{a}, i32 {lane}")))
+                .collect();
             let r = f(self, lane_args);
             acc = self.inst(&format!("insertelement {ty} {acc}, {element} {r}, i32 {lane}"));
         }
@@ -389,12 +419,17 @@ fn float_constant(value: f32) -> String {
 /// `lg2.approx`, `rsqrt.approx`, `div.approx`, scaled where the base differs.
 fn approx(f: &str, args: &[String], b: &mut Body, m: &mut Module) -> String {
     let mut call = |b: &mut Body, intrinsic: &str, args: &[&str]| {
-        m.declare(&format!("declare float @llvm.nvvm.{intrinsic}({})", vec!["float"; args.len()].join(", ")));
+        m.declare(&format!(
+            "declare float @llvm.nvvm.{intrinsic}({})",
+            vec!["float"; args.len()].join(", ")
+        ));
         let list: Vec<String> = args.iter().map(|a| format!("float {a}")).collect();
         b.inst(&format!("call float @llvm.nvvm.{intrinsic}({})", list.join(", ")))
     };
     let x = args[0].as_str();
-    let scaled = |b: &mut Body, v: &str, factor: f32| b.inst(&format!("fmul float {v}, {}", float_constant(factor)));
+    let scaled = |b: &mut Body, v: &str, factor: f32| {
+        b.inst(&format!("fmul float {v}, {}", float_constant(factor)))
+    };
     match f {
         "sin" => call(b, "sin.approx.f", &[x]),
         "cos" => call(b, "cos.approx.f", &[x]),
@@ -435,7 +470,13 @@ fn approx(f: &str, args: &[String], b: &mut Body, m: &mut Module) -> String {
 /// its slot, a barrier, then each reads the slots it needs (all of them for a reduction, those
 /// before its own for a scan, one for a broadcast), and a barrier again before the array can
 /// be reused. Reading the same slot across a warp is one shared-memory broadcast.
-fn work_group(collective: Collective, code: &str, decl: &Declaration, b: &mut Body, m: &mut Module) {
+fn work_group(
+    collective: Collective,
+    code: &str,
+    decl: &Declaration,
+    b: &mut Body,
+    m: &mut Module,
+) {
     let ty = decl.ret.as_str();
     let scratch = format!("@{PREFIX}scratch");
     let slot = |b: &mut Body, index: &str| {
@@ -447,7 +488,9 @@ fn work_group(collective: Collective, code: &str, decl: &Declaration, b: &mut Bo
         // The source work-item's linear index: x + y * size_x + z * size_x * size_y.
         let nx = b.inst("call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()");
         let ny = b.inst("call i32 @llvm.nvvm.read.ptx.sreg.ntid.y()");
-        let coords: Vec<String> = (1..decl.params.len()).map(|i| b.inst(&format!("trunc {} %a{i} to i32", decl.params[i]))).collect();
+        let coords: Vec<String> = (1..decl.params.len())
+            .map(|i| b.inst(&format!("trunc {} %a{i} to i32", decl.params[i])))
+            .collect();
         let mut src = coords[0].clone();
         if let Some(y) = coords.get(1) {
             let t = b.inst(&format!("mul i32 {y}, {nx}"));
@@ -479,7 +522,9 @@ fn work_group(collective: Collective, code: &str, decl: &Declaration, b: &mut Bo
             let v = b.inst(&format!("zext i1 {nonzero} to {ty}"));
             (v, if matches!(collective, Collective::All) { "and" } else { "or" })
         }
-        Collective::Reduce(op) | Collective::ScanInclusive(op) | Collective::ScanExclusive(op) => ("%a0".to_string(), op),
+        Collective::Reduce(op) | Collective::ScanInclusive(op) | Collective::ScanExclusive(op) => {
+            ("%a0".to_string(), op)
+        }
         Collective::Broadcast => unreachable!("handled above"),
     };
     let identity = identity(op, code);
@@ -511,7 +556,8 @@ fn work_group(collective: Collective, code: &str, decl: &Declaration, b: &mut Bo
 /// The value that leaves the others unchanged under `op` (`add`, `min`, `max`, `and`, `or`)
 /// for builtin type `code`.
 fn identity(op: &str, code: &str) -> String {
-    let (float, signed, wide) = (matches!(code, "f" | "d"), matches!(code, "i" | "l"), matches!(code, "l" | "m" | "d"));
+    let (float, signed, wide) =
+        (matches!(code, "f" | "d"), matches!(code, "i" | "l"), matches!(code, "l" | "m" | "d"));
     match (op, float, signed) {
         ("add", true, _) => "-0.0".to_string(),
         ("min", true, _) => "0x7FF0000000000000".to_string(),
@@ -585,7 +631,9 @@ fn sub_group(function: SubGroup, code: &str, decl: &Declaration, b: &mut Body, m
             };
             shuffle(b, m, "idx", ty, "%a0", &lane, &mask)
         }
-        SubGroup::Collective(Collective::Reduce(op) | Collective::ScanInclusive(op) | Collective::ScanExclusive(op)) => {
+        SubGroup::Collective(
+            Collective::Reduce(op) | Collective::ScanInclusive(op) | Collective::ScanExclusive(op),
+        ) => {
             let mask = helper(b, "sub_group_mask");
             let lane = helper(b, "sub_group_lane");
             let mut x = "%a0".to_string();
@@ -604,7 +652,10 @@ fn sub_group(function: SubGroup, code: &str, decl: &Declaration, b: &mut Body, m
                 SubGroup::Collective(Collective::ScanExclusive(_)) => {
                     let before = shuffle(b, m, "up", ty, &x, "1", &mask);
                     let first = b.inst(&format!("icmp eq i32 {lane}, 0"));
-                    b.inst(&format!("select i1 {first}, {ty} {}, {ty} {before}", identity(op, code)))
+                    b.inst(&format!(
+                        "select i1 {first}, {ty} {}, {ty} {before}",
+                        identity(op, code)
+                    ))
                 }
                 _ => x,
             }
@@ -615,7 +666,15 @@ fn sub_group(function: SubGroup, code: &str, decl: &Declaration, b: &mut Body, m
 
 /// `value` of type `ty` from another lane of the sub-group: `shfl.sync.idx` from lane `lane`
 /// or `shfl.sync.up` from `lane` lanes below; 64-bit values as two 32-bit halves.
-fn shuffle(b: &mut Body, m: &mut Module, kind: &str, ty: &str, value: &str, lane: &str, mask: &str) -> String {
+fn shuffle(
+    b: &mut Body,
+    m: &mut Module,
+    kind: &str,
+    ty: &str,
+    value: &str,
+    lane: &str,
+    mask: &str,
+) -> String {
     // The clamp operand: the highest lane for idx, the lowest for up.
     let clamp = if kind == "idx" { 31 } else { 0 };
     let mut shfl32 = |b: &mut Body, t: &str, v: &str| {
@@ -626,7 +685,11 @@ fn shuffle(b: &mut Body, m: &mut Module, kind: &str, ty: &str, value: &str, lane
     match ty {
         "i32" | "float" => shfl32(b, ty, value),
         _ => {
-            let bits = if ty == "double" { b.inst(&format!("bitcast double {value} to i64")) } else { value.to_string() };
+            let bits = if ty == "double" {
+                b.inst(&format!("bitcast double {value} to i64"))
+            } else {
+                value.to_string()
+            };
             let low = b.inst(&format!("trunc i64 {bits} to i32"));
             let high = b.inst(&format!("lshr i64 {bits}, 32"));
             let high = b.inst(&format!("trunc i64 {high} to i32"));
@@ -650,7 +713,11 @@ mod tests {
     use super::*;
 
     fn decl(name: &str, ret: &str, params: &[&str]) -> Declaration {
-        Declaration { name: name.into(), ret: ret.into(), params: params.iter().map(|p| p.to_string()).collect() }
+        Declaration {
+            name: name.into(),
+            ret: ret.into(),
+            params: params.iter().map(|p| p.to_string()).collect(),
+        }
     }
 
     /// One declaration of each kind we define, as the retargeted image declares them.
@@ -751,7 +818,10 @@ mod tests {
         ] {
             assert!(shim.module.contains(expected), "{expected}\n{}", shim.module);
         }
-        assert_eq!(shim.image_globals, "@__sycl_work_dim = weak addrspace(4) externally_initialized global i32 0, align 4");
+        assert_eq!(
+            shim.image_globals,
+            "@__sycl_work_dim = weak addrspace(4) externally_initialized global i32 0, align 4"
+        );
     }
 
     /// Every definition is valid IR that NVPTX compiles: a module calling each is linked with
@@ -762,10 +832,13 @@ mod tests {
         let tools = crate::ptx::Toolchain::find().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let decls = ours();
-        let mut image = format!("target datalayout = \"{DATA_LAYOUT}\"\ntarget triple = \"{TRIPLE}\"\n\n");
+        let mut image =
+            format!("target datalayout = \"{DATA_LAYOUT}\"\ntarget triple = \"{TRIPLE}\"\n\n");
         for (i, d) in decls.iter().enumerate() {
-            let params: Vec<String> = d.params.iter().enumerate().map(|(p, t)| format!("{t} %p{p}")).collect();
-            let args: Vec<String> = d.params.iter().enumerate().map(|(p, t)| format!("{t} %p{p}")).collect();
+            let params: Vec<String> =
+                d.params.iter().enumerate().map(|(p, t)| format!("{t} %p{p}")).collect();
+            let args: Vec<String> =
+                d.params.iter().enumerate().map(|(p, t)| format!("{t} %p{p}")).collect();
             let (call, ret) = match d.ret.as_str() {
                 "void" => ("call", "ret void".to_string()),
                 ty => ("%r = call", format!("ret {ty} %r")),
@@ -785,7 +858,8 @@ mod tests {
         let (image_path, shim_path) = (dir.path().join("image.ll"), dir.path().join("shim.ll"));
         std::fs::write(&image_path, image).unwrap();
         std::fs::write(&shim_path, &shim.module).unwrap();
-        let ptx = crate::ptx::link_and_compile(&tools, &[&image_path, &shim_path], dir.path()).unwrap();
+        let ptx =
+            crate::ptx::link_and_compile(&tools, &[&image_path, &shim_path], dir.path()).unwrap();
         let summary = crate::ptx::Summary::of(&ptx);
         assert_eq!(summary.externs, Vec::<String>::new(), "{ptx}");
         assert_eq!(summary.functions.len(), decls.len());
