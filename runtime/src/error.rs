@@ -4,10 +4,22 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// No device, or not exactly one, matches what was asked for.
     #[error("{problem}{}", device_list(available))]
-    NoDevice { problem: String, available: Vec<String> },
+    NoDevice {
+        /// What was asked for and why nothing matched.
+        problem: String,
+        /// Every device, each with the selector that picks it.
+        available: Vec<String>,
+    },
+    /// No image of a form the device can use defines the kernel.
     #[error("kernel `{kernel}` not found in the device images of: {}", if searched.is_empty() { NO_IMAGES.to_string() } else { list(searched) })]
-    KernelNotFound { kernel: String, searched: Vec<String> },
+    KernelNotFound {
+        /// The kernel asked for.
+        kernel: String,
+        /// The binaries (or the bundle) searched.
+        searched: Vec<String>,
+    },
     /// No binary that may serve the kernel exports `symbol`; `hidden` says, for each binary
     /// that exports it but may not serve this kernel, which one and why.
     #[error(
@@ -15,18 +27,53 @@ pub enum Error {
         list(searched),
         hidden.iter().map(|h| format!("; {h}")).collect::<String>()
     )]
-    UnresolvedSymbol { symbol: String, kernel: String, searched: Vec<String>, hidden: Vec<String> },
+    UnresolvedSymbol {
+        /// The imported symbol.
+        symbol: String,
+        /// The kernel that needs it (for a bundle, `(bundle of IMAGE)`).
+        kernel: String,
+        /// The binaries searched.
+        searched: Vec<String>,
+        /// Binaries that export it but may not serve the kernel, with the reason.
+        hidden: Vec<String>,
+    },
     /// The driver refused to compile, link or build device code: `log` is its build log for
     /// the device, `what` names the step, the images and the driver's error, `hint` what to try.
     #[error(
         "{what} failed on {device}: {}\nto try: {hint}",
         if log.is_empty() { "the driver wrote no build log".to_string() } else { format!("the driver's build log:\n{log}") }
     )]
-    Build { device: String, what: String, log: String, hint: String },
+    Build {
+        /// The device's name.
+        device: String,
+        /// The step, the images and the driver's error.
+        what: String,
+        /// The driver's build log (may be empty).
+        log: String,
+        /// What to try.
+        hint: String,
+    },
+    /// An image needs what the device lacks (an aspect, a sub-group or work-group size,
+    /// another fixed target): found before anything is compiled.
     #[error("kernel_not_supported: {reason} (kernel `{kernel}` on {device})")]
-    KernelNotSupported { kernel: String, device: String, reason: String },
+    KernelNotSupported {
+        /// The kernel (`(bundle)` for a bundle's link).
+        kernel: String,
+        /// The device's name.
+        device: String,
+        /// What the image needs, in the words of DPC++'s optional kernel features design.
+        reason: String,
+    },
+    /// A kernel uses a virtual-function set that no binary it may see provides.
     #[error("no image provides virtual-function set `{set}`, which kernel `{kernel}` uses; searched: {}", list(searched))]
-    MissingVirtualFunctions { set: String, kernel: String, searched: Vec<String> },
+    MissingVirtualFunctions {
+        /// The set's name.
+        set: String,
+        /// The kernel that uses it.
+        kernel: String,
+        /// The binaries searched.
+        searched: Vec<String>,
+    },
     /// The functions the kernel's images hold call each other in a cycle (recursion, which
     /// device code may not have); `cycle` names each function with its binary, the first again
     /// at the end.
@@ -35,23 +82,56 @@ pub enum Error {
          so no driver was given it: break the cycle",
         cycle.join(" -> ")
     )]
-    CallCycle { kernel: String, cycle: Vec<String> },
+    CallCycle {
+        /// The kernel (`(bundle)` for a bundle's link).
+        kernel: String,
+        /// The functions of the cycle, each with its binary.
+        cycle: Vec<String>,
+    },
+    /// In strict mode (`SYCL_STRICT_EXPORTS=1`), a symbol exported by more than one binary.
     #[error("device symbol `{symbol}` is exported by more than one binary: {} (strict mode)", providers.join(", "))]
-    DuplicateSymbol { symbol: String, providers: Vec<String> },
+    DuplicateSymbol {
+        /// The symbol.
+        symbol: String,
+        /// Each exporting image, in loader order.
+        providers: Vec<String>,
+    },
+    /// Linking or translating SPIR-V for a device that takes no SPIR-V (PoCL) failed.
     #[error("preparing device code for a device without SPIR-V: {0}")]
     Translate(String),
     /// A driver call failed: `error` is the driver's error, by name and number.
     #[error("{call} failed with {error}")]
-    Driver { call: &'static str, error: String },
+    Driver {
+        /// The driver function.
+        call: &'static str,
+        /// Its error, by name and number.
+        error: String,
+    },
     /// A driver call made for a kernel's launch failed.
     #[error("kernel `{kernel}`: {call} failed with {error}")]
-    KernelCall { kernel: String, call: &'static str, error: String },
+    KernelCall {
+        /// The kernel launched.
+        kernel: String,
+        /// The driver function.
+        call: &'static str,
+        /// Its error, by name and number.
+        error: String,
+    },
+    /// An argument the call cannot take, named with what it takes.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// An operation on objects that cannot go together (bundles of two devices, nothing to
+    /// link).
     #[error("invalid object: {0}")]
     InvalidObject(String),
+    /// A device library file could not be read or used.
     #[error("device library {path}: {reason}")]
-    DeviceLibrary { path: String, reason: String },
+    DeviceLibrary {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// What a kernel lookup says when no loaded binary has device images: the usual cause is a

@@ -23,16 +23,19 @@
 //! Environment: `SYCL_DEVICE` picks the device (`intel`, `pocl`, `cuda`, `cpu`, `pocl:0`: see
 //! [`Queue::with_device`]); `SYCL_TRACE=1` prints one line per event (`sycl: discover …`).
 
-// The rooms, in pipeline order; each imports only those above it (and `error`, `trace`).
-mod backend;
-mod build;
-mod discovery;
+// The rooms, each importing only those above it: `error` and `trace` serve every room; then
+// the loaded binaries' images (`registry`, filled by `discovery`), the drivers (`backend`),
+// what a program is linked from (`resolve`), building it (`build`), the process's devices
+// and caches (`process`), and the API (`launch`).
 mod error;
-mod launch;
-mod process;
-mod registry;
-mod resolve;
 mod trace;
+mod registry;
+mod discovery;
+mod backend;
+mod resolve;
+mod build;
+mod process;
+mod launch;
 
 pub use build::disk::{
     DIR_ENV as CACHE_DIR_ENV, DISABLE_ENV as CACHE_DISABLE_ENV,
@@ -46,7 +49,8 @@ pub use launch::bundle::{
     build, compile, get_kernel_bundle, get_kernel_bundle_for, has_kernel_bundle, join, link,
     BuildProperty, BundleState, DeviceImage, Executable, Input, KernelBundle, Object, SpecConstant,
 };
-pub use launch::queue::{Buffer, GlobalRange, KernelArg, Launch, Local, NoGlobalRange, Pod, Queue};
+pub use launch::kernel::{GlobalRange, KernelArg, Launch, Local, NoGlobalRange};
+pub use launch::queue::{Buffer, Pod, Queue};
 pub use process::{compile_object_for, DEVICE_ENV};
 pub use resolve::STRICT_ENV;
 
@@ -69,24 +73,20 @@ pub mod fuzz_support {
 pub mod test_support {
     use std::sync::Arc;
 
-    use crate::backend::{Device, Object, Program};
     use crate::build::Step;
     use crate::Error;
 
     /// Compiles each OpenCL C source for the OpenCL device `selector` picks and links the
     /// objects as the runtime links images, so a test sees the error a link the driver refuses
-    /// gives.
+    /// gives. A device without OpenCL C (a CUDA GPU) fails at the first source.
     pub fn link_sources(selector: &str, sources: &[&str]) -> Result<(), Error> {
         let state = crate::process::runtime().device(Some(selector))?;
-        let Device::OpenCl(device) = &state.device else {
-            return Err(Error::InvalidArgument(format!("`{selector}` is not an OpenCL device")));
-        };
         let mut objects = Vec::new();
         for source in sources {
-            let object = device.compile_source(source).map_err(|f| {
+            let object = state.device.compile_source(source).map_err(|f| {
                 state.failed(Step::Compile, format!("compiling source {}", objects.len()), "", f)
             })?;
-            objects.push(Arc::new(Object::OpenCl(object)));
+            objects.push(Arc::new(object));
         }
         let names: Vec<String> = (0..objects.len()).map(|i| format!("source {i}")).collect();
         state.link_objects(&objects, "", &names).map(drop)
@@ -95,7 +95,8 @@ pub mod test_support {
     /// Builds OpenCL C `source` on the queue's (OpenCL) device as the driver builds a source
     /// itself (`clCreateProgramWithSource`, `clBuildProgram` with `options`) and runs `kernel`
     /// over `global` work-items, so that a test can compare the driver's own build of a source
-    /// with the program the runtime makes of the same source's images.
+    /// with the program the runtime makes of the same source's images. A device without
+    /// OpenCL C (a CUDA GPU) fails to build it.
     pub fn run_source(
         queue: &crate::Queue,
         source: &str,
@@ -105,14 +106,12 @@ pub mod test_support {
         global: usize,
     ) -> Result<(), Error> {
         let state = queue.device();
-        let Device::OpenCl(device) = &state.device else {
-            return Err(Error::InvalidArgument("building a source needs an OpenCL device".into()));
-        };
-        let program = device
+        let program = state
+            .device
             .build_source(source, options)
             .map_err(|f| state.failed(Step::Build, "building a source".into(), options, f))?;
         let args: Vec<_> = args.iter().map(|a| a.to_arg()).collect();
-        queue.run_program(&Arc::new(Program::OpenCl(program)), kernel, &args, &[global])
+        queue.run_program(&Arc::new(program), kernel, &args, &[global])
     }
 }
 
@@ -121,7 +120,9 @@ pub mod test_support {
 pub mod bench_support {
     use sycl_format::ImageSet;
 
-    use crate::registry::{Registry, Variant};
+    use crate::backend::Capabilities;
+    use crate::registry::Registry;
+    use crate::resolve::ForDevice;
 
     /// Finds and indexes the images of every loaded binary from scratch, as a process's
     /// first discovery does; returns how many images there are.
@@ -141,23 +142,38 @@ pub mod bench_support {
         let runtime = crate::process::runtime();
         let device = runtime.device(Some(selector))?;
         let registry = runtime.registry();
-        let collected =
-            device.images_for(&registry, kernel, device.variants(&Default::default()))?;
-        Ok(collected.images.iter().map(|&id| registry.image(id).data.clone()).collect())
+        let plan = crate::resolve::plan_kernel(
+            &registry,
+            kernel,
+            device.forms(&Default::default()),
+            device.for_device(),
+        )?;
+        Ok(plan.images().iter().map(|&id| registry.image(id).data.clone()).collect())
     }
 
-    /// A registry of synthetic binaries, to time image collection against its size.
-    pub struct SyntheticRegistry(Registry, [Variant; 1]);
+    /// A registry of synthetic binaries, to time resolution against its size.
+    pub struct SyntheticRegistry(Registry, Capabilities);
 
     impl SyntheticRegistry {
+        /// The registry of `binaries`, as if they were loaded in this order.
         pub fn new(binaries: Vec<(String, ImageSet)>) -> SyntheticRegistry {
-            SyntheticRegistry(Registry::from_binaries(binaries), [Variant::spirv()])
+            let device = Capabilities {
+                aspects: Default::default(),
+                sub_group_sizes: vec![],
+                max_work_group_size: 4096,
+                links_images: true,
+                target: None,
+                fma: false,
+            };
+            SyntheticRegistry(Registry::from_binaries(binaries), device)
         }
 
-        /// Collects `kernel`'s SPIR-V images, as a launch does on a device that takes SPIR-V
-        /// (whose image forms are computed once); returns how many.
+        /// Plans `kernel`'s program of SPIR-V images, as a launch does on a device that takes
+        /// SPIR-V (whose image forms are computed once); returns how many images it links.
         pub fn collect(&self, kernel: &str) -> Result<usize, crate::Error> {
-            crate::resolve::collect(&self.0, kernel, &self.1, &|_| true).map(|c| c.images.len())
+            let device = ForDevice { name: "synthetic", caps: &self.1 };
+            let spirv = [sycl_format::Target::Spir64];
+            crate::resolve::plan_kernel(&self.0, kernel, &spirv, device).map(|p| p.images().len())
         }
     }
 }

@@ -41,14 +41,9 @@ pub fn compile_object_for(selector: &str, spirv: &[u8]) -> Result<Vec<u8>, Error
     let devices = backend::devices()?;
     let info = find_device(&devices, Some((selector, &format!("device selector `{selector}`"))))?;
     let state = DeviceState::new(info)?;
-    let backend::Device::OpenCl(device) = &state.device else {
-        return Err(Error::InvalidArgument(format!(
-            "ahead-of-time objects are made for OpenCL devices, not {}",
-            info.name
-        )));
-    };
-    let object = device
-        .compile(spirv, &[], "")
+    let object = state
+        .device
+        .compile_ahead_of_time(spirv)
         .map_err(|f| state.failed(Step::Compile, "ahead-of-time compilation".into(), "", f))?;
     object.binary()
 }

@@ -22,21 +22,8 @@ use std::sync::{Arc, OnceLock};
 
 use hashbrown::HashTable;
 use sycl_format::{
-    requirements, sets, DecodeError, Image, ImageFormat, ImageSet, ImageSetView, ImageView,
+    requirements, sets, DecodeError, Image, ImageFormat, ImageSet, ImageSetView, ImageView, Target,
 };
-
-/// An image form a device can use: its format and the target it was made for.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct Variant {
-    pub format: ImageFormat,
-    pub target: String,
-}
-
-impl Variant {
-    pub(crate) fn spirv() -> Variant {
-        Variant { format: ImageFormat::SpirV, target: "spir64".into() }
-    }
-}
 
 /// A loaded binary, stable while it stays loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -79,8 +66,10 @@ impl Span {
 
 /// What the index needs of one image, recorded when its binary is read.
 struct ImageRecord {
-    /// Index into the binary's `variants`.
-    variant: u32,
+    /// Its form: the target it was made for; `None` for a target this runtime does not know
+    /// (a newer `sycl-ld`'s) or a format that is not its target's, which no device uses and
+    /// nothing indexes.
+    target: Option<Target>,
     /// Ranges of the binary's `names`.
     kernels: Range<u32>,
     exports: Range<u32>,
@@ -93,7 +82,6 @@ struct ImageRecord {
 /// The records of a binary's images, as they are made.
 #[derive(Default)]
 struct Records {
-    variants: Vec<Variant>,
     images: Vec<ImageRecord>,
     /// Where each image lies: its payload (an index into the binary's sources) and its offset
     /// there. Empty for images given as values.
@@ -120,19 +108,12 @@ impl Records {
         uses: Range<u32>,
         set: Option<Span>,
     ) {
-        let variant =
-            match self.variants.iter().position(|v| v.format == format && v.target == target) {
-                Some(at) => at,
-                None => {
-                    self.variants.push(Variant { format, target: target.to_string() });
-                    self.variants.len() - 1
-                }
-            } as u32;
+        let target = Target::from_name(target).filter(|t| t.format() == format);
         let set = set.map(|name| {
             self.names.push(name);
             self.names.len() as u32 - 1
         });
-        self.images.push(ImageRecord { variant, kernels, exports, uses, set });
+        self.images.push(ImageRecord { target, kernels, exports, uses, set });
     }
 }
 
@@ -158,7 +139,6 @@ pub(crate) struct Binary {
     /// their names.
     sources: Vec<Payload>,
     images: Images,
-    variants: Vec<Variant>,
     records: Vec<ImageRecord>,
     names: Vec<Span>,
     pub image_count: u32,
@@ -177,7 +157,6 @@ impl Binary {
             sources: vec![],
             images: Images::InPayloads { at: records.at, copied: OnceLock::new() },
             image_count: records.images.len() as u32,
-            variants: records.variants,
             records: records.images,
             names: records.names,
             error: None,
@@ -401,10 +380,10 @@ impl Ids {
     }
 }
 
-/// The position of `variant`'s index in `maps` (one per image form: a short list).
-fn by_name(maps: &mut Vec<(Variant, ByName)>, variant: &Variant) -> usize {
-    maps.iter().position(|(v, _)| v == variant).unwrap_or_else(|| {
-        maps.push((variant.clone(), ByName::new()));
+/// The position of `target`'s index in `maps` (one per image form: a short list).
+fn by_name(maps: &mut Vec<(Target, ByName)>, target: Target) -> usize {
+    maps.iter().position(|(t, _)| *t == target).unwrap_or_else(|| {
+        maps.push((target, ByName::new()));
         maps.len() - 1
     })
 }
@@ -429,15 +408,15 @@ fn insert(
     }
 }
 
-/// The images `name` names in `maps`' index of `variant`.
+/// The images `name` names in `maps`' index of `target`.
 fn lookup<'r>(
-    maps: &'r [(Variant, ByName)],
+    maps: &'r [(Target, ByName)],
     hasher: &Hasher,
     binaries: &[Arc<Binary>],
-    variant: &Variant,
+    target: Target,
     name: &str,
 ) -> &'r [ImageId] {
-    let Some((_, names)) = maps.iter().find(|(v, _)| v == variant) else { return &[] };
+    let Some((_, names)) = maps.iter().find(|(t, _)| *t == target) else { return &[] };
     let bytes = name.as_bytes();
     let hash = hasher.hash_one(bytes);
     let same = |named: &Named| named.hash == hash && bytes_of(binaries, named) == bytes;
@@ -457,13 +436,13 @@ pub(crate) struct Registry {
     /// The groups of the binaries that have one (see [`Members`]); usually none.
     local_groups: HashMap<BinaryId, Box<[BinaryId]>, foldhash::fast::RandomState>,
     /// By image form, then by name: looked up on every launch without building a key.
-    kernels: Vec<(Variant, ByName)>,
-    exports: Vec<(Variant, ByName)>,
+    kernels: Vec<(Target, ByName)>,
+    exports: Vec<(Target, ByName)>,
     hasher: Hasher,
     /// Virtual-function set → the images that provide it (real and dummy).
-    sets: HashMap<(Variant, String), Vec<ImageId>>,
+    sets: HashMap<(Target, String), Vec<ImageId>>,
     /// Virtual-function set → the images whose kernels use it.
-    set_users: HashMap<(Variant, String), Vec<ImageId>>,
+    set_users: HashMap<(Target, String), Vec<ImageId>>,
     /// Binary id of each loaded device-library file, by load id.
     pub file_binaries: HashMap<u64, BinaryId>,
     /// Whether any image calls through function pointers (needs aspect `function_pointers`).
@@ -479,11 +458,10 @@ impl Registry {
         // a binary with 1,000 kernels in SPIR-V and PTX fills two tables without growing them.
         let mut planned: Vec<usize> = Vec::new();
         for (binary, _) in &members {
-            let tables: Vec<usize> =
-                binary.variants.iter().map(|v| by_name(&mut registry.kernels, v)).collect();
-            planned.resize(registry.kernels.len(), 0);
-            for record in &binary.records {
-                planned[tables[record.variant as usize]] += 1;
+            for target in binary.records.iter().filter_map(|r| r.target) {
+                let table = by_name(&mut registry.kernels, target);
+                planned.resize(registry.kernels.len(), 0);
+                planned[table] += 1;
             }
         }
         for ((_, table), images) in registry.kernels.iter_mut().zip(planned) {
@@ -516,31 +494,24 @@ impl Registry {
     /// Indexes the images of the binary at `position`.
     fn index(&mut self, position: usize) {
         let binary = &self.binaries[position];
-        // Each of the binary's image forms, as an index into the registry's lists.
-        let forms: Vec<(usize, usize)> = binary
-            .variants
-            .iter()
-            .map(|variant| {
-                (by_name(&mut self.kernels, variant), by_name(&mut self.exports, variant))
-            })
-            .collect();
         let at = position as u32;
         for (image, record) in binary.records.iter().enumerate() {
+            let Some(target) = record.target else { continue };
             let id = ImageId { binary: binary.id, image: image as u32 };
-            let (kernels, exports) = forms[record.variant as usize];
+            let (kernels, exports) =
+                (by_name(&mut self.kernels, target), by_name(&mut self.exports, target));
             for &span in binary.names(&record.kernels) {
                 insert(&mut self.kernels[kernels].1, &self.hasher, &self.binaries, at, span, id);
             }
             for &span in binary.names(&record.exports) {
                 insert(&mut self.exports[exports].1, &self.hasher, &self.binaries, at, span, id);
             }
-            let variant = &binary.variants[record.variant as usize];
             if let Some(set) = record.set {
                 let set = binary.text(binary.names[set as usize]);
-                self.sets.entry((variant.clone(), set)).or_default().push(id);
+                self.sets.entry((target, set)).or_default().push(id);
             }
             for &set in binary.names(&record.uses) {
-                self.set_users.entry((variant.clone(), binary.text(set))).or_default().push(id);
+                self.set_users.entry((target, binary.text(set))).or_default().push(id);
             }
         }
         self.uses_function_pointers |= binary.uses_function_pointers;
@@ -592,23 +563,23 @@ impl Registry {
     }
 
     /// Images of this form that define `kernel`, in loader order.
-    pub(crate) fn kernel_images(&self, variant: &Variant, kernel: &str) -> &[ImageId] {
-        lookup(&self.kernels, &self.hasher, &self.binaries, variant, kernel)
+    pub(crate) fn kernel_images(&self, target: Target, kernel: &str) -> &[ImageId] {
+        lookup(&self.kernels, &self.hasher, &self.binaries, target, kernel)
     }
 
     /// Images of this form that export `symbol`, in loader order.
-    pub(crate) fn providers(&self, variant: &Variant, symbol: &str) -> &[ImageId] {
-        lookup(&self.exports, &self.hasher, &self.binaries, variant, symbol)
+    pub(crate) fn providers(&self, target: Target, symbol: &str) -> &[ImageId] {
+        lookup(&self.exports, &self.hasher, &self.binaries, target, symbol)
     }
 
     /// Images of this form that provide virtual-function set `set` (real and dummy).
-    pub(crate) fn set_images(&self, variant: &Variant, set: &str) -> &[ImageId] {
-        self.sets.get(&(variant.clone(), set.to_string())).map_or(&[], Vec::as_slice)
+    pub(crate) fn set_images(&self, target: Target, set: &str) -> &[ImageId] {
+        self.sets.get(&(target, set.to_string())).map_or(&[], Vec::as_slice)
     }
 
     /// Images of this form whose kernels use virtual-function set `set`.
-    pub(crate) fn set_users(&self, variant: &Variant, set: &str) -> &[ImageId] {
-        self.set_users.get(&(variant.clone(), set.to_string())).map_or(&[], Vec::as_slice)
+    pub(crate) fn set_users(&self, target: Target, set: &str) -> &[ImageId] {
+        self.set_users.get(&(target, set.to_string())).map_or(&[], Vec::as_slice)
     }
 
     /// The binaries searched for symbols, for error messages (unreadable ones say so).
@@ -631,7 +602,7 @@ mod tests {
     fn image(kernels: &[&str], exports: &[&str]) -> Image {
         Image {
             format: ImageFormat::SpirV,
-            target: "spir64".into(),
+            target: Target::Spir64.name().into(),
             kernels: kernels.iter().map(|k| k.to_string()).collect(),
             property_sets: vec![PropertySet::symbols(
                 sets::EXPORTED_SYMBOLS,
@@ -656,11 +627,11 @@ mod tests {
         assert_eq!(binary.image_count, 2);
         assert_eq!(binary.sources.len(), 1, "names are not copied out of the payload");
         let registry = Registry::assemble(vec![(Arc::new(binary), None)], HashMap::new());
-        let spirv = Variant::spirv();
-        assert_eq!(registry.kernel_images(&spirv, "k2").len(), 1);
-        assert_eq!(registry.providers(&spirv, "f").len(), 1);
-        assert!(registry.kernel_images(&spirv, "f").is_empty());
-        assert_eq!(registry.image(registry.kernel_images(&spirv, "k2")[0]).kernels, ["k2"]);
+        let spirv = Target::Spir64;
+        assert_eq!(registry.kernel_images(spirv, "k2").len(), 1);
+        assert_eq!(registry.providers(spirv, "f").len(), 1);
+        assert!(registry.kernel_images(spirv, "f").is_empty());
+        assert_eq!(registry.image(registry.kernel_images(spirv, "k2")[0]).kernels, ["k2"]);
     }
 
     #[test]
@@ -691,15 +662,15 @@ mod tests {
             "libb.so".into(),
             vec![image(&["k"], &["f"])].into(),
         ));
-        let spirv = Variant::spirv();
+        let spirv = Target::Spir64;
         let both = Registry::assemble(vec![(a.clone(), None), (b.clone(), None)], HashMap::new());
         assert_eq!(
-            both.providers(&spirv, "f").iter().map(|i| i.binary).collect::<Vec<_>>(),
+            both.providers(spirv, "f").iter().map(|i| i.binary).collect::<Vec<_>>(),
             [a.id, b.id]
         );
         let only_b = Registry::assemble(vec![(b.clone(), None)], HashMap::new());
         assert_eq!(
-            only_b.providers(&spirv, "f").iter().map(|i| i.binary).collect::<Vec<_>>(),
+            only_b.providers(spirv, "f").iter().map(|i| i.binary).collect::<Vec<_>>(),
             [b.id]
         );
         assert!(!only_b.contains(a.id));

@@ -30,15 +30,15 @@ use sycl_format::aspects::aspect_name;
 use sycl_format::{DeviceConfig, DeviceObject, DEVICE_OBJECT_MEMBER_PREFIX, DEVICE_OBJECT_SECTION};
 use sycl_spirv::Features;
 
-pub use sycl_format::{SplitMode, DEFAULT_DEVICE_CONFIG};
+pub use sycl_format::{SplitMode, Target, DEFAULT_DEVICE_CONFIG};
 pub use tool::{Tool, ToolFile};
 pub use translate::Untranslatable;
 
-/// Targets images can be built for: `spir64` (SPIR-V, compiled by the driver at run time),
-/// `intel_cpu_x86_64` (the Intel CPU OpenCL runtime's program binaries, made at link time),
-/// `pocl_cpu` (SPIR bitcode, which PoCL builds), `ptx64` (PTX for NVIDIA GPUs through the CUDA
-/// driver, made at link time with LLVM 16 and libclc).
-pub const TARGETS: &[&str] = &["spir64", "intel_cpu_x86_64", "pocl_cpu", "ptx64"];
+/// Targets images can be built for ([`Target::BUILDABLE`]): `spir64` (SPIR-V, compiled by the
+/// driver at run time), `intel_cpu_x86_64` (the Intel CPU OpenCL runtime's program binaries,
+/// made at link time), `pocl_cpu` (SPIR bitcode, which PoCL builds), `ptx64` (PTX for NVIDIA
+/// GPUs through the CUDA driver, made at link time with LLVM 16 and libclc).
+pub const TARGETS: &[Target] = &Target::BUILDABLE;
 
 /// SPIR-V extensions the translator may use: function pointers, for virtual functions.
 const SPIRV_EXTENSIONS: &str = "--spirv-ext=+SPV_INTEL_function_pointers";
@@ -244,8 +244,9 @@ impl Build {
         self
     }
 
-    /// Targets to build images for, from [`TARGETS`] (default: `spir64` only). Ahead-of-time
-    /// targets get only the images they can run, by the device configuration.
+    /// Targets to build images for, from [`TARGETS`], as [`Target`]s or by name (default:
+    /// [`Target::DEFAULT`], `spir64`, only). Ahead-of-time targets get only the images they can
+    /// run, by the device configuration.
     pub fn targets<S: AsRef<str>>(&mut self, targets: impl IntoIterator<Item = S>) -> &mut Build {
         self.targets = targets.into_iter().map(|t| t.as_ref().to_string()).collect();
         self
@@ -288,13 +289,11 @@ impl Build {
         let llvm_spirv = Tool::LLVM_SPIRV.find(self.llvm_spirv.as_deref(), cargo)?;
         let (config, config_text) = self.load_device_config(cargo)?;
         for target in &self.targets {
-            if !TARGETS.contains(&target.as_str()) {
-                return Err(Error::UnknownTarget {
-                    target: target.clone(),
-                    setter: "targets",
-                    known: TARGETS.join(", "),
-                });
-            }
+            Target::buildable(target).map_err(|e| Error::UnknownTarget {
+                target: e.name,
+                setter: "targets",
+                known: TARGETS.iter().map(|t| t.name()).collect::<Vec<_>>().join(", "),
+            })?;
         }
         for target in &self.fixed_targets {
             if config.target(target).is_none() {

@@ -43,9 +43,10 @@ pub fn aspect_name(number: u32) -> String {
         .map_or_else(|| number.to_string(), |(n, _)| n.to_string())
 }
 
-/// The aspect that stands for target `target` in a `fixed_target` property.
-pub fn target_aspect(target: &str) -> Option<u32> {
-    aspect_number(&format!("target_{target}"))
+/// The aspect that stands for target `target` (a [`Target`](crate::Target) or a device
+/// configuration entry's name) in a `fixed_target` property.
+pub fn target_aspect(target: impl AsRef<str>) -> Option<u32> {
+    aspect_number(&format!("target_{}", target.as_ref()))
 }
 
 /// A `u32` array property value (aspects, sub-group sizes, work-group sizes), little-endian,
@@ -73,7 +74,8 @@ mod tests {
             assert_eq!(aspect_name(*number), *name);
         }
         assert_eq!(aspect_name(4242), "4242");
-        assert_eq!(target_aspect("pocl_cpu"), Some(1002));
+        assert_eq!(target_aspect(crate::Target::PoclCpu), Some(1002));
+        assert_eq!(target_aspect("nvidia_gpu_sm_90"), Some(1003));
     }
 
     #[test]

@@ -12,21 +12,27 @@ use crate::aspects::{aspect_number, target_aspect};
 /// The default configuration, filled from what the devices we run on report.
 pub const DEFAULT_DEVICE_CONFIG: &str = include_str!("../../sycl-build/device-config.toml");
 
+/// A device configuration: what each configured target has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceConfig {
+    /// Each entry by its name: the [`Target`](crate::Target)s images are made for, and others
+    /// that only fixed targets name.
     pub targets: BTreeMap<String, TargetConfig>,
 }
 
+/// One entry of a device configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetConfig {
     /// Aspect numbers, including the target's own `target_*` aspect.
     pub aspects: Vec<u32>,
+    /// The sub-group sizes the target supports, ascending.
     pub sub_group_sizes: Vec<u32>,
     /// The aspect that stands for this target in `fixed_target` properties.
     pub target_aspect: Option<u32>,
 }
 
 impl TargetConfig {
+    /// Whether the target has aspect number `aspect`.
     pub fn has_aspect(&self, aspect: u32) -> bool {
         self.aspects.contains(&aspect)
     }
@@ -83,32 +89,37 @@ impl DeviceConfig {
         Ok(DeviceConfig { targets })
     }
 
+    /// The default configuration ([`DEFAULT_DEVICE_CONFIG`]).
     pub fn default_config() -> DeviceConfig {
         DeviceConfig::parse(DEFAULT_DEVICE_CONFIG, "the default device configuration")
             .expect("the default device configuration parses")
     }
 
-    pub fn target(&self, name: &str) -> Option<&TargetConfig> {
-        self.targets.get(name)
+    /// The entry of target `name`: a [`Target`](crate::Target), or any name the file has an
+    /// entry for (a fixed target such as `nvidia_gpu_sm_90` need not be a target images are
+    /// made for).
+    pub fn target(&self, name: impl AsRef<str>) -> Option<&TargetConfig> {
+        self.targets.get(name.as_ref())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Target;
 
     #[test]
     fn default_config_has_our_devices() {
         let config = DeviceConfig::default_config();
-        let intel = config.target("intel_cpu_x86_64").unwrap();
+        let intel = config.target(Target::IntelCpuX86_64).unwrap();
         assert!(intel.has_aspect(aspect_number("fp16").unwrap()));
         assert_eq!(intel.sub_group_sizes, [4, 8, 16, 32, 64]);
-        let pocl = config.target("pocl_cpu").unwrap();
+        let pocl = config.target(Target::PoclCpu).unwrap();
         assert!(!pocl.has_aspect(aspect_number("fp16").unwrap()));
         assert!(pocl.has_aspect(1002), "an entry has its own target aspect");
         assert!(pocl.sub_group_sizes.is_empty());
         assert!(config.target("nvidia_gpu_sm_90").is_some());
-        let ptx = config.target("ptx64").unwrap();
+        let ptx = config.target(Target::Ptx64).unwrap();
         for (aspect, has) in [
             ("gpu", true),
             ("fp64", true),

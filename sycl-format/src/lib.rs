@@ -24,6 +24,7 @@ mod kernel_params;
 mod note;
 mod property;
 pub mod requirements;
+mod target;
 mod view;
 
 pub use codec::DecodeError;
@@ -34,6 +35,7 @@ pub use kernel_params::{
 pub use note::{elf_note, find_notes, payload_hash, scope_marker_symbol};
 pub use property::{Property, PropertySet, PropertyValue};
 pub use requirements::DeviceRequirements;
+pub use target::{Target, UnknownTarget};
 pub use view::{ImageSetView, ImageView, PropertySetView, PropertyValueView};
 
 use codec::{Decoder, Encoder};
@@ -54,10 +56,6 @@ pub const DEVICE_OBJECT_MEMBER_PREFIX: &str = "sycl-device-";
 /// values it is given into the initialiser before the CUDA link (a PTX image holds no
 /// `OpSpecConstant`, and no translator runs at run time).
 pub const PTX_SPEC_CONSTANT_PREFIX: &str = "__sycl_spec_constant_";
-/// The target of a PTX image made with the functions it imports from shared libraries on its
-/// link line compiled in (see [`sets::INLINED_IMPORTS`]): no device lists it among its image
-/// forms, so only the runtime's check that resolution picked those very functions uses it.
-pub const PTX_INLINED_TARGET: &str = "ptx64+inlined";
 
 /// Magic that starts an image-set payload.
 pub const IMAGE_SET_MAGIC: &[u8; 8] = b"SYCLIMGS";
@@ -99,7 +97,7 @@ pub mod sets {
     /// symbols (exactly as in `SYCL/imported symbols`), sorted, separated by
     /// [`CALL_GRAPH_SEPARATOR`]. An image whose graph has no node has no such set.
     pub const CALL_GRAPH: &str = "SYCL/call graph";
-    /// Ours: in a [`PTX_INLINED_TARGET`](crate::PTX_INLINED_TARGET) image, each import
+    /// Ours: in a [`Target::Ptx64Inlined`](crate::Target::Ptx64Inlined) image, each import
     /// compiled in, named by its symbol, whose string value is the [`payload_hash`](crate::payload_hash)
     /// of the PTX image that exported it, in hexadecimal (16 digits). The runtime uses the image
     /// instead of its plain PTX twin only when resolution picks exactly those images.
@@ -177,7 +175,9 @@ pub struct DeviceObject {
     pub split: Option<SplitMode>,
     /// DPC++'s `-fsycl-fixed-targets` for this source (empty: none).
     pub fixed_targets: Vec<String>,
-    /// Targets to build images for (`spir64`, or ahead-of-time targets); empty: `spir64`.
+    /// Names of the targets to build images for ([`Target::BUILDABLE`]); empty:
+    /// [`Target::DEFAULT`]. Names, not [`Target`]s, so that an object naming a target this
+    /// build does not know still decodes; `sycl-ld` refuses the name when it links.
     pub targets: Vec<String>,
     /// The device configuration file's text when the crate chose one (`None`: the default).
     pub device_config: Option<String>,
@@ -282,7 +282,8 @@ impl ImageFormat {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Image {
     pub format: ImageFormat,
-    /// Target triple or device name the image is for (`spir64` for JIT SPIR-V).
+    /// The name of the [`Target`] the image is for. A name, not a [`Target`], so that an image
+    /// for a target this build does not know still decodes.
     pub target: String,
     /// Kernels defined by this image (its offload entries).
     pub kernels: Vec<String>,

@@ -92,7 +92,7 @@ impl DeviceRequirements {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DeviceConfig;
+    use crate::{DeviceConfig, Target};
 
     #[test]
     fn round_trip_and_layout() {
@@ -114,8 +114,10 @@ mod tests {
     #[test]
     fn the_aspect_filter_follows_dpcpp() {
         let config = DeviceConfig::default_config();
-        let (intel, pocl) =
-            (config.target("intel_cpu_x86_64").unwrap(), config.target("pocl_cpu").unwrap());
+        let (intel, pocl) = (
+            config.target(Target::IntelCpuX86_64).unwrap(),
+            config.target(Target::PoclCpu).unwrap(),
+        );
         let fp16 = DeviceRequirements { aspects: vec![5], ..Default::default() };
         assert!(fp16.accepted_by(intel) && !fp16.accepted_by(pocl));
         let sg = DeviceRequirements { reqd_sub_group_sizes: vec![16], ..Default::default() };

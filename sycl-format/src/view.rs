@@ -188,7 +188,8 @@ pub struct ImageView<'a> {
     /// Where its description starts, for [`ImageSetView::image_at`].
     pub offset: usize,
     pub format: ImageFormat,
-    /// Target triple or device name the image is for (`spir64` for JIT SPIR-V).
+    /// The name of the [`Target`](crate::Target) the image is for, as written (see
+    /// [`Image::target`](crate::Image::target)).
     pub target: &'a str,
     kernels: List<'a>,
     sets: List<'a>,

@@ -9,41 +9,33 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use anyhow::{anyhow, bail, Context, Result};
-use sycl_format::ImageFormat;
+use sycl_format::Target;
 use sycl_spirv::PostLinkImage;
 
 use crate::ptx;
 
-/// The image format an ahead-of-time target gets.
-pub fn format_of(target: &str) -> Result<ImageFormat> {
-    match target {
-        "intel_cpu_x86_64" => Ok(ImageFormat::Native),
-        "pocl_cpu" => Ok(ImageFormat::SpirBitcode),
-        ptx::TARGET => Ok(ImageFormat::Ptx),
-        t => bail!("unknown target `{t}` (known: {})", sycl_build::TARGETS.join(", ")),
-    }
-}
-
-/// Each image built for `target`, in order. PTX images are made side by side, one per core:
-/// each runs five LLVM tools.
-pub fn compile(target: &str, images: &[&PostLinkImage]) -> Result<Vec<Vec<u8>>> {
+/// Each image built for `target` (an ahead-of-time target), in order. PTX images are made side
+/// by side, one per core: each runs five LLVM tools.
+pub fn compile(target: Target, images: &[&PostLinkImage]) -> Result<Vec<Vec<u8>>> {
     let context =
         |image: &PostLinkImage| format!("building image of {} for {target}", describe(image));
     match target {
-        "intel_cpu_x86_64" => images
+        Target::IntelCpuX86_64 => images
             .iter()
             .map(|image| {
                 sycl_runtime::compile_object_for("intel:cpu", &image.spirv)
-                    .map_err(|e| anyhow!("{e}\n(the intel_cpu_x86_64 target compiles with Intel's CPU OpenCL runtime at link time)"))
+                    .map_err(|e| anyhow!("{e}\n(the {target} target compiles with Intel's CPU OpenCL runtime at link time)"))
                     .with_context(|| context(image))
             })
             .collect(),
-        "pocl_cpu" => images.iter().map(|image| to_spir_bitcode(&image.spirv).with_context(|| context(image))).collect(),
+        Target::PoclCpu => images.iter().map(|image| to_spir_bitcode(&image.spirv).with_context(|| context(image))).collect(),
         ptx::TARGET => {
             let tools = ptx::Toolchain::find()?;
             in_parallel(images, |image| ptx::compile(image, &tools).with_context(|| context(image)))
         }
-        t => bail!("unknown target `{t}`"),
+        Target::Spir64 | Target::Ptx64Inlined => {
+            bail!("the {target} target's images are not compiled one by one ahead of time")
+        }
     }
 }
 

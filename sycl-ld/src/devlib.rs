@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
-use sycl_format::{DeviceObject, ImageSet};
+use sycl_format::{DeviceObject, ImageSet, Target};
 
 use crate::args::Input;
 use crate::embed::{self, Settings};
@@ -54,7 +54,7 @@ pub fn run(args: &[OsString]) -> Result<ExitCode> {
     }
     let mut settings = Settings::of(&found.objects)?;
     settings.split = split.unwrap_or(settings.split);
-    settings.targets = embed::with_added_targets(vec!["spir64".into()])?;
+    settings.targets = embed::with_added_targets(vec![Target::Spir64])?;
     let (set, warnings) = embed::device_link(&found.objects, &settings, &[])?;
     for line in warnings.iter().flat_map(|w| w.lines()) {
         eprintln!("sycl-ld: {line}");

@@ -11,8 +11,7 @@ use object::write::Object;
 use object::{Architecture, BinaryFormat, Endianness, SectionKind};
 use sycl_format::{
     sets, DeviceConfig, DeviceRequirements, Image, ImageFormat, ImageSet, Property, PropertySet,
-    PropertyValue, SplitMode, IMAGE_NOTE_SECTION, NOTE_TYPE_IMAGES, NOTE_TYPE_PAYLOAD_HASH,
-    PTX_INLINED_TARGET,
+    PropertyValue, SplitMode, Target, IMAGE_NOTE_SECTION, NOTE_TYPE_IMAGES, NOTE_TYPE_PAYLOAD_HASH,
 };
 use sycl_spirv::{LinkInput, PostLink, PostLinkImage, PostLinkOptions, Source};
 
@@ -33,7 +32,7 @@ pub const TARGETS_ENV: &str = "SYCL_LD_TARGETS";
 /// targets.
 pub struct Settings {
     pub split: SplitMode,
-    pub targets: Vec<String>,
+    pub targets: Vec<Target>,
     pub config: DeviceConfig,
 }
 
@@ -54,30 +53,28 @@ impl Settings {
             None => DeviceConfig::default_config(),
         };
         let targets = if first.targets.is_empty() {
-            vec!["spir64".to_string()]
+            vec![Target::DEFAULT]
         } else {
-            first.targets.clone()
+            let asked = first.targets.iter().map(|t| Target::buildable(t));
+            asked.collect::<Result<_, _>>().with_context(|| {
+                format!("the targets of {} ({})", first.package, first.targets.join(", "))
+            })?
         };
         Ok(Settings { split, targets: with_added_targets(targets)?, config })
     }
 }
 
 /// `targets` and those `SYCL_LD_TARGETS` adds.
-pub fn with_added_targets(mut targets: Vec<String>) -> Result<Vec<String>> {
+pub fn with_added_targets(mut targets: Vec<Target>) -> Result<Vec<Target>> {
     for added in std::env::var(TARGETS_ENV)
         .unwrap_or_default()
         .split(',')
         .map(str::trim)
         .filter(|t| !t.is_empty())
     {
-        if !sycl_build::TARGETS.contains(&added) {
-            bail!(
-                "{TARGETS_ENV}: unknown target `{added}` (known: {})",
-                sycl_build::TARGETS.join(", ")
-            );
-        }
-        if !targets.iter().any(|t| t == added) {
-            targets.push(added.to_string());
+        let added = Target::buildable(added).map_err(|e| anyhow!("{TARGETS_ENV}: {e}"))?;
+        if !targets.contains(&added) {
+            targets.push(added);
         }
     }
     Ok(targets)
@@ -134,15 +131,13 @@ pub fn images_for_targets(
     libraries: &[DeviceLibrary],
 ) -> Result<ImageSet> {
     let mut set = ImageSet::default();
-    for target in &settings.targets {
-        let (format, entry) = match target.as_str() {
-            "spir64" => (ImageFormat::SpirV, None),
-            t => {
-                let entry = settings.config.target(t).ok_or_else(|| {
-                    anyhow!("target `{t}` has no entry in the device configuration")
-                })?;
-                (aot::format_of(t)?, Some(entry))
-            }
+    for &target in &settings.targets {
+        let entry = if target.is_ahead_of_time() {
+            Some(settings.config.target(target).ok_or_else(|| {
+                anyhow!("target `{target}` has no entry in the device configuration")
+            })?)
+        } else {
+            None
         };
         // DPC++'s aspect filter: the images this target can run.
         let accepted: Vec<(&PostLinkImage, DeviceRequirements)> = images
@@ -151,23 +146,22 @@ pub fn images_for_targets(
             .filter(|(_, requirements)| entry.is_none_or(|e| requirements.accepted_by(e)))
             .collect();
         let started = Instant::now();
-        let data: Vec<Vec<u8>> = match format {
-            ImageFormat::SpirV => accepted.iter().map(|(image, _)| image.spirv.clone()).collect(),
-            _ => {
-                aot::compile(target, &accepted.iter().map(|(image, _)| *image).collect::<Vec<_>>())?
-            }
+        let data: Vec<Vec<u8>> = if target.is_ahead_of_time() {
+            aot::compile(target, &accepted.iter().map(|(image, _)| *image).collect::<Vec<_>>())?
+        } else {
+            accepted.iter().map(|(image, _)| image.spirv.clone()).collect()
         };
         report_cost(target, data.iter().map(Vec::len), started);
         if target == ptx::TARGET {
             let started = Instant::now();
             let twins = inlined_twins(&accepted, libraries)?;
-            report_cost(PTX_INLINED_TARGET, twins.iter().map(|t| t.data.len()), started);
+            report_cost(Target::Ptx64Inlined, twins.iter().map(|t| t.data.len()), started);
             set.images.extend(twins);
         }
         for ((image, requirements), data) in accepted.into_iter().zip(data) {
             set.images.push(Image {
-                format,
-                target: target.clone(),
+                format: target.format(),
+                target: target.name().into(),
                 kernels: image.kernels.clone(),
                 property_sets: property_sets(image, &requirements),
                 data,
@@ -175,17 +169,15 @@ pub fn images_for_targets(
         }
     }
     if set.images.is_empty() && !images.is_empty() {
-        bail!(
-            "no target among {} can run any of this unit's device images",
-            settings.targets.join(", ")
-        );
+        let names: Vec<&str> = settings.targets.iter().map(|t| t.name()).collect();
+        bail!("no target among {} can run any of this unit's device images", names.join(", "));
     }
     Ok(set)
 }
 
 /// With `SYCL_LD_VERBOSE`, what a target's images cost: how many, their bytes, the time
 /// they took to make.
-fn report_cost(target: &str, sizes: impl Iterator<Item = usize>, started: Instant) {
+fn report_cost(target: Target, sizes: impl Iterator<Item = usize>, started: Instant) {
     if crate::verbose() {
         let (count, bytes) = sizes.fold((0, 0), |(n, b), size| (n + 1, b + size));
         if count > 0 {
@@ -200,7 +192,7 @@ fn report_cost(target: &str, sizes: impl Iterator<Item = usize>, started: Instan
 /// For each image with imports that the shared libraries on the link line export (the first
 /// that exports each, in link order, as the loader would pick them), from PTX images with no
 /// imports and no specialization constants of their own: a twin PTX image, target
-/// [`PTX_INLINED_TARGET`], with those functions compiled in and inlined where LLVM would
+/// [`Target::Ptx64Inlined`], with those functions compiled in and inlined where LLVM would
 /// inline them, no imports, and `SYCL/inlined imports` naming the provider images by hash. A
 /// call into another module costs a real call on the GPU (twice the time of an n-body step
 /// with its body interaction in another library); the twin costs none, and the runtime uses
@@ -233,7 +225,7 @@ fn inlined_twins(
         let names: Vec<&str> =
             image.kernels.iter().chain(&image.exported).map(String::as_str).collect();
         ptx::compile_with(image, &providers, &tools).with_context(|| {
-            format!("building image of {} for {PTX_INLINED_TARGET}", names.join(", "))
+            format!("building image of {} for {}", names.join(", "), Target::Ptx64Inlined)
         })
     })?;
     Ok(planned
@@ -255,8 +247,8 @@ fn inlined_twins(
                 properties: hashes.collect(),
             });
             Image {
-                format: ImageFormat::Ptx,
-                target: PTX_INLINED_TARGET.into(),
+                format: Target::Ptx64Inlined.format(),
+                target: Target::Ptx64Inlined.name().into(),
                 kernels: image.kernels.clone(),
                 property_sets,
                 data,
@@ -284,7 +276,7 @@ fn providers_of<'a>(
         let ptx = library
             .images
             .iter()
-            .find(|i| i.format == ImageFormat::Ptx && i.target == ptx::TARGET && exports(i))?;
+            .find(|i| i.format == ptx::TARGET.format() && i.target == ptx::TARGET && exports(i))?;
         let self_contained = ptx.imported_symbols().next().is_none()
             && ptx.property_set(sets::SPECIALIZATION_CONSTANTS).is_none()
             && ptx.property_set(sets::VIRTUAL_FUNCTIONS).is_none();

@@ -42,7 +42,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use sycl_build::{Tool, ToolFile};
-use sycl_format::PTX_SPEC_CONSTANT_PREFIX;
+use sycl_format::{Target, PTX_SPEC_CONSTANT_PREFIX};
 use sycl_spirv::PostLinkImage;
 
 /// Set (not to 0), each image's intermediate files are kept (the SPIR LLVM IR, the
@@ -50,8 +50,8 @@ use sycl_spirv::PostLinkImage;
 /// named on stderr.
 pub const KEEP_ENV: &str = "SYCL_LD_PTX_KEEP";
 
-/// The target's name, as `Build::targets` and the device configuration spell it.
-pub const TARGET: &str = "ptx64";
+/// The target this module makes images for.
+pub const TARGET: Target = Target::Ptx64;
 /// The GPU architecture and PTX version `llc` writes for.
 pub const CPU: &str = "sm_90";
 pub const PTX_FEATURE: &str = "+ptx78";

@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
-use sycl_format::{sets, DeviceConfig, DeviceRequirements, Property, PropertySet, PropertyValue};
+use sycl_format::{
+    sets, DeviceConfig, DeviceRequirements, Property, PropertySet, PropertyValue, Target,
+};
 
 use crate::args::{list, parse, parse_tool_args, Input};
 use crate::embed::{self, Settings};
@@ -38,7 +40,7 @@ pub fn post_link(args: &[OsString]) -> Result<ExitCode> {
     if let Some(split) = split {
         settings.split = split;
     }
-    settings.targets = vec!["spir64".into()];
+    settings.targets = vec![Target::Spir64];
     let (set, warnings) = embed::device_link(&found.objects, &settings, &[])?;
     for line in warnings.iter().flat_map(|w| w.lines()) {
         eprintln!("sycl-ld: {line}");
@@ -272,9 +274,10 @@ mod tests {
         std::fs::write(dir.path().join("b.props"), write_properties(&[fp16])).unwrap();
         let table = format!("{HEADER}\na.spv|a.props|a.sym\nb.spv|b.props|b.sym\n");
         let config = DeviceConfig::default_config();
-        let pocl = filter_table(&table, dir.path(), "pocl_cpu", &config).unwrap();
+        let pocl = filter_table(&table, dir.path(), Target::PoclCpu.name(), &config).unwrap();
         assert_eq!(pocl, format!("{HEADER}\na.spv|a.props|a.sym\n"));
-        let intel = filter_table(&table, dir.path(), "intel_cpu_x86_64", &config).unwrap();
+        let intel =
+            filter_table(&table, dir.path(), Target::IntelCpuX86_64.name(), &config).unwrap();
         assert_eq!(intel, table);
         assert!(filter_table(&table, dir.path(), "no_such_target", &config)
             .unwrap_err()
@@ -285,9 +288,10 @@ mod tests {
             filter_table(no_props, dir.path(), "no_such_target", &config).unwrap(),
             no_props
         );
-        let not_a_table = filter_table("int main() {}\n", dir.path(), "pocl_cpu", &config)
-            .unwrap_err()
-            .to_string();
+        let not_a_table =
+            filter_table("int main() {}\n", dir.path(), Target::PoclCpu.name(), &config)
+                .unwrap_err()
+                .to_string();
         assert!(not_a_table.starts_with("not a file table"), "{not_a_table}");
     }
 }

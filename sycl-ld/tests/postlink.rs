@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sycl_build::SplitMode;
-use sycl_format::{sets, DeviceRequirements, ImageFormat, ImageSet};
+use sycl_format::{sets, DeviceRequirements, ImageFormat, ImageSet, Target};
 
 const HEADER: &str = "#include <sycl/device.h>\n";
 
@@ -289,7 +289,7 @@ __kernel SYCL_REQD_SUB_GROUP_SIZE(16) void sg(__global int *o) { o[0] = 2; }\n";
 fn fixed_targets_bundle_kernels_whatever_their_features() {
     let mut unit = Unit::new();
     unit.build("fixed", &[("k.cl", K1_K2)], |b| {
-        b.fixed_targets(["intel_cpu_x86_64"]);
+        b.fixed_targets([Target::IntelCpuX86_64]);
     });
     let (rows, _) = unit.post_link(SplitMode::Off);
     assert_eq!(rows.len(), 1, "fixed targets: split exactly as requested");
@@ -297,7 +297,7 @@ fn fixed_targets_bundle_kernels_whatever_their_features() {
     let r = rows[0].requirements();
     assert_eq!(
         r.fixed_target,
-        Some(vec![sycl_format::aspects::target_aspect("intel_cpu_x86_64").unwrap()])
+        Some(vec![sycl_format::aspects::target_aspect(Target::IntelCpuX86_64).unwrap()])
     );
     assert!(r.aspects.is_empty());
 }
@@ -312,11 +312,11 @@ fn a_function_compiled_for_other_fixed_targets_is_warned_about() {
             "SYCL_EXTERNAL int f(int);\n__kernel void k(__global int *o) { o[0] = f(1); }\n",
         )],
         |b| {
-            b.fixed_targets(["intel_cpu_x86_64"]);
+            b.fixed_targets([Target::IntelCpuX86_64]);
         },
     );
     unit.build("func", &[("f.cl", "SYCL_EXTERNAL int f(int i) { return i; }\n")], |b| {
-        b.fixed_targets(["pocl_cpu"]);
+        b.fixed_targets([Target::PoclCpu]);
     });
     let (rows, stderr) = unit.post_link(SplitMode::PerKernel);
     assert!(
@@ -359,7 +359,7 @@ use is from this call chain:\n  foo()\n  bar() {hw}:5:69\n  boo() {hw}:4:36"
 fn a_fixed_target_that_lacks_an_aspect_is_warned_about() {
     let mut unit = Unit::new();
     let compiled = unit.build("pocl", &[("k.cl", K1_K2)], |b| {
-        b.fixed_targets(["pocl_cpu"]);
+        b.fixed_targets([Target::PoclCpu]);
     });
     assert_eq!(compiled.diagnostics.len(), 1, "{:?}", compiled.diagnostics);
     assert!(
@@ -405,15 +405,15 @@ fn an_aspect_from_another_source_is_warned_about_at_link_time() {
 fn an_aot_target_that_cannot_run_fp16_does_not_get_it() {
     let mut unit = Unit::new();
     unit.build("aot", &[("k.cl", K1_K2)], |b| {
-        b.targets(["spir64", "pocl_cpu", "intel_cpu_x86_64"]);
+        b.targets([Target::Spir64, Target::PoclCpu, Target::IntelCpuX86_64]);
     });
     let set = unit.link_shared();
-    let kernels = |target: &str| -> Vec<String> {
+    let kernels = |target: Target| -> Vec<String> {
         set.images.iter().filter(|i| i.target == target).flat_map(|i| i.kernels.clone()).collect()
     };
-    assert_eq!(kernels("spir64"), ["K1", "K2"]);
-    assert_eq!(kernels("pocl_cpu"), ["K1"], "PoCL has no fp16");
-    assert_eq!(kernels("intel_cpu_x86_64"), ["K1", "K2"]);
+    assert_eq!(kernels(Target::Spir64), ["K1", "K2"]);
+    assert_eq!(kernels(Target::PoclCpu), ["K1"], "PoCL has no fp16");
+    assert_eq!(kernels(Target::IntelCpuX86_64), ["K1", "K2"]);
     for image in &set.images {
         let magic: &[u8] = match image.format {
             sycl_format::ImageFormat::SpirV => &[0x03, 0x02, 0x23, 0x07],
@@ -443,10 +443,10 @@ __global fn_t table[2] = { twice, halve };\n\
 __kernel SYCL_CALLS_INDIRECTLY(plain) void call_plain(__global int *o) { o[0] = table[0](o[0]); }\n\
 __kernel void no_pointers(__global int *o) { o[0] = 1; }\n";
     unit.build("vf", &[("vf.cl", source)], |b| {
-        b.targets(["spir64", "pocl_cpu"]);
+        b.targets([Target::Spir64, Target::PoclCpu]);
     });
     let set = unit.link_shared();
-    let of = |target: &str| -> (Vec<(String, bool)>, Vec<String>) {
+    let of = |target: Target| -> (Vec<(String, bool)>, Vec<String>) {
         let images: Vec<_> = set.images.iter().filter(|i| i.target == target).collect();
         let mut sets: Vec<(String, bool)> = images
             .iter()
@@ -458,13 +458,13 @@ __kernel void no_pointers(__global int *o) { o[0] = 1; }\n";
         kernels.sort();
         (sets, kernels)
     };
-    let (sets, kernels) = of("spir64");
+    let (sets, kernels) = of(Target::Spir64);
     assert_eq!(sets, [("halves".into(), false), ("halves".into(), true), ("plain".into(), false)]);
     assert_eq!(kernels, ["call_plain", "no_pointers"]);
     // PoCL has no fp16: the real `halves` goes, its dummy stays. Its ahead-of-time images
     // cannot call through pointers (the runtime lowers them only in whole programs), so the
     // calling kernel is left to SPIR-V.
-    let (sets, kernels) = of("pocl_cpu");
+    let (sets, kernels) = of(Target::PoclCpu);
     assert_eq!(sets, [("halves".into(), true), ("plain".into(), false)]);
     assert_eq!(kernels, ["no_pointers"]);
 }
@@ -480,7 +480,7 @@ device code; the runtime will refuse kernels that reach it): fib -> fib";
 fn recursion_is_warned_about_and_recorded_but_links() {
     let mut unit = Unit::new();
     unit.build("fib", &[("fib.cl", FIB)], |b| {
-        b.targets(["spir64", "pocl_cpu"]);
+        b.targets([Target::Spir64, Target::PoclCpu]);
     });
     let out = unit.link_shared_with(&[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -594,12 +594,12 @@ fn a_user_device_configuration_replaces_the_default() {
     std::fs::write(&config, "[pocl_cpu]\naspects = [\"cpu\", \"fp16\"]\nsub-group-sizes = []\n")
         .unwrap();
     unit.build("cfg", &[("k.cl", K1_K2)], |b| {
-        b.targets(["pocl_cpu"]).device_config(&config);
+        b.targets([Target::PoclCpu]).device_config(&config);
     });
     let set = unit.link_shared();
     let kernels: Vec<String> = set.images.iter().flat_map(|i| i.kernels.clone()).collect();
     assert_eq!(kernels, ["K1", "K2"], "this configuration says PoCL has fp16");
-    assert!(set.images.iter().all(|i| i.target == "pocl_cpu"));
+    assert!(set.images.iter().all(|i| i.target == Target::PoclCpu));
 }
 
 #[test]
@@ -687,13 +687,13 @@ fn every_kernel_image_records_its_parameters_as_clang_compiles_them() {
     use sycl_format::ParamKind::*;
     let mut unit = Unit::new();
     unit.build("params", &[("params.cl", PARAMS)], |b| {
-        b.targets(["spir64", "pocl_cpu"]);
+        b.targets([Target::Spir64, Target::PoclCpu]);
     });
     let set = unit.link_shared();
     let spirv: Vec<&sycl_format::Image> =
-        set.images.iter().filter(|i| i.target == "spir64").collect();
+        set.images.iter().filter(|i| i.target == Target::Spir64).collect();
     let pocl: Vec<&sycl_format::Image> =
-        set.images.iter().filter(|i| i.target == "pocl_cpu").collect();
+        set.images.iter().filter(|i| i.target == Target::PoclCpu).collect();
     assert!(!pocl.is_empty());
     let expected: [(&str, Vec<Param<'_>>); 6] = [
         ("sizes", vec![(Global, 8, "global int*", "out")]),
@@ -1048,10 +1048,10 @@ fn strings(value: &serde_json::Value) -> Vec<String> {
 fn check_ptx_forms(file: &Path) -> Vec<serde_json::Value> {
     let set = images_of(file);
     let config = sycl_format::DeviceConfig::default_config();
-    let ptx64 = config.target("ptx64").unwrap();
-    for spirv in set.images.iter().filter(|i| i.target == "spir64") {
+    let ptx64 = config.target(Target::Ptx64).unwrap();
+    for spirv in set.images.iter().filter(|i| i.target == Target::Spir64) {
         let ptx = set.images.iter().find(|i| {
-            i.target == "ptx64"
+            i.target == Target::Ptx64
                 && i.kernels == spirv.kernels
                 && i.exported_symbols().eq(spirv.exported_symbols())
         });
@@ -1103,7 +1103,7 @@ fn set_members(file: &Path, set: &str) -> Vec<String> {
     let set_images = images
         .images
         .iter()
-        .filter(|i| i.target == "spir64" && i.virtual_functions_set() == Some((set, false)));
+        .filter(|i| i.target == Target::Spir64 && i.virtual_functions_set() == Some((set, false)));
     set_images.flat_map(|i| i.exported_symbols().map(str::to_string).collect::<Vec<_>>()).collect()
 }
 
@@ -1111,7 +1111,7 @@ fn set_members(file: &Path, set: &str) -> Vec<String> {
 fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
     let mut lib = Unit::new();
     lib.build("ptxlib", &[("lib.cl", PTX_LIB), ("geo.clcpp", PTX_LIB_CPP)], |b| {
-        b.targets(["spir64", "ptx64"]);
+        b.targets([Target::Spir64, Target::Ptx64]);
     });
     lib.link_shared();
     let lib_ptx = check_ptx_forms(&lib.dir.path().join("libunit.so"));
@@ -1122,7 +1122,7 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
 
     let mut app = Unit::new();
     app.build("ptxapp", &[("app.cl", PTX_APP), ("dots.clcpp", PTX_APP_CPP)], |b| {
-        b.targets(["spir64", "ptx64"]);
+        b.targets([Target::Spir64, Target::Ptx64]);
     });
     let set = app.link_shared();
     let ptx = check_ptx_forms(&app.dir.path().join("libunit.so"));
@@ -1137,7 +1137,7 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
         let image = set
             .images
             .iter()
-            .find(|i| i.target == "ptx64" && i.kernels.iter().any(|k| k == kernel))
+            .find(|i| i.target == Target::Ptx64 && i.kernels.iter().any(|k| k == kernel))
             .unwrap();
         String::from_utf8(image.data.clone()).unwrap()
     };
@@ -1207,7 +1207,7 @@ __kernel void spec(__global double *o) {\n\
   o[get_global_id(0)] = SYCL_SPEC(negate) ? -v : v;\n\
 }\n";
     unit.build("sc", &[("sc.cl", source)], |b| {
-        b.targets(["spir64", "ptx64"]);
+        b.targets([Target::Spir64, Target::Ptx64]);
     });
     let set = unit.link_shared();
     let ptx = check_ptx_forms(&unit.dir.path().join("libunit.so"));
@@ -1217,7 +1217,7 @@ __kernel void spec(__global double *o) {\n\
         variables,
         ["__sycl_spec_constant_negate", "__sycl_spec_constant_scale", "__sycl_spec_constant_shift"]
     );
-    let image = set.images.iter().find(|i| i.target == "ptx64").unwrap();
+    let image = set.images.iter().find(|i| i.target == Target::Ptx64).unwrap();
     let code = String::from_utf8(image.data.clone()).unwrap();
     for expected in [
         ".weak .const .align 4 .b8 __sycl_spec_constant_scale[4] = {254, 255, 255, 255};",
@@ -1241,14 +1241,14 @@ fn ptx64_images_get_a_twin_with_the_link_lines_libraries_compiled_in() {
     let scale = "SYCL_EXTERNAL float lib_scale(float x) { return x * 3.0f; }\n";
     let relay = "SYCL_EXTERNAL float far_away(float x);\nSYCL_EXTERNAL float lib_relay(float x) { return far_away(x); }\n";
     lib.build("lib", &[("scale.cl", scale), ("relay.cl", relay)], |b| {
-        b.targets(["spir64", "ptx64"]);
+        b.targets([Target::Spir64, Target::Ptx64]);
     });
     let lib_set = lib.link_shared();
     let lib_dir = format!("-L{}", lib.dir.path().display());
     let provider = lib_set
         .images
         .iter()
-        .find(|i| i.target == "ptx64" && i.exported_symbols().any(|e| e == "lib_scale"))
+        .find(|i| i.target == Target::Ptx64 && i.exported_symbols().any(|e| e == "lib_scale"))
         .unwrap();
 
     let mut app = Unit::new();
@@ -1257,14 +1257,14 @@ fn ptx64_images_get_a_twin_with_the_link_lines_libraries_compiled_in() {
 __kernel void scale(__global float *o) { o[0] = lib_scale(o[0]); }\n";
     let relay_source = "SYCL_EXTERNAL float lib_relay(float x);\n__kernel void relay(__global float *o) { o[0] = lib_relay(o[0]); }\n";
     app.build("app", &[("app.cl", app_source), ("relay.cl", relay_source)], |b| {
-        b.targets(["spir64", "ptx64"]);
+        b.targets([Target::Spir64, Target::Ptx64]);
     });
     let output = app.link_shared_against(&[lib_dir, "-lunit".into()], &[]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let set = images_of(&app.dir.path().join("libunit.so"));
     check_ptx_forms(&app.dir.path().join("libunit.so"));
     let twins: Vec<&sycl_format::Image> =
-        set.images.iter().filter(|i| i.target == sycl_format::PTX_INLINED_TARGET).collect();
+        set.images.iter().filter(|i| i.target == Target::Ptx64Inlined).collect();
     assert_eq!(twins.len(), 1, "only `scale`'s image: lib_relay imports far_away");
     let twin = twins[0];
     assert_eq!(twin.kernels, ["scale"]);
@@ -1280,7 +1280,8 @@ __kernel void scale(__global float *o) { o[0] = lib_scale(o[0]); }\n";
     let code = String::from_utf8(twin.data.clone()).unwrap();
     assert!(!code.contains(".extern") && !code.contains("call"), "{code}");
     assert!(code.contains("0f40400000"), "lib_scale's 3.0f, inlined: {code}");
-    let plain = set.images.iter().find(|i| i.target == "ptx64" && i.kernels == ["scale"]).unwrap();
+    let plain =
+        set.images.iter().find(|i| i.target == Target::Ptx64 && i.kernels == ["scale"]).unwrap();
     assert!(String::from_utf8_lossy(&plain.data)
         .contains(".extern .func  (.param .b32 func_retval0) lib_scale"));
 }
@@ -1295,7 +1296,7 @@ SYCL_INDIRECTLY_CALLABLE(ops) int thrice(int x) { return 3 * x; }\n\
 __global fn_t table[2] = { twice, thrice };\n\
 __kernel SYCL_CALLS_INDIRECTLY(ops) void call_ops(__global int *o) { o[0] = table[o[1] & 1](o[0]); }\n";
     unit.build("vf", &[("vf.cl", source)], |b| {
-        b.targets(["spir64", "ptx64"]);
+        b.targets([Target::Spir64, Target::Ptx64]);
     });
     unit.link_shared();
     let ptx = check_ptx_forms(&unit.dir.path().join("libunit.so"));
@@ -1310,7 +1311,7 @@ fn a_builtin_ptx64_lacks_fails_the_link_and_is_named() {
         "p",
         &[("p.cl", "__kernel void say(__global int *o) { printf(\"%d\\n\", o[0]); }\n")],
         |b| {
-            b.targets(["spir64", "ptx64"]);
+            b.targets([Target::Spir64, Target::Ptx64]);
         },
     );
     let output = unit.link_shared_with(&[]);

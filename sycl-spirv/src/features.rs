@@ -27,8 +27,11 @@ const IMAGE: &str = "image";
 /// A source location from `OpLine`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
+    /// The file name: the `OpString` that `OpLine` names, or `?` when there is none.
     pub file: String,
+    /// The line number, as `OpLine` gives it.
     pub line: u32,
+    /// The column number, as `OpLine` gives it.
     pub column: u32,
 }
 
@@ -82,7 +85,7 @@ impl fmt::Display for Location {
 }
 
 /// A call chain: each function with where its caller calls it (none for the first).
-pub type CallChain = Vec<(Word, Option<Location>)>;
+pub(crate) type CallChain = Vec<(Word, Option<Location>)>;
 
 /// What a module's functions use and declare.
 #[derive(Debug, Default)]
@@ -98,14 +101,19 @@ pub struct Features {
     names: Names,
     /// Aspects used by a function and everything it reaches.
     used: HashMap<Word, BTreeSet<u32>>,
-    /// `reqd_work_group_size` and `intel_reqd_sub_group_size` of entry-point functions.
+    /// `reqd_work_group_size` of entry-point functions (their `LocalSize` execution mode).
     pub reqd_work_group_size: HashMap<Word, [u32; 3]>,
+    /// `intel_reqd_sub_group_size` of entry-point functions (their `SubgroupSize` execution
+    /// mode).
     pub reqd_sub_group_size: HashMap<Word, u32>,
     /// Whether the module calls through function pointers or takes function addresses.
     pub has_function_pointers: bool,
 }
 
 impl Features {
+    /// Analyses `module`: each function's used aspects (propagated up the call graph), its
+    /// declared aspects, the required sizes of entry points, and whether the module uses
+    /// function pointers.
     pub fn analyze(module: &Module) -> Features {
         let mut f = Features {
             calls: CallGraph::of(module),
@@ -241,6 +249,7 @@ impl Features {
         self.used.get(&function).cloned().unwrap_or_default()
     }
 
+    /// Aspects `function` declares with `SYCL_DEVICE_HAS`; `None` when it has no such marker.
     pub fn declared(&self, function: Word) -> Option<&BTreeSet<u32>> {
         self.declared.get(&function)
     }

@@ -8,9 +8,9 @@
 //! output, and the work grows linearly with the size of the input.
 
 //!
-//! Without the default `link` feature only loading, symbols, calls, kernel parameters,
-//! specialization constants and the feature analysis are compiled: what `sycl-build` runs in
-//! every device crate's build script.
+//! Without the default `link` feature only loading, C99 inline definitions made local, symbols,
+//! calls, kernel parameters, specialization constants and the feature analysis are compiled:
+//! what `sycl-build` runs in every device crate's build script.
 
 #[cfg(feature = "link")]
 mod barriers;
@@ -54,14 +54,39 @@ pub use symbols::{can_be_imported, Linkage, Symbols};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// The input is not SPIR-V that this crate can take apart, or a transformation found an
+    /// instruction in a shape it cannot rewrite; the string says what is wrong.
     #[error("malformed SPIR-V: {0}")]
     Malformed(String),
+    /// A link input exports a symbol that an earlier input already defines (a later link-once
+    /// definition is dropped instead).
     #[error("symbol `{symbol}` is defined in both {first} and {second}")]
-    MultipleDefinition { symbol: String, first: String, second: String },
+    MultipleDefinition {
+        /// The linkage name defined twice.
+        symbol: String,
+        /// The name of the earlier link input, which defines it.
+        first: String,
+        /// The name of the later link input, which exports it again.
+        second: String,
+    },
+    /// An import's function type differs from that of the export it resolves to.
     #[error("symbol `{symbol}` is declared in {importer} with a type that differs from its definition in {exporter}")]
-    TypeMismatch { symbol: String, importer: String, exporter: String },
+    TypeMismatch {
+        /// The linkage name of the import and the export.
+        symbol: String,
+        /// The name of the link input that imports it.
+        importer: String,
+        /// The name of the link input that exports it.
+        exporter: String,
+    },
+    /// Two link inputs declare different addressing or memory models.
     #[error("{first} and {second} use different memory models and cannot be linked")]
-    MemoryModel { first: String, second: String },
+    MemoryModel {
+        /// The name of the first link input, whose model the others are held to.
+        first: String,
+        /// The name of the link input whose model differs.
+        second: String,
+    },
 }
 
 /// What the unit tests build modules with.

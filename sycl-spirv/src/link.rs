@@ -18,17 +18,26 @@ use crate::Error;
 
 /// One module to link, with a name for messages (its source path).
 pub struct LinkInput {
+    /// The name that errors give this input: its source path.
     pub name: String,
+    /// The relocatable module (as [`crate::load`] reads it).
     pub module: Module,
 }
 
 /// The linked module, and which input each function definition came from (by index).
 #[derive(Debug)]
 pub struct Linked {
+    /// The linked module: an import that some input exports now refers to that definition;
+    /// the others stay imports, one declaration per name.
     pub module: Module,
+    /// The input (an index into the `inputs` given to [`link`]) that each function
+    /// definition's id in `module` came from.
     pub origins: HashMap<Word, usize>,
 }
 
+/// Links `inputs`, in order, into one module (see the module documentation). With more than
+/// one input, extended-instruction debug information is dropped, since renumbered ids would
+/// make it name the wrong values; line information stays.
 pub fn link(inputs: Vec<LinkInput>) -> Result<Linked, Error> {
     let mut names = Vec::with_capacity(inputs.len());
     let mut origins = HashMap::new();

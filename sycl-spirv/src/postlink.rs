@@ -35,14 +35,20 @@ use crate::{assemble, Error};
 /// A link input as the post-link sees it: its name and the fixed targets it was compiled for.
 #[derive(Debug, Clone, Default)]
 pub struct Source {
+    /// The input's name, as its [`LinkInput`](crate::LinkInput) gives it: its source path.
     pub name: String,
+    /// DPC++'s `-fsycl-fixed-targets` for this source, by target name (empty: none).
     pub fixed_targets: Vec<String>,
 }
 
+/// What [`post_link`] needs besides the linked module: how to split it and what its inputs were.
 pub struct PostLinkOptions<'a> {
+    /// The split mode asked for; `auto` becomes `off` when the module uses function pointers,
+    /// `per_source` otherwise ([`PostLink::split`] says which).
     pub split: SplitMode,
     /// The link inputs, in the order given to [`crate::link`].
     pub sources: &'a [Source],
+    /// The device configuration that gives each fixed target its `target_*` aspect.
     pub config: &'a DeviceConfig,
     /// The unit's named specialization constants ([`crate::spec::assign_ids`]).
     pub spec_constants: &'a BTreeMap<String, SpecConstant>,
@@ -51,8 +57,12 @@ pub struct PostLinkOptions<'a> {
 /// The `SYCL/device requirements` of an image.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Requirements {
+    /// Aspect numbers the image's code uses or declares, ascending; empty for images of
+    /// sources compiled with fixed targets, which `fixed_target` describes instead.
     pub aspects: Vec<u32>,
+    /// The `reqd_work_group_size` that every kernel of the image has, if any.
     pub reqd_work_group_size: Option<[u32; 3]>,
+    /// The `intel_reqd_sub_group_size` that every kernel of the image has, if any.
     pub reqd_sub_group_size: Option<u32>,
     /// Aspects of the fixed targets; `Some(empty)` when the intersection came out empty.
     pub fixed_target: Option<Vec<u32>>,
@@ -61,9 +71,16 @@ pub struct Requirements {
 /// One device image that the post-link produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PostLinkImage {
+    /// The kernels (entry-point names) the image holds, in module order; empty for an image
+    /// of SYCL_EXTERNAL functions or of a virtual-function set.
     pub kernels: Vec<String>,
+    /// The functions the image exports, by linkage name, sorted: SYCL_EXTERNAL functions, or a
+    /// set's members; always empty for kernel images.
     pub exported: Vec<String>,
+    /// The functions the image imports, by linkage name: declarations that pass
+    /// [`can_be_imported`](crate::can_be_imported), virtual functions (linked in by set) left out.
     pub imported: Vec<String>,
+    /// What a device must have to run the image (`SYCL/device requirements`).
     pub requirements: Requirements,
     /// The named specialization constants the image uses.
     pub spec_constants: Vec<SpecConstant>,
@@ -76,6 +93,7 @@ pub struct PostLinkImage {
     /// Each kernel's parameters (`SYCL/kernel arguments`), in the order of `kernels`, read
     /// from the image as written.
     pub kernel_params: Vec<(String, Vec<KernelParam>)>,
+    /// The image's SPIR-V binary, which [`crate::load`] accepts.
     pub spirv: Vec<u8>,
 }
 
@@ -91,8 +109,12 @@ pub struct VirtualFunctions {
     pub uses: Vec<String>,
 }
 
+/// What [`post_link`] made of a link unit: its device images and the diagnostics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PostLink {
+    /// The device images: kernel and SYCL_EXTERNAL images in order of their first entry
+    /// (kernels in module order, then exports by name), then each virtual-function set's image
+    /// followed by its dummy, if it has one.
     pub images: Vec<PostLinkImage>,
     /// The split mode applied (`auto` resolved).
     pub split: SplitMode,
@@ -125,6 +147,8 @@ struct Entry {
     key: Key,
 }
 
+/// Splits a linked module into device images by DPC++'s rules (see the module
+/// documentation). Fails with [`Error::Malformed`] when an image it makes would not load.
 pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLink, Error> {
     let Linked { module, origins } = linked;
     let symbols = Symbols::of(&module);

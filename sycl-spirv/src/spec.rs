@@ -23,9 +23,12 @@ pub const SPEC_CONSTANT_SEMANTIC: &str = "sycl-spec-constant:";
 /// A named specialization constant of a source or an image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpecConstant {
+    /// The name given to `SYCL_SPEC_CONSTANT`, one constant per name across a link unit.
     pub name: String,
     /// The C type as written in the declaration (`int`, `float`, …).
     pub c_type: String,
+    /// The `SpecId`: the source's placeholder as [`declared`] reads it, the unit's id once
+    /// [`assign_ids`] has run.
     pub id: u32,
     /// The default value's bytes, little-endian, as wide as the type.
     pub default: Vec<u8>,

@@ -7,12 +7,17 @@ use rspirv::dr::{Instruction, Module, Operand};
 use rspirv::spirv::{Decoration, LinkageType, Op, Word};
 
 /// The `UserSemantic` string that `SYCL_EXTERNAL` (in `sycl/device.h`) puts on a definition.
-pub const SYCL_EXTERNAL_SEMANTIC: &str = "sycl-external";
+pub(crate) const SYCL_EXTERNAL_SEMANTIC: &str = "sycl-external";
 
+/// The kind of a `LinkageAttributes` decoration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Linkage {
+    /// `Export`: a definition other modules may use.
     Export,
+    /// `Import`: a declaration, resolved against an export of another module when the link
+    /// has one.
     Import,
+    /// `LinkOnceODR`: a definition that other modules may repeat; the link keeps the first.
     LinkOnceOdr,
 }
 
@@ -30,6 +35,7 @@ pub struct Symbols {
 }
 
 impl Symbols {
+    /// Reads the symbols of `module`.
     pub fn of(module: &Module) -> Symbols {
         let mut symbols = Symbols::default();
         for ep in &module.entry_points {

@@ -11,7 +11,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use rspirv::dr::{Block, Instruction, Module, Operand};
 use rspirv::spirv::{Decoration, Op, Word};
 
+/// The `UserSemantic` prefix that `SYCL_INDIRECTLY_CALLABLE(set)` writes; the set's name
+/// follows it.
 pub const INDIRECTLY_CALLABLE_SEMANTIC: &str = "sycl-indirectly-callable:";
+/// The `UserSemantic` prefix that `SYCL_CALLS_INDIRECTLY(...)` writes; a comma-separated list
+/// of set names follows it.
 pub const CALLS_INDIRECTLY_SEMANTIC: &str = "sycl-calls-indirectly:";
 
 /// The sets of a module.
@@ -26,6 +30,8 @@ pub struct VirtualSets {
 }
 
 impl VirtualSets {
+    /// Reads the sets of `module` from its `UserSemantic` markers; a marked function without
+    /// a body is no member.
     pub fn of(module: &Module) -> VirtualSets {
         let defined: std::collections::HashSet<Word> = module
             .functions
@@ -63,6 +69,7 @@ impl VirtualSets {
         sets
     }
 
+    /// Whether the module defines no member of any set (sets it only calls into do not count).
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }

@@ -6,10 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+/// The workspace root: the directory above this crate's.
 pub fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
 }
 
+/// Where `cargo build` puts the workspace's `sycl-ld` (`target/debug/sycl-ld`), built or not;
+/// [`built_sycl_ld`] builds it first.
 pub fn sycl_ld() -> PathBuf {
     repo_root().join("target/debug/sycl-ld")
 }
@@ -69,8 +72,14 @@ pub fn run_fixture(name: &str) -> Output {
 
 /// [`run_fixture`] with extra environment variables.
 pub fn run_fixture_with(name: &str, env: &[(&str, &str)]) -> Output {
+    run_fixture_args(name, &[], env)
+}
+
+/// [`run_fixture_with`] with arguments for the fixture.
+pub fn run_fixture_args(name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let path = fixtures().join(name);
     Command::new(&path)
+        .args(args)
         .env("SYCL_TRACE", "1")
         .env("SYCL_CACHE_DISABLE", "1")
         .env("SYCL_DEVICE", "intel")
@@ -80,10 +89,12 @@ pub fn run_fixture_with(name: &str, env: &[(&str, &str)]) -> Output {
         .unwrap_or_else(|e| panic!("running {}: {e}", path.display()))
 }
 
+/// A finished process's standard output as text (invalid UTF-8 replaced).
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A finished process's standard error as text (invalid UTF-8 replaced).
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

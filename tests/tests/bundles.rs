@@ -118,3 +118,37 @@ fn the_persistent_cache_keeps_an_entry_per_specialization_value() {
     assert_eq!(first, second);
     assert_eq!(trace.lines().filter(|l| l.starts_with("sycl: persist-hit ")).count(), 2, "{trace}");
 }
+
+#[test]
+fn strict_mode_refuses_a_duplicate_export_in_a_bundle_link_as_in_a_launch() {
+    let preload = fixtures().join("deps/libfast_helpers.so");
+    for device in ["intel", "pocl"] {
+        let run = |strict: &str| {
+            Command::new(fixtures().join("bundle-app"))
+                .arg("states")
+                .env("SYCL_DEVICE", device)
+                .env("SYCL_CACHE_DISABLE", "1")
+                .env("LD_PRELOAD", &preload)
+                .env("SYCL_STRICT_EXPORTS", strict)
+                .output()
+                .unwrap()
+        };
+        let lenient = run("0");
+        assert!(lenient.status.success(), "{device}: {}", stderr(&lenient));
+        assert!(
+            stdout(&lenient).contains(
+                r#"executable imports resolved from: ["bundle-app", "libfast_helpers.so"]"#
+            ),
+            "the first in loader order wins on {device}: {}",
+            stdout(&lenient)
+        );
+        let strict = run("1");
+        assert!(!strict.status.success(), "{device}: {}", stdout(&strict));
+        assert!(
+            stdout(&strict).ends_with("error: device symbol `LibDeviceFunc` is exported by more than one binary: libfast_helpers.so image 0, libhelpers.so image 1 (strict mode)\n"),
+            "{device}: {}{}",
+            stdout(&strict),
+            stderr(&strict)
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! Virtual-function sets: outlined set images, dummies, linking by device
 //! capability, a set from a shared library, a missing set, objects that survive a rebuild.
 
-use sycl_tests::{run_fixture_with, stderr, stdout};
+use sycl_tests::{run_fixture_args, run_fixture_with, stderr, stdout};
 
 #[test]
 fn the_design_examples_run_on_intel_with_the_real_sets() {
@@ -79,4 +79,49 @@ fn the_design_examples_run_on_pocl_with_the_dummy_where_fp16_is_missing() {
         "{o}"
     );
     assert!(trace.contains("(linked by the runtime, translated to SPIR)"), "{trace}");
+}
+
+#[test]
+fn kernels_from_bundles_link_the_sets_as_launches_do_on_both_devices() {
+    // Each kernel from a bundle built for it alone: the same walk as a launch, so the same
+    // results; `construct` only refers to the method tables (no indirect call), and its
+    // bundle still links every set they hold.
+    for (device, fp16_set) in
+        [("intel", "vfunc-app image 6"), ("pocl", "vfunc-app image 7 (dummy)")]
+    {
+        let plain = run_fixture_with("vfunc-app", &[("SYCL_DEVICE", device)]);
+        let bundled = run_fixture_args("vfunc-app", &["bundle"], &[("SYCL_DEVICE", device)]);
+        let (o, trace) = (stdout(&bundled), stderr(&bundled));
+        assert!(bundled.status.success(), "no process crash on {device}: {o}{trace}");
+        let results = |out: &str| -> Vec<String> {
+            out.lines().filter(|l| l.ends_with(']')).map(str::to_string).collect()
+        };
+        assert_eq!(results(&o), results(&stdout(&plain)), "on {device}: {trace}");
+        assert_eq!(results(&o).len(), if device == "intel" { 6 } else { 5 }, "on {device}: {o}");
+        let first_link = trace.lines().find(|l| l.starts_with("sycl: link (bundle) on ")).unwrap();
+        for set_image in
+            ["vfunc-app image 5", fp16_set.trim_end_matches(" (dummy)"), "libvfunc_lib.so image 0"]
+        {
+            assert!(first_link.contains(set_image), "{device}: {set_image} in {first_link}");
+        }
+        assert!(
+            trace.contains(&format!(
+                "sycl: resolve virtual functions fp16_set -> {fp16_set} (for a kernel bundle)"
+            )),
+            "{device}: {trace}"
+        );
+        let refused: Vec<&str> = o.lines().filter(|l| !l.ends_with(']')).collect();
+        assert!(
+            refused.last().unwrap().starts_with(
+                "use_missing: no image provides virtual-function set `nobody_provides_this`"
+            ),
+            "{device}: {o}"
+        );
+        if device == "pocl" {
+            assert!(
+                refused[0].starts_with("use_bar: kernel_not_supported: Kernel uses optional feature corresponding to 'aspect::fp16'"),
+                "{o}"
+            );
+        }
+    }
 }

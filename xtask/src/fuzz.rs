@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use crate::{cargo, repo_root, run_checked};
 
 /// The fuzz targets, one per decoder of untrusted bytes.
-pub const TARGETS: &[&str] = &["spirv_postlink", "device_object", "image_set", "cache_entry"];
+const TARGETS: &[&str] = &["spirv_postlink", "device_object", "image_set", "cache_entry"];
 
 /// Installs cargo-fuzz when it is missing.
 fn ensure_cargo_fuzz() -> Result<()> {
@@ -25,7 +25,7 @@ fn ensure_cargo_fuzz() -> Result<()> {
 }
 
 /// Runs every target for `seconds`; fails on the first target that finds a crash.
-pub fn fuzz(seconds: u64) -> Result<()> {
+pub(crate) fn fuzz(seconds: u64) -> Result<()> {
     ensure_cargo_fuzz()?;
     let dir = repo_root().join("fuzz");
     seed_corpora(&dir.join("corpus"))?;

@@ -2,7 +2,7 @@
 //! code, written out for `scripts/gpu/ptx-check.sh` to link, load and run on an NVIDIA GPU
 //! through the CUDA driver (a machine without Rust or LLVM).
 //!
-//! Each unit below is compiled by `sycl_build::Build` with `.targets(["spir64", "ptx64"])`,
+//! Each unit below is compiled by `sycl_build::Build` for the `spir64` and `ptx64` targets,
 //! linked through `sycl-ld` into a shared library as cargo would link a crate, and the image
 //! set embedded in that library is decoded: every PTX image becomes `DIR/UNIT.N.ptx`, and
 //! `DIR/manifest.txt` says what each one holds, one fact a line:
@@ -28,7 +28,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use object::{Object, ObjectSection};
-use sycl_format::{ImageFormat, ImageSet};
+use sycl_format::{ImageFormat, ImageSet, Target};
 
 use crate::{cargo, describe, repo_root, run_captured, run_checked};
 
@@ -160,7 +160,7 @@ pub fn gpu_pack(dir: &Path) -> Result<()> {
 fn build_unit(unit: &Unit, root: &Path, work: &Path, sycl_ld: &Path) -> Result<PathBuf> {
     let mut build = sycl_build::Build::new();
     build.cargo_metadata(false).out_dir(work.join(format!("out-{}", unit.name)));
-    build.targets(["spir64", "ptx64"]);
+    build.targets([Target::Spir64, Target::Ptx64]);
     for source in unit.sources {
         build.file(root.join(source));
     }

@@ -22,6 +22,7 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use sycl_format::Target;
 
 use crate::{cargo, repo_root, run_captured, run_checked};
 
@@ -96,7 +97,7 @@ pub fn gpu_suite(dir: &Path) -> Result<()> {
         .current_dir(&fixtures)
         .env("CARGO_TARGET_DIR", &target)
         .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
-        .env("SYCL_LD_TARGETS", "ptx64");
+        .env("SYCL_LD_TARGETS", Target::Ptx64.name());
     run_checked(&mut build)?;
 
     let stage = dir.join("suite");
@@ -128,7 +129,7 @@ pub fn gpu_suite(dir: &Path) -> Result<()> {
         .arg("-o")
         .arg(bin.join(DEVLIB))
         .arg(fixtures.join("devlib-app/device/devlib.cl"))
-        .env("SYCL_LD_TARGETS", "ptx64");
+        .env("SYCL_LD_TARGETS", Target::Ptx64.name());
     run_captured(&mut devlib)?;
     fs::copy(fixtures.join(BENCH_CUDA), stage.join("bench.cu"))?;
 

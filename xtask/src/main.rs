@@ -1,13 +1,16 @@
-//! Developer tasks for this workspace, run as `cargo xtask <demo|test|fuzz|bench|setup>`.
+//! Developer tasks for this workspace, run as `cargo xtask <COMMAND>` (`cargo xtask help`).
 //!
 //! * `setup` makes the machine ready: the Debian packages (clang, llvm-spirv, SPIR-V tools,
 //!   the OpenCL ICD loader and PoCL), Intel's CPU OpenCL runtime from PyPI and its ICD
-//!   registration. It is idempotent and is run first by the other two tasks.
+//!   registration. It is idempotent and is run first by the tasks that build device code.
 //! * `demo` builds `sycl-ld`, then the fixture app (and `libhelpers.so`, which it links
 //!   against) with it, then runs the app: only what the demo runs is built.
 //! * `test` builds `sycl-ld` and the whole fixture workspace, then runs `cargo test
-//!   --workspace` with any extra arguments (without any, then a short smoke run of every fuzz
-//!   target).
+//!   --workspace` with any extra arguments, the tidy checks of `tidy.rs` among the tests.
+//!   Without arguments (the CI run, `.ci/run`), the style checks come first (`cargo fmt
+//!   --check` and clippy with `-D warnings`, see `style.rs`) and a short smoke run of every
+//!   fuzz target last; a failed style check fails the run after the tests.
+//! * `style` runs the style checks alone.
 //! * `gpu-pack DIR` writes the PTX images the `ptx64` target makes for a set of real kernels,
 //!   with a manifest, for `scripts/gpu/ptx-check.sh` to run on an NVIDIA GPU (see `gpu.rs`).
 //! * `gpu-suite DIR` packs the fixtures' programs, built with PTX, and their expected outputs,
@@ -26,6 +29,9 @@ use anyhow::{bail, Context, Result};
 mod fuzz;
 mod gpu;
 mod gpu_suite;
+mod style;
+#[cfg(test)]
+mod tidy;
 mod weight;
 use std::env;
 use std::ffi::OsString;
@@ -70,7 +76,10 @@ commands:
   setup          install and register everything the demo and the tests need
   demo [ARGS]    setup, build the fixture app and run it with ARGS
   test [ARGS]    setup, build all the fixtures and run `cargo test --workspace ARGS`
-                 (without ARGS, then a 5-second smoke run of every fuzz target)
+                 (without ARGS: first the style checks, then the tests, then a 5-second
+                 smoke run of every fuzz target)
+  style          `cargo fmt --all --check` for this workspace, fixtures/ and fuzz/, then
+                 `cargo clippy --workspace --all-targets --keep-going -- -D warnings`
   gpu-pack DIR   write the PTX the ptx64 target makes for the GPU check's kernels to DIR,
                  with a manifest (for scripts/gpu/ptx-check.sh on an NVIDIA machine)
   gpu-suite DIR  setup, build the fixtures in release with PTX, and pack them with their expected
@@ -106,6 +115,7 @@ fn run() -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ("demo", args) => demo(args),
+        ("style", []) => Ok(if style::style()? { ExitCode::SUCCESS } else { ExitCode::FAILURE }),
         ("test", args) => test(args),
         ("bench", args) => bench(args),
         ("weight", args) => {
@@ -158,7 +168,20 @@ fn demo(args: &[OsString]) -> Result<ExitCode> {
 }
 
 /// Runs setup, builds the fixtures the end-to-end tests load, then runs the workspace tests.
+/// The CI run (no arguments) checks the style first and smoke-runs the fuzz targets last; a
+/// style failure is reported again, and fails the run, once the tests have run.
 fn test(args: &[OsString]) -> Result<ExitCode> {
+    let style = if args.is_empty() { style::check()? } else { Vec::new() };
+    let tests = run_tests(args);
+    let style_clean = style::report(&style);
+    match tests? {
+        status if status.success() && !style_clean => Ok(ExitCode::FAILURE),
+        status => Ok(exit_code(status)),
+    }
+}
+
+/// Everything `test` does after the style checks.
+fn run_tests(args: &[OsString]) -> Result<ExitStatus> {
     setup()?;
     build_fixtures(&[])?;
     let status =
@@ -168,7 +191,7 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
         fuzz::fuzz(FUZZ_SMOKE_SECONDS)?;
         say_gpu_runs_skipped();
     }
-    Ok(exit_code(status))
+    Ok(status)
 }
 
 /// The tests check the PTX the `ptx64` target makes (sycl-ld's `ptx64_*` tests), but run

@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use crate::{cargo, repo_root, run_checked};
 
 /// Builds the fixtures from clean and prints what they weigh.
-pub fn weight(args: &[OsString]) -> Result<()> {
+pub(crate) fn weight(args: &[OsString]) -> Result<()> {
     let root = repo_root();
     run_checked(cargo().args(["build", "-p", "sycl-ld"]).current_dir(&root))?;
     let target = root.join("target/weight-fixtures");

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use sycl_format::{find_notes, Image, ImageFormat, ImageSet, IMAGE_NOTE_SECTION, NOTE_TYPE_IMAGES};
 
 /// The demo's kernel, in the executable; it imports `LibDeviceFunc` from the shared library.
-pub const KERNEL: &str = "app_kernel";
+pub(crate) const KERNEL: &str = "app_kernel";
 
 const APP_RS: &str = include_str!("../program/app.rs");
 const APP_CL: &str = include_str!("../program/app.cl");
@@ -27,16 +27,16 @@ const HELPERS_CL: &str = include_str!("../program/helpers.cl");
 
 /// Whether cargo runs us as a benchmark (`cargo bench` passes `--bench`); otherwise
 /// (`cargo test --benches`) every measurement runs once, as a smoke test.
-pub fn bench_mode() -> bool {
+pub(crate) fn bench_mode() -> bool {
     std::env::args().any(|a| a == "--bench")
 }
 
-pub fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 /// Where the benchmarks keep what they build: `<repo>/target/sycl-bench`.
-pub fn bench_dir() -> PathBuf {
+pub(crate) fn bench_dir() -> PathBuf {
     let dir = repo_root().join("target").join("sycl-bench");
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -53,7 +53,7 @@ fn cargo() -> Command {
     cmd
 }
 
-pub fn run_ok(cmd: &mut Command) -> std::process::Output {
+pub(crate) fn run_ok(cmd: &mut Command) -> std::process::Output {
     let output = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
     assert!(
         output.status.success(),
@@ -66,7 +66,7 @@ pub fn run_ok(cmd: &mut Command) -> std::process::Output {
 }
 
 /// `target/debug/sycl-ld`, built first (the linker the fixtures and the demo use).
-pub fn sycl_ld() -> PathBuf {
+pub(crate) fn sycl_ld() -> PathBuf {
     run_ok(cargo().args(["build", "--quiet", "-p", "sycl-ld"]).current_dir(repo_root()));
     repo_root().join("target/debug/sycl-ld")
 }
@@ -81,7 +81,7 @@ fn write_if_changed(path: &Path, text: &str) {
 }
 
 /// The demo program, built by `sycl-ld` in release mode.
-pub struct Demo {
+pub(crate) struct Demo {
     pub project: PathBuf,
     /// The executable: `app_kernel` and the measuring modes of `program/app.rs`.
     pub exe: PathBuf,
@@ -95,7 +95,7 @@ pub struct Demo {
 impl Demo {
     /// Writes the project (the fixture app and helpers, with the measuring program as the
     /// app's main), builds it and finds its outputs.
-    pub fn build() -> Demo {
+    pub(crate) fn build() -> Demo {
         let sycl_ld = sycl_ld();
         let root = repo_root();
         let dir = bench_dir();
@@ -201,7 +201,7 @@ impl Demo {
 
     /// Runs the demo program with `args` and the environment the measurements need (default
     /// device, no trace, no strict mode), plus `env`; returns its `key value` lines.
-    pub fn run(&self, args: &[&str], env: &[(&str, &Path)]) -> Vec<(String, f64)> {
+    pub(crate) fn run(&self, args: &[&str], env: &[(&str, &Path)]) -> Vec<(String, f64)> {
         let mut cmd = Command::new(&self.exe);
         cmd.args(args)
             .env("SYCL_DEVICE", "intel")
@@ -224,7 +224,7 @@ impl Demo {
 
     /// One replay of the executable's link through `sycl-ld`, writing to `out`: one link of
     /// the demo. Returns its wall time.
-    pub fn link_once(&self, out: &Path) -> Duration {
+    pub(crate) fn link_once(&self, out: &Path) -> Duration {
         let mut args = self.link_args.clone();
         let o = args.iter().position(|a| a == "-o").expect("no -o in the recorded link");
         args[o + 1] = out.as_os_str().to_owned();
@@ -241,7 +241,7 @@ impl Demo {
     /// The SPIR-V images the runtime links for [`KERNEL`], in its order (the kernel's image,
     /// then the first provider of each import, executable before library), written to `dir`
     /// for the hand-written path.
-    pub fn kernel_images(&self, dir: &Path) -> Vec<PathBuf> {
+    pub(crate) fn kernel_images(&self, dir: &Path) -> Vec<PathBuf> {
         let mut all: Vec<Image> = embedded_images(&self.exe);
         all.extend(embedded_images(&self.lib));
         all.retain(|i| i.format == ImageFormat::SpirV);
@@ -289,7 +289,7 @@ fn latest_link(dir: &Path, prefix: &str) -> Vec<OsString> {
 }
 
 /// The images `sycl-ld` embedded in a binary (its `.note.sycl.images` section).
-pub fn embedded_images(path: &Path) -> Vec<Image> {
+pub(crate) fn embedded_images(path: &Path) -> Vec<Image> {
     use object::{Object, ObjectSection};
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let file = object::File::parse(&*bytes).unwrap();
@@ -302,7 +302,7 @@ pub fn embedded_images(path: &Path) -> Vec<Image> {
         .collect()
 }
 
-pub fn median(mut values: Vec<f64>) -> f64 {
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     assert!(!values.is_empty());
     values.sort_by(f64::total_cmp);
     let n = values.len();
@@ -315,21 +315,21 @@ pub fn median(mut values: Vec<f64>) -> f64 {
 
 /// Prints a ratio for `cargo xtask bench`'s table: `RATIO value op target | what | detail`,
 /// where `op target` is the bound (`<= 1.02`, `>= 10`, `< 0.01`).
-pub fn ratio(what: &str, value: f64, bound: &str, detail: &str) {
+pub(crate) fn ratio(what: &str, value: f64, bound: &str, detail: &str) {
     println!("RATIO {value:.4} {bound} | {what} | {detail}");
 }
 
 /// Milliseconds, for details.
-pub fn ms(d: f64) -> String {
+pub(crate) fn ms(d: f64) -> String {
     format!("{:.2} ms", d * 1e3)
 }
 
 /// Microseconds, for details.
-pub fn us(d: f64) -> String {
+pub(crate) fn us(d: f64) -> String {
     format!("{:.1} µs", d * 1e6)
 }
 
 /// Nanoseconds, for details.
-pub fn ns(d: f64) -> String {
+pub(crate) fn ns(d: f64) -> String {
     format!("{:.0} ns", d * 1e9)
 }

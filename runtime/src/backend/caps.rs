@@ -7,9 +7,7 @@
 use std::collections::BTreeSet;
 
 use sycl_format::aspects::aspect_name;
-use sycl_format::{DeviceRequirements, ImageFormat};
-
-use crate::registry::Variant;
+use sycl_format::{DeviceRequirements, Target};
 
 pub(crate) const CL_DEVICE_TYPE_CPU: u64 = 1 << 1;
 pub(crate) const CL_DEVICE_TYPE_GPU: u64 = 1 << 2;
@@ -25,25 +23,19 @@ pub(crate) struct Capabilities {
     /// translates the program.
     pub links_images: bool,
     /// The configured target this device is, if any (`intel_cpu_x86_64`, `pocl_cpu`, …).
-    pub target: Option<&'static str>,
+    pub target: Option<Target>,
     /// Fused multiply-add in hardware, which the device's own build of a source uses for
     /// `a * b + c`: the runtime then computes `mad` as `fma` too.
     pub fma: bool,
 }
 
 impl Capabilities {
-    /// Image forms in order of preference: the device's own ahead-of-time form, then the form
-    /// it links at run time ([`Capabilities::linkable`], last).
-    pub(crate) fn variants(&self) -> Vec<Variant> {
+    /// Image forms (targets) in order of preference: the device's own ahead-of-time form, then
+    /// the form it links at run time ([`Capabilities::linkable`], last).
+    pub(crate) fn forms(&self) -> Vec<Target> {
         let mut out = Vec::new();
-        match self.target {
-            Some("intel_cpu_x86_64") => {
-                out.push(Variant { format: ImageFormat::Native, target: "intel_cpu_x86_64".into() })
-            }
-            Some("pocl_cpu") => {
-                out.push(Variant { format: ImageFormat::SpirBitcode, target: "pocl_cpu".into() })
-            }
-            _ => {}
+        if let Some(own @ (Target::IntelCpuX86_64 | Target::PoclCpu)) = self.target {
+            out.push(own);
         }
         out.push(self.linkable());
         out
@@ -51,10 +43,10 @@ impl Capabilities {
 
     /// The form the device compiles, specializes and links at run time, which kernel bundles
     /// hold: PTX for a CUDA device (`ptx64`), SPIR-V for every other.
-    pub(crate) fn linkable(&self) -> Variant {
+    pub(crate) fn linkable(&self) -> Target {
         match self.target {
-            Some("ptx64") => Variant { format: ImageFormat::Ptx, target: "ptx64".into() },
-            _ => Variant::spirv(),
+            Some(Target::Ptx64) => Target::Ptx64,
+            _ => Target::Spir64,
         }
     }
 
@@ -103,7 +95,7 @@ mod tests {
     use super::*;
     use sycl_format::aspects::{aspect_number, target_aspect};
 
-    fn caps(aspects: &[&str], sub_groups: &[u32], target: Option<&'static str>) -> Capabilities {
+    fn caps(aspects: &[&str], sub_groups: &[u32], target: Option<Target>) -> Capabilities {
         let mut set: BTreeSet<u32> = aspects.iter().map(|a| aspect_number(a).unwrap()).collect();
         set.extend(target.and_then(target_aspect));
         let sub_group_sizes = sub_groups.to_vec();
@@ -119,7 +111,7 @@ mod tests {
 
     #[test]
     fn messages_are_the_seeds() {
-        let pocl = caps(&["cpu", "fp64"], &[], Some("pocl_cpu"));
+        let pocl = caps(&["cpu", "fp64"], &[], Some(Target::PoclCpu));
         let fp16 = DeviceRequirements {
             aspects: vec![aspect_number("fp16").unwrap()],
             ..Default::default()
@@ -134,7 +126,7 @@ mod tests {
             "Kernel has a required sub-group size of '32' but device does not support this sub-group size."
         );
         let fixed = DeviceRequirements {
-            fixed_target: target_aspect("intel_cpu_x86_64").map(|a| vec![a]),
+            fixed_target: target_aspect(Target::IntelCpuX86_64).map(|a| vec![a]),
             ..Default::default()
         };
         assert_eq!(
@@ -150,7 +142,7 @@ mod tests {
             .unwrap_err()
             .starts_with("Kernel has a required work-group size of '8192, 1, 1'"));
         assert!(pocl.check(&DeviceRequirements::default()).is_ok());
-        let intel = caps(&["cpu", "fp16", "fp64"], &[8, 16, 32], Some("intel_cpu_x86_64"));
+        let intel = caps(&["cpu", "fp16", "fp64"], &[8, 16, 32], Some(Target::IntelCpuX86_64));
         for r in [&fp16, &sg, &fixed] {
             assert!(intel.check(r).is_ok());
         }

@@ -26,7 +26,7 @@ use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
 use sycl_format::aspects::{aspect_number, target_aspect};
-use sycl_format::PTX_SPEC_CONSTANT_PREFIX;
+use sycl_format::{Target, PTX_SPEC_CONSTANT_PREFIX};
 
 use super::caps::CL_DEVICE_TYPE_GPU;
 use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, SpecValue};
@@ -135,13 +135,13 @@ fn capabilities(warp: u32, max_threads: usize) -> Capabilities {
     .iter()
     .map(|a| aspect_number(a).expect("known aspect"))
     .collect();
-    aspects.extend(target_aspect("ptx64"));
+    aspects.extend(target_aspect(Target::Ptx64));
     Capabilities {
         aspects,
         sub_group_sizes: vec![warp],
         max_work_group_size: max_threads,
         links_images: true,
-        target: Some("ptx64"),
+        target: Some(Target::Ptx64),
         fma: true,
     }
 }

@@ -1,18 +1,29 @@
 //! The drivers under the runtime, behind one interface: devices, compiled images (objects),
 //! linked programs, memory, queues and kernel launches. Two backends implement it:
 //! - [`opencl`]: any OpenCL platform (the Intel CPU runtime, PoCL), through `cl3`;
-//! - [`cuda`]: NVIDIA GPUs through the CUDA driver API (`libcuda.so.1`, loaded at run time:
+//! - `cuda`: NVIDIA GPUs through the CUDA driver API (`libcuda.so.1`, loaded at run time:
 //!   a process without it has no CUDA devices and runs on OpenCL as before), where the PTX
-//!   form of each image is an object and `cuLink` the linker.
+//!   form of each image is an object and `cuLink` the linker. It is the crate's `cuda`
+//!   feature (on by default); without it (`sycl-ld`'s build) `no_cuda` stands in its place:
+//!   no devices, and types without values, so the arms below stay as they are.
 //!
 //! Everything above this module (the registry, resolution, requirement checks, the caches,
-//! launches) sees only these types and [`Capabilities`]. A failed driver step returns a
-//! [`Failure`] holding the driver's own words; the build step turns it into `Error::Build`.
+//! launches) sees only these types and [`Capabilities`], and calls their methods: it never
+//! matches on a backend's variant, and no `cfg` of the `cuda` feature reaches above this
+//! room. A failed driver step, or one the device's backend does not have, returns a
+//! [`Failure`] holding the driver's own words (or ours); the build step turns it into
+//! `Error::Build`.
 
 pub(crate) mod caps;
+#[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+#[cfg(not(feature = "cuda"))]
+mod no_cuda;
 pub(crate) mod opencl;
 pub(crate) mod select;
+
+#[cfg(not(feature = "cuda"))]
+use no_cuda as cuda;
 
 use std::sync::Arc;
 
@@ -31,7 +42,8 @@ pub(crate) enum Backend {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum DeviceHandle {
     OpenCl(opencl::DeviceId),
-    /// The CUDA device ordinal.
+    /// The CUDA device ordinal (none without the `cuda` feature).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     Cuda(i32),
 }
 
@@ -80,6 +92,13 @@ pub(crate) struct Failure {
     pub bad_options: bool,
 }
 
+impl Failure {
+    /// A step the device's backend does not have: `step` names it, `why` stands in the log.
+    fn unsupported(step: &str, why: &str) -> Failure {
+        Failure { error: step.into(), log: why.into(), bad_options: false }
+    }
+}
+
 /// A device opened for use: its context.
 pub(crate) enum Device {
     OpenCl(opencl::Device),
@@ -96,6 +115,8 @@ pub(crate) enum Object {
 /// (see `sycl_format::PTX_SPEC_CONSTANT_PREFIX`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SpecValue<'a> {
+    /// The constant's name, which only PTX uses.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub name: &'a str,
     pub id: u32,
     pub bytes: &'a [u8],
@@ -148,15 +169,52 @@ impl Device {
         }
     }
 
+    /// SPIR-V compiled ahead of time into an object whose [`Object::binary`] this device's
+    /// driver takes back later ([`Device::load_object`]): an OpenCL compiled-object program
+    /// binary, as `sycl-ld` makes them for a native target. The CUDA backend has none.
+    pub(crate) fn compile_ahead_of_time(&self, spirv: &[u8]) -> Result<Object, Failure> {
+        match self {
+            Device::OpenCl(d) => d.compile(spirv, &[], "").map(Object::OpenCl),
+            Device::Cuda(_) => Err(Failure::unsupported(
+                "compiling an ahead-of-time object",
+                "the CUDA backend links PTX; it has no ahead-of-time objects",
+            )),
+        }
+    }
+
     /// An object compiled ahead of time for this device (an OpenCL program binary).
     pub(crate) fn load_object(&self, binary: &[u8]) -> Result<Object, Failure> {
         match self {
             Device::OpenCl(d) => d.load_object(binary).map(Object::OpenCl),
-            Device::Cuda(_) => Err(Failure {
-                error: "loading an ahead-of-time object".into(),
-                log: "the CUDA backend links PTX; it has no ahead-of-time objects".into(),
-                bad_options: false,
-            }),
+            Device::Cuda(_) => Err(Failure::unsupported(
+                "loading an ahead-of-time object",
+                "the CUDA backend links PTX; it has no ahead-of-time objects",
+            )),
+        }
+    }
+
+    /// OpenCL C `source` compiled to an object by the driver, to be linked like an image's
+    /// (tests link such objects). The CUDA backend takes no OpenCL C.
+    pub(crate) fn compile_source(&self, source: &str) -> Result<Object, Failure> {
+        match self {
+            Device::OpenCl(d) => d.compile_source(source).map(Object::OpenCl),
+            Device::Cuda(_) => Err(Failure::unsupported(
+                "compiling an OpenCL C source",
+                "the CUDA backend takes PTX, not OpenCL C",
+            )),
+        }
+    }
+
+    /// OpenCL C `source` built into a program by the driver itself, with `flags`, as an
+    /// OpenCL application builds a source (tests compare such programs with the runtime's).
+    /// The CUDA backend takes no OpenCL C.
+    pub(crate) fn build_source(&self, source: &str, flags: &str) -> Result<Program, Failure> {
+        match self {
+            Device::OpenCl(d) => d.build_source(source, flags).map(Program::OpenCl),
+            Device::Cuda(_) => Err(Failure::unsupported(
+                "building an OpenCL C source",
+                "the CUDA backend takes PTX, not OpenCL C",
+            )),
         }
     }
 
@@ -199,6 +257,18 @@ impl Device {
 }
 
 impl Object {
+    /// The object as its driver stores it, for [`Device::load_object`] to take back: an OpenCL
+    /// program binary. A PTX object has none (what CUDA stores is a linked program's cubin,
+    /// [`Program::binary`]).
+    pub(crate) fn binary(&self) -> Result<Vec<u8>, Error> {
+        match self {
+            Object::OpenCl(p) => p.binary(),
+            Object::Cuda(_) => Err(Error::InvalidArgument(
+                "a PTX object has no binary apart from its image's text".into(),
+            )),
+        }
+    }
+
     fn as_opencl(&self) -> Option<&opencl::Program> {
         match self {
             Object::OpenCl(p) => Some(p),

@@ -13,6 +13,7 @@ use cl3::types::{
     cl_command_queue, cl_context, cl_device_id, cl_int, cl_kernel, cl_mem, cl_program, CL_BLOCKING,
 };
 use sycl_format::aspects::{aspect_number, target_aspect};
+use sycl_format::Target;
 
 use super::caps::{CL_DEVICE_TYPE_ACCELERATOR, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
 use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, SpecValue};
@@ -601,9 +602,9 @@ impl Capabilities {
         let target = if info.platform.contains("Intel(R) OpenCL")
             && info.device_type & CL_DEVICE_TYPE_CPU != 0
         {
-            Some("intel_cpu_x86_64")
+            Some(Target::IntelCpuX86_64)
         } else if info.platform.contains("Portable Computing Language") {
-            Some("pocl_cpu")
+            Some(Target::PoclCpu)
         } else {
             None
         };
@@ -614,7 +615,7 @@ impl Capabilities {
         // modules. PoCL 3.1 builds such programs but its kernels miss the pointed-to functions:
         // the runtime lowers the calls to switches when it links a program for PoCL
         // (`sycl_spirv::lower_function_pointers`), which its ahead-of-time images cannot have.
-        if matches!(target, Some("intel_cpu_x86_64" | "pocl_cpu")) {
+        if matches!(target, Some(Target::IntelCpuX86_64 | Target::PoclCpu)) {
             aspects.insert(aspect_number("function_pointers").expect("known aspect"));
         }
         Capabilities {
@@ -628,7 +629,8 @@ impl Capabilities {
             // processor with FMA: Intel's CPU runtime does not report it, yet its own build of a
             // source fuses `a * b + c` there.
             fma: info.single_fp_config & CL_FP_FMA != 0
-                || (matches!(target, Some("intel_cpu_x86_64" | "pocl_cpu")) && host_has_fma()),
+                || (matches!(target, Some(Target::IntelCpuX86_64 | Target::PoclCpu))
+                    && host_has_fma()),
         }
     }
 }

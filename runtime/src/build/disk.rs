@@ -25,8 +25,11 @@ use sha2::{Digest, Sha256};
 
 use crate::trace::trace;
 
+/// Environment variable that turns the persistent cache off (`1`).
 pub const DISABLE_ENV: &str = "SYCL_CACHE_DISABLE";
+/// Environment variable that names the persistent cache's directory.
 pub const DIR_ENV: &str = "SYCL_CACHE_DIR";
+/// Environment variable that caps the persistent cache's size in bytes.
 pub const MAX_BYTES_ENV: &str = "SYCL_CACHE_MAX_BYTES";
 
 const MAGIC: &[u8; 8] = b"SYCLCACH";

@@ -1,7 +1,6 @@
-//! Building programs for a device, and the caches that make each build happen once.
-//!
-//! A kernel's images are collected (see `resolve`), checked against the device's
-//! capabilities (seed 003, before any device code is touched), then built one of three ways:
+//! Building programs for a device from the plans `resolve` makes, and the caches that make
+//! each build happen once: the per-device state ([`DeviceState`]). A plan is built one of
+//! three ways:
 //! - a device that takes SPIR-V and links: each image compiled once (`clCompileProgram`, or a
 //!   native compiled object made ahead of time) and reused by every link that needs it, then
 //!   `clLinkProgram`;
@@ -9,82 +8,35 @@
 //!   translated to SPIR bitcode with `llvm-spirv`, then built;
 //! - a self-contained ahead-of-time image for the device: built as it is.
 //!
-//! Linked programs are cached in memory under the seed's nested key (kernel name → binary,
+//! Linked programs are cached in memory under the nested key of DPC++'s dynamic-linking design (kernel name → binary,
 //! options → program) and by image set, with one build per key however many threads ask at
-//! once, and on disk (see `cache`).
+//! once, and on disk (`disk`); compiled objects by image and options; kernel objects by
+//! program, with the arguments last set on them. `spir` holds the runtime's own link and
+//! translation for PoCL, `options` what a build is keyed by besides its images, `hint` what
+//! to try after a driver refused device code.
 
 pub(crate) mod disk;
+mod hint;
+mod options;
 mod spir;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use sycl_format::ImageFormat;
+use sycl_format::{ImageFormat, Target};
 
-pub(crate) use spir::{can_translate, link_to_spir};
+pub(crate) use hint::Step;
+pub(crate) use options::{Options, SpecValues};
+pub(crate) use spir::can_translate;
 
-use crate::backend::{
-    self, Capabilities, DeviceInfo, Failure, Kernel, Memory, Object, Program, SpecValue,
-};
-use crate::registry::{BinaryId, ImageId, Registry, Variant};
-use crate::resolve::{self, Collected};
+use crate::backend::{self, Capabilities, DeviceInfo, Failure, Kernel, Memory, Object, Program};
+use crate::registry::{BinaryId, ImageId, Registry};
+use crate::resolve::{self, ForDevice, Plan};
 use crate::trace::trace;
 use crate::Error;
 use disk::{DiskCache, KeyBuilder};
-use spir::{rewrite_for_device, SPIR_REWRITES};
-
-/// Build options (raw OpenCL flags) and specialization-constant values: part of every key.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct Options {
-    pub flags: String,
-    pub spec: SpecValues,
-}
-
-/// Values of named specialization constants, by name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct SpecValues(pub BTreeMap<String, Vec<u8>>);
-
-impl SpecValues {
-    /// These values without those equal to their constant's default in `images`: a default
-    /// set explicitly is the default, so it shares the program (and the cache entries) built
-    /// without it.
-    pub(crate) fn without_defaults(&self, registry: &Registry, images: &[ImageId]) -> SpecValues {
-        let is_default = |name: &str, value: &[u8]| {
-            images.iter().any(|&id| {
-                registry
-                    .image(id)
-                    .property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS_DEFAULTS)
-                    .and_then(|defaults| defaults.get(name))
-                    .is_some_and(
-                        |d| matches!(d, sycl_format::PropertyValue::Bytes(d) if d == value),
-                    )
-            })
-        };
-        SpecValues(
-            self.0
-                .iter()
-                .filter(|(name, value)| !is_default(name, value))
-                .map(|(n, v)| (n.clone(), v.clone()))
-                .collect(),
-        )
-    }
-
-    /// The values of the constants `image` has.
-    fn for_image(&self, image: &sycl_format::Image) -> Vec<SpecValue<'_>> {
-        let Some(ids) = image.property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS) else {
-            return vec![];
-        };
-        self.0
-            .iter()
-            .filter_map(|(name, bytes)| match ids.get(name) {
-                Some(sycl_format::PropertyValue::U32(id)) => {
-                    Some(SpecValue { name, id: *id, bytes })
-                }
-                _ => None,
-            })
-            .collect()
-    }
-}
+use hint::hint;
+use spir::{link_to_spir, rewrite_for_device, SPIR_REWRITES};
 
 /// Per-device state: the opened device and the caches built on it.
 pub(crate) struct DeviceState {
@@ -92,8 +44,8 @@ pub(crate) struct DeviceState {
     /// Platform, device and driver: what the persistent cache key needs of the device.
     identity: String,
     pub caps: Capabilities,
-    /// `caps.variants()`, computed once: SPIR-V last.
-    variants: Vec<Variant>,
+    /// `caps.forms()`, computed once: the linkable form last.
+    forms: Vec<Target>,
     pub device: backend::Device,
     caches: Mutex<Caches>,
 }
@@ -134,7 +86,7 @@ type Slot = Arc<Mutex<Option<Arc<Program>>>>;
 struct Caches {
     compiled: HashMap<(ImageId, Options), Arc<Object>>,
     linked: HashMap<(Vec<ImageId>, Options), Slot>,
-    /// The seed's nested key: kernel name → (binary, options) → program, with every binary
+    /// The nested key of DPC++'s dynamic-linking design: kernel name → (binary, options) → program, with every binary
     /// the program was built from (so that closing any of them drops it). A short list per
     /// kernel, searched without building a key.
     by_kernel: HashMap<String, Vec<(BinaryId, Options, BuiltFrom)>>,
@@ -148,7 +100,7 @@ impl DeviceState {
         Ok(DeviceState {
             name: info.name.clone(),
             identity: info.identity.clone(),
-            variants: info.caps.variants(),
+            forms: info.caps.forms(),
             caps: info.caps.clone(),
             device: backend::Device::open(info)?,
             caches: Mutex::default(),
@@ -178,8 +130,8 @@ impl DeviceState {
         kernel: &str,
         options: &Options,
     ) -> Result<Arc<Program>, Error> {
-        let variants = self.variants(options);
-        let root = variants.iter().find_map(|v| registry.kernel_images(v, kernel).first());
+        let forms = self.forms(options);
+        let root = forms.iter().find_map(|&t| registry.kernel_images(t, kernel).first());
         if let Some(root) = root {
             let hit = self.caches().by_kernel.get(kernel).and_then(|programs| {
                 programs
@@ -193,14 +145,14 @@ impl DeviceState {
             }
         }
 
-        let collected = self.images_for(registry, kernel, variants)?;
+        let plan = resolve::plan_kernel(registry, kernel, forms, self.for_device())?;
         let given = options;
         let options = &Options {
             flags: given.flags.clone(),
-            spec: given.spec.without_defaults(registry, &collected.images),
+            spec: given.spec.without_defaults(registry, plan.images()),
         };
 
-        let mut key = collected.images.clone();
+        let mut key = plan.images().to_vec();
         key.sort();
         let slot = self.caches().linked.entry((key, options.clone())).or_default().clone();
         let program = {
@@ -211,8 +163,7 @@ impl DeviceState {
                     program.clone()
                 }
                 None => {
-                    let program =
-                        Arc::new(self.build(registry, disk, kernel, &collected, options)?);
+                    let program = Arc::new(self.build(registry, disk, kernel, &plan, options)?);
                     *built = Some(program.clone());
                     program
                 }
@@ -220,11 +171,11 @@ impl DeviceState {
         };
 
         // Every kernel of every image in the program now finds it, from every binary involved.
-        let mut from: Vec<BinaryId> = collected.images.iter().map(|id| id.binary).collect();
+        let mut from: Vec<BinaryId> = plan.images().iter().map(|id| id.binary).collect();
         from.sort();
         from.dedup();
         let mut caches = self.caches();
-        for &id in &collected.images {
+        for &id in plan.images() {
             for k in &registry.image(id).kernels {
                 let per_kernel = caches.by_kernel.entry(k.clone()).or_default();
                 // Under the options as given too, so a launch that sets a default again finds it.
@@ -240,41 +191,18 @@ impl DeviceState {
         Ok(program)
     }
 
-    /// The images a launch of `kernel` links, in link order: the kernel's image and the
-    /// providers of its imports as resolution picks them (or the image with them compiled in),
-    /// each checked against the device.
-    pub(crate) fn images_for(
-        &self,
-        registry: &Registry,
-        kernel: &str,
-        variants: &[Variant],
-    ) -> Result<Collected, Error> {
-        let compatible = |image: &sycl_format::Image| {
-            image.requirements().is_ok_and(|r| self.caps.check(&r).is_ok())
-        };
-        let collected = match resolve::collect(registry, kernel, variants, &compatible) {
-            Ok(collected) => collected,
-            Err(Error::KernelNotFound { kernel, searched }) => {
-                // An ahead-of-time target's aspect filter leaves out what the device cannot
-                // run: the SPIR-V image then says why, as seed 003's check would.
-                if let Some(&spirv) = registry.kernel_images(&Variant::spirv(), &kernel).first() {
-                    self.check(registry, &kernel, &[spirv])?;
-                }
-                return Err(Error::KernelNotFound { kernel, searched });
-            }
-            Err(e) => return Err(e),
-        };
-        self.check(registry, kernel, &collected.images)?;
-        Ok(with_inlined_imports(registry, kernel, collected))
+    /// The device as resolution sees it.
+    pub(crate) fn for_device(&self) -> ForDevice<'_> {
+        ForDevice { name: &self.name, caps: &self.caps }
     }
 
     /// Image forms to try: with specialization constants set, only the linkable form
     /// (ahead-of-time images cannot be specialized).
-    pub(crate) fn variants(&self, options: &Options) -> &[Variant] {
+    pub(crate) fn forms(&self, options: &Options) -> &[Target] {
         if options.spec.0.is_empty() {
-            &self.variants
+            &self.forms
         } else {
-            &self.variants[self.variants.len() - 1..]
+            &self.forms[self.forms.len() - 1..]
         }
     }
 
@@ -311,49 +239,23 @@ impl DeviceState {
         }
     }
 
-    /// Seed 003's check of every image against the device, and the check for call cycles
-    /// across them, before any device code is used.
-    pub(crate) fn check(
-        &self,
-        registry: &Registry,
-        kernel: &str,
-        images: &[ImageId],
-    ) -> Result<(), Error> {
-        for &id in images {
-            let requirements =
-                registry.image(id).requirements().map_err(|e| Error::KernelNotSupported {
-                    kernel: kernel.to_string(),
-                    device: self.name.clone(),
-                    reason: format!(
-                        "{}: malformed device requirements: {e}",
-                        registry.describe(id)
-                    ),
-                })?;
-            self.caps.check(&requirements).map_err(|reason| Error::KernelNotSupported {
-                kernel: kernel.to_string(),
-                device: self.name.clone(),
-                reason,
-            })?;
-        }
-        // Recursion is refused here too, for every device: PoCL's compiler dies of it.
-        resolve::check_cycles(registry, kernel, images)
-    }
-
+    /// The program of `plan`, for `kernel`: from the persistent cache, or linked (then stored).
     pub(crate) fn build(
         &self,
         registry: &Registry,
         disk: Option<&DiskCache>,
         kernel: &str,
-        collected: &Collected,
+        plan: &Plan,
         options: &Options,
     ) -> Result<Program, Error> {
-        let names: Vec<String> = collected.images.iter().map(|&id| registry.describe(id)).collect();
-        let disk_key = disk.map(|_| self.disk_key(registry, collected, options));
+        let disk_key = disk.map(|_| self.disk_key(registry, plan, options));
         if let (Some(disk), Some(key)) = (disk, &disk_key) {
             if let Some(binary) = disk.get(key) {
                 match self.build_binary(&binary, &options.flags, &["a cached program".to_string()])
                 {
                     Ok(program) => {
+                        let names: Vec<String> =
+                            plan.images().iter().map(|&id| registry.describe(id)).collect();
                         trace!("persist-hit", "{kernel} on {}: {}", self.name, names.join(" + "));
                         return Ok(program);
                     }
@@ -362,30 +264,7 @@ impl DeviceState {
             }
         }
 
-        let program = match (&collected.variant.format, self.caps.links_images) {
-            (ImageFormat::SpirBitcode, _) => {
-                trace!("build", "{kernel} on {}: {}", self.name, names.join(" + "));
-                let image = registry.image(collected.images[0]);
-                self.build_binary(&image.data, &options.flags, &names)?
-            }
-            (_, true) => {
-                let objects = self.compile_images(registry, &collected.images, options)?;
-                trace!("link", "{kernel} on {}: {}", self.name, names.join(" + "));
-                self.link_objects(&objects, &options.flags, &names)?
-            }
-            (_, false) => {
-                trace!(
-                    "link",
-                    "{kernel} on {} (linked by the runtime, translated to SPIR): {}",
-                    self.name,
-                    names.join(" + ")
-                );
-                let bitcode =
-                    link_to_spir(registry, kernel, &collected.images, &options.spec, &self.caps)?;
-                self.build_binary(&bitcode, &options.flags, &names)?
-            }
-        };
-
+        let program = self.link_plan(registry, kernel, plan, options, &[], &options.flags)?;
         if let (Some(disk), Some(key)) = (disk, &disk_key) {
             match program.binary() {
                 Ok(binary) => disk.put(key, &binary),
@@ -393,6 +272,53 @@ impl DeviceState {
             }
         }
         Ok(program)
+    }
+
+    /// Links `plan`'s images into a program for `label` (a kernel, or a bundle), one of three
+    /// ways: a self-contained ahead-of-time image built as it is; on a device that links, each
+    /// image compiled (or taken from `given`, objects compiled before) and the objects linked
+    /// with `link_flags`; otherwise linked here and translated to SPIR bitcode, then built.
+    pub(crate) fn link_plan(
+        &self,
+        registry: &Registry,
+        label: &str,
+        plan: &Plan,
+        options: &Options,
+        given: &[(ImageId, Arc<Object>)],
+        link_flags: &str,
+    ) -> Result<Program, Error> {
+        let names: Vec<String> = plan.images().iter().map(|&id| registry.describe(id)).collect();
+        match (plan.target().format(), self.caps.links_images) {
+            (ImageFormat::SpirBitcode, _) => {
+                trace!("build", "{label} on {}: {}", self.name, names.join(" + "));
+                let image = registry.image(plan.images()[0]);
+                self.build_binary(&image.data, &options.flags, &names)
+            }
+            (_, true) => {
+                let given_for = |id: &ImageId| given.iter().find(|(g, _)| g == id).map(|(_, o)| o);
+                let missing: Vec<ImageId> =
+                    plan.images().iter().copied().filter(|id| given_for(id).is_none()).collect();
+                let mut compiled = self.compile_images(registry, &missing, options)?.into_iter();
+                let objects: Vec<Arc<Object>> = plan
+                    .images()
+                    .iter()
+                    .filter_map(|id| given_for(id).cloned().or_else(|| compiled.next()))
+                    .collect();
+                trace!("link", "{label} on {}: {}", self.name, names.join(" + "));
+                self.link_objects(&objects, link_flags, &names)
+            }
+            (_, false) => {
+                trace!(
+                    "link",
+                    "{label} on {} (linked by the runtime, translated to SPIR): {}",
+                    self.name,
+                    names.join(" + ")
+                );
+                let bitcode =
+                    link_to_spir(registry, label, plan.images(), &options.spec, &self.caps)?;
+                self.build_binary(&bitcode, &options.flags, &names)
+            }
+        }
     }
 
     /// Each image compiled once per options and specialization values (or, for an
@@ -484,18 +410,16 @@ impl DeviceState {
 
     /// SHA-256 over the sorted bytes of the program's images, the image form, the device and
     /// driver, the options and this runtime's version.
-    fn disk_key(&self, registry: &Registry, collected: &Collected, options: &Options) -> String {
+    fn disk_key(&self, registry: &Registry, plan: &Plan, options: &Options) -> String {
         let mut images: Vec<&[u8]> =
-            collected.images.iter().map(|&id| registry.image(id).data.as_slice()).collect();
+            plan.images().iter().map(|&id| registry.image(id).data.as_slice()).collect();
         images.sort();
         let mut key = KeyBuilder::default();
         key.part(env!("CARGO_PKG_VERSION").as_bytes())
             .part(self.identity.as_bytes())
             .part(options.flags.as_bytes())
-            .part(
-                format!("{:?}/{}", collected.variant.format, collected.variant.target).as_bytes(),
-            );
-        if collected.variant.format == ImageFormat::SpirV {
+            .part(format!("{:?}/{}", plan.target().format(), plan.target()).as_bytes());
+        if plan.target().format() == ImageFormat::SpirV {
             key.part(SPIR_REWRITES.as_bytes());
         }
         for (name, value) in &options.spec.0 {
@@ -505,184 +429,5 @@ impl DeviceState {
             key.part(image);
         }
         key.finish()
-    }
-}
-
-/// The kernel's PTX image with its imports compiled in (`sycl-ld`'s `ptx64+inlined` twin of
-/// the kernel's image, from the same binary) instead of it and the images it imports from, when
-/// resolution picked exactly the images the twin compiled in (by hash); otherwise `collected`
-/// as it is. Images the rest of the collection still imports from stay.
-fn with_inlined_imports(registry: &Registry, kernel: &str, collected: Collected) -> Collected {
-    if collected.variant.format != ImageFormat::Ptx {
-        return collected;
-    }
-    let root = collected.images[0];
-    let variant =
-        Variant { format: ImageFormat::Ptx, target: sycl_format::PTX_INLINED_TARGET.into() };
-    let Some(&twin) =
-        registry.kernel_images(&variant, kernel).iter().find(|t| t.binary == root.binary)
-    else {
-        return collected;
-    };
-    let Some(recorded) = registry.image(twin).property_set(sycl_format::sets::INLINED_IMPORTS)
-    else {
-        return collected;
-    };
-    let rest = &collected.images[1..];
-    let exports =
-        |id: ImageId, symbol: &str| registry.image(id).exported_symbols().any(|e| e == symbol);
-    let mut inlined: Vec<ImageId> = Vec::new();
-    for property in &recorded.properties {
-        let provider = rest.iter().copied().find(|&id| exports(id, &property.name));
-        let hash = provider
-            .map(|id| format!("{:016x}", sycl_format::payload_hash(&registry.image(id).data)));
-        match (provider, &property.value) {
-            (Some(id), sycl_format::PropertyValue::String(recorded))
-                if hash.as_deref() == Some(recorded.as_str()) =>
-            {
-                if !inlined.contains(&id) {
-                    inlined.push(id);
-                }
-            }
-            _ => {
-                trace!(
-                    "inline",
-                    "{kernel}: {} not used: {} resolved to another image than it compiled in",
-                    registry.describe(twin),
-                    property.name
-                );
-                return collected;
-            }
-        }
-    }
-    let others: Vec<ImageId> = rest.iter().copied().filter(|id| !inlined.contains(id)).collect();
-    let still_imported = |provider: ImageId| {
-        others.iter().any(|&o| registry.image(o).imported_symbols().any(|s| exports(provider, s)))
-    };
-    let names: Vec<String> = inlined.iter().map(|&id| registry.describe(id)).collect();
-    trace!("inline", "{kernel}: {} has {} compiled in", registry.describe(twin), names.join(" + "));
-    let mut images = vec![twin];
-    images.extend(rest.iter().copied().filter(|&id| !inlined.contains(&id) || still_imported(id)));
-    Collected { variant, images }
-}
-
-/// The driver step that failed, for [`hint`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step {
-    Compile,
-    Link,
-    Build,
-}
-
-/// What to try after the driver refused device code, from the step, whether it refused the
-/// options, and its log.
-pub(crate) fn hint(step: Step, bad_options: bool, log: &str, flags: &str) -> String {
-    let lower = log.to_lowercase();
-    if bad_options {
-        return format!(
-            "the build options `{flags}` are not valid for this device: check the options given to the launch or the bundle"
-        );
-    }
-    if lower.contains("symbols not found")
-        || lower.contains("undefined")
-        || lower.contains("unresolved")
-    {
-        return "a function these images call is defined by none of them: the library that exports it must be loaded \
-                and visible to them (SYCL_TRACE=1 shows how each import resolved; `sycl-ld inspect FILE` lists what a \
-                binary exports and imports)"
-            .into();
-    }
-    if lower.contains("recurs") {
-        return "device code may not call itself, directly or through other functions (OpenCL C forbids recursion): \
-                remove the call cycle the log names"
-            .into();
-    }
-    let flags =
-        if flags.is_empty() { String::new() } else { format!(" with the options `{flags}`") };
-    match step {
-        Step::Compile => format!(
-            "the device's compiler refused this image{flags}: the log names what it could not take; `sycl-ld inspect \
-             BINARY` shows the image, and SYCL_TRACE=1 which kernel needed it"
-        ),
-        Step::Link => format!(
-            "the driver could not link these images{flags}: SYCL_TRACE=1 shows which images were collected and how each \
-             import resolved; a symbol defined twice or with different types in two libraries is a common cause"
-        ),
-        Step::Build => format!(
-            "the driver could not build this program{flags}: the log names what it could not take; SYCL_TRACE=1 shows \
-             which images it was made from"
-        ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use sycl_format::{
-        sets, Image, ImageSet, Property, PropertySet, PropertyValue, PTX_INLINED_TARGET,
-    };
-
-    fn ptx(target: &str, kernels: &[&str], sets: Vec<PropertySet>, data: &[u8]) -> Image {
-        let kernels = kernels.iter().map(|k| k.to_string()).collect();
-        Image {
-            format: ImageFormat::Ptx,
-            target: target.into(),
-            kernels,
-            property_sets: sets,
-            data: data.to_vec(),
-        }
-    }
-
-    /// An app whose kernel imports `f`, with a twin that compiled in the image `libf.so` exports
-    /// it from; `first`, when given, is a library loaded before it that exports another `f`.
-    fn loaded(first: Option<&[u8]>) -> Registry {
-        let plain = ptx(
-            "ptx64",
-            &["k"],
-            vec![PropertySet::symbols(sets::IMPORTED_SYMBOLS, ["f"])],
-            b"plain",
-        );
-        let hash = format!("{:016x}", sycl_format::payload_hash(b"f from libf"));
-        let inlined = PropertySet {
-            name: sets::INLINED_IMPORTS.into(),
-            properties: vec![Property::new("f", PropertyValue::String(hash))],
-        };
-        let twin = ptx(PTX_INLINED_TARGET, &["k"], vec![inlined], b"twin");
-        let provider = |data: &[u8]| ImageSet {
-            images: vec![ptx(
-                "ptx64",
-                &[],
-                vec![PropertySet::symbols(sets::EXPORTED_SYMBOLS, ["f"])],
-                data,
-            )],
-        };
-        let mut binaries = vec![("app".to_string(), ImageSet { images: vec![twin, plain] })];
-        if let Some(data) = first {
-            binaries.push(("preloaded.so".into(), provider(data)));
-        }
-        binaries.push(("libf.so".into(), provider(b"f from libf")));
-        Registry::from_binaries(binaries)
-    }
-
-    fn collect(registry: &Registry) -> Collected {
-        let variants = [Variant { format: ImageFormat::Ptx, target: "ptx64".into() }];
-        resolve::collect(registry, "k", &variants, &|_| true).unwrap()
-    }
-
-    #[test]
-    fn the_inlined_twin_replaces_exactly_the_images_it_compiled_in() {
-        let registry = loaded(None);
-        let inlined = with_inlined_imports(&registry, "k", collect(&registry));
-        assert_eq!(inlined.variant.target, PTX_INLINED_TARGET);
-        assert_eq!(inlined.images.len(), 1);
-        assert_eq!(registry.image(inlined.images[0]).data, b"twin");
-
-        // Another `f` first in loader order (LD_PRELOAD): the images resolution picked.
-        let registry = loaded(Some(b"another f"));
-        let collected = collect(&registry);
-        let kept = with_inlined_imports(&registry, "k", collected.clone());
-        assert_eq!(kept.variant.target, "ptx64");
-        assert_eq!(kept.images, collected.images);
-        assert_eq!(registry.image(kept.images[1]).data, b"another f");
     }
 }

@@ -71,7 +71,7 @@ fn rewrite_builtins(
 /// devices that take neither SPIR-V nor a link step; specialization values are baked in.
 /// Builtins the device's library lacks are rewritten into ones it has, and `mad` computed as
 /// the device's own build of the source computes it (see [`SPIR_REWRITES`]).
-pub(crate) fn link_to_spir(
+pub(super) fn link_to_spir(
     registry: &Registry,
     kernel: &str,
     images: &[ImageId],

@@ -1,7 +1,7 @@
-//! Device library files loaded at run time (seed 000's `device_dlopen`): an image set in the
-//! same encoding as embedded images (as `sycl-ld device-lib` writes it), read from disk and
-//! placed in resolution order after everything already loaded. A library in a scope of its
-//! own resolves its imports against everything, and serves only itself.
+//! Device library files loaded at run time (the `device_dlopen` of DPC++'s dynamic-linking design):
+//! an image set in the same encoding as embedded images (as `sycl-ld device-lib` writes it), read
+//! from disk and placed in resolution order after everything already loaded. A library in a scope
+//! of its own resolves its imports against everything, and serves only itself.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,6 +91,7 @@ pub fn load_device_library_with(
 }
 
 impl DeviceLibrary {
+    /// The file the library was loaded from.
     pub fn path(&self) -> &Path {
         &self.path
     }

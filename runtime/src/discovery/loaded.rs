@@ -181,8 +181,9 @@ unsafe extern "C" fn callback(
         let start = info.dlpi_addr.wrapping_add(ph.p_vaddr) as usize;
         match ph.p_type {
             libc::PT_LOAD => ranges.push((start, start + ph.p_memsz as usize)),
-            // SAFETY: PT_DYNAMIC is mapped at its run-time address while the object is loaded.
             libc::PT_DYNAMIC => {
+                // SAFETY: PT_DYNAMIC is mapped at its run-time address while the object is
+                // loaded.
                 needed = unsafe { needed_libraries(start, ph.p_memsz as usize, base) }
             }
             _ => {}

@@ -1,5 +1,5 @@
-//! Kernel bundles (seed 004's SYCL modules, SYCL 2020's `kernel_bundle`) and specialization
-//! constants.
+//! Kernel bundles (DPC++'s SYCL modules design, which became SYCL 2020's `kernel_bundle`)
+//! and specialization constants.
 //!
 //! A bundle is a cheap handle to shared state: a device (its context), a set of device images
 //! and, by state, what has been done with them. The state is a type parameter, so an
@@ -7,7 +7,7 @@
 //! [`Input`] (images as they were embedded; specialization constants can be set),
 //! [`Object`] (compiled; imports may be unresolved), [`Executable`] (linked: every import
 //! resolved, kernels ready to launch). [`compile`], [`link`], [`build`] and [`join`] move
-//! between them, as the seed's free functions do. Two bundles are equal when they are for the
+//! between them, as the design's free functions do. Two bundles are equal when they are for the
 //! same device, in the same state, with the same images.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,11 +18,11 @@ use sycl_format::{Image, ImageFormat};
 
 use super::queue::{as_bytes, Pod, Queue};
 use crate::backend::{self, Program};
-use crate::build::{can_translate, link_to_spir, DeviceState, Options, SpecValues};
+use crate::build::{can_translate, DeviceState, Options, SpecValues};
 use crate::discovery::files::DeviceLibrary;
 use crate::process::runtime;
 use crate::registry::{ImageId, Registry};
-use crate::trace::trace;
+use crate::resolve;
 use crate::Error;
 
 mod sealed {
@@ -31,6 +31,7 @@ mod sealed {
 
 /// A bundle state.
 pub trait BundleState: sealed::Sealed + Send + Sync + 'static {
+    /// The state's name, as SYCL's `bundle_state` spells it.
     const NAME: &'static str;
 }
 
@@ -62,10 +63,12 @@ pub struct SpecConstant<T: Pod> {
 }
 
 impl<T: Pod> SpecConstant<T> {
+    /// The constant of this name (as `SYCL_SPEC_CONSTANT` declared it).
     pub const fn new(name: &'static str) -> SpecConstant<T> {
         SpecConstant { name, _t: PhantomData }
     }
 
+    /// Its name.
     pub fn name(&self) -> &'static str {
         self.name
     }
@@ -126,11 +129,17 @@ fn logged(properties: &[BuildProperty], e: Error) -> Error {
 pub struct DeviceImage {
     /// The binary that embeds it.
     pub binary: String,
+    /// Its index among that binary's images.
     pub index: u32,
+    /// Its format (SPIR-V, PTX, …).
     pub format: ImageFormat,
+    /// The target it was made for (`spir64`, `ptx64`, …).
     pub target: String,
+    /// The kernels it defines.
     pub kernels: Vec<String>,
+    /// The device functions it exports.
     pub exported: Vec<String>,
+    /// The device functions it imports.
     pub imported: Vec<String>,
     /// Specialization values the image is (or will be) built with, by name.
     pub specialization: BTreeMap<String, Vec<u8>>,
@@ -174,7 +183,7 @@ impl<S: BundleState> Clone for KernelBundle<S> {
 }
 
 impl<S: BundleState> PartialEq for KernelBundle<S> {
-    /// The seed's equality: same device, same state (the type), same images.
+    /// The design's equality: same device, same state (the type), same images.
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.inner.queue.device(), &other.inner.queue.device())
             && self.inner.images == other.inner.images
@@ -259,6 +268,7 @@ impl<S: BundleState> KernelBundle<S> {
         })
     }
 
+    /// Whether the bundle holds no image.
     pub fn is_empty(&self) -> bool {
         self.inner.images.is_empty()
     }
@@ -394,7 +404,7 @@ fn input(queue: &Queue, registry: Arc<Registry>, mut images: Vec<ImageId>) -> Ke
     // device at run time.
     let linkable = queue.device().caps.linkable();
     images.retain(|&id| {
-        registry.image(id).format == linkable.format && registry.image(id).target == linkable.target
+        registry.image(id).format == linkable.format() && registry.image(id).target == linkable
     });
     images.sort();
     images.dedup();
@@ -430,7 +440,7 @@ pub fn get_kernel_bundle_for(
     let linkable = queue.device().caps.linkable();
     let mut images = Vec::new();
     for kernel in kernels {
-        let found = registry.kernel_images(&linkable, kernel);
+        let found = registry.kernel_images(linkable, kernel);
         if found.is_empty() {
             return Err(Error::KernelNotFound {
                 kernel: kernel.to_string(),
@@ -502,59 +512,19 @@ pub fn link(
         return Err(Error::InvalidObject("link of empty bundles".into()));
     }
 
-    // Resolve every import: within the bundle first, then the loaded libraries' exports.
-    let mut provided: BTreeSet<String> = images
-        .iter()
-        .flat_map(|&id| registry.image(id).exported_symbols().map(str::to_string))
-        .collect();
-    let mut pending: Vec<ImageId> = images.clone();
-    while let Some(id) = pending.pop() {
-        let imports: Vec<String> =
-            registry.image(id).imported_symbols().map(str::to_string).collect();
-        for symbol in imports {
-            if provided.contains(&symbol) {
-                continue;
-            }
-            let provider = registry
-                .providers(&linkable, &symbol)
-                .iter()
-                .copied()
-                .find(|p| registry.visible(id.binary, p.binary))
-                .ok_or_else(|| {
-                    let kernel = format!("(bundle of {})", registry.describe(id));
-                    crate::resolve::unresolved(&registry, &linkable, &symbol, &kernel, id)
-                })?;
-            trace!("resolve", "{symbol} -> {} (for a kernel bundle)", registry.describe(provider));
-            provided.extend(registry.image(provider).exported_symbols().map(str::to_string));
-            if !images.contains(&provider) {
-                images.push(provider);
-                pending.push(provider);
-            }
-        }
-    }
-    device.check(&registry, "(bundle)", &images)?;
-
+    // Every import resolved within the bundle first, then against the loaded libraries'
+    // exports, by the one resolver launches use (sets, strict mode, the checks).
+    let plan = resolve::plan_bundle(&registry, &images, linkable, device.for_device())?;
     let flags = [first.inner.flags.clone(), flags_of(properties)].join(" ").trim().to_string();
-    let options = Options { flags: flags.clone(), spec: spec.without_defaults(&registry, &images) };
-    let names: Vec<String> = images.iter().map(|&id| registry.describe(id)).collect();
-    trace!("link", "kernel bundle on {}: {}", device.name, names.join(" + "));
-    let program = if device.caps.links_images {
-        let mut compiled: BTreeMap<ImageId, Arc<backend::Object>> =
-            objects.iter().flat_map(|o| o.inner.objects.iter().cloned()).collect();
-        let missing: Vec<ImageId> =
-            images.iter().copied().filter(|id| !compiled.contains_key(id)).collect();
-        let extra = device
-            .compile_images(&registry, &missing, &options)
-            .map_err(|e| logged(properties, e))?;
-        compiled.extend(missing.into_iter().zip(extra));
-        let ordered: Vec<Arc<backend::Object>> =
-            images.iter().map(|id| compiled[id].clone()).collect();
-        // Build properties are compiler options; clLinkProgram takes almost none of them.
-        device.link_objects(&ordered, "", &names).map_err(|e| logged(properties, e))?
-    } else {
-        let bitcode = link_to_spir(&registry, "(bundle)", &images, &spec, &device.caps)?;
-        device.build_binary(&bitcode, &flags, &names).map_err(|e| logged(properties, e))?
-    };
+    let options =
+        Options { flags: flags.clone(), spec: spec.without_defaults(&registry, plan.images()) };
+    let given: Vec<(ImageId, Arc<backend::Object>)> =
+        objects.iter().flat_map(|o| o.inner.objects.iter().cloned()).collect();
+    // Build properties are compiler options; clLinkProgram takes almost none of them.
+    let program = device
+        .link_plan(&registry, "(bundle)", &plan, &options, &given, "")
+        .map_err(|e| logged(properties, e))?;
+    let mut images = plan.images().to_vec();
     images.sort();
     let programs =
         vec![Linked { images: images.clone(), spec: spec.clone(), program: Arc::new(program) }];
@@ -598,7 +568,7 @@ pub fn join<S: BundleState>(bundles: &[&KernelBundle<S>]) -> Result<KernelBundle
 }
 
 /// The input bundle of the binary (executable or shared library) this expands in, as the
-/// seed's `this_module` gives the current translation unit's.
+/// design's `this_module` gives the current translation unit's.
 #[macro_export]
 macro_rules! this_module {
     ($queue:expr) => {{

@@ -1,5 +1,7 @@
-//! What users call: queues, buffers and kernel launches (`queue`), kernel bundles and
-//! specialization constants (`bundle`).
+//! What users call: queues and buffers (`queue`), kernel bundles and specialization constants
+//! (`bundle`), and kernel launches, plain or from a bundle (`kernel`). Each imports only those
+//! before it.
 
-pub(crate) mod bundle;
 pub(crate) mod queue;
+pub(crate) mod bundle;
+pub(crate) mod kernel;

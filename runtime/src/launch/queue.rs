@@ -1,16 +1,13 @@
-//! Queues, buffers and kernel launches: the user-facing part of the runtime.
+//! Queues on a device and the buffers they allocate: the first things a program makes.
+//! Launching is `kernel`'s, which adds [`Queue::launch`].
 
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
-use sycl_format::{KernelParam, ParamKind};
-
-use super::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
 use crate::backend::{self, Memory, Program};
-use crate::build::{DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues};
+use crate::build::{DeviceState, PooledKernel};
 use crate::process::runtime;
 use crate::registry::Registry;
-use crate::trace::trace;
 use crate::Error;
 
 /// Plain data that can be copied to and from a device byte for byte.
@@ -37,24 +34,24 @@ pub(crate) fn as_bytes<T: Pod>(data: &[T]) -> &[u8] {
 /// An in-order command queue on one device.
 #[derive(Clone)]
 pub struct Queue {
-    inner: Arc<QueueInner>,
+    pub(super) inner: Arc<QueueInner>,
 }
 
-struct QueueInner {
-    device: Arc<DeviceState>,
-    queue: backend::Queue,
+pub(super) struct QueueInner {
+    pub(super) device: Arc<DeviceState>,
+    pub(super) queue: backend::Queue,
     /// The last plain launch (no bundle, no specialization values), ready to go again.
-    last: Mutex<Option<LastLaunch>>,
+    pub(super) last: Mutex<Option<LastLaunch>>,
 }
 
 /// A kernel as the last launch resolved it: launching it again while the registry is the
 /// same one (no library opened or closed since) needs no lookup, no pool and, for unchanged
 /// arguments, no `clSetKernelArg`.
-struct LastLaunch {
-    kernel: String,
-    registry: Arc<Registry>,
-    program: Arc<Program>,
-    object: PooledKernel,
+pub(super) struct LastLaunch {
+    pub(super) kernel: String,
+    pub(super) registry: Arc<Registry>,
+    pub(super) program: Arc<Program>,
+    pub(super) object: PooledKernel,
 }
 
 impl Queue {
@@ -107,29 +104,6 @@ impl Queue {
         Ok(buffer)
     }
 
-    /// Starts a launch of `kernel`; add its arguments and its global range, then
-    /// [`Launch::run`]. A launch without a global range cannot run: `run` exists only once
-    /// [`Launch::global`] gave one.
-    ///
-    /// ```compile_fail,E0599
-    /// # fn f(q: &sycl_runtime::Queue, out: &sycl_runtime::Buffer<i32>) -> Result<(), sycl_runtime::Error> {
-    /// // error: no method named `run` found for struct `Launch<'_, NoGlobalRange>`
-    /// q.launch("k").arg(out).run()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn launch<'q>(&'q self, kernel: &'q str) -> Launch<'q, NoGlobalRange> {
-        Launch {
-            queue: self,
-            kernel,
-            args: Vec::new(),
-            global: Range::new(&[]),
-            local: None,
-            spec: SpecValues::default(),
-            bundle: None,
-            _range: PhantomData,
-        }
-    }
-
     /// Waits until everything submitted has finished.
     pub fn wait(&self) -> Result<(), Error> {
         self.inner.queue.finish()
@@ -138,17 +112,19 @@ impl Queue {
 
 /// Device memory holding `len` values of `T`.
 pub struct Buffer<T: Pod> {
-    mem: Arc<Memory>,
+    pub(super) mem: Arc<Memory>,
     len: usize,
     queue: Queue,
     _t: PhantomData<T>,
 }
 
 impl<T: Pod> Buffer<T> {
+    /// How many values of `T` it holds.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -176,459 +152,5 @@ impl<T: Pod> Buffer<T> {
             )));
         }
         self.queue.inner.queue.write(&self.mem, as_bytes(data))
-    }
-}
-
-/// A value a kernel can take as an argument: a buffer (for a `global` or `constant` pointer),
-/// [`Local`] memory (for a `local` pointer), or a plain value (a scalar, a vector or a
-/// `#[repr(C)]` struct passed by value).
-pub trait KernelArg {
-    #[doc(hidden)]
-    fn to_arg(&self) -> ArgValue;
-}
-
-/// A kernel argument, ready to be set.
-pub struct ArgValue(Arg);
-
-enum Arg {
-    Mem(Arc<Memory>),
-    /// The value's bytes and its Rust type, for messages.
-    Bytes(Vec<u8>, &'static str),
-    /// Bytes of local memory per work-group.
-    Local(usize),
-}
-
-impl Arg {
-    fn describe(&self) -> String {
-        match self {
-            Arg::Mem(_) => "a buffer".into(),
-            Arg::Bytes(bytes, ty) => format!("{ty} ({} bytes)", bytes.len()),
-            Arg::Local(bytes) => format!("local memory ({bytes} bytes)"),
-        }
-    }
-}
-
-impl<T: Pod> KernelArg for &Buffer<T> {
-    fn to_arg(&self) -> ArgValue {
-        ArgValue(Arg::Mem(self.mem.clone()))
-    }
-}
-
-impl<T: Pod> KernelArg for T {
-    fn to_arg(&self) -> ArgValue {
-        ArgValue(Arg::Bytes(
-            as_bytes(std::slice::from_ref(self)).to_vec(),
-            std::any::type_name::<T>(),
-        ))
-    }
-}
-
-/// Local (work-group) memory for a kernel's `local T*` parameter: `len` values of `T` for each
-/// work-group, allocated by the driver at launch.
-#[derive(Debug, Clone, Copy)]
-pub struct Local<T: Pod> {
-    len: usize,
-    _t: PhantomData<T>,
-}
-
-impl<T: Pod> Local<T> {
-    pub fn new(len: usize) -> Local<T> {
-        Local { len, _t: PhantomData }
-    }
-}
-
-impl<T: Pod> KernelArg for Local<T> {
-    fn to_arg(&self) -> ArgValue {
-        ArgValue(Arg::Local(self.len * std::mem::size_of::<T>()))
-    }
-}
-
-/// Checks a launch's arguments against the kernel's parameters as its image records them,
-/// so that a mistake is named before the driver answers with a bare error code.
-fn check_arguments(kernel: &str, params: &[KernelParam], args: &[ArgValue]) -> Result<(), Error> {
-    if params.len() != args.len() {
-        return Err(Error::InvalidArgument(format!(
-            "kernel `{kernel}` takes {} argument{} {}; got {}",
-            params.len(),
-            if params.len() == 1 { "" } else { "s" },
-            sycl_format::kernel_signature(params),
-            args.len()
-        )));
-    }
-    for (i, (param, ArgValue(arg))) in params.iter().zip(args).enumerate() {
-        let wanted = match (param.kind, arg) {
-            (ParamKind::Global | ParamKind::Constant, Arg::Mem(_))
-            | (ParamKind::Local, Arg::Local(_)) => continue,
-            (ParamKind::Scalar | ParamKind::Struct, Arg::Bytes(bytes, _))
-                if param.size == 0 || bytes.len() == param.size as usize =>
-            {
-                continue
-            }
-            (ParamKind::Global | ParamKind::Constant, _) => "a buffer (`&Buffer<T>`)".to_string(),
-            (ParamKind::Local, _) => {
-                "local memory (`sycl_runtime::Local::<T>::new(len)`)".to_string()
-            }
-            (ParamKind::Scalar | ParamKind::Struct, _) => format!("a {}-byte value", param.size),
-            (kind, _) => format!("a {} argument, which launches cannot pass yet", kind.name()),
-        };
-        return Err(Error::InvalidArgument(format!(
-            "kernel `{kernel}` argument {i} ({}) takes {wanted}; got {}",
-            param.declaration(),
-            arg.describe()
-        )));
-    }
-    Ok(())
-}
-
-/// The kernel's parameters from the first image of a form the device uses that records them
-/// (`None`: no image does, so the driver alone checks the arguments).
-pub(crate) fn signature(
-    device: &DeviceState,
-    registry: &Registry,
-    kernel: &str,
-) -> Option<Arc<[KernelParam]>> {
-    for variant in device.variants(&Options::default()) {
-        for &id in registry.kernel_images(variant, kernel) {
-            match registry.image(id).kernel_params(kernel) {
-                Some(Ok(params)) => return Some(params.into()),
-                Some(Err(e)) => log::warn!(
-                    "{}: malformed parameters of kernel `{kernel}`: {e}",
-                    registry.describe(id)
-                ),
-                None => {}
-            }
-        }
-    }
-    None
-}
-
-type Selector = Box<ImageSelector>;
-
-/// A kernel launch being put together; `R` says whether it has its global range yet
-/// ([`NoGlobalRange`] until [`Launch::global`], then [`GlobalRange`]): only a launch with one
-/// can [`run`](Launch::run).
-pub struct Launch<'q, R = GlobalRange> {
-    queue: &'q Queue,
-    kernel: &'q str,
-    args: Vec<ArgValue>,
-    global: Range,
-    local: Option<Range>,
-    spec: SpecValues,
-    bundle: Option<(KernelBundle<Executable>, Option<Selector>)>,
-    _range: PhantomData<R>,
-}
-
-/// A [`Launch`] that has no global range yet, and so cannot run.
-pub struct NoGlobalRange;
-
-/// A [`Launch`] with its global range: ready to run.
-pub struct GlobalRange;
-
-impl<'q, R> Launch<'q, R> {
-    /// Appends the next argument.
-    #[allow(clippy::should_implement_trait)]
-    pub fn arg(mut self, arg: impl KernelArg) -> Self {
-        self.args.push(arg.to_arg());
-        self
-    }
-
-    /// The global range: one to three dimensions (`[n]`, `[w, h]`, `[w, h, d]`).
-    pub fn global<const N: usize>(self, dims: [usize; N]) -> Launch<'q, GlobalRange> {
-        let Launch { queue, kernel, args, local, spec, bundle, .. } = self;
-        Launch {
-            queue,
-            kernel,
-            args,
-            global: Range::new(&dims),
-            local,
-            spec,
-            bundle,
-            _range: PhantomData,
-        }
-    }
-
-    /// The work-group size (by default the driver chooses).
-    pub fn local<const N: usize>(mut self, dims: [usize; N]) -> Self {
-        self.local = Some(Range::new(&dims));
-        self
-    }
-
-    /// Sets a specialization constant for this launch (part of the program's cache key).
-    pub fn spec_constant<T: Pod>(mut self, constant: SpecConstant<T>, value: T) -> Self {
-        self.spec
-            .0
-            .insert(constant.name().to_string(), as_bytes(std::slice::from_ref(&value)).to_vec());
-        self
-    }
-
-    /// Takes the kernel from this executable bundle only (`kernel_not_found` if it is not
-    /// there), as the seed's `use_module`.
-    pub fn use_kernel_bundle(mut self, bundle: &KernelBundle<Executable>) -> Self {
-        self.bundle = Some((bundle.clone(), None));
-        self
-    }
-
-    /// [`Launch::use_kernel_bundle`] with a device image selector: among the bundle's images
-    /// that define the kernel, `select` returns the index of the one to use.
-    pub fn use_kernel_bundle_with(
-        mut self,
-        bundle: &KernelBundle<Executable>,
-        select: impl Fn(&[DeviceImage]) -> usize + 'static,
-    ) -> Self {
-        self.bundle = Some((bundle.clone(), Some(Box::new(select))));
-        self
-    }
-}
-
-impl Launch<'_, GlobalRange> {
-    /// Resolves, builds (or takes from the cache) and enqueues the kernel.
-    pub fn run(self) -> Result<(), Error> {
-        let Launch { queue, kernel, args, global, local, spec, bundle, .. } = self;
-        check_ranges(kernel, &global, local.as_ref())?;
-        let (global, local) = (global.dims(), local.as_ref().map(Range::dims));
-        if bundle.is_none() && spec.0.is_empty() {
-            return queue.launch_plain(kernel, &args, global, local);
-        }
-        let (registry, program) = match bundle {
-            Some((bundle, select)) => {
-                if !bundle.device_is(queue) {
-                    return Err(Error::InvalidArgument(format!(
-                        "kernel {kernel}: the bundle is for another device"
-                    )));
-                }
-                if !spec.0.is_empty() {
-                    return Err(Error::InvalidArgument(format!(
-                        "kernel {kernel}: set specialization constants on the bundle's input, not on a launch that uses a bundle"
-                    )));
-                }
-                (bundle.registry(), bundle.program_for(kernel, select.as_deref())?)
-            }
-            None => {
-                let rt = runtime();
-                let options = Options { flags: String::new(), spec };
-                let registry = rt.registry();
-                let program = queue.inner.device.program_for(
-                    &registry,
-                    rt.disk.as_ref(),
-                    kernel,
-                    &options,
-                )?;
-                (registry, program)
-            }
-        };
-        let device = &queue.inner.device;
-        let k = device.take_kernel(&program, kernel)?;
-        let k = queue.enqueue(&registry, kernel, k, &args, global, local)?;
-        device.return_kernel(&program, kernel, k);
-        Ok(())
-    }
-}
-
-impl Queue {
-    /// A launch without bundle or specialization values: the kernel resolved by the last such
-    /// launch when it is the same kernel in the same registry, otherwise resolved now (and
-    /// then kept for the next launch).
-    fn launch_plain(
-        &self,
-        kernel: &str,
-        args: &[ArgValue],
-        global: &[usize],
-        local: Option<&[usize]>,
-    ) -> Result<(), Error> {
-        let rt = runtime();
-        let registry = rt.registry();
-        let last = self.inner.last.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let (name, program, object) = match last {
-            Some(l) if l.kernel == kernel && Arc::ptr_eq(&l.registry, &registry) => {
-                trace!("cache-hit", "{kernel} on {}", self.inner.device.name);
-                (l.kernel, l.program, l.object)
-            }
-            previous => {
-                // The previous kernel's object goes back to its pool, unless its registry is gone.
-                if let Some(l) = previous.filter(|l| Arc::ptr_eq(&l.registry, &registry)) {
-                    self.inner.device.return_kernel(&l.program, &l.kernel, l.object);
-                }
-                let options = Options::default();
-                let program =
-                    self.inner.device.program_for(&registry, rt.disk.as_ref(), kernel, &options)?;
-                let object = self.inner.device.take_kernel(&program, kernel)?;
-                (kernel.to_string(), program, object)
-            }
-        };
-        let object = self.enqueue(&registry, kernel, object, args, global, local)?;
-        let mut slot = self.inner.last.lock().unwrap_or_else(|e| e.into_inner());
-        // Another thread's launch may have filled the slot meanwhile: its object is pooled
-        // (unless it was resolved in a registry that is gone).
-        let other = slot.replace(LastLaunch { kernel: name, registry, program, object });
-        if let (Some(other), Some(now)) = (other, slot.as_ref()) {
-            if Arc::ptr_eq(&other.registry, &now.registry) {
-                self.inner.device.return_kernel(&other.program, &other.kernel, other.object);
-            }
-        }
-        Ok(())
-    }
-
-    /// Sets the arguments and enqueues; the kernel object comes back for reuse unless that
-    /// failed (then it is dropped, never pooled with arguments it may not have).
-    fn enqueue(
-        &self,
-        registry: &Registry,
-        kernel: &str,
-        mut object: PooledKernel,
-        args: &[ArgValue],
-        global: &[usize],
-        local: Option<&[usize]>,
-    ) -> Result<PooledKernel, Error> {
-        let signature = object
-            .signature
-            .get_or_insert_with(|| Signature(signature(&self.inner.device, registry, kernel)));
-        if let Signature(Some(params)) = signature {
-            check_arguments(kernel, params, args)?;
-        }
-        set_arguments(&mut object, args).map_err(|(i, e)| {
-            Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
-        })?;
-        self.inner.queue.enqueue(&object.kernel, global, local).map_err(|e| match e {
-            Error::Driver { call, error } => {
-                Error::KernelCall { kernel: kernel.to_string(), call, error }
-            }
-            e => e,
-        })?;
-        Ok(object)
-    }
-}
-
-impl Queue {
-    /// Runs `kernel` of a program built outside the registry (a test's source), with `args`.
-    pub(crate) fn run_program(
-        &self,
-        program: &Arc<Program>,
-        kernel: &str,
-        args: &[ArgValue],
-        global: &[usize],
-    ) -> Result<(), Error> {
-        let mut object =
-            PooledKernel { kernel: program.kernel(kernel)?, set: Vec::new(), signature: None };
-        set_arguments(&mut object, args).map_err(|(i, e)| {
-            Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
-        })?;
-        self.inner.queue.enqueue(&object.kernel, global, None)?;
-        self.inner.queue.finish()
-    }
-}
-
-/// A global range or a work-group size: up to three dimensions, kept without allocating (a
-/// launch is built for every kernel run). More than three are refused at `run`.
-#[derive(Debug, Clone, Copy)]
-struct Range {
-    dims: [usize; 3],
-    len: usize,
-}
-
-impl Range {
-    fn new(dims: &[usize]) -> Range {
-        let mut out = Range { dims: [0; 3], len: dims.len() };
-        for (slot, d) in out.dims.iter_mut().zip(dims) {
-            *slot = *d;
-        }
-        out
-    }
-
-    fn dims(&self) -> &[usize] {
-        &self.dims[..self.len.min(3)]
-    }
-}
-
-/// A global range of one to three dimensions, and a work-group size (when given) of as many,
-/// each dividing the global size in its dimension, as OpenCL requires.
-fn check_ranges(kernel: &str, global: &Range, local: Option<&Range>) -> Result<(), Error> {
-    if global.len == 0 || global.len > 3 {
-        return Err(Error::InvalidArgument(format!(
-            "kernel `{kernel}`: a global range has one to three dimensions, not {}",
-            global.len
-        )));
-    }
-    let Some(local) = local else { return Ok(()) };
-    if local.len != global.len {
-        return Err(Error::InvalidArgument(format!(
-            "kernel `{kernel}`: the work-group size {:?} has {} dimension(s), the global range {:?} has {}",
-            local.dims(),
-            local.len,
-            global.dims(),
-            global.len
-        )));
-    }
-    if let Some(d) = (0..global.len)
-        .find(|&d| local.dims[d] == 0 || !global.dims[d].is_multiple_of(local.dims[d]))
-    {
-        return Err(Error::InvalidArgument(format!(
-            "kernel `{kernel}`: the work-group size {:?} does not divide the global range {:?} (dimension {d}: {} is not a \
-             multiple of {}); round the global range up to a multiple and skip the extra work-items in the kernel",
-            local.dims(),
-            global.dims(),
-            global.dims[d],
-            local.dims[d]
-        )));
-    }
-    Ok(())
-}
-
-/// Sets the arguments that differ from those last set on the kernel object.
-fn set_arguments(k: &mut PooledKernel, args: &[ArgValue]) -> Result<(), (usize, Error)> {
-    k.set.truncate(args.len());
-    for (i, arg) in args.iter().enumerate() {
-        let unchanged = match (&arg.0, k.set.get(i)) {
-            (Arg::Mem(mem), Some(SetArg::Mem(was))) => std::ptr::eq(was.as_ptr(), Arc::as_ptr(mem)),
-            (Arg::Bytes(bytes, _), Some(SetArg::Bytes(was))) => was == bytes,
-            (Arg::Local(size), Some(SetArg::Local(was))) => was == size,
-            _ => false,
-        };
-        if unchanged {
-            continue;
-        }
-        let now = match &arg.0 {
-            Arg::Mem(mem) => {
-                k.kernel.set_mem(i as u32, mem).map(|()| SetArg::Mem(Arc::downgrade(mem)))
-            }
-            Arg::Bytes(bytes, _) => {
-                k.kernel.set_bytes(i as u32, bytes).map(|()| SetArg::Bytes(bytes.clone()))
-            }
-            Arg::Local(size) => k.kernel.set_local(i as u32, *size).map(|()| SetArg::Local(*size)),
-        }
-        .map_err(|e| (i, e))?;
-        match k.set.get_mut(i) {
-            Some(slot) => *slot = now,
-            None => k.set.push(now),
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn check(global: &[usize], local: Option<&[usize]>) -> Result<(), String> {
-        check_ranges("k", &Range::new(global), local.map(Range::new).as_ref())
-            .map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn ranges_are_checked_with_both_sizes_named() {
-        assert_eq!(check(&[64], None), Ok(()));
-        assert_eq!(check(&[64, 8], Some(&[16, 8])), Ok(()));
-        assert_eq!(
-            check(&[100], Some(&[16])).unwrap_err(),
-            "invalid argument: kernel `k`: the work-group size [16] does not divide the global range [100] (dimension 0: \
-             100 is not a multiple of 16); round the global range up to a multiple and skip the extra work-items in the kernel"
-        );
-        assert!(check(&[64, 64], Some(&[8, 0]))
-            .unwrap_err()
-            .contains("dimension 1: 64 is not a multiple of 0"));
-        assert!(check(&[64, 64], Some(&[8])).unwrap_err().contains(
-            "the work-group size [8] has 1 dimension(s), the global range [64, 64] has 2"
-        ));
-        assert!(check(&[1, 1, 1, 1], None).unwrap_err().contains("one to three dimensions, not 4"));
-        assert!(check(&[], None).unwrap_err().contains("one to three dimensions, not 0"));
     }
 }

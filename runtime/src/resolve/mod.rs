@@ -1,244 +1,217 @@
-//! Device-image collection for a kernel on a device: for the first image form the device can
-//! use that has the kernel (its own ahead-of-time form, then its linkable form), the kernel's image, then
-//! for every import the first image of the same form in loader order that exports it,
-//! transitively. An import nobody exports is an error that names the symbol, the kernel and
-//! the binaries searched; nothing is compiled before the whole set resolves.
+//! Resolution: what a program is linked from, decided once and checked before any driver sees
+//! device code. A launch asks for a kernel's [`Plan`] ([`plan_kernel`]), a kernel bundle's
+//! link for its images' ([`plan_bundle`]); both are the same steps:
 //!
-//! Two binaries exporting one symbol: the first in loader order wins, always; the trace names
-//! both, and strict mode (`SYCL_STRICT_EXPORTS=1`) makes it an error. Exports of a library
-//! opened `RTLD_LOCAL` serve only that library and its dependencies. `cycles`: the check for
-//! call cycles across the collected images, before any driver sees them.
+//! 1. the image form: the first the device can use that has the kernel (its own ahead-of-time
+//!    form, then its linkable form; a bundle is always of the linkable form);
+//! 2. the walk (`collect`): the roots, each import's provider in loader order (strict mode,
+//!    duplicates traced, `RTLD_LOCAL` scopes), virtual-function sets whole (real or dummy) and
+//!    the kernels that use them; an import nobody exports is an error that names the symbol,
+//!    the kernel and the binaries searched;
+//! 3. the checks: every image against the device's capabilities (optional kernel features:
+//!    the aspect, sub-group or work-group size, fixed target it needs), call cycles across the
+//!    images (`cycles`), and that every import of every image is exported by one of them;
+//! 4. for a kernel's PTX, the twin with its imports compiled in, when resolution picked
+//!    exactly what it compiled in (`inline`).
+//!
+//! A plan is only made complete: nothing incomplete is ever handed to `build`.
 
+mod collect;
 mod cycles;
+mod inline;
 
 use std::collections::HashSet;
+use std::fmt;
 
-use sycl_format::ImageFormat;
+use sycl_format::{ImageFormat, Target};
 
-use crate::registry::{ImageId, Registry, Variant};
-use crate::trace::trace;
+pub use collect::STRICT_ENV;
+
+use crate::backend::Capabilities;
+use crate::registry::{ImageId, Registry};
 use crate::Error;
-pub(crate) use cycles::check as check_cycles;
 
-/// Environment variable that turns duplicate exports into errors.
-pub const STRICT_ENV: &str = "SYCL_STRICT_EXPORTS";
-
-/// The images to link for a kernel, the kernel's own image first, all of one form.
+/// A checked plan for one program: every image it is linked from, all of one form, in link
+/// order (the roots first). Only this module makes one, and only after every check passed:
+/// holding a `Plan` means the program is complete and the device can run it.
 #[derive(Debug, Clone)]
-pub(crate) struct Collected {
-    pub variant: Variant,
-    pub images: Vec<ImageId>,
+pub(crate) struct Plan {
+    target: Target,
+    images: Vec<ImageId>,
 }
 
-fn strict() -> bool {
-    std::env::var(STRICT_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
+impl Plan {
+    /// The image form (target) of every image.
+    pub(crate) fn target(&self) -> Target {
+        self.target
+    }
+
+    /// The images, in link order.
+    pub(crate) fn images(&self) -> &[ImageId] {
+        &self.images
+    }
 }
 
-/// `compatible` says whether the device can run an image (seed 003's check); it decides
-/// between a virtual-function set's image and its dummy.
-pub(crate) fn collect(
+/// The device a plan is made for: its name for messages, and what it can run.
+#[derive(Clone, Copy)]
+pub(crate) struct ForDevice<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) caps: &'a Capabilities,
+}
+
+impl ForDevice<'_> {
+    fn can_run(&self, image: &sycl_format::Image) -> bool {
+        image.requirements().is_ok_and(|r| self.caps.check(&r).is_ok())
+    }
+}
+
+/// What a plan is for, as errors and traces name it.
+#[derive(Clone, Copy)]
+pub(crate) enum Subject<'a> {
+    /// A launch of this kernel.
+    Kernel(&'a str),
+    /// The link of a kernel bundle.
+    Bundle,
+}
+
+impl Subject<'_> {
+    /// The kernel a failed check names (`(bundle)` for a bundle).
+    fn name(&self) -> &str {
+        match self {
+            Subject::Kernel(kernel) => kernel,
+            Subject::Bundle => "(bundle)",
+        }
+    }
+
+    /// The kernel an unresolved import names: for a bundle, the image that imports it.
+    fn name_for(&self, requester: ImageId, registry: &Registry) -> String {
+        match self {
+            Subject::Kernel(kernel) => kernel.to_string(),
+            Subject::Bundle => format!("(bundle of {})", registry.describe(requester)),
+        }
+    }
+}
+
+impl fmt::Display for Subject<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Subject::Kernel(kernel) => write!(f, "kernel {kernel}"),
+            Subject::Bundle => f.write_str("a kernel bundle"),
+        }
+    }
+}
+
+/// The plan for launching `kernel` on `device`, trying the image forms `targets` in order.
+pub(crate) fn plan_kernel(
     registry: &Registry,
     kernel: &str,
-    variants: &[Variant],
-    compatible: &dyn Fn(&sycl_format::Image) -> bool,
-) -> Result<Collected, Error> {
+    targets: &[Target],
+    device: ForDevice<'_>,
+) -> Result<Plan, Error> {
+    let subject = Subject::Kernel(kernel);
+    let can_run = |id: ImageId| device.can_run(registry.image(id));
     let mut failure = None;
-    for variant in variants {
-        let Some(&root) = registry.kernel_images(variant, kernel).first() else { continue };
+    for &target in targets {
+        let Some(&root) = registry.kernel_images(target, kernel).first() else { continue };
         // SPIR bitcode cannot be linked by the device: only a self-contained image will do.
-        if variant.format == ImageFormat::SpirBitcode
+        if target.format() == ImageFormat::SpirBitcode
             && registry.image(root).imported_symbols().next().is_some()
         {
             continue;
         }
-        match collect_in(registry, kernel, variant, root, compatible) {
-            Ok(images) => return Ok(Collected { variant: variant.clone(), images }),
+        match collect::collect(registry, target, subject, &[root], &can_run) {
+            Ok(images) => {
+                check(registry, subject, device, target, &images)?;
+                let twin = match target.format() {
+                    ImageFormat::Ptx => inline::swap_in_twin(registry, kernel, &images),
+                    _ => None,
+                };
+                return Ok(match twin {
+                    Some((target, images)) => Plan { target, images },
+                    None => Plan { target, images },
+                });
+            }
             Err(e) => failure = failure.or(Some(e)),
         }
     }
-    Err(failure.unwrap_or_else(|| Error::KernelNotFound {
-        kernel: kernel.to_string(),
-        searched: registry.searched(),
-    }))
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    // An ahead-of-time target's aspect filter leaves out what the device cannot run: the
+    // SPIR-V image then says why, as the check of optional kernel features would.
+    if let Some(&spirv) = registry.kernel_images(Target::Spir64, kernel).first() {
+        check_requirements(registry, subject, device, &[spirv])?;
+    }
+    Err(Error::KernelNotFound { kernel: kernel.to_string(), searched: registry.searched() })
 }
 
-fn collect_in(
+/// The plan for linking a bundle's images `roots` (of the device's linkable form `target`)
+/// into one program with the providers of their imports.
+pub(crate) fn plan_bundle(
     registry: &Registry,
-    kernel: &str,
-    variant: &Variant,
-    root: ImageId,
-    compatible: &dyn Fn(&sycl_format::Image) -> bool,
-) -> Result<Vec<ImageId>, Error> {
-    // Breadth first: `images[next..]` are the images whose imports are still to resolve.
-    let mut images = vec![root];
-    let mut next = 0;
-    let mut provided: HashSet<&str, foldhash::fast::RandomState> =
-        registry.image(root).exported_symbols().collect();
-    let mut sets_done: HashSet<String, foldhash::fast::RandomState> = HashSet::default();
-    let add = |id: ImageId, images: &mut Vec<ImageId>| {
-        if !images.contains(&id) {
-            images.push(id);
-        }
+    roots: &[ImageId],
+    target: Target,
+    device: ForDevice<'_>,
+) -> Result<Plan, Error> {
+    let can_run = |id: ImageId| device.can_run(registry.image(id));
+    let images = collect::collect(registry, target, Subject::Bundle, roots, &can_run)?;
+    check(registry, Subject::Bundle, device, target, &images)?;
+    Ok(Plan { target, images })
+}
+
+/// Every check a plan passes before a driver sees it.
+fn check(
+    registry: &Registry,
+    subject: Subject<'_>,
+    device: ForDevice<'_>,
+    target: Target,
+    images: &[ImageId],
+) -> Result<(), Error> {
+    check_requirements(registry, subject, device, images)?;
+    // Recursion is refused for every device: PoCL's compiler dies of it.
+    cycles::check(registry, subject.name(), images)?;
+    check_complete(registry, subject, target, images)
+}
+
+/// Each image against the device's capabilities, before any device code is used.
+fn check_requirements(
+    registry: &Registry,
+    subject: Subject<'_>,
+    device: ForDevice<'_>,
+    images: &[ImageId],
+) -> Result<(), Error> {
+    let unsupported = |reason: String| Error::KernelNotSupported {
+        kernel: subject.name().to_string(),
+        device: device.name.to_string(),
+        reason,
     };
-    while let Some(&id) = images.get(next) {
-        next += 1;
-        let mut sets: Vec<String> = registry
-            .image(id)
-            .uses_virtual_functions_sets()
-            .into_iter()
-            .map(str::to_string)
-            .collect();
-        for symbol in registry.image(id).imported_symbols() {
-            if provided.contains(symbol) {
-                continue;
-            }
-            let providers: Vec<ImageId> = registry
-                .providers(variant, symbol)
-                .iter()
-                .copied()
-                .filter(|p| registry.visible(id.binary, p.binary))
-                .collect();
-            let Some(&provider) = providers.first() else {
-                return Err(unresolved(registry, variant, symbol, kernel, id));
-            };
-            // A virtual function: its set is linked in whole (or its dummy), not by name.
-            if let Some((set, _)) = registry.image(provider).virtual_functions_set() {
-                sets.push(set.to_string());
-                continue;
-            }
-            if providers.iter().any(|p| p.binary != provider.binary) {
-                let names: Vec<String> = providers.iter().map(|&p| registry.describe(p)).collect();
-                trace!(
-                    "duplicate",
-                    "{symbol}: exported by {}; the first in loader order wins",
-                    names.join(", ")
-                );
-                if strict() {
-                    return Err(Error::DuplicateSymbol {
-                        symbol: symbol.to_string(),
-                        providers: names,
-                    });
-                }
-            }
-            trace!("resolve", "{symbol} -> {} (for kernel {kernel})", registry.describe(provider));
-            provided.extend(registry.image(provider).exported_symbols());
-            add(provider, &mut images);
-        }
-        for set in sets {
-            if !sets_done.insert(set.clone()) {
-                continue;
-            }
-            let providers: Vec<ImageId> = registry
-                .set_images(variant, &set)
-                .iter()
-                .copied()
-                .filter(|p| registry.visible(id.binary, p.binary))
-                .collect();
-            if providers.is_empty() {
-                return Err(Error::MissingVirtualFunctions {
-                    set,
-                    kernel: kernel.to_string(),
-                    searched: registry.searched(),
-                });
-            }
-            let is_dummy = |p: ImageId| {
-                registry.image(p).virtual_functions_set().is_some_and(|(_, dummy)| dummy)
-            };
-            let mut binaries: Vec<_> = providers.iter().map(|p| p.binary).collect();
-            binaries.dedup();
-            for binary in binaries {
-                let real = providers.iter().copied().find(|p| p.binary == binary && !is_dummy(*p));
-                let dummy = providers.iter().copied().find(|p| p.binary == binary && is_dummy(*p));
-                // The device lacks what the set needs, or the image form has only the dummy (an
-                // ahead-of-time target's aspect filter left the real one out): the dummy.
-                let chosen = match (real, dummy) {
-                    (Some(r), Some(d)) if !compatible(registry.image(r)) => d,
-                    (Some(r), _) => r,
-                    (None, Some(d)) => d,
-                    (None, None) => continue,
-                };
-                trace!(
-                    "resolve",
-                    "virtual functions {set} -> {}{} (for kernel {kernel})",
-                    registry.describe(chosen),
-                    if is_dummy(chosen) { " (dummy)" } else { "" }
-                );
-                provided.extend(registry.image(chosen).exported_symbols());
-                add(chosen, &mut images);
-            }
-            // Kernels that use the same set share the program, so objects stay valid.
-            for &user in registry.set_users(variant, &set) {
-                if registry.visible(id.binary, user.binary) && compatible(registry.image(user)) {
-                    add(user, &mut images);
-                }
-            }
-        }
+    for &id in images {
+        let requirements = registry.image(id).requirements().map_err(|e| {
+            unsupported(format!("{}: malformed device requirements: {e}", registry.describe(id)))
+        })?;
+        device.caps.check(&requirements).map_err(unsupported)?;
     }
-    Ok(images)
+    Ok(())
 }
 
-/// The error for `symbol`, which no image visible to `requester` exports: binaries that do
-/// export it, but whose scope keeps it from `requester`, are named with the reason.
-pub(crate) fn unresolved(
+/// Every import of every image exported by one of them: the walk guarantees it; this says so
+/// where a driver would otherwise be the one to find out (some crash on it).
+fn check_complete(
     registry: &Registry,
-    variant: &Variant,
-    symbol: &str,
-    kernel: &str,
-    requester: ImageId,
-) -> Error {
-    let mut hidden = Vec::new();
-    for &p in registry.providers(variant, symbol) {
-        let binary = registry.binary(p.binary);
-        let name = binary.name.rsplit('/').next().unwrap_or(&binary.name);
-        let why = if registry.is_file_library(p.binary) {
-            format!(
-                "{name} exports it, but was loaded with LibraryScope::Own, so only its own images may use its exports \
-                 (load it with sycl_runtime::load_device_library, whose scope is global)"
-            )
-        } else {
-            // Loaded as a dependency of a library opened RTLD_LOCAL, or opened so itself.
-            let opener = registry.binaries.iter().find(|b| {
-                b.id != p.binary
-                    && registry
-                        .local_group(b.id)
-                        .is_some_and(|g| g.first() == Some(&b.id) && g.contains(&p.binary))
-            });
-            let scope = match opener {
-                Some(b) => {
-                    let opener = b.name.rsplit('/').next().unwrap_or(&b.name);
-                    format!("was loaded for {opener}, which was opened RTLD_LOCAL, so only {opener} and its dependencies")
-                }
-                None => {
-                    "was opened RTLD_LOCAL, so only it and the libraries it depends on".to_string()
-                }
-            };
-            format!(
-                "{name} exports it, but {scope} may use its exports, and {} is not one of them (open the library \
-                 RTLD_GLOBAL, or link {} against {name})",
-                registry.describe(requester),
-                registry.binary(requester.binary).name.rsplit('/').next().unwrap_or_default()
-            )
-        };
-        if !hidden.contains(&why) {
-            hidden.push(why);
+    subject: Subject<'_>,
+    target: Target,
+    images: &[ImageId],
+) -> Result<(), Error> {
+    let exported: HashSet<&str> =
+        images.iter().flat_map(|&id| registry.image(id).exported_symbols()).collect();
+    for &id in images {
+        if let Some(symbol) = registry.image(id).imported_symbols().find(|s| !exported.contains(s))
+        {
+            return Err(collect::unresolved(registry, target, symbol, &subject, id));
         }
     }
-    let hidden_binaries: Vec<&str> = registry
-        .providers(variant, symbol)
-        .iter()
-        .map(|p| registry.binary(p.binary).name.as_str())
-        .collect();
-    let searched = registry
-        .searched()
-        .into_iter()
-        .zip(&registry.binaries)
-        .filter(|(_, b)| !hidden_binaries.contains(&b.name.as_str()))
-        .map(|(line, _)| line)
-        .collect();
-    Error::UnresolvedSymbol {
-        symbol: symbol.to_string(),
-        kernel: kernel.to_string(),
-        searched,
-        hidden,
-    }
+    Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,114 @@
+//! The CUDA backend's stand-in when `sycl-runtime` is built without its `cuda` feature, as
+//! `sycl-ld` builds it: a linker that compiles through an OpenCL device has no use for a GPU
+//! driver. It finds no device, and its device, object, program, memory, queue and kernel types
+//! have no values, so `backend/mod.rs` keeps its CUDA arms as they are and the compiler knows
+//! that none of them runs. It must never reach for the CUDA driver (`libcuda.so.1`).
+
+use super::{DeviceInfo, Failure, SpecValue};
+use crate::Error;
+
+/// No CUDA device: this build has no CUDA backend.
+pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
+    Ok(Vec::new())
+}
+
+/// A CUDA device, of which this build opens none.
+pub(crate) enum Device {}
+
+impl Device {
+    pub(crate) fn open(ordinal: i32) -> Result<Device, Error> {
+        Err(Error::InvalidArgument(format!(
+            "CUDA device {ordinal}: this build of sycl-runtime has no CUDA backend (its `cuda` \
+             feature is off)"
+        )))
+    }
+
+    pub(crate) fn compile(
+        &self,
+        _ptx: &[u8],
+        _spec: &[SpecValue],
+        _flags: &str,
+    ) -> Result<Ptx, Failure> {
+        match *self {}
+    }
+
+    pub(crate) fn link(&self, _objects: &[&Ptx], _flags: &str) -> Result<Module, Failure> {
+        match *self {}
+    }
+
+    pub(crate) fn load(&self, _cubin: &[u8]) -> Result<Module, Failure> {
+        match *self {}
+    }
+
+    pub(crate) fn stream(&self) -> Result<Stream, Error> {
+        match *self {}
+    }
+
+    pub(crate) fn alloc(&self, _bytes: usize) -> Result<Memory, Error> {
+        match *self {}
+    }
+}
+
+/// An image's PTX, of which this build has none.
+pub(crate) enum Ptx {}
+
+/// A loaded module, of which this build has none.
+pub(crate) enum Module {}
+
+impl Module {
+    pub(crate) fn image(&self) -> &[u8] {
+        match *self {}
+    }
+
+    pub(crate) fn kernel(&self, _name: &str) -> Result<Kernel, Error> {
+        match *self {}
+    }
+}
+
+/// A kernel function, of which this build has none.
+pub(crate) enum Kernel {}
+
+impl Kernel {
+    pub(crate) fn set_bytes(&mut self, _index: u32, _bytes: &[u8]) {
+        match *self {}
+    }
+
+    pub(crate) fn set_local(&mut self, _index: u32, _size: usize) {
+        match *self {}
+    }
+}
+
+/// A stream, of which this build has none.
+pub(crate) enum Stream {}
+
+impl Stream {
+    pub(crate) fn launch(
+        &self,
+        _kernel: &Kernel,
+        _global: &[usize],
+        _local: Option<&[usize]>,
+    ) -> Result<(), Error> {
+        match *self {}
+    }
+
+    pub(crate) fn read(&self, _mem: &Memory, _out: &mut [u8]) -> Result<(), Error> {
+        match *self {}
+    }
+
+    pub(crate) fn write(&self, _mem: &Memory, _data: &[u8]) -> Result<(), Error> {
+        match *self {}
+    }
+
+    pub(crate) fn synchronize(&self) -> Result<(), Error> {
+        match *self {}
+    }
+}
+
+/// Device memory, of which this build has none.
+pub(crate) enum Memory {}
+
+impl Memory {
+    pub(crate) fn address(&self) -> u64 {
+        match *self {}
+    }
+}

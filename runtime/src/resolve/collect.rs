@@ -1,0 +1,247 @@
+//! The walk that collects a program's images: from its roots, each import to the first image
+//! of the same form in loader order that exports it and that the importer may see,
+//! transitively; a virtual-function set, whether reached through a call, a use recorded on an
+//! image (a method table) or a root that is one of its images, linked whole: per binary its
+//! real image, or its dummy where the device cannot run the real one; and the kernels that use
+//! a linked set, so that objects made by one kernel dispatch in another.
+//!
+//! Two binaries exporting one symbol: the first in loader order wins, always; the trace names
+//! both, and strict mode (`SYCL_STRICT_EXPORTS=1`) makes it an error. Exports of a library
+//! opened `RTLD_LOCAL` serve only that library and its dependencies.
+
+use std::collections::HashSet;
+
+use foldhash::fast::RandomState;
+use sycl_format::Target;
+
+use super::Subject;
+use crate::registry::{ImageId, Registry};
+use crate::trace::trace;
+use crate::Error;
+
+/// Environment variable that turns duplicate exports into errors.
+pub const STRICT_ENV: &str = "SYCL_STRICT_EXPORTS";
+
+fn strict() -> bool {
+    std::env::var(STRICT_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// One collection in progress.
+struct Walk<'r> {
+    registry: &'r Registry,
+    target: Target,
+    subject: Subject<'r>,
+    /// Whether the device can run an image: decides between a set's image and its dummy.
+    compatible: &'r dyn Fn(ImageId) -> bool,
+    /// In link order; `images[next..]` still have their imports and sets to resolve.
+    images: Vec<ImageId>,
+    next: usize,
+    provided: HashSet<&'r str, RandomState>,
+    sets_done: HashSet<&'r str, RandomState>,
+}
+
+/// The images to link for `roots` (all of `target`'s form), roots first, in the order the
+/// walk reached them. A root that is an image of a virtual-function set stands for its set.
+pub(super) fn collect(
+    registry: &Registry,
+    target: Target,
+    subject: Subject<'_>,
+    roots: &[ImageId],
+    compatible: &dyn Fn(ImageId) -> bool,
+) -> Result<Vec<ImageId>, Error> {
+    let mut walk = Walk {
+        registry,
+        target,
+        subject,
+        compatible,
+        images: Vec::with_capacity(roots.len()),
+        next: 0,
+        provided: HashSet::default(),
+        sets_done: HashSet::default(),
+    };
+    let mut sets: Vec<(&str, ImageId)> = Vec::new();
+    for &root in roots {
+        match registry.image(root).virtual_functions_set() {
+            Some((set, _)) => sets.push((set, root)),
+            None => walk.add(root),
+        }
+    }
+    loop {
+        // The sets asked for so far (each with the image that asked, whose scope decides
+        // which binaries may provide it), before the next image's imports.
+        for (set, requester) in sets.drain(..) {
+            walk.link_set(set, requester)?;
+        }
+        let Some(&id) = walk.images.get(walk.next) else { break };
+        walk.next += 1;
+        sets.extend(registry.image(id).uses_virtual_functions_sets().into_iter().map(|s| (s, id)));
+        for symbol in registry.image(id).imported_symbols() {
+            if let Some(set) = walk.resolve(symbol, id)? {
+                sets.push((set, id));
+            }
+        }
+    }
+    Ok(walk.images)
+}
+
+impl<'r> Walk<'r> {
+    fn add(&mut self, id: ImageId) {
+        if !self.images.contains(&id) {
+            self.images.push(id);
+            self.provided.extend(self.registry.image(id).exported_symbols());
+        }
+    }
+
+    /// Links the provider of `symbol` for `requester`; a virtual function is not linked by
+    /// name: its set is returned, to be linked whole.
+    fn resolve(&mut self, symbol: &'r str, requester: ImageId) -> Result<Option<&'r str>, Error> {
+        let registry = self.registry;
+        if self.provided.contains(symbol) {
+            return Ok(None);
+        }
+        let visible = |p: &&ImageId| registry.visible(requester.binary, p.binary);
+        let providers = registry.providers(self.target, symbol);
+        let Some(&provider) = providers.iter().find(visible) else {
+            return Err(unresolved(registry, self.target, symbol, &self.subject, requester));
+        };
+        if let Some((set, _)) = registry.image(provider).virtual_functions_set() {
+            return Ok(Some(set));
+        }
+        if providers.iter().filter(visible).any(|p| p.binary != provider.binary) {
+            let names: Vec<String> =
+                providers.iter().filter(visible).map(|&p| registry.describe(p)).collect();
+            trace!(
+                "duplicate",
+                "{symbol}: exported by {}; the first in loader order wins",
+                names.join(", ")
+            );
+            if strict() {
+                return Err(Error::DuplicateSymbol {
+                    symbol: symbol.to_string(),
+                    providers: names,
+                });
+            }
+        }
+        trace!("resolve", "{symbol} -> {} (for {})", registry.describe(provider), self.subject);
+        self.add(provider);
+        Ok(None)
+    }
+
+    /// Links `set` for `requester`: per binary that provides it, its real image, or its dummy
+    /// where the device cannot run the real one (or the image form has only the dummy: an
+    /// ahead-of-time target's aspect filter left the real one out); then the kernels that use
+    /// the set, which the device can run.
+    fn link_set(&mut self, set: &'r str, requester: ImageId) -> Result<(), Error> {
+        let registry = self.registry;
+        if !self.sets_done.insert(set) {
+            return Ok(());
+        }
+        let visible = |p: &ImageId| registry.visible(requester.binary, p.binary);
+        let providers: Vec<ImageId> =
+            registry.set_images(self.target, set).iter().copied().filter(visible).collect();
+        if providers.is_empty() {
+            return Err(Error::MissingVirtualFunctions {
+                set: set.to_string(),
+                kernel: self.subject.name_for(requester, registry),
+                searched: registry.searched(),
+            });
+        }
+        let is_dummy =
+            |p: ImageId| registry.image(p).virtual_functions_set().is_some_and(|(_, dummy)| dummy);
+        let mut binaries: Vec<_> = providers.iter().map(|p| p.binary).collect();
+        binaries.dedup();
+        for binary in binaries {
+            let real = providers.iter().copied().find(|p| p.binary == binary && !is_dummy(*p));
+            let dummy = providers.iter().copied().find(|p| p.binary == binary && is_dummy(*p));
+            let chosen = match (real, dummy) {
+                (Some(r), Some(d)) if !(self.compatible)(r) => d,
+                (Some(r), _) => r,
+                (None, Some(d)) => d,
+                (None, None) => continue,
+            };
+            trace!(
+                "resolve",
+                "virtual functions {set} -> {}{} (for {})",
+                registry.describe(chosen),
+                if is_dummy(chosen) { " (dummy)" } else { "" },
+                self.subject
+            );
+            self.add(chosen);
+        }
+        for &user in registry.set_users(self.target, set) {
+            if visible(&user) && (self.compatible)(user) {
+                self.add(user);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The error for `symbol`, which no image visible to `requester` exports: binaries that do
+/// export it, but whose scope keeps it from `requester`, are named with the reason.
+pub(super) fn unresolved(
+    registry: &Registry,
+    target: Target,
+    symbol: &str,
+    subject: &Subject<'_>,
+    requester: ImageId,
+) -> Error {
+    let mut hidden = Vec::new();
+    for &p in registry.providers(target, symbol) {
+        if registry.visible(requester.binary, p.binary) {
+            continue;
+        }
+        let binary = registry.binary(p.binary);
+        let name = binary.name.rsplit('/').next().unwrap_or(&binary.name);
+        let why = if registry.is_file_library(p.binary) {
+            format!(
+                "{name} exports it, but was loaded with LibraryScope::Own, so only its own images may use its exports \
+                 (load it with sycl_runtime::load_device_library, whose scope is global)"
+            )
+        } else {
+            // Loaded as a dependency of a library opened RTLD_LOCAL, or opened so itself.
+            let opener = registry.binaries.iter().find(|b| {
+                b.id != p.binary
+                    && registry
+                        .local_group(b.id)
+                        .is_some_and(|g| g.first() == Some(&b.id) && g.contains(&p.binary))
+            });
+            let scope = match opener {
+                Some(b) => {
+                    let opener = b.name.rsplit('/').next().unwrap_or(&b.name);
+                    format!("was loaded for {opener}, which was opened RTLD_LOCAL, so only {opener} and its dependencies")
+                }
+                None => {
+                    "was opened RTLD_LOCAL, so only it and the libraries it depends on".to_string()
+                }
+            };
+            format!(
+                "{name} exports it, but {scope} may use its exports, and {} is not one of them (open the library \
+                 RTLD_GLOBAL, or link {} against {name})",
+                registry.describe(requester),
+                registry.binary(requester.binary).name.rsplit('/').next().unwrap_or_default()
+            )
+        };
+        if !hidden.contains(&why) {
+            hidden.push(why);
+        }
+    }
+    let hidden_binaries: Vec<&str> = registry
+        .providers(target, symbol)
+        .iter()
+        .map(|p| registry.binary(p.binary).name.as_str())
+        .collect();
+    let searched = registry
+        .searched()
+        .into_iter()
+        .zip(&registry.binaries)
+        .filter(|(_, b)| !hidden_binaries.contains(&b.name.as_str()))
+        .map(|(line, _)| line)
+        .collect();
+    Error::UnresolvedSymbol {
+        symbol: symbol.to_string(),
+        kernel: subject.name_for(requester, registry),
+        searched,
+        hidden,
+    }
+}

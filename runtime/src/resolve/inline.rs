@@ -1,0 +1,62 @@
+//! The PTX twin swap: `sycl-ld` makes, beside a `ptx64` kernel image whose imports shared
+//! libraries on its link line export, a `ptx64+inlined` twin with those providers compiled in,
+//! recording each provider's hash (`SYCL/inlined imports`). A plan takes the twin instead of
+//! the kernel's image and those providers only when resolution picked exactly the images the
+//! twin compiled in, so `LD_PRELOAD`, `dlopen` and `RTLD_LOCAL` keep their meaning.
+
+use sycl_format::{PropertyValue, Target};
+
+use crate::registry::{ImageId, Registry};
+use crate::trace::trace;
+
+/// `images` (of a PTX plan for `kernel`, the kernel's image first) with the kernel's twin from
+/// the same binary in place of its image and of the providers the twin compiled in, when
+/// resolution picked exactly those (by hash); otherwise `None`. Providers that the rest of
+/// the plan still imports from stay.
+pub(super) fn swap_in_twin(
+    registry: &Registry,
+    kernel: &str,
+    images: &[ImageId],
+) -> Option<(Target, Vec<ImageId>)> {
+    let (&root, rest) = images.split_first()?;
+    let &twin = registry
+        .kernel_images(Target::Ptx64Inlined, kernel)
+        .iter()
+        .find(|t| t.binary == root.binary)?;
+    let recorded = registry.image(twin).property_set(sycl_format::sets::INLINED_IMPORTS)?;
+    let exports =
+        |id: ImageId, symbol: &str| registry.image(id).exported_symbols().any(|e| e == symbol);
+    let mut inlined: Vec<ImageId> = Vec::new();
+    for property in &recorded.properties {
+        let provider = rest.iter().copied().find(|&id| exports(id, &property.name));
+        let hash = provider
+            .map(|id| format!("{:016x}", sycl_format::payload_hash(&registry.image(id).data)));
+        match (provider, &property.value) {
+            (Some(id), PropertyValue::String(recorded))
+                if hash.as_deref() == Some(recorded.as_str()) =>
+            {
+                if !inlined.contains(&id) {
+                    inlined.push(id);
+                }
+            }
+            _ => {
+                trace!(
+                    "inline",
+                    "{kernel}: {} not used: {} resolved to another image than it compiled in",
+                    registry.describe(twin),
+                    property.name
+                );
+                return None;
+            }
+        }
+    }
+    let others: Vec<ImageId> = rest.iter().copied().filter(|id| !inlined.contains(id)).collect();
+    let still_imported = |provider: ImageId| {
+        others.iter().any(|&o| registry.image(o).imported_symbols().any(|s| exports(provider, s)))
+    };
+    let names: Vec<String> = inlined.iter().map(|&id| registry.describe(id)).collect();
+    trace!("inline", "{kernel}: {} has {} compiled in", registry.describe(twin), names.join(" + "));
+    let mut swapped = vec![twin];
+    swapped.extend(rest.iter().copied().filter(|&id| !inlined.contains(&id) || still_imported(id)));
+    Some((Target::Ptx64Inlined, swapped))
+}

@@ -1,0 +1,599 @@
+//! Tidy checks, run as tests (`cargo test -p xtask`, which `cargo xtask test` runs with the
+//! workspace's): what the docs say about the code stays true of it, as rust-analyzer's
+//! `xtask/src/tidy.rs` keeps its own docs.
+//!
+//! - Every path `docs/ARCHITECTURE.md` names exists. A path is a code span that reads as one:
+//!   only letters, digits and `_ . - /`, with a `/` in it or a source file's extension
+//!   ([`SOURCE_EXTENSIONS`]). It is looked up from the repository root and, under a heading
+//!   that names a crate (with a code span ending in `/`, as `runtime/`), from that crate's
+//!   directory and its `src/`, so `resolve/mod.rs` and `lib.rs` can be named as the crate's
+//!   own. Spans in fenced code blocks and paths under a `target/` directory (build outputs)
+//!   are not checked; relative link targets are, from `docs/`.
+//! - Every Rust file starts with its `//!` doc: every `.rs` file of the repository (the three
+//!   workspaces: this one, `fixtures/`, `fuzz/`) but build scripts and what lies under a
+//!   `target/` or hidden directory.
+//! - Every `SYCL_TRACE` event the runtime prints (`trace!("event", …)` under `runtime/src/`,
+//!   outside comments; `log::trace!` is not one) has a row in the README's `SYCL_TRACE` events
+//!   table, and every event that table lists is printed somewhere.
+//! - The runtime's imports read one way: its rooms are the modules `runtime/src/lib.rs`
+//!   declares, in the order it declares them, and a room uses (`crate::ROOM`) only rooms
+//!   declared before it; inside a room, a module uses (`super::MODULE`) only the modules its
+//!   `mod.rs` declares before it.
+//!
+//! Each check is a function from text to the problems it finds, each naming the file and what
+//! to do, so the unit tests below feed each one a bad input and see it fail.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::repo_root;
+
+/// The extensions that make a code span with no `/` a file name (`lib.rs`, `Cargo.toml`).
+const SOURCE_EXTENSIONS: &[&str] = &["rs", "md", "toml", "cl", "clcpp", "h", "c", "cu", "sh"];
+
+/// The architecture map, relative to the repository root.
+const ARCHITECTURE: &str = "docs/ARCHITECTURE.md";
+
+/// The heading above the README's table of trace events.
+const TRACE_TABLE_HEADING: &str = "`SYCL_TRACE` events";
+
+#[test]
+fn architecture_names_only_paths_that_exist() {
+    let root = repo_root();
+    let text = read(&root.join(ARCHITECTURE));
+    let problems = architecture_problems(&text, &|path| root.join(path).exists());
+    assert_no_problems("docs/ARCHITECTURE.md names paths that do not exist", &problems);
+}
+
+#[test]
+fn every_rust_file_has_a_module_doc() {
+    let root = repo_root();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    assert!(files.len() > 50, "found only {} Rust files under {}", files.len(), root.display());
+    let problems: Vec<String> = files
+        .iter()
+        .filter_map(|file| {
+            let name = file.strip_prefix(&root).unwrap_or(file).display().to_string();
+            module_doc_problem(&name, &read(file))
+        })
+        .collect();
+    assert_no_problems("Rust files without their `//!` doc", &problems);
+}
+
+#[test]
+fn every_trace_event_is_in_the_readme() {
+    let root = repo_root();
+    let mut files = Vec::new();
+    rust_files(&root.join("runtime/src"), &mut files);
+    let mut sources = Vec::new();
+    for file in &files {
+        let name = file.strip_prefix(&root).unwrap_or(file).display().to_string();
+        sources.push((name, read(file)));
+    }
+    let problems = trace_problems(&read(&root.join("README.md")), &sources);
+    assert_no_problems("the README's `SYCL_TRACE` table and the runtime disagree", &problems);
+}
+
+#[test]
+fn the_runtimes_imports_read_one_way() {
+    let root = repo_root();
+    let src = root.join("runtime/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let sources: Vec<(String, String)> = files
+        .iter()
+        .map(|file| {
+            let name = file.strip_prefix(&src).unwrap_or(file).display().to_string();
+            (name, read(file))
+        })
+        .collect();
+    let problems = layering_problems("runtime/src/", &sources);
+    assert_no_problems("a runtime module imports one declared after it", &problems);
+}
+
+/// Panics with every problem, one a line, under `title`.
+fn assert_no_problems(title: &str, problems: &[String]) {
+    if !problems.is_empty() {
+        panic!("\n{title}:\n\n{}\n", problems.join("\n"));
+    }
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// Every `.rs` file under `dir` but build scripts (a `build.rs` beside a `Cargo.toml`), skipping
+/// `target/` and hidden directories, in a stable order.
+fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap_or_else(|e| panic!("listing {}: {e}", dir.display())).path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if path.is_dir() {
+            if name != "target" && !name.starts_with('.') {
+                rust_files(&path, files);
+            }
+        } else if name.ends_with(".rs") && !(name == "build.rs" && dir.join("Cargo.toml").exists())
+        {
+            files.push(path);
+        }
+    }
+}
+
+/// The problem with a Rust file whose first non-blank line is not a `//!` doc, if it has one.
+fn module_doc_problem(name: &str, text: &str) -> Option<String> {
+    let first = text.lines().map(str::trim).find(|line| !line.is_empty());
+    match first {
+        Some(line) if line.starts_with("//!") => None,
+        _ => Some(format!(
+            "{name}: starts without a `//!` doc: begin it with a short `//!` paragraph saying \
+             what the module owns (and what it must never do)"
+        )),
+    }
+}
+
+/// Every problem with the paths the architecture map names; `exists` says whether a path,
+/// relative to the repository root, exists.
+fn architecture_problems(text: &str, exists: &dyn Fn(&str) -> bool) -> Vec<String> {
+    let markdown = Markdown::parse(text);
+    let mut problems = Vec::new();
+    for span in &markdown.spans {
+        if !looks_like_path(&span.text) || is_build_output(&span.text) {
+            continue;
+        }
+        let mut tried = vec![span.text.clone()];
+        if let Some(dir) = markdown.crate_dir(span.line).filter(|dir| *dir != span.text) {
+            tried.push(format!("{dir}{}", span.text));
+            tried.push(format!("{dir}src/{}", span.text));
+        }
+        if !tried.iter().any(|path| exists(path)) {
+            problems.push(format!(
+                "{ARCHITECTURE}:{}: `{}` names nothing in the repository (looked for {}): \
+                 correct the path, or, where the code moved or went, the map's entry",
+                span.line,
+                span.text,
+                tried.join(", ")
+            ));
+        }
+    }
+    for (line, target) in link_targets(text) {
+        if !exists(&format!("docs/{target}")) {
+            problems.push(format!(
+                "{ARCHITECTURE}:{line}: the link to `{target}` leads nowhere (looked for \
+                 docs/{target}): correct the link"
+            ));
+        }
+    }
+    problems
+}
+
+/// Whether a code span reads as a repository path (see the module doc).
+fn looks_like_path(span: &str) -> bool {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/');
+    if span.is_empty()
+        || !span.chars().all(allowed)
+        || span.starts_with(['.', '-', '/'])
+        || span.contains("//")
+        || span.contains("..")
+    {
+        return false;
+    }
+    span.contains('/')
+        || span.rsplit_once('.').is_some_and(|(_, ext)| SOURCE_EXTENSIONS.contains(&ext))
+}
+
+/// Whether a path lies under a `target/` directory: what a build makes, absent from a checkout.
+fn is_build_output(path: &str) -> bool {
+    path.split('/').any(|component| component == "target")
+}
+
+/// What the checks read of a Markdown text: its code spans and its headings, outside fenced
+/// code blocks.
+#[derive(Debug, Default)]
+struct Markdown {
+    spans: Vec<CodeSpan>,
+    /// Each heading's line (from 1) and level (its number of `#`).
+    headings: Vec<(usize, usize)>,
+}
+
+/// A code span of a Markdown text.
+#[derive(Debug)]
+struct CodeSpan {
+    text: String,
+    /// The line (from 1) it starts on.
+    line: usize,
+}
+
+impl Markdown {
+    /// Reads the code spans and headings of `text`. A span opens with a run of backticks and
+    /// closes with a run as long (so ``` `` `x` `` ``` holds `` `x` ``), and may run over line
+    /// breaks, which become spaces.
+    fn parse(text: &str) -> Markdown {
+        let mut markdown = Markdown::default();
+        let mut fenced = false;
+        // An open span: its opening run's length, its text so far, the line it started on.
+        let mut open: Option<(usize, String, usize)> = None;
+        for (index, line) in text.lines().enumerate() {
+            if open.is_none() && line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            if fenced {
+                continue;
+            }
+            let level = line.len() - line.trim_start_matches('#').len();
+            if open.is_none() && level > 0 && line[level..].starts_with(' ') {
+                markdown.headings.push((index + 1, level));
+            }
+            if let Some((_, text, _)) = open.as_mut() {
+                text.push(' ');
+            }
+            let mut rest = line;
+            while let Some(start) = rest.find('`') {
+                let run = rest[start..].len() - rest[start..].trim_start_matches('`').len();
+                open = match open.take() {
+                    Some((length, mut text, line)) => {
+                        text.push_str(&rest[..start]);
+                        if run == length {
+                            markdown.spans.push(CodeSpan { text: text.trim().to_string(), line });
+                            None
+                        } else {
+                            text.push_str(&rest[start..start + run]);
+                            Some((length, text, line))
+                        }
+                    }
+                    None => Some((run, String::new(), index + 1)),
+                };
+                rest = &rest[start + run..];
+            }
+            if let Some((_, text, _)) = open.as_mut() {
+                text.push_str(rest);
+            }
+        }
+        markdown
+    }
+
+    /// The crate directory a line is under: that of the nearest heading above it that names
+    /// one (its first code span ending in `/`), unless a heading of the same or a higher
+    /// level comes between them.
+    fn crate_dir(&self, line: usize) -> Option<&str> {
+        let mut dirs: Vec<(usize, Option<&str>)> = Vec::new();
+        for &(heading, level) in self.headings.iter().take_while(|(at, _)| *at <= line) {
+            dirs.retain(|&(outer, _)| outer < level);
+            let dir = self
+                .spans
+                .iter()
+                .filter(|span| span.line == heading)
+                .map(|span| span.text.as_str())
+                .find(|text| text.ends_with('/') && looks_like_path(text));
+            dirs.push((level, dir));
+        }
+        dirs.iter().rev().find_map(|&(_, dir)| dir)
+    }
+}
+
+/// The relative targets of the Markdown links of a text, outside fenced code blocks and
+/// code spans, with their lines; anchors dropped, web and in-page links left out.
+fn link_targets(text: &str) -> Vec<(usize, String)> {
+    let mut targets = Vec::new();
+    let mut fenced = false;
+    for (index, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        // Code spans are the odd pieces between backticks.
+        let prose: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        let mut rest = prose.as_str();
+        while let Some(start) = rest.find("](") {
+            rest = &rest[start + 2..];
+            let Some(end) = rest.find(')') else { break };
+            let target = rest[..end].split('#').next().unwrap_or("");
+            if !target.is_empty() && !target.contains("://") && !target.starts_with("mailto:") {
+                targets.push((index + 1, target.to_string()));
+            }
+            rest = &rest[end..];
+        }
+    }
+    targets
+}
+
+/// Every disagreement between the README's `SYCL_TRACE` events table and the events the
+/// runtime's `sources` (file name, text) print.
+fn trace_problems(readme: &str, sources: &[(String, String)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Some(documented) = trace_table(readme) else {
+        return vec![format!(
+            "README.md: no table under a heading `{TRACE_TABLE_HEADING}`: restore it, one row per \
+             event the runtime prints"
+        )];
+    };
+    let mut printed: Vec<String> = Vec::new();
+    for (name, text) in sources {
+        for (line, event) in trace_events(text) {
+            match event {
+                Ok(event) => {
+                    if !documented.contains(&event) {
+                        problems.push(format!(
+                            "README.md: the `SYCL_TRACE` table lacks `{event}`, which {name}:{line} \
+                             prints: add a row saying when the runtime prints it"
+                        ));
+                    }
+                    printed.push(event);
+                }
+                Err(found) => problems.push(format!(
+                    "{name}:{line}: `trace!` with `{found}` for its event: give the event as a \
+                     string literal, so that this check can find it"
+                )),
+            }
+        }
+    }
+    for event in documented {
+        if !printed.contains(&event) {
+            problems.push(format!(
+                "README.md: the `SYCL_TRACE` table lists `{event}`, which nothing under \
+                 runtime/src prints: remove its row, or name the event the code prints now"
+            ));
+        }
+    }
+    problems
+}
+
+/// The events the README's `SYCL_TRACE` table lists: the code spans of its rows' first
+/// cells. `None` when there is no such table.
+fn trace_table(readme: &str) -> Option<Vec<String>> {
+    let mut lines =
+        readme.lines().skip_while(|l| !(l.starts_with('#') && l.contains(TRACE_TABLE_HEADING)));
+    lines.next()?;
+    let rows: Vec<&str> = lines
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| l.trim_start().starts_with('|'))
+        .skip(2) // the header and the delimiter row
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut events = Vec::new();
+    for row in rows {
+        let first = row.trim_start().trim_start_matches('|').split('|').next().unwrap_or("");
+        events.extend(first.split('`').skip(1).step_by(2).map(str::to_string));
+    }
+    Some(events)
+}
+
+/// Each `trace!` call's event in a source, with the line it is on: the string literal the
+/// call starts with, or, as an error, what stands there instead. A `trace!(` in a comment, in
+/// a longer name or as `log::trace!` is not a call of ours.
+fn trace_events(text: &str) -> Vec<(usize, Result<String, String>)> {
+    let mut events = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("trace!(") {
+        let before = &text[..text.len() - rest.len() + at];
+        let after = &rest[at + "trace!(".len()..];
+        rest = after;
+        let line_start = before.rsplit('\n').next().unwrap_or("");
+        let ours = !before.ends_with(|c: char| c.is_alphanumeric() || c == '_')
+            && !before.ends_with("log::")
+            && !line_start.contains("//");
+        if !ours {
+            continue;
+        }
+        let arguments = after.trim_start();
+        let line = text[..text.len() - arguments.len()].matches('\n').count() + 1;
+        let event = match arguments.strip_prefix('"').and_then(|s| s.split_once('"')) {
+            Some((event, _)) => Ok(event.to_string()),
+            None => Err(arguments.split([',', ')']).next().unwrap_or("").trim().to_string()),
+        };
+        events.push((line, event));
+    }
+    events
+}
+
+/// The modules a `lib.rs` or `mod.rs` declares (`mod name;`, any visibility), in order.
+fn declared_modules(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|line| line.trim())
+        .filter(|line| !line.starts_with("//"))
+        .filter_map(|line| {
+            let rest =
+                line.strip_prefix("pub(crate) ").or(line.strip_prefix("pub ")).unwrap_or(line);
+            let name = rest.strip_prefix("mod ")?.strip_suffix(';')?;
+            Some(name.to_string())
+        })
+        .collect()
+}
+
+/// The names used after `prefix` (`crate::`, `super::`) in `text`'s code, outside comments,
+/// with their line numbers.
+fn paths_after(text: &str, prefix: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        let mut rest = code;
+        while let Some(at) = rest.find(prefix) {
+            let before = rest[..at].chars().next_back();
+            rest = &rest[at + prefix.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+                continue;
+            }
+            let name: String =
+                rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            if !name.is_empty() {
+                found.push((n + 1, name));
+            }
+        }
+    }
+    found
+}
+
+/// Every import against the declared order in `sources` (paths relative to the crate's
+/// `src/`, shown after `shown`): a room's `crate::ROOM` of a room declared after it in
+/// `lib.rs`, and a module's `super::MODULE` of a sibling declared after it in its `mod.rs`.
+fn layering_problems(shown: &str, sources: &[(String, String)]) -> Vec<String> {
+    let text_of = |name: &str| sources.iter().find(|(n, _)| n == name).map(|(_, t)| t.as_str());
+    let rooms = declared_modules(text_of("lib.rs").unwrap_or(""));
+    let mut problems = Vec::new();
+    for (name, text) in sources {
+        let mut parts: Vec<&str> = name.trim_end_matches(".rs").split('/').collect();
+        if parts == ["lib"] {
+            continue;
+        }
+        if parts.last() == Some(&"mod") {
+            parts.pop();
+        }
+        let Some(room) = rooms.iter().position(|r| r == parts[0]) else { continue };
+        for (line, used) in paths_after(text, "crate::") {
+            if let Some(at) = rooms.iter().position(|r| *r == used) {
+                if at > room {
+                    problems.push(format!(
+                        "{shown}{name}:{line}: the `{}` room uses `crate::{used}`, which lib.rs \
+                         declares after it: move what it needs up, or the code down",
+                        rooms[room]
+                    ));
+                }
+            }
+        }
+        // A module in a room's directory, against its siblings in the room's `mod.rs`.
+        if parts.len() == 2 {
+            let parent = format!("{}/mod.rs", parts[0]);
+            let siblings = declared_modules(text_of(&parent).unwrap_or(""));
+            let Some(me) = siblings.iter().position(|m| m == parts[1]) else { continue };
+            for (line, used) in paths_after(text, "super::") {
+                if let Some(at) = siblings.iter().position(|m| *m == used) {
+                    if at > me {
+                        problems.push(format!(
+                            "{shown}{name}:{line}: `{}` uses `super::{used}`, which {shown}{parent} \
+                             declares after it: reorder the declarations or move the code",
+                            parts[1]
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_path_is_reported_with_where_it_was_looked_for() {
+        let map = "\
+# Architecture
+Read [the design](DESIGN.md) and [gone](GONE.md#top), see <https://example.com>.
+```
+`not/checked.rs` in a fence
+```
+### `runtime/` (package `sycl-runtime`)
+- `lib.rs`: the root. `resolve/mod.rs` and `resolve/gone.rs`, `target/debug/sycl-ld`,
+  `sycl_runtime::Queue`, `SYCL/call graph`, `libcuda.so.1`, `runtime/src/lib.rs`.
+### `sycl-ld/`
+- `build.rs`, `lib.rs`, `` `odd` ``, `a
+  /b.rs` over a line break.
+## Invariants
+- `lib.rs` under no crate.
+";
+        let files = [
+            "docs/DESIGN.md",
+            "runtime/",
+            "runtime/src/lib.rs",
+            "runtime/src/resolve/mod.rs",
+            "sycl-ld/",
+            "sycl-ld/build.rs",
+        ];
+        let problems = architecture_problems(map, &|path| files.contains(&path));
+        let named: Vec<&str> = problems.iter().map(|p| p.split('`').nth(1).unwrap_or("")).collect();
+        assert_eq!(named, ["resolve/gone.rs", "lib.rs", "lib.rs", "GONE.md"], "{problems:#?}");
+        assert!(problems[0].starts_with("docs/ARCHITECTURE.md:7: `resolve/gone.rs`"));
+        assert!(problems[0].contains("runtime/src/resolve/gone.rs"), "{}", problems[0]);
+        assert!(problems[1].starts_with("docs/ARCHITECTURE.md:10: `lib.rs`"), "{}", problems[1]);
+        assert!(problems[2].starts_with("docs/ARCHITECTURE.md:13: `lib.rs`"), "{}", problems[2]);
+        assert!(problems[3].contains("docs/GONE.md"), "{}", problems[3]);
+    }
+
+    #[test]
+    fn spans_are_found_across_lines_and_by_run_length() {
+        let markdown =
+            Markdown::parse("# A `x/`\na `b` c `` d`e `` `f\ng`\n```\n`no` fenced\n```\n`h` `i`");
+        let spans: Vec<(&str, usize)> =
+            markdown.spans.iter().map(|s| (s.text.as_str(), s.line)).collect();
+        assert_eq!(spans, [("x/", 1), ("b", 2), ("d`e", 2), ("f g", 2), ("h", 7), ("i", 7)]);
+        assert_eq!(markdown.headings, [(1, 1)]);
+        assert_eq!(markdown.crate_dir(7), Some("x/"));
+        assert!(looks_like_path("runtime/src/resolve/mod.rs"));
+        assert!(looks_like_path("Cargo.toml"));
+        assert!(!looks_like_path("sycl_runtime::Queue"));
+        assert!(!looks_like_path(".note.sycl.images"));
+        assert!(!looks_like_path("SYCL/call graph"));
+        assert!(!looks_like_path("libcuda.so.1"));
+    }
+
+    #[test]
+    fn a_module_without_its_doc_is_reported() {
+        assert_eq!(module_doc_problem("a.rs", "\n//! Owns a.\nfn a() {}\n"), None);
+        let problem = module_doc_problem("b.rs", "// Owns b.\nfn b() {}\n").unwrap();
+        assert!(problem.starts_with("b.rs: starts without a `//!` doc"), "{problem}");
+        assert!(module_doc_problem("c.rs", "").is_some());
+        assert!(module_doc_problem("d.rs", "/// An item doc.\nfn d() {}\n").is_some());
+    }
+
+    #[test]
+    fn trace_events_and_the_readme_table_are_compared_both_ways() {
+        let readme = "\
+### `SYCL_TRACE` events
+
+| event | when |
+|---|---|
+| `discover` | found |
+| `load`, `unload` | a file |
+| `stale` | never printed |
+
+## Next
+";
+        let source = "\
+trace!(\"discover\", \"{x}\");
+    crate::trace::trace!(
+        \"inline\",
+        \"{y}\"
+    );
+trace!(\"load\", \"a\"); trace!(\"unload\", \"b\");
+trace!(EVENT, \"c\");
+// trace!(\"commented\", \"d\"); log::trace!(\"logged\"); my_trace!(\"other\");
+";
+        let problems = trace_problems(readme, &[("runtime/src/x.rs".into(), source.into())]);
+        assert_eq!(problems.len(), 3, "{problems:#?}");
+        assert!(problems[0].contains("lacks `inline`, which runtime/src/x.rs:3 prints"));
+        assert!(problems[1].starts_with("runtime/src/x.rs:7: `trace!` with `EVENT`"));
+        assert!(problems[2].contains("lists `stale`, which nothing under runtime/src prints"));
+        assert!(trace_problems("# no table\n", &[])[0].contains("no table"));
+    }
+
+    #[test]
+    fn an_import_against_the_declared_order_is_reported() {
+        let source = |name: &str, text: &str| (name.to_string(), text.to_string());
+        let sources = [
+            source("lib.rs", "mod error;\nmod registry;\n// mod commented;\nmod launch;\n"),
+            source(
+                "registry.rs",
+                "//! r\nuse crate::error::Error; // crate::launch in a comment\n",
+            ),
+            source("error.rs", "//! e\nfn f() { let _ = crate::registry::X; }\n"),
+            source("launch/mod.rs", "//! l\npub(crate) mod queue;\nmod kernel;\n"),
+            source("launch/queue.rs", "use super::kernel::Launch;\nuse crate::error::Error;\n"),
+            source("launch/kernel.rs", "use super::queue::Queue;\nuse super::Item;\n"),
+        ];
+        let problems = layering_problems("src/", &sources);
+        assert_eq!(problems.len(), 2, "{problems:#?}");
+        assert!(problems[0].starts_with("src/error.rs:2: the `error` room uses `crate::registry`"));
+        assert!(problems[1].starts_with("src/launch/queue.rs:1: `queue` uses `super::kernel`"));
+    }
+}
