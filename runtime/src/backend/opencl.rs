@@ -2,8 +2,9 @@
 //! drop; every call that can fail returns the OpenCL error with the name of the call), the
 //! devices of every platform with their capabilities, and [`Device`]'s compile, link and build.
 //!
-//! One of the modules with `unsafe` code (with `cuda` and `discovery::loaded`): the handles
-//! are created here and never leave as raw pointers.
+//! One of the five modules with `unsafe` code (with `cuda`, `discovery::loaded`,
+//! `build::disk` and `launch::queue`): the handles are created here and never leave as raw
+//! pointers.
 
 use std::collections::BTreeSet;
 use std::ffi::{c_void, CString};
