@@ -101,26 +101,78 @@ pub const DEVICE_HEADER: &str = include_str!("../include/sycl/device.h");
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// A tool or a file a tool reads is neither where its setter or environment variable
+    /// says nor on PATH (or in its package's place).
     #[error("{tool} not found: {hint}")]
-    ToolNotFound { tool: &'static str, hint: String },
+    ToolNotFound {
+        /// The tool's name (`clang-15`, `libclc for NVPTX`).
+        tool: &'static str,
+        /// Where it was looked for and how to get it: the Debian package, the variable.
+        hint: String,
+    },
+    /// A source whose extension is neither `.cl` nor `.clcpp`.
     #[error("{source_path}: unknown device source kind (expected .cl for OpenCL C or .clcpp for C++ for OpenCL)")]
-    UnknownSourceKind { source_path: PathBuf },
+    UnknownSourceKind {
+        /// The source as given to [`Build::file`].
+        source_path: PathBuf,
+    },
+    /// A tool (clang, opt, llvm-spirv) ran on a source and failed.
     #[error("{source_path}: compilation failed\ncommand: {command}\n{stderr}")]
-    Compile { source_path: PathBuf, command: String, stderr: String },
+    Compile {
+        /// The source being compiled.
+        source_path: PathBuf,
+        /// The command line that failed.
+        command: String,
+        /// What the tool wrote to stderr.
+        stderr: String,
+    },
+    /// llvm-spirv-15 could not translate a source's IR: why, and where in the source.
     #[error(transparent)]
     Translate(Box<Untranslatable>),
+    /// A tool wrote SPIR-V that `sycl-spirv` cannot read.
     #[error("{source_path}: {tool} produced SPIR-V that cannot be read: {error}")]
-    InvalidSpirv { source_path: PathBuf, tool: &'static str, error: sycl_spirv::Error },
+    InvalidSpirv {
+        /// The source the SPIR-V was made from.
+        source_path: PathBuf,
+        /// The tool that wrote it.
+        tool: &'static str,
+        /// Why it could not be read.
+        error: sycl_spirv::Error,
+    },
+    /// Reading or writing a file, or starting a tool, failed.
     #[error("{path}: {error}")]
-    Io { path: PathBuf, error: std::io::Error },
+    Io {
+        /// The file read or written, or the program started.
+        path: PathBuf,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+    /// A variable that cargo sets for build scripts (`OUT_DIR`) is missing.
     #[error("environment variable {0} is not set (is this running from a build script?)")]
     Env(&'static str),
+    /// Two kernels whose names give the same constant in the generated kernel-name module.
     #[error("kernels `{first}` and `{second}` both map to the Rust constant {constant}")]
-    KernelNameClash { first: String, second: String, constant: String },
+    KernelNameClash {
+        /// The kernel that took the constant first, in source order.
+        first: String,
+        /// The kernel that maps to it again.
+        second: String,
+        /// The constant's name.
+        constant: String,
+    },
+    /// The device configuration file cannot be read as one; the text says where and why.
     #[error("device configuration {0}")]
     DeviceConfig(String),
+    /// A target name that no buildable target or configured device has.
     #[error("unknown target `{target}` in {setter} (known: {known})")]
-    UnknownTarget { target: String, setter: &'static str, known: String },
+    UnknownTarget {
+        /// The name as given.
+        target: String,
+        /// The setter it was given to ([`Build::targets`] or [`Build::fixed_targets`]).
+        setter: &'static str,
+        /// The names that setter takes, comma-separated.
+        known: String,
+    },
 }
 
 /// What a successful build produced.
@@ -159,6 +211,7 @@ pub struct Build {
 }
 
 impl Build {
+    /// A build with no sources and every setting at its default.
     pub fn new() -> Build {
         Build::default()
     }
@@ -169,6 +222,7 @@ impl Build {
         self
     }
 
+    /// Adds device sources, as [`Build::file`] adds one.
     pub fn files<P: AsRef<Path>>(&mut self, paths: impl IntoIterator<Item = P>) -> &mut Build {
         for p in paths {
             self.file(p);
@@ -200,13 +254,13 @@ impl Build {
         self
     }
 
-    /// Uses this translator instead of `$SYCL_LLVM_SPIRV` or `llvm-spirv-15` on PATH.
     /// Uses this opt instead of `$SYCL_OPT` or `opt-15` on PATH.
     pub fn opt(&mut self, path: impl AsRef<Path>) -> &mut Build {
         self.opt = Some(path.as_ref().to_path_buf());
         self
     }
 
+    /// Uses this translator instead of `$SYCL_LLVM_SPIRV` or `llvm-spirv-15` on PATH.
     pub fn llvm_spirv(&mut self, path: impl AsRef<Path>) -> &mut Build {
         self.llvm_spirv = Some(path.as_ref().to_path_buf());
         self
@@ -220,7 +274,7 @@ impl Build {
 
     /// Adds a device image made separately to the binaries this crate links: a device library
     /// file (`sycl-ld device-lib`) or a SPIR-V module, whose properties sycl-ld computes as for
-    /// the crate's own code (the seed's `-fsycl-add-targets`).
+    /// the crate's own code (DPC++'s `-fsycl-add-targets`).
     pub fn device_image(&mut self, path: impl AsRef<Path>) -> &mut Build {
         self.device_images.push(path.as_ref().to_path_buf());
         self
@@ -233,7 +287,7 @@ impl Build {
         self
     }
 
-    /// The seed's `-fsycl-fixed-targets`: asserts that this build's device code runs only on
+    /// DPC++'s `-fsycl-fixed-targets`: asserts that this build's device code runs only on
     /// these targets (names from the device configuration). Code using what a target lacks
     /// is warned about, and images are bundled by target set rather than by features.
     pub fn fixed_targets<S: AsRef<str>>(
@@ -517,8 +571,9 @@ fn needs_feature_check(module: &sycl_spirv::dr::Module, fixed_targets: &[String]
         })
 }
 
-/// The seed's front-end diagnostics for one translation unit: uses of aspects a function did
-/// not declare, and uses of what a fixed target does not support.
+/// The front-end diagnostics of DPC++'s optional-kernel-features design for one translation
+/// unit: uses of aspects a function did not declare, and uses of what a fixed target does not
+/// support.
 fn feature_warnings(
     module: &sycl_spirv::dr::Module,
     fixed_targets: &[String],

@@ -17,13 +17,18 @@ use std::path::{Path, PathBuf};
     .locations.iter().map(|l| format!("\n{l}")).collect::<String>()
 )]
 pub struct Untranslatable {
+    /// The source that did not translate.
     pub source_path: PathBuf,
     /// The source lines involved, each as `FILE:LINE:COL` with the line and a caret.
     pub locations: Vec<String>,
+    /// The cause in words: the construct the translator could not take (an LLVM intrinsic, a
+    /// vector width, an instruction).
     pub cause: String,
+    /// What to try instead.
     pub remedy: String,
     /// The translator's own message, without a stack dump.
     pub message: String,
+    /// The translator's command line.
     pub command: String,
 }
 

@@ -12,9 +12,21 @@ pub enum DecodeError {
     Magic,
     /// The payload was written by a version this reader does not know (it reads `oldest` to
     /// `supported`).
-    Version { found: u32, oldest: u32, supported: u32 },
+    Version {
+        /// The version the payload declares.
+        found: u32,
+        /// The oldest version this reader reads.
+        oldest: u32,
+        /// The newest version this reader reads (the one it writes).
+        supported: u32,
+    },
     /// The payload ends before a field it announces.
-    Truncated { needed: usize, offset: usize },
+    Truncated {
+        /// How many more bytes the field needs than remain.
+        needed: usize,
+        /// Where the field starts, in bytes from the start of the payload (or note segment).
+        offset: usize,
+    },
     /// Bytes remain after the last field.
     Trailing(usize),
     /// A field holds a value that has no meaning (an unknown code, text that is not UTF-8).

@@ -60,6 +60,7 @@ impl ParamKind {
         }
     }
 
+    /// The kind whose [`name`](Self::name) is `word`; `None` for a word no kind has.
     pub fn parse(word: &str) -> Option<ParamKind> {
         ParamKind::ALL.into_iter().find(|k| k.name() == word)
     }
@@ -79,6 +80,7 @@ impl fmt::Display for ParamKind {
 /// One kernel parameter.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KernelParam {
+    /// How `clSetKernelArg` sets it: the line's first field.
     pub kind: ParamKind,
     /// Bytes, as `clSetKernelArg`'s `arg_size` expects them: the value's size for scalars,
     /// vectors (a 3-vector padded to 4 elements) and structs (OpenCL C's layout); a pointer's

@@ -81,11 +81,24 @@ pub const NOTE_TYPE_PAYLOAD_HASH: u32 = 0x5359_0002;
 
 /// Property-set names, as DPC++ spells them.
 pub mod sets {
+    /// The functions the image defines for other images to call: one property per symbol,
+    /// named by it, with the value 1 ([`PropertySet::symbols`](crate::PropertySet::symbols)).
     pub const EXPORTED_SYMBOLS: &str = "SYCL/exported symbols";
+    /// The functions the image calls and another image must export, in the same layout as
+    /// [`EXPORTED_SYMBOLS`].
     pub const IMPORTED_SYMBOLS: &str = "SYCL/imported symbols";
+    /// What a device must have to run the image
+    /// ([`DeviceRequirements`](crate::DeviceRequirements)).
     pub const DEVICE_REQUIREMENTS: &str = "SYCL/device requirements";
+    /// The virtual-function set an outlined image defines (`virtual-functions-set`,
+    /// `dummy-image`) or the sets its kernels use (`uses-virtual-functions-set`, a
+    /// comma-separated list).
     pub const VIRTUAL_FUNCTIONS: &str = "SYCL/virtual functions";
+    /// The image's specialization constants: one property per constant, named by it, whose
+    /// `u32` value is its SPIR-V `SpecId`.
     pub const SPECIALIZATION_CONSTANTS: &str = "SYCL/specialization constants";
+    /// The default values of the image's specialization constants: one property per constant,
+    /// named by it, whose byte-array value is its default's bytes, little-endian.
     pub const SPECIALIZATION_CONSTANTS_DEFAULTS: &str =
         "SYCL/specialization constants default values";
     /// Ours (DPC++ has none): the image's reduced call graph, so that the runtime can
@@ -146,6 +159,8 @@ pub enum SplitMode {
 }
 
 impl SplitMode {
+    /// The mode as DPC++'s `-fsycl-device-code-split` spells it (`per_kernel`, `per_source`,
+    /// `off`, `auto`), and as a device object records it.
     pub fn name(self) -> &'static str {
         match self {
             SplitMode::PerKernel => "per_kernel",
@@ -155,6 +170,7 @@ impl SplitMode {
         }
     }
 
+    /// The mode whose [`name`](Self::name) is `name`; `None` for an unknown name.
     pub fn parse(name: &str) -> Option<SplitMode> {
         [SplitMode::PerKernel, SplitMode::PerSource, SplitMode::Off, SplitMode::Auto]
             .into_iter()
@@ -186,6 +202,7 @@ pub struct DeviceObject {
 }
 
 impl DeviceObject {
+    /// The payload (magic [`DEVICE_OBJECT_MAGIC`], version [`DEVICE_OBJECT_VERSION`]).
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Encoder::new(DEVICE_OBJECT_MAGIC, DEVICE_OBJECT_VERSION);
         e.str(&self.package);
@@ -198,6 +215,8 @@ impl DeviceObject {
         e.finish()
     }
 
+    /// Reads a payload that [`encode`](Self::encode) wrote; any other version, a truncation,
+    /// trailing bytes or an unknown split mode is an error.
     pub fn decode(bytes: &[u8]) -> Result<DeviceObject, DecodeError> {
         let mut d = Decoder::new(bytes, DEVICE_OBJECT_MAGIC, DEVICE_OBJECT_VERSION)?;
         let package = d.str()?;
@@ -268,6 +287,7 @@ impl ImageFormat {
         Ok(format)
     }
 
+    /// The format's name in messages and listings (`spirv`, `native`, `spir-bc`, `ptx`).
     pub fn name(self) -> &'static str {
         match self {
             ImageFormat::SpirV => "spirv",
@@ -281,13 +301,16 @@ impl ImageFormat {
 /// One device image: code, the kernels it defines, and its property sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Image {
+    /// How [`data`](Self::data) represents the code.
     pub format: ImageFormat,
     /// The name of the [`Target`] the image is for. A name, not a [`Target`], so that an image
     /// for a target this build does not know still decodes.
     pub target: String,
     /// Kernels defined by this image (its offload entries).
     pub kernels: Vec<String>,
+    /// The image's property sets ([`sets`] names them), in the order they were written.
     pub property_sets: Vec<PropertySet>,
+    /// The code, in [`format`](Self::format).
     pub data: Vec<u8>,
 }
 
@@ -304,10 +327,12 @@ impl Image {
             .flat_map(|set| set.properties.iter().map(|p| p.name.as_str()))
     }
 
+    /// The symbols of `SYCL/exported symbols`: the functions the image defines for others.
     pub fn exported_symbols(&self) -> impl Iterator<Item = &str> + '_ {
         self.property_names(sets::EXPORTED_SYMBOLS)
     }
 
+    /// The symbols of `SYCL/imported symbols`: the functions another image must define.
     pub fn imported_symbols(&self) -> impl Iterator<Item = &str> + '_ {
         self.property_names(sets::IMPORTED_SYMBOLS)
     }
@@ -380,6 +405,7 @@ pub(crate) fn kernel_params_not_a_string(kernel: &str) -> String {
 /// The images embedded in one executable or shared library.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ImageSet {
+    /// The images, in the order the payload holds them.
     pub images: Vec<Image>,
 }
 

@@ -7,28 +7,39 @@ pub(crate) const TYPE_UINT32: u32 = 1;
 pub(crate) const TYPE_BYTE_ARRAY: u32 = 2;
 pub(crate) const TYPE_STRING: u32 = 3;
 
+/// A property's typed value (DPC++'s property types 1 to 3).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PropertyValue {
+    /// An unsigned 32-bit integer (type 1).
     U32(u32),
+    /// A byte array (type 2); the requirement lists pack little-endian `u32`s in it.
     Bytes(Vec<u8>),
+    /// UTF-8 text (type 3).
     String(String),
 }
 
+/// One named value of a property set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Property {
+    /// The key: for the symbol sets the symbol, for the per-kernel sets the kernel.
     pub name: String,
+    /// The value.
     pub value: PropertyValue,
 }
 
 impl Property {
+    /// The property `name` with `value`.
     pub fn new(name: impl Into<String>, value: PropertyValue) -> Property {
         Property { name: name.into(), value }
     }
 }
 
+/// A named list of properties attached to a device image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PropertySet {
+    /// The set's name (`SYCL/…`; [`crate::sets`] lists those this toolkit reads and writes).
     pub name: String,
+    /// The properties, in the order they were written.
     pub properties: Vec<Property>,
 }
 
@@ -81,6 +92,7 @@ impl PropertySet {
         }
     }
 
+    /// The value of the first property called `name`, if the set has one.
     pub fn get(&self, name: &str) -> Option<&PropertyValue> {
         self.properties.iter().find(|p| p.name == name).map(|p| &p.value)
     }

@@ -4,15 +4,23 @@
 use crate::aspects::{decode_u32s, encode_u32s};
 use crate::{sets, Property, PropertySet, PropertyValue, TargetConfig};
 
+/// The property listing the aspects every device must have ([`crate::aspects`] numbers).
 pub const ASPECT: &str = "aspect";
+/// The property listing the sub-group sizes a device must support.
 pub const REQD_SUB_GROUP_SIZE: &str = "reqd_sub_group_size";
+/// The property listing required work-group sizes: per entry, its dimension count (1 to 3),
+/// then that many sizes.
 pub const REQD_WORK_GROUP_SIZE: &str = "reqd_work_group_size";
+/// The property listing the aspects of the targets the image is fixed to; a device needs
+/// one of them.
 pub const FIXED_TARGET: &str = "fixed_target";
 
 /// Decoded device requirements; every list is a byte array of `u32`s in the property set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceRequirements {
+    /// Aspects the device must have, every one ([`ASPECT`]).
     pub aspects: Vec<u32>,
+    /// Sub-group sizes the device must support, every one ([`REQD_SUB_GROUP_SIZE`]).
     pub reqd_sub_group_sizes: Vec<u32>,
     /// Each entry: the sizes of one required work-group size, one to three dimensions.
     pub reqd_work_group_sizes: Vec<Vec<u32>>,

@@ -14,6 +14,7 @@ use crate::{
 /// A checked image-set payload.
 #[derive(Debug, Clone)]
 pub struct ImageSetView<'a> {
+    /// The images, in the order the payload holds them.
     pub images: Vec<ImageView<'a>>,
 }
 
@@ -187,12 +188,14 @@ impl<'a> List<'a> {
 pub struct ImageView<'a> {
     /// Where its description starts, for [`ImageSetView::image_at`].
     pub offset: usize,
+    /// How [`data`](Self::data) represents the code.
     pub format: ImageFormat,
     /// The name of the [`Target`](crate::Target) the image is for, as written (see
     /// [`Image::target`](crate::Image::target)).
     pub target: &'a str,
     kernels: List<'a>,
     sets: List<'a>,
+    /// The code, in [`format`](Self::format), borrowed from the payload.
     pub data: &'a [u8],
 }
 
@@ -208,6 +211,7 @@ impl<'a> ImageView<'a> {
         self.kernels.iter(|d| d.bytes())
     }
 
+    /// The image's property sets, in the order they were written.
     pub fn property_sets(&self) -> impl Iterator<Item = PropertySetView<'a>> {
         self.sets.iter(|d| {
             let name = d.str_ref()?;
@@ -217,10 +221,12 @@ impl<'a> ImageView<'a> {
         })
     }
 
+    /// The property set called `name`, if the image has one.
     pub fn property_set(&self, name: &str) -> Option<PropertySetView<'a>> {
         self.property_sets().find(|set| set.name == name)
     }
 
+    /// The symbols of `SYCL/exported symbols`: the functions the image defines for others.
     pub fn exported_symbols(&self) -> impl Iterator<Item = &'a str> {
         self.property_set(sets::EXPORTED_SYMBOLS).into_iter().flat_map(|set| set.names())
     }
@@ -285,11 +291,13 @@ impl<'a> ImageView<'a> {
 /// A property set, read in place.
 #[derive(Debug, Clone, Copy)]
 pub struct PropertySetView<'a> {
+    /// The set's name (`SYCL/…`; [`crate::sets`] lists those this toolkit reads and writes).
     pub name: &'a str,
     properties: List<'a>,
 }
 
 impl<'a> PropertySetView<'a> {
+    /// Each property's name and value, in the order they were written.
     pub fn properties(&self) -> impl Iterator<Item = (&'a str, PropertyValueView<'a>)> {
         self.properties.iter(read_property)
     }
@@ -308,10 +316,12 @@ impl<'a> PropertySetView<'a> {
         })
     }
 
+    /// The value of the first property called `name`, if the set has one.
     pub fn get(&self, name: &str) -> Option<PropertyValueView<'a>> {
         self.properties().find(|(n, _)| *n == name).map(|(_, value)| value)
     }
 
+    /// The set with every name and value copied out.
     pub fn to_property_set(&self) -> PropertySet {
         let properties =
             self.properties().map(|(name, value)| Property::new(name, value.to_value())).collect();
@@ -322,12 +332,16 @@ impl<'a> PropertySetView<'a> {
 /// A property value, read in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PropertyValueView<'a> {
+    /// An unsigned 32-bit integer ([`PropertyValue::U32`]).
     U32(u32),
+    /// A byte array ([`PropertyValue::Bytes`]), borrowed from the payload.
     Bytes(&'a [u8]),
+    /// UTF-8 text ([`PropertyValue::String`]), borrowed from the payload.
     String(&'a str),
 }
 
 impl PropertyValueView<'_> {
+    /// The value copied out.
     pub fn to_value(self) -> PropertyValue {
         match self {
             PropertyValueView::U32(v) => PropertyValue::U32(v),

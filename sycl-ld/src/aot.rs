@@ -16,7 +16,7 @@ use crate::ptx;
 
 /// Each image built for `target` (an ahead-of-time target), in order. PTX images are made side
 /// by side, one per core: each runs five LLVM tools.
-pub fn compile(target: Target, images: &[&PostLinkImage]) -> Result<Vec<Vec<u8>>> {
+pub(crate) fn compile(target: Target, images: &[&PostLinkImage]) -> Result<Vec<Vec<u8>>> {
     let context =
         |image: &PostLinkImage| format!("building image of {} for {target}", describe(image));
     match target {
@@ -47,7 +47,7 @@ fn describe(image: &PostLinkImage) -> String {
 
 /// `f` over `items` on as many threads as there are cores (at most one per item); the
 /// results in order, or the first error in order.
-pub fn in_parallel<T: Sync, R: Send>(
+pub(crate) fn in_parallel<T: Sync, R: Send>(
     items: &[T],
     f: impl Fn(&T) -> Result<R> + Sync,
 ) -> Result<Vec<R>> {

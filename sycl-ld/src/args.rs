@@ -14,7 +14,7 @@ use crate::usage::Command;
 
 /// An input of the link, in command-line order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Input {
+pub(crate) enum Input {
     /// A file named on the command line (object, archive, rlib, shared library).
     File(PathBuf),
     /// `-lNAME` (or `-l:FILE` when `verbatim`), searched along the `-L` paths;
@@ -23,7 +23,7 @@ pub enum Input {
 }
 
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct LinkLine {
+pub(crate) struct LinkLine {
     pub output: Option<PathBuf>,
     pub inputs: Vec<Input>,
     pub search_paths: Vec<PathBuf>,
@@ -58,7 +58,7 @@ const LD_ONLY: &[&[u8]] = &[
 /// Expands `@file` arguments recursively, as GCC does: a response file holds arguments
 /// separated by white space, with quotes and backslash escapes. An `@name` that is not a
 /// readable file stays as it is. A command line without any is borrowed as it is.
-pub fn expand_response_files(args: &[OsString]) -> Result<Cow<'_, [OsString]>> {
+pub(crate) fn expand_response_files(args: &[OsString]) -> Result<Cow<'_, [OsString]>> {
     if !args.iter().any(|a| a.as_bytes().starts_with(b"@")) {
         return Ok(Cow::Borrowed(args));
     }
@@ -84,7 +84,7 @@ fn expand_into(args: &[OsString], out: &mut Vec<OsString>, depth: usize) -> Resu
 }
 
 /// Splits response-file text the way libiberty's `buildargv` does.
-pub fn split_response_file(text: &[u8]) -> Vec<OsString> {
+pub(crate) fn split_response_file(text: &[u8]) -> Vec<OsString> {
     let mut args = Vec::new();
     let mut current = Vec::new();
     let mut in_arg = false;
@@ -124,7 +124,7 @@ pub fn split_response_file(text: &[u8]) -> Vec<OsString> {
 }
 
 /// Writes arguments back in response-file form (each on its own line, escaped).
-pub fn quote_response_file(args: &[OsString]) -> Vec<u8> {
+pub(crate) fn quote_response_file(args: &[OsString]) -> Vec<u8> {
     let mut out = Vec::new();
     for arg in args {
         for &b in arg.as_bytes() {
@@ -140,7 +140,7 @@ pub fn quote_response_file(args: &[OsString]) -> Vec<u8> {
 
 /// Picks the inputs, search paths and output out of an expanded command line. It reads the
 /// arguments as bytes, where they are, since every link (build scripts' too) comes here.
-pub fn parse(args: &[OsString]) -> LinkLine {
+pub(crate) fn parse(args: &[OsString]) -> LinkLine {
     let mut line = LinkLine::default();
     let mut static_only = false;
     let mut i = 0;
@@ -234,7 +234,7 @@ fn linker_options<'a>(
 }
 
 /// The command line of `sycl-ld post-link` and `sycl-ld device-lib`.
-pub struct ToolArgs {
+pub(crate) struct ToolArgs {
     pub split: Option<SplitMode>,
     pub out: PathBuf,
     pub inputs: Vec<PathBuf>,
@@ -245,7 +245,7 @@ pub struct ToolArgs {
 
 /// `[--split MODE] [COMPILER OPTION...] -o OUT INPUT...`. Inputs must exist: the scan passes
 /// over what it cannot open, as a link must, and would report only "no device code".
-pub fn parse_tool_args(args: &[OsString], command: &'static Command) -> Result<ToolArgs> {
+pub(crate) fn parse_tool_args(args: &[OsString], command: &'static Command) -> Result<ToolArgs> {
     let compiles = command.name == crate::usage::DEVICE_LIB.name;
     let (mut split, mut out, mut inputs, mut compiler_options) =
         (None, None, Vec::new(), Vec::new());
@@ -295,20 +295,20 @@ fn is_compiler_option(arg: &str) -> bool {
 }
 
 /// The split modes, as a list for messages.
-pub fn split_modes() -> String {
+pub(crate) fn split_modes() -> String {
     [SplitMode::PerKernel, SplitMode::PerSource, SplitMode::Off, SplitMode::Auto]
         .map(SplitMode::name)
         .join(", ")
 }
 
 /// The inputs, as a list for messages.
-pub fn list(paths: &[PathBuf]) -> String {
+pub(crate) fn list(paths: &[PathBuf]) -> String {
     paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// Where the linker would find an `-l` library: along the search paths, `lib{name}.so` before
 /// `lib{name}.a` unless only static libraries are allowed.
-pub fn find_library(
+pub(crate) fn find_library(
     search_paths: &[PathBuf],
     name: &str,
     verbatim: bool,

@@ -16,10 +16,10 @@ use crate::scan::{self, FoundObject};
 
 /// The linker option that adds prebuilt device images to a link; sycl-ld takes it out of the
 /// command line before the real linker sees it.
-pub const ADD_IMAGES: &str = "--sycl-add-images=";
+pub(crate) const ADD_IMAGES: &str = "--sycl-add-images=";
 
 /// `sycl-ld device-lib [--split MODE] [COMPILER OPTION...] -o OUT INPUT...`
-pub fn run(args: &[OsString]) -> Result<ExitCode> {
+pub(crate) fn run(args: &[OsString]) -> Result<ExitCode> {
     let crate::args::ToolArgs { split, out, inputs, compiler_options } =
         crate::args::parse_tool_args(args, &crate::usage::DEVICE_LIB)?;
     let work = tempfile::tempdir().context("creating a temporary directory")?;
@@ -77,7 +77,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Prebuilt images named by `--sycl-add-images=PATH`: a device library file's images as they
 /// are, or a SPIR-V module as a device object of the unit (post-linked with it, so its exports
 /// and imports are computed the same way).
-pub fn added_images(paths: &[PathBuf]) -> Result<(Vec<FoundObject>, ImageSet)> {
+pub(crate) fn added_images(paths: &[PathBuf]) -> Result<(Vec<FoundObject>, ImageSet)> {
     let (mut objects, mut set) = (Vec::new(), ImageSet::default());
     for path in paths {
         let bytes = std::fs::read(path)

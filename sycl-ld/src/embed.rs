@@ -19,25 +19,25 @@ use crate::scan::{DeviceLibrary, FoundObject};
 use crate::{aot, ptx};
 
 /// Environment variable that overrides the split mode at link time.
-pub const SPLIT_ENV: &str = "SYCL_LD_SPLIT";
+pub(crate) const SPLIT_ENV: &str = "SYCL_LD_SPLIT";
 
 /// Environment variable naming targets (comma-separated) every link adds to those its crate's
 /// build.rs chose: how a whole build is made for another device (`SYCL_LD_TARGETS=ptx64`)
 /// without changing any build script.
-pub const TARGETS_ENV: &str = "SYCL_LD_TARGETS";
+pub(crate) const TARGETS_ENV: &str = "SYCL_LD_TARGETS";
 
 /// The settings of a link unit: those of the crate being linked, which is the first device
 /// object on the command line (rustc passes a crate's own libraries before its
 /// dependencies'), with `SYCL_LD_SPLIT` over the split mode and `SYCL_LD_TARGETS` added to its
 /// targets.
-pub struct Settings {
+pub(crate) struct Settings {
     pub split: SplitMode,
     pub targets: Vec<Target>,
     pub config: DeviceConfig,
 }
 
 impl Settings {
-    pub fn of(objects: &[FoundObject]) -> Result<Settings> {
+    pub(crate) fn of(objects: &[FoundObject]) -> Result<Settings> {
         let first = &objects[0].object;
         let split = match std::env::var(SPLIT_ENV).ok().filter(|v| !v.is_empty()) {
             Some(v) => SplitMode::parse(&v).ok_or_else(|| {
@@ -65,7 +65,7 @@ impl Settings {
 }
 
 /// `targets` and those `SYCL_LD_TARGETS` adds.
-pub fn with_added_targets(mut targets: Vec<Target>) -> Result<Vec<Target>> {
+pub(crate) fn with_added_targets(mut targets: Vec<Target>) -> Result<Vec<Target>> {
     for added in std::env::var(TARGETS_ENV)
         .unwrap_or_default()
         .split(',')
@@ -83,7 +83,7 @@ pub fn with_added_targets(mut targets: Vec<Target>) -> Result<Vec<Target>> {
 /// Links the unit's device objects, post-links them, and makes the images of every target.
 /// Returns the images and the warnings: a call cycle in the unit's code (the link goes on, as
 /// a C linker's would; the runtime refuses the kernels that reach it), then the post-link's.
-pub fn device_link(
+pub(crate) fn device_link(
     objects: &[FoundObject],
     settings: &Settings,
     libraries: &[DeviceLibrary],
@@ -125,7 +125,7 @@ pub fn device_link(
 /// ahead-of-time target the images its configuration entry accepts, compiled for it. For
 /// `ptx64`, each image whose imports the shared `libraries` on the link line export also gets
 /// a twin with those functions compiled in ([`inlined_twins`]).
-pub fn images_for_targets(
+pub(crate) fn images_for_targets(
     images: &[PostLinkImage],
     settings: &Settings,
     libraries: &[DeviceLibrary],
@@ -293,7 +293,7 @@ fn providers_of<'a>(
     Some(providers)
 }
 
-pub fn requirements_of(image: &PostLinkImage) -> DeviceRequirements {
+pub(crate) fn requirements_of(image: &PostLinkImage) -> DeviceRequirements {
     let r = &image.requirements;
     DeviceRequirements {
         aspects: r.aspects.clone(),
@@ -303,7 +303,10 @@ pub fn requirements_of(image: &PostLinkImage) -> DeviceRequirements {
     }
 }
 
-pub fn property_sets(image: &PostLinkImage, requirements: &DeviceRequirements) -> Vec<PropertySet> {
+pub(crate) fn property_sets(
+    image: &PostLinkImage,
+    requirements: &DeviceRequirements,
+) -> Vec<PropertySet> {
     let mut sets_out = Vec::new();
     if !image.exported.is_empty() {
         sets_out.push(PropertySet::symbols(sets::EXPORTED_SYMBOLS, image.exported.iter().cloned()));
@@ -360,14 +363,14 @@ pub fn property_sets(image: &PostLinkImage, requirements: &DeviceRequirements) -
 }
 
 /// Symbols the unit's images import.
-pub fn imports(set: &ImageSet) -> BTreeSet<String> {
+pub(crate) fn imports(set: &ImageSet) -> BTreeSet<String> {
     set.images.iter().flat_map(|i| i.imported_symbols().map(str::to_string)).collect()
 }
 
 /// An x86-64 relocatable object holding `set` as an ELF note in [`IMAGE_NOTE_SECTION`], and
 /// defining the set's scope marker symbol (see [`sycl_format::scope_marker_symbol`]) at it.
 /// Returns the object and the symbol's name.
-pub fn note_object(set: &ImageSet) -> (Vec<u8>, String) {
+pub(crate) fn note_object(set: &ImageSet) -> (Vec<u8>, String) {
     use object::write::{Symbol, SymbolSection};
     let payload = set.encode();
     let hash = sycl_format::payload_hash(&payload);
@@ -402,7 +405,7 @@ pub fn note_object(set: &ImageSet) -> (Vec<u8>, String) {
 
 /// A copy of a linker version script that also exports `symbol` (rustc's scripts for
 /// `cdylib`s make every symbol but the crate's exports local).
-pub fn export_in_version_script(script: &str, symbol: &str) -> String {
+pub(crate) fn export_in_version_script(script: &str, symbol: &str) -> String {
     match script.find("global:") {
         Some(at) => {
             let end = at + "global:".len();

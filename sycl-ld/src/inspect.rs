@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use sycl_format::aspects::aspect_name;
 use sycl_format::{ImageSet, ParamKind, PropertyValue};
 
-pub fn run(args: &[OsString]) -> Result<ExitCode> {
+pub(crate) fn run(args: &[OsString]) -> Result<ExitCode> {
     let command = &crate::usage::INSPECT;
     let mut json_out = false;
     let mut file = None;
@@ -84,7 +84,7 @@ fn value_json(set: &str, name: &str, value: &PropertyValue) -> Value {
     }
 }
 
-pub fn to_json(file: &str, set: &ImageSet) -> Value {
+pub(crate) fn to_json(file: &str, set: &ImageSet) -> Value {
     let images: Vec<Value> = set
         .images
         .iter()
@@ -145,7 +145,7 @@ fn params_text(value: &str) -> Option<String> {
     Some(format!("({})", declarations.join(", ")))
 }
 
-pub fn to_text(file: &str, set: &ImageSet) -> String {
+pub(crate) fn to_text(file: &str, set: &ImageSet) -> String {
     let mut out = String::new();
     let n = set.images.len();
     let _ = writeln!(out, "{file}: {n} device image{}", if n == 1 { "" } else { "s" });

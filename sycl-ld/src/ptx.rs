@@ -48,16 +48,16 @@ use sycl_spirv::PostLinkImage;
 /// Set (not to 0), each image's intermediate files are kept (the SPIR LLVM IR, the
 /// retargeted IR, our builtins, the linked and optimised bitcode, the PTX) and their directory
 /// named on stderr.
-pub const KEEP_ENV: &str = "SYCL_LD_PTX_KEEP";
+pub(crate) const KEEP_ENV: &str = "SYCL_LD_PTX_KEEP";
 
 /// The target this module makes images for.
-pub const TARGET: Target = Target::Ptx64;
+pub(crate) const TARGET: Target = Target::Ptx64;
 /// The GPU architecture and PTX version `llc` writes for.
-pub const CPU: &str = "sm_90";
-pub const PTX_FEATURE: &str = "+ptx78";
+pub(crate) const CPU: &str = "sm_90";
+pub(crate) const PTX_FEATURE: &str = "+ptx78";
 
 /// The tools and the library the translation runs, found once per link.
-pub struct Toolchain {
+pub(crate) struct Toolchain {
     llvm_spirv: PathBuf,
     llvm_dis: PathBuf,
     llvm_link: PathBuf,
@@ -67,7 +67,7 @@ pub struct Toolchain {
 }
 
 impl Toolchain {
-    pub fn find() -> Result<Toolchain> {
+    pub(crate) fn find() -> Result<Toolchain> {
         let context = || format!("the {TARGET} target needs LLVM 16 and libclc");
         Ok(Toolchain {
             llvm_spirv: Tool::LLVM_SPIRV.find(None, false).with_context(context)?,
@@ -82,20 +82,20 @@ impl Toolchain {
 
 /// A function another binary exports, compiled into an image's PTX instead of imported: the
 /// SPIR-V image that defines it (with no imports, no specialization constants) and its exports.
-pub struct Provider<'a> {
+pub(crate) struct Provider<'a> {
     pub spirv: &'a [u8],
     pub exported: Vec<String>,
 }
 
 /// The PTX of one post-linked image.
-pub fn compile(image: &PostLinkImage, tools: &Toolchain) -> Result<Vec<u8>> {
+pub(crate) fn compile(image: &PostLinkImage, tools: &Toolchain) -> Result<Vec<u8>> {
     compile_with(image, &[], tools)
 }
 
 /// The PTX of one post-linked image with `providers`' functions linked in before the
 /// optimiser runs, so that their calls are inlined as calls inside one image are: what
 /// `cuLink` cannot do across modules (ptxas never inlines across them).
-pub fn compile_with(
+pub(crate) fn compile_with(
     image: &PostLinkImage,
     providers: &[Provider],
     tools: &Toolchain,
@@ -325,7 +325,7 @@ fn describe_builtin(name: &str) -> String {
 
 /// What a PTX module declares, read from its directives.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// `.version`, `.target`.
     pub version: String,
     pub target: String,
@@ -340,7 +340,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn of(ptx: &str) -> Summary {
+    pub(crate) fn of(ptx: &str) -> Summary {
         let mut s = Summary::default();
         for line in ptx.lines() {
             let line = line.trim_start();

@@ -31,14 +31,14 @@ use crate::args::{find_library, Input, LinkLine};
 
 /// A device object and where it was found (`file` or `archive(member)`).
 #[derive(Debug)]
-pub struct FoundObject {
+pub(crate) struct FoundObject {
     pub origin: String,
     pub object: DeviceObject,
 }
 
 /// A shared library on the link line that carries device images.
 #[derive(Debug)]
-pub struct DeviceLibrary {
+pub(crate) struct DeviceLibrary {
     /// What to name it to the linker so that `DT_NEEDED` is its file name (`-l:FILE`).
     pub file_name: String,
     pub exports: BTreeSet<String>,
@@ -47,12 +47,12 @@ pub struct DeviceLibrary {
 }
 
 #[derive(Debug, Default)]
-pub struct Found {
+pub(crate) struct Found {
     pub objects: Vec<FoundObject>,
     pub libraries: Vec<DeviceLibrary>,
 }
 
-pub fn scan(line: &LinkLine) -> Result<Found> {
+pub(crate) fn scan(line: &LinkLine) -> Result<Found> {
     let mut scanner = Scanner::default();
     let mut seen_files = HashSet::new();
     for input in &line.inputs {
@@ -426,7 +426,7 @@ fn decode_notes(notes: &[u8], align: u64) -> Result<ImageSet> {
 }
 
 /// The image set embedded in a linked binary, if it has one.
-pub fn embedded_images(file: &object::File<'_>) -> Result<Option<ImageSet>> {
+pub(crate) fn embedded_images(file: &object::File<'_>) -> Result<Option<ImageSet>> {
     let Some(section) = file.section_by_name(sycl_format::IMAGE_NOTE_SECTION) else {
         return Ok(None);
     };

@@ -27,7 +27,7 @@ use crate::{scan, usage};
 const HEADER: &str = "[Code|Properties|Symbols]";
 
 /// `sycl-ld post-link [--split MODE] -o DIR INPUT...`
-pub fn post_link(args: &[OsString]) -> Result<ExitCode> {
+pub(crate) fn post_link(args: &[OsString]) -> Result<ExitCode> {
     let crate::args::ToolArgs { split, out: out_dir, inputs, .. } =
         parse_tool_args(args, &usage::POST_LINK)?;
     let mut line = parse(&[]);
@@ -70,7 +70,7 @@ pub fn post_link(args: &[OsString]) -> Result<ExitCode> {
 }
 
 /// `sycl-ld aspect-filter --target T [--device-config FILE] [-o OUT] TABLE`
-pub fn aspect_filter(args: &[OsString]) -> Result<ExitCode> {
+pub(crate) fn aspect_filter(args: &[OsString]) -> Result<ExitCode> {
     let command = &usage::ASPECT_FILTER;
     let (mut target, mut config_path, mut output, mut table) = (None, None, None, None);
     let mut it = args.iter();
@@ -117,7 +117,7 @@ pub fn aspect_filter(args: &[OsString]) -> Result<ExitCode> {
 
 /// DPC++'s steps: a table without a Properties column passes whole; the target must have an
 /// entry; a row stays when its image has no device requirements or the entry accepts them.
-pub fn filter_table(
+pub(crate) fn filter_table(
     text: &str,
     base: &Path,
     target: &str,
@@ -162,7 +162,7 @@ pub fn filter_table(
     Ok(out)
 }
 
-pub fn write_properties(sets_in: &[PropertySet]) -> String {
+pub(crate) fn write_properties(sets_in: &[PropertySet]) -> String {
     let mut out = String::new();
     for set in sets_in {
         let _ = writeln!(out, "[{}]", set.name);
@@ -184,7 +184,7 @@ pub fn write_properties(sets_in: &[PropertySet]) -> String {
     out
 }
 
-pub fn read_properties(text: &str) -> Result<Vec<PropertySet>> {
+pub(crate) fn read_properties(text: &str) -> Result<Vec<PropertySet>> {
     let mut sets_out: Vec<PropertySet> = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {

@@ -15,7 +15,7 @@ const BUILT_FOR: &str = env!("SYCL_LD_TARGET");
 
 /// A command of `sycl-ld` (`sycl-ld NAME ARGS...`), as its help and its errors describe it.
 #[derive(Debug)]
-pub struct Command {
+pub(crate) struct Command {
     pub name: &'static str,
     /// The arguments, as the usage line shows them after `sycl-ld NAME`.
     pub args: &'static str,
@@ -25,7 +25,7 @@ pub struct Command {
     pub details: &'static str,
 }
 
-pub const INSPECT: Command = Command {
+pub(crate) const INSPECT: Command = Command {
     name: "inspect",
     args: "FILE [--json]",
     summary: "list the device images embedded in a binary",
@@ -40,7 +40,7 @@ options:
 ",
 };
 
-pub const POST_LINK: Command = Command {
+pub(crate) const POST_LINK: Command = Command {
     name: "post-link",
     args: "[--split MODE] -o DIR INPUT...",
     summary: "write a unit's device images as a file table",
@@ -56,7 +56,7 @@ options:
 ",
 };
 
-pub const ASPECT_FILTER: Command = Command {
+pub(crate) const ASPECT_FILTER: Command = Command {
     name: "aspect-filter",
     args: "--target T [--device-config FILE] [-o OUT] TABLE",
     summary: "keep the rows of a file table that a target can run",
@@ -72,7 +72,7 @@ options:
 ",
 };
 
-pub const DEVICE_LIB: Command = Command {
+pub(crate) const DEVICE_LIB: Command = Command {
     name: "device-lib",
     args: "[--split MODE] [COMPILER OPTION...] -o OUT INPUT...",
     summary: "make a standalone device library file",
@@ -94,7 +94,7 @@ options:
 ",
 };
 
-pub const HELP: Command = Command {
+pub(crate) const HELP: Command = Command {
     name: "help",
     args: "[COMMAND]",
     summary: "this help, or a command's",
@@ -103,30 +103,31 @@ The same as `sycl-ld --help`, or `sycl-ld COMMAND --help`.
 ",
 };
 
-pub const COMMANDS: [&Command; 5] = [&INSPECT, &POST_LINK, &ASPECT_FILTER, &DEVICE_LIB, &HELP];
+pub(crate) const COMMANDS: [&Command; 5] =
+    [&INSPECT, &POST_LINK, &ASPECT_FILTER, &DEVICE_LIB, &HELP];
 
 /// The command named `name`, if `sycl-ld` has one.
-pub fn command(name: &str) -> Option<&'static Command> {
+pub(crate) fn command(name: &str) -> Option<&'static Command> {
     COMMANDS.into_iter().find(|c| c.name == name)
 }
 
 impl Command {
-    pub fn usage(&self) -> String {
+    pub(crate) fn usage(&self) -> String {
         format!("usage: sycl-ld {} {}", self.name, self.args)
     }
 
     /// `sycl-ld NAME --help`.
-    pub fn help(&self) -> String {
+    pub(crate) fn help(&self) -> String {
         format!("sycl-ld {}: {}\n\n{}\n\n{}", self.name, self.summary, self.usage(), self.details)
     }
 
     /// The error for arguments this command cannot use: what is wrong, then the usage.
-    pub fn error(&'static self, message: impl fmt::Display) -> anyhow::Error {
+    pub(crate) fn error(&'static self, message: impl fmt::Display) -> anyhow::Error {
         UsageError { command: self, message: message.to_string() }.into()
     }
 
     /// `path`, when it names something that exists; otherwise the error that names it.
-    pub fn existing<'a>(&'static self, path: &'a Path) -> anyhow::Result<&'a Path> {
+    pub(crate) fn existing<'a>(&'static self, path: &'a Path) -> anyhow::Result<&'a Path> {
         match std::fs::metadata(path) {
             Ok(_) => Ok(path),
             Err(e) => Err(self.error(format!("{}: {e}", path.display()))),
@@ -137,7 +138,7 @@ impl Command {
 /// Arguments a command cannot use. `main` prints the message, then the command's usage, and
 /// exits with status 2.
 #[derive(Debug)]
-pub struct UsageError {
+pub(crate) struct UsageError {
     pub command: &'static Command,
     pub message: String,
 }
@@ -152,7 +153,7 @@ impl std::error::Error for UsageError {}
 
 /// `sycl-ld --help`: what it is, how cargo is told to use it, its commands, and what it reads
 /// from the environment. `linker` is the path to show in the configuration.
-pub fn help(linker: &str) -> String {
+pub(crate) fn help(linker: &str) -> String {
     let mut commands = String::new();
     for c in COMMANDS {
         commands += &format!("    {} {}\n        {}\n", c.name, c.args, c.summary);
@@ -206,7 +207,7 @@ environment:
 }
 
 /// `sycl-ld --version`.
-pub fn version(real_linker: &OsString, from_env: bool) -> String {
+pub(crate) fn version(real_linker: &OsString, from_env: bool) -> String {
     let source = if from_env { " (SYCL_LD_LINKER)" } else { "" };
     format!(
         "sycl-ld {}\nreal linker: {}{source}\n",
@@ -224,7 +225,7 @@ fn config_lines(target: &str, linker: &str) -> String {
 /// The error for a link command line written for a bare `ld` (rustc's `ld` and `ld.lld`
 /// flavors): `arg` is the first argument only `ld` takes, `args` the whole (expanded) command
 /// line, `linker` how rustc named sycl-ld.
-pub fn ld_flavor_error(arg: &OsString, args: &[OsString], linker: &str) -> anyhow::Error {
+pub(crate) fn ld_flavor_error(arg: &OsString, args: &[OsString], linker: &str) -> anyhow::Error {
     let arg = arg.to_string_lossy();
     let target = target_of(args).unwrap_or(BUILT_FOR);
     let mut message = format!(

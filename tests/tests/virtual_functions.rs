@@ -93,11 +93,14 @@ fn kernels_from_bundles_link_the_sets_as_launches_do_on_both_devices() {
         let bundled = run_fixture_args("vfunc-app", &["bundle"], &[("SYCL_DEVICE", device)]);
         let (o, trace) = (stdout(&bundled), stderr(&bundled));
         assert!(bundled.status.success(), "no process crash on {device}: {o}{trace}");
-        let results = |out: &str| -> Vec<String> {
-            out.lines().filter(|l| l.ends_with(']')).map(str::to_string).collect()
+        // Every line as the launches print it, but the missing set's, which names the image
+        // whose bundle asked for it.
+        let lines = |out: &str| -> Vec<String> {
+            out.lines().filter(|l| !l.starts_with("use_missing: ")).map(str::to_string).collect()
         };
-        assert_eq!(results(&o), results(&stdout(&plain)), "on {device}: {trace}");
-        assert_eq!(results(&o).len(), if device == "intel" { 6 } else { 5 }, "on {device}: {o}");
+        assert_eq!(lines(&o), lines(&stdout(&plain)), "on {device}: {trace}");
+        let ran = o.lines().filter(|l| l.ends_with(']')).count();
+        assert_eq!(ran, if device == "intel" { 6 } else { 5 }, "on {device}: {o}");
         let first_link = trace.lines().find(|l| l.starts_with("sycl: link (bundle) on ")).unwrap();
         for set_image in
             ["vfunc-app image 5", fp16_set.trim_end_matches(" (dummy)"), "libvfunc_lib.so image 0"]
@@ -110,18 +113,11 @@ fn kernels_from_bundles_link_the_sets_as_launches_do_on_both_devices() {
             )),
             "{device}: {trace}"
         );
-        let refused: Vec<&str> = o.lines().filter(|l| !l.ends_with(']')).collect();
         assert!(
-            refused.last().unwrap().starts_with(
-                "use_missing: no image provides virtual-function set `nobody_provides_this`"
+            o.lines().last().unwrap().starts_with(
+                "use_missing: no image provides virtual-function set `nobody_provides_this`, which kernel `(bundle of vfunc-app image"
             ),
             "{device}: {o}"
         );
-        if device == "pocl" {
-            assert!(
-                refused[0].starts_with("use_bar: kernel_not_supported: Kernel uses optional feature corresponding to 'aspect::fp16'"),
-                "{o}"
-            );
-        }
     }
 }

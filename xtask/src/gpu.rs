@@ -93,7 +93,7 @@ const UNITS: &[Unit] = &[
 ];
 
 /// Builds `sycl-ld`, then every unit, and writes the PTX images and the manifest to `dir`.
-pub fn gpu_pack(dir: &Path) -> Result<()> {
+pub(crate) fn gpu_pack(dir: &Path) -> Result<()> {
     let root = repo_root();
     run_checked(cargo().args(["build", "-p", "sycl-ld"]).current_dir(&root))?;
     let sycl_ld = root.join("target/debug/sycl-ld");

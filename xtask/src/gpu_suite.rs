@@ -54,6 +54,7 @@ const CASES: &[Case] = &[
     Case { name: "scoped-app", argv: &["scoped-app"], no_fp16: false },
     Case { name: "fnptr-app", argv: &["fnptr-app"], no_fp16: false },
     Case { name: "vfunc-app", argv: &["vfunc-app"], no_fp16: true },
+    Case { name: "vfunc-app-bundles", argv: &["vfunc-app", "bundle"], no_fp16: true },
     Case { name: "threads-app", argv: &["threads-app"], no_fp16: false },
     Case { name: "prebuilt-app", argv: &["prebuilt-app"], no_fp16: false },
     Case { name: "features-app", argv: &["features-app"], no_fp16: false },
@@ -64,6 +65,16 @@ const CASES: &[Case] = &[
     Case { name: "bundle-join", argv: &["bundle-app", "join"], no_fp16: false },
     Case { name: "bundle-not-found", argv: &["bundle-app", "not_found"], no_fp16: false },
     Case { name: "bundle-spec", argv: &["bundle-app", "spec"], no_fp16: false },
+    Case {
+        name: "bundle-strict",
+        argv: &[
+            "LD_PRELOAD=@BIN/deps/libfast_helpers.so",
+            "SYCL_STRICT_EXPORTS=1",
+            "bundle-app",
+            "states",
+        ],
+        no_fp16: false,
+    },
 ];
 
 /// The device library file's name in `bin/`.
@@ -86,7 +97,7 @@ impl Case {
     }
 }
 
-pub fn gpu_suite(dir: &Path) -> Result<()> {
+pub(crate) fn gpu_suite(dir: &Path) -> Result<()> {
     let root = repo_root();
     let fixtures = root.join("fixtures");
     let target = fixtures.join("target/gpu");

@@ -1,8 +1,9 @@
 //! What a device can do, as its backend found out from its queries: aspects (fp16, fp64,
 //! atomic64, image, …, and the `target_*` aspect of the configured target it is), sub-group
 //! sizes, work-group limit, whether its driver links images, whether it has fused
-//! multiply-add; which image forms it prefers; and seed 003's check of an image's device
-//! requirements, with the seed's messages. Nothing here is specific to a backend.
+//! multiply-add; which image forms it takes, in order; and the check of an image's device
+//! requirements that DPC++'s optional-kernel-features design describes, with its messages.
+//! Nothing here is specific to a backend.
 
 use std::collections::BTreeSet;
 
@@ -50,8 +51,8 @@ impl Capabilities {
         }
     }
 
-    /// Seed 003's check, in its order; the reason in the seed's words when the device cannot
-    /// run an image with these requirements.
+    /// The optional-kernel-features design's check, in its order; the reason in the design's
+    /// words when the device cannot run an image with these requirements.
     pub(crate) fn check(&self, r: &DeviceRequirements) -> Result<(), String> {
         if let Some(fixed) = &r.fixed_target {
             if !fixed.iter().any(|a| self.aspects.contains(a)) {
@@ -110,7 +111,7 @@ mod tests {
     }
 
     #[test]
-    fn messages_are_the_seeds() {
+    fn messages_are_the_designs() {
         let pocl = caps(&["cpu", "fp64"], &[], Some(Target::PoclCpu));
         let fp16 = DeviceRequirements {
             aspects: vec![aspect_number("fp16").unwrap()],

@@ -8,10 +8,10 @@
 //!   translated to SPIR bitcode with `llvm-spirv`, then built;
 //! - a self-contained ahead-of-time image for the device: built as it is.
 //!
-//! Linked programs are cached in memory under the nested key of DPC++'s dynamic-linking design (kernel name → binary,
-//! options → program) and by image set, with one build per key however many threads ask at
-//! once, and on disk (`disk`); compiled objects by image and options; kernel objects by
-//! program, with the arguments last set on them. `spir` holds the runtime's own link and
+//! Linked programs are cached in memory under the nested key of DPC++'s dynamic-linking
+//! design (kernel name → binary, options → program) and by image set, with one build per key
+//! however many threads ask at once, and on disk (`disk`); compiled objects by image and
+//! options; kernel objects by program, with the arguments last set on them. `spir` holds the runtime's own link and
 //! translation for PoCL, `options` what a build is keyed by besides its images, `hint` what
 //! to try after a driver refused device code.
 

@@ -431,21 +431,21 @@ pub fn get_kernel_bundle(queue: &Queue) -> KernelBundle<Input> {
 }
 
 /// An input bundle of the images that define `kernels` (not the images they import from:
-/// [`link`] finds those). A kernel no image defines is `kernel_not_found`.
+/// [`link`] finds those). A kernel no image defines is `kernel_not_found`; one whose image
+/// needs what the device lacks, and which the device's form therefore left out, is
+/// `kernel_not_supported`, as a launch would say.
 pub fn get_kernel_bundle_for(
     queue: &Queue,
     kernels: &[&str],
 ) -> Result<KernelBundle<Input>, Error> {
     let registry = runtime().registry();
-    let linkable = queue.device().caps.linkable();
+    let device = queue.device();
+    let linkable = device.caps.linkable();
     let mut images = Vec::new();
     for kernel in kernels {
         let found = registry.kernel_images(linkable, kernel);
         if found.is_empty() {
-            return Err(Error::KernelNotFound {
-                kernel: kernel.to_string(),
-                searched: registry.searched(),
-            });
+            return Err(resolve::not_found(&registry, kernel, device.for_device()));
         }
         images.extend_from_slice(found);
     }

@@ -126,23 +126,27 @@ pub(crate) fn plan_kernel(
                     ImageFormat::Ptx => inline::swap_in_twin(registry, kernel, &images),
                     _ => None,
                 };
-                return Ok(match twin {
-                    Some((target, images)) => Plan { target, images },
-                    None => Plan { target, images },
-                });
+                let (target, images) = twin.unwrap_or((target, images));
+                return Ok(Plan { target, images });
             }
             Err(e) => failure = failure.or(Some(e)),
         }
     }
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    // An ahead-of-time target's aspect filter leaves out what the device cannot run: the
-    // SPIR-V image then says why, as the check of optional kernel features would.
+    Err(failure.unwrap_or_else(|| not_found(registry, kernel, device)))
+}
+
+/// The error for `kernel`, which no image of a form `device` takes defines. An ahead-of-time
+/// target's aspect filter leaves out what the target cannot run (`ptx64` has no fp16): when
+/// the kernel's SPIR-V image says the device cannot run it, that is the error
+/// (`kernel_not_supported`, as the check of optional kernel features words it), else
+/// `kernel_not_found`.
+pub(crate) fn not_found(registry: &Registry, kernel: &str, device: ForDevice<'_>) -> Error {
     if let Some(&spirv) = registry.kernel_images(Target::Spir64, kernel).first() {
-        check_requirements(registry, subject, device, &[spirv])?;
+        if let Err(e) = check_requirements(registry, Subject::Kernel(kernel), device, &[spirv]) {
+            return e;
+        }
     }
-    Err(Error::KernelNotFound { kernel: kernel.to_string(), searched: registry.searched() })
+    Error::KernelNotFound { kernel: kernel.to_string(), searched: registry.searched() }
 }
 
 /// The plan for linking a bundle's images `roots` (of the device's linkable form `target`)
@@ -173,20 +177,26 @@ fn check(
     check_complete(registry, subject, target, images)
 }
 
-/// Each image against the device's capabilities, before any device code is used.
+/// Each image against the device's capabilities, before any device code is used. For a
+/// bundle, the error names the kernels of the image the device cannot run, as a launch of one
+/// of them would.
 fn check_requirements(
     registry: &Registry,
     subject: Subject<'_>,
     device: ForDevice<'_>,
     images: &[ImageId],
 ) -> Result<(), Error> {
-    let unsupported = |reason: String| Error::KernelNotSupported {
-        kernel: subject.name().to_string(),
-        device: device.name.to_string(),
-        reason,
-    };
     for &id in images {
-        let requirements = registry.image(id).requirements().map_err(|e| {
+        let image = registry.image(id);
+        let unsupported = |reason: String| Error::KernelNotSupported {
+            kernel: match subject {
+                Subject::Bundle if !image.kernels.is_empty() => image.kernels.join(", "),
+                _ => subject.name_for(id, registry),
+            },
+            device: device.name.to_string(),
+            reason,
+        };
+        let requirements = image.requirements().map_err(|e| {
             unsupported(format!("{}: malformed device requirements: {e}", registry.describe(id)))
         })?;
         device.caps.check(&requirements).map_err(unsupported)?;

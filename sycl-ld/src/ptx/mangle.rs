@@ -19,7 +19,7 @@
 
 /// A parameter type.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Type {
+pub(crate) enum Type {
     /// A builtin type's code: `i`, `f`, `Dh`, ….
     Builtin(String),
     Vector(u32, Box<Type>),
@@ -32,7 +32,7 @@ pub enum Type {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Qualifier {
+pub(crate) enum Qualifier {
     /// `U<len><name>`: `AS1` (an address space), `_Atomic`, ….
     Vendor(String),
     /// `r`, `V` or `K`.
@@ -41,7 +41,7 @@ pub enum Qualifier {
 
 /// A builtin's mangled name, read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Name {
+pub(crate) struct Name {
     pub base: String,
     pub params: Vec<Type>,
 }
@@ -50,7 +50,7 @@ const BUILTIN_CODES: &str = "vwbcahstijlmxynofdegz";
 const BUILTIN_D_CODES: &str = "hfdesian";
 
 /// Reads `_Z<name><params>`; `None` for anything outside the grammar above.
-pub fn demangle(mangled: &str) -> Option<Name> {
+pub(crate) fn demangle(mangled: &str) -> Option<Name> {
     let mut r = Reader { s: mangled.as_bytes(), pos: 0, subs: Vec::new() };
     r.expect("_Z")?;
     let base = r.source_name()?;
@@ -65,7 +65,7 @@ pub fn demangle(mangled: &str) -> Option<Name> {
 }
 
 /// Writes a name back, with the substitutions clang would write.
-pub fn mangle(name: &Name) -> String {
+pub(crate) fn mangle(name: &Name) -> String {
     let mut w = Writer { out: format!("_Z{}{}", name.base.len(), name.base), subs: Vec::new() };
     if name.params.is_empty() {
         w.out.push('v');
@@ -249,7 +249,7 @@ fn base36(mut n: usize) -> String {
 impl Type {
     /// The type with every address-space qualifier (`U3AS<n>`) mapped by `map` (`None`: no
     /// qualifier), and qualified types left without qualifiers unwrapped.
-    pub fn map_address_spaces(&self, map: &impl Fn(u32) -> Option<u32>) -> Type {
+    pub(crate) fn map_address_spaces(&self, map: &impl Fn(u32) -> Option<u32>) -> Type {
         match self {
             Type::Builtin(_) | Type::Named(_) => self.clone(),
             Type::Vector(n, e) => Type::Vector(*n, Box::new(e.map_address_spaces(map))),
@@ -279,7 +279,7 @@ impl Type {
     }
 
     /// The type under qualifiers and pointers: `PU3AS1Vi` → `i`.
-    pub fn innermost(&self) -> &Type {
+    pub(crate) fn innermost(&self) -> &Type {
         match self {
             Type::Pointer(_, t) | Type::Qualified(_, t) => t.innermost(),
             _ => self,
@@ -287,7 +287,7 @@ impl Type {
     }
 
     /// The builtin code of a scalar, or of a vector's element.
-    pub fn scalar_code(&self) -> Option<&str> {
+    pub(crate) fn scalar_code(&self) -> Option<&str> {
         match self {
             Type::Builtin(code) => Some(code),
             Type::Vector(_, e) => e.scalar_code(),

@@ -42,13 +42,13 @@ use super::mangle;
 
 /// The dynamic shared array (`.extern .shared .align 16 .b8 __sycl_local_mem[]`) that a
 /// kernel's `local` pointer parameters point into, at the offsets the launch passes.
-pub const LOCAL_MEMORY: &str = "__sycl_local_mem";
+pub(crate) const LOCAL_MEMORY: &str = "__sycl_local_mem";
 
-pub const TRIPLE: &str = "nvptx64-nvidia-cuda";
-pub const DATA_LAYOUT: &str = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64";
+pub(crate) const TRIPLE: &str = "nvptx64-nvidia-cuda";
+pub(crate) const DATA_LAYOUT: &str = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64";
 
 /// What the image says about its symbols.
-pub struct Symbols<'a> {
+pub(crate) struct Symbols<'a> {
     pub kernels: &'a [String],
     pub exported: &'a [String],
     /// The functions its SPIR-V declares: its imports, and the members of virtual-function
@@ -60,7 +60,7 @@ pub struct Symbols<'a> {
 
 /// A builtin the image declares, by its NVPTX name, with its signature as NVPTX types.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Declaration {
+pub(crate) struct Declaration {
     pub name: String,
     pub ret: String,
     pub params: Vec<String>,
@@ -68,13 +68,13 @@ pub struct Declaration {
 
 /// The rewritten module, and the builtins it declares (after renaming, before any
 /// redirection to our own definitions).
-pub struct Retargeted {
+pub(crate) struct Retargeted {
     pub module: String,
     pub builtins: Vec<Declaration>,
 }
 
 /// SPIR address space → NVPTX address space: constant is global (see the module's comment).
-pub fn address_space(spir: u32) -> u32 {
+pub(crate) fn address_space(spir: u32) -> u32 {
     match spir {
         2 => 1,
         4 => 0,
@@ -83,7 +83,7 @@ pub fn address_space(spir: u32) -> u32 {
 }
 
 /// A builtin's SPIR name → its NVPTX name (`None`: not a builtin name we read).
-pub fn builtin_name(spir: &str) -> Option<String> {
+pub(crate) fn builtin_name(spir: &str) -> Option<String> {
     let name = mangle::demangle(spir)?;
     let map = |space: u32| Some(address_space(space)).filter(|&s| s != 0);
     let params = name.params.iter().map(|p| p.map_address_spaces(&map)).collect();
@@ -92,7 +92,7 @@ pub fn builtin_name(spir: &str) -> Option<String> {
 
 /// Rewrites `ir`; `redirect` names, for an NVPTX builtin name, the function that is to
 /// define it instead (ours, where libclc has none or one that fails), if any.
-pub fn retarget(
+pub(crate) fn retarget(
     ir: &str,
     symbols: &Symbols,
     redirect: &dyn Fn(&Declaration) -> Option<String>,
@@ -407,7 +407,7 @@ fn find_code(line: &str, needle: &str) -> Option<usize> {
 
 /// Every `addrspacecast` whose two types are the same now (private and generic are both 0 for
 /// NVPTX) becomes a `bitcast`, in instructions and constant expressions.
-pub fn fix_casts(line: &str) -> String {
+pub(crate) fn fix_casts(line: &str) -> String {
     const CAST: &str = "addrspacecast";
     let mut out = line.to_string();
     let mut from = 0;
@@ -464,7 +464,7 @@ fn find_top_level(text: &str, needle: &str) -> Option<usize> {
 /// An LLVM type at the start of `text` (leading spaces skipped): its text, normalised, and
 /// where it ends. Pointers, integers, floating-point types, vectors, arrays, structs and
 /// named types.
-pub fn parse_type(text: &str) -> Option<(String, usize)> {
+pub(crate) fn parse_type(text: &str) -> Option<(String, usize)> {
     let start = text.len() - text.trim_start().len();
     let t = &text[start..];
     let (ty, len) = if let Some(rest) = t.strip_prefix("ptr") {

@@ -25,32 +25,32 @@ use super::mangle::{self, Type};
 use super::retarget::{Declaration, DATA_LAYOUT, TRIPLE};
 
 /// The prefix of our definitions' names.
-pub const PREFIX: &str = "__sycl_ptx.";
+pub(crate) const PREFIX: &str = "__sycl_ptx.";
 
 /// The function a sub-group barrier calls once `sycl_spirv::sub_group_barriers_to_calls` has
 /// made it one (`llvm-spirv -r` would write it as a work-group `barrier`).
-pub const SUB_GROUP_BARRIER: &str = "__sycl_sub_group_barrier";
+pub(crate) const SUB_GROUP_BARRIER: &str = "__sycl_sub_group_barrier";
 
 /// The variable `get_work_dim` reads: a weak constant in every image that calls it (weak, so
 /// that the CUDA linker keeps one), which the runtime sets to the launch's dimension count.
-pub const WORK_DIM: &str = "__sycl_work_dim";
+pub(crate) const WORK_DIM: &str = "__sycl_work_dim";
 
 /// Work-group size limit of the scratch array the collectives use (CUDA's limit per block).
 const MAX_WORK_GROUP: u32 = 1024;
 
 /// The name our definition of `decl` goes by, if we define it.
-pub fn redirect(decl: &Declaration) -> Option<String> {
+pub(crate) fn redirect(decl: &Declaration) -> Option<String> {
     Builtin::of(decl).map(|_| format!("{PREFIX}{}", decl.name))
 }
 
 /// The module of our definitions of `decls` (those we define), and what the image itself must
 /// define for them.
-pub struct Shim {
+pub(crate) struct Shim {
     pub module: String,
     pub image_globals: String,
 }
 
-pub fn shim(decls: &[Declaration]) -> Shim {
+pub(crate) fn shim(decls: &[Declaration]) -> Shim {
     let mut m = Module::default();
     for decl in decls {
         if let Some(builtin) = Builtin::of(decl) {
