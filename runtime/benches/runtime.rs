@@ -30,7 +30,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use sycl_format::{sets, Image, ImageFormat, ImageSet, PropertySet, SplitMode};
+use sycl_format::{sets, Image, ImageFormat, ImageSet, PropertySet, SplitMode, Target};
 use sycl_runtime::bench_support::{self, SyntheticRegistry};
 
 use common::{median, ms, ns, ratio};
@@ -230,7 +230,7 @@ impl Samples {
 fn synthetic(total: usize) -> Vec<(String, ImageSet)> {
     let image = |kernels: Vec<String>, exports: Vec<String>, imports: Vec<String>| Image {
         format: ImageFormat::SpirV,
-        target: "spir64".into(),
+        target: Target::Spir64.name().into(),
         kernels,
         property_sets: vec![
             PropertySet::symbols(sets::EXPORTED_SYMBOLS, exports),

@@ -95,7 +95,7 @@ fn seed_corpora(corpus: &Path) -> Result<()> {
             package: "seed".into(),
             source: "seed.cl".into(),
             split: Some(sycl_format::SplitMode::PerSource),
-            fixed_targets: vec!["pocl_cpu".into()],
+            fixed_targets: vec![sycl_format::Target::PoclCpu.name().into()],
             targets: vec![],
             device_config: None,
             spirv: bytes.clone(),

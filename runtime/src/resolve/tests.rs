@@ -157,10 +157,7 @@ fn a_plan_with_an_image_the_device_cannot_run_is_refused() {
     let caps = caps(&[]);
     let device = ForDevice { name: "dev", caps: &caps };
     let e = plan_bundle(&registry, &[id(&registry, 0, 0)], Target::Spir64, device).unwrap_err();
-    assert!(
-        matches!(e, Error::KernelNotSupported { ref kernel, .. } if kernel == "k"),
-        "{e}"
-    );
+    assert!(matches!(e, Error::KernelNotSupported { ref kernel, .. } if kernel == "k"), "{e}");
     let e = plan_kernel(&registry, "k", &[Target::Spir64], device).unwrap_err();
     assert!(matches!(e, Error::KernelNotSupported { ref kernel, .. } if kernel == "k"), "{e}");
 }
