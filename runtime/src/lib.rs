@@ -105,7 +105,7 @@ pub mod test_support {
         args: &[&dyn crate::KernelArg],
         global: usize,
     ) -> Result<(), Error> {
-        let state = queue.device();
+        let state = queue.state();
         let program = state
             .device
             .build_source(source, options)

@@ -185,7 +185,7 @@ impl<S: BundleState> Clone for KernelBundle<S> {
 impl<S: BundleState> PartialEq for KernelBundle<S> {
     /// The design's equality: same device, same state (the type), same images.
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.inner.queue.device(), &other.inner.queue.device())
+        Arc::ptr_eq(&self.inner.queue.state(), &other.inner.queue.state())
             && self.inner.images == other.inner.images
     }
 }
@@ -206,7 +206,7 @@ fn bundle<S: BundleState>(inner: Inner) -> KernelBundle<S> {
 
 impl<S: BundleState> KernelBundle<S> {
     fn device(&self) -> Arc<DeviceState> {
-        self.inner.queue.device()
+        self.inner.queue.state()
     }
 
     fn image(&self, id: ImageId) -> &Image {
@@ -390,7 +390,7 @@ impl KernelBundle<Executable> {
     }
 
     pub(crate) fn device_is(&self, queue: &Queue) -> bool {
-        Arc::ptr_eq(&self.device(), &queue.device())
+        Arc::ptr_eq(&self.device(), &queue.state())
     }
 
     /// The registry the bundle's images come from.
@@ -402,7 +402,7 @@ impl KernelBundle<Executable> {
 fn input(queue: &Queue, registry: Arc<Registry>, mut images: Vec<ImageId>) -> KernelBundle<Input> {
     // Only the device's linkable form (SPIR-V, PTX): bundles are compiled and linked for their
     // device at run time.
-    let linkable = queue.device().caps.linkable();
+    let linkable = queue.state().caps.linkable();
     images.retain(|&id| {
         registry.image(id).format == linkable.format() && registry.image(id).target == linkable
     });
@@ -439,7 +439,7 @@ pub fn get_kernel_bundle_for(
     kernels: &[&str],
 ) -> Result<KernelBundle<Input>, Error> {
     let registry = runtime().registry();
-    let device = queue.device();
+    let device = queue.state();
     let linkable = device.caps.linkable();
     let mut images = Vec::new();
     for kernel in kernels {
@@ -456,7 +456,7 @@ pub fn get_kernel_bundle_for(
 /// input needs images; object and executable also a device that can compile and link them.
 pub fn has_kernel_bundle<S: BundleState>(queue: &Queue) -> bool {
     let has_images = !get_kernel_bundle(queue).is_empty();
-    let device = queue.device();
+    let device = queue.state();
     match S::NAME {
         "input" => has_images,
         _ => has_images && (device.caps.links_images || can_translate()),

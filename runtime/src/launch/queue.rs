@@ -82,7 +82,8 @@ impl Queue {
         Ok(Queue { inner: Arc::new(QueueInner { device, queue, last: Mutex::new(None) }) })
     }
 
-    pub(crate) fn device(&self) -> Arc<DeviceState> {
+    /// The device's state: its backend device and caches.
+    pub(crate) fn state(&self) -> Arc<DeviceState> {
         self.inner.device.clone()
     }
 
