@@ -286,6 +286,7 @@ fn saxpy(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
                 .global([n])
                 .use_kernel_bundle(exe)
                 .run()
+                .map(drop)
         }),
         output: output_of(&out),
     })
@@ -315,6 +316,7 @@ fn matmul(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
                 .local([16, 4])
                 .use_kernel_bundle(exe)
                 .run()
+                .map(drop)
         }),
         output: output_of(&c),
     })
@@ -336,6 +338,7 @@ fn stencil(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
                 .global([w - 2, w - 2])
                 .use_kernel_bundle(exe)
                 .run()
+                .map(drop)
         }),
         output: output_of(&out),
     })
@@ -367,6 +370,7 @@ fn nbody(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
                 .local([group])
                 .use_kernel_bundle(exe)
                 .run()
+                .map(drop)
         }),
         output: output_of(&new_pos),
     })
@@ -390,6 +394,7 @@ fn reduce(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
                 .local([group])
                 .use_kernel_bundle(exe)
                 .run()
+                .map(drop)
         }),
         output: output_of(&partial),
     })
@@ -413,6 +418,7 @@ fn histogram(q: &Queue, kernel: &'static str) -> Result<Prepared, Error> {
                 .local([group])
                 .use_kernel_bundle(exe)
                 .run()
+                .map(drop)
         }),
         output: output_of(&hist),
     })

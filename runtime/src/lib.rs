@@ -21,7 +21,8 @@
 //! ```
 //!
 //! Environment: `SYCL_DEVICE` picks the device (`intel`, `pocl`, `cuda`, `cpu`, `pocl:0`: see
-//! [`Queue::with_device`]); `SYCL_TRACE=1` prints one line per event (`sycl: discover …`).
+//! [`Queue::with_device`]; [`devices`] lists them, [`Queue::on`] opens one); `SYCL_TRACE=1`
+//! prints one line per event (`sycl: discover …`).
 
 // The rooms, each importing only those above it: `error` and `trace` serve every room; then
 // the loaded binaries' images (`registry`, filled by `discovery`), the drivers (`backend`),
@@ -49,10 +50,23 @@ pub use launch::bundle::{
     build, compile, get_kernel_bundle, get_kernel_bundle_for, has_kernel_bundle, join, link,
     BuildProperty, BundleState, DeviceImage, Executable, Input, KernelBundle, Object, SpecConstant,
 };
+pub use launch::device::{devices, Backend, DeviceInfo, DeviceType, WorkGroupSizes};
+pub use launch::event::{wait_all, Event};
 pub use launch::kernel::{GlobalRange, KernelArg, Launch, Local, NoGlobalRange};
 pub use launch::queue::{Buffer, Pod, Queue};
 pub use process::{compile_object_for, DEVICE_ENV};
 pub use resolve::STRICT_ENV;
+
+// The concurrency contract the types document, checked by the compiler: every handle a
+// program holds may move to another thread and be shared between threads.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Queue>();
+    send_sync::<Buffer<f32>>();
+    send_sync::<Event>();
+    send_sync::<KernelBundle<Executable>>();
+    send_sync::<KernelBundle<Input>>();
+};
 
 /// Entry points for the fuzz targets, which check decoders no user calls directly.
 #[doc(hidden)]

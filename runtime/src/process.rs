@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use crate::backend::{self, select, DeviceHandle, DeviceInfo};
+use crate::backend::{self, info, select, DeviceHandle, DeviceInfo};
 use crate::build::disk::DiskCache;
 use crate::build::{DeviceState, Step};
 use crate::discovery::Discovery;
@@ -39,8 +39,8 @@ pub(crate) fn runtime() -> &'static Runtime {
 /// for native targets. The binary can be linked at run time with other objects of that device.
 pub fn compile_object_for(selector: &str, spirv: &[u8]) -> Result<Vec<u8>, Error> {
     let devices = backend::devices()?;
-    let info = find_device(&devices, Some((selector, &format!("device selector `{selector}`"))))?;
-    let state = DeviceState::new(info)?;
+    let i = find_device(&devices, Some((selector, &format!("device selector `{selector}`"))))?;
+    let state = DeviceState::new(&devices[i], describe(&devices, i))?;
     let object = state
         .device
         .compile_ahead_of_time(spirv)
@@ -61,18 +61,21 @@ fn candidates(devices: &[DeviceInfo]) -> Vec<select::Candidate<'_>> {
         .collect()
 }
 
-/// The device `wanted` picks (a selector, and where it came from), or the first that takes
-/// the images' linkable form itself: a CUDA GPU, else an OpenCL device that accepts SPIR-V.
-fn find_device<'d>(
-    devices: &'d [DeviceInfo],
-    wanted: Option<(&str, &str)>,
-) -> Result<&'d DeviceInfo, Error> {
+/// Device `i` of `devices` as users see it, with the selector that picks it among them.
+fn describe(devices: &[DeviceInfo], i: usize) -> info::DeviceInfo {
+    info::DeviceInfo::new(&devices[i], select::selector_for(&candidates(devices), i))
+}
+
+/// The index of the device `wanted` picks (a selector, and where it came from), or of the
+/// first that takes the images' linkable form itself: a CUDA GPU, else an OpenCL device that
+/// accepts SPIR-V.
+fn find_device(devices: &[DeviceInfo], wanted: Option<(&str, &str)>) -> Result<usize, Error> {
     let table = candidates(devices);
     let no_device =
         |e: select::SelectionError| Error::NoDevice { problem: e.problem, available: e.available };
     match wanted {
-        Some((selector, source)) => Ok(&devices[select::select(&table, selector, source).map_err(no_device)?]),
-        None => devices.iter().find(|d| d.takes_linkable).ok_or_else(|| Error::NoDevice {
+        Some((selector, source)) => select::select(&table, selector, source).map_err(no_device),
+        None => devices.iter().position(|d| d.takes_linkable).ok_or_else(|| Error::NoDevice {
             problem: format!(
                 "no device takes device images as they are (no CUDA GPU, no OpenCL device that accepts SPIR-V), so none \
                  is the default; pick one with {DEVICE_ENV}"
@@ -141,17 +144,45 @@ impl Runtime {
             (None, Some(selector)) => Some((selector.clone(), format!("{DEVICE_ENV}={selector}"))),
             (None, None) => None,
         };
-        let info = find_device(
+        let i = find_device(
             &devices,
             wanted.as_ref().map(|(s, source)| (s.as_str(), source.as_str())),
         )?;
         let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(state) = map.get(&info.handle) {
+        if let Some(state) = map.get(&devices[i].handle) {
             return Ok(state.clone());
         }
+        let info = &devices[i];
         trace!("device", "{} / {}", info.platform, info.name);
-        let state = Arc::new(DeviceState::new(info)?);
+        let state = Arc::new(DeviceState::new(info, describe(&devices, i))?);
         map.insert(info.handle, state.clone());
         Ok(state)
+    }
+
+    /// The selector that picks the device `device` describes, among the devices there are
+    /// now (users may have changed the description's own); [`Error::NoDevice`] with every
+    /// device when it is gone.
+    pub(crate) fn selector_of(&self, device: &info::DeviceInfo) -> Result<String, Error> {
+        self.guard_vectorizer();
+        let devices = backend::devices()?;
+        match devices.iter().position(|d| d.handle == device.handle) {
+            Some(i) => Ok(select::selector_for(&candidates(&devices), i)),
+            None => Err(Error::NoDevice {
+                problem: format!(
+                    "the device {} / {} (`{}`) is no longer there",
+                    device.platform, device.name, device.selector
+                ),
+                available: select::table(&candidates(&devices)),
+            }),
+        }
+    }
+
+    /// Every device of every backend as users see it, each with the selector that picks it, in
+    /// the order selectors number them (CUDA's, then OpenCL's in the ICD loader's order).
+    pub(crate) fn devices(&self) -> Result<Vec<info::DeviceInfo>, Error> {
+        // Enumerating loads the OpenCL drivers, which read the vectorizer's switch.
+        self.guard_vectorizer();
+        let devices = backend::devices()?;
+        Ok((0..devices.len()).map(|i| describe(&devices, i)).collect())
     }
 }

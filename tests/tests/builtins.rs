@@ -34,7 +34,7 @@ fn half(v: f32) -> u16 {
     sign | (exponent as u16) << 10 | ((bits >> 13) & 0x3ff) as u16
 }
 
-fn run(what: &str, result: Result<(), sycl_runtime::Error>) {
+fn run<T>(what: &str, result: Result<T, sycl_runtime::Error>) {
     if let Err(e) = result {
         panic!("{what}: {e}");
     }

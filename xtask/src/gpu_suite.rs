@@ -65,6 +65,10 @@ const CASES: &[Case] = &[
     Case { name: "bundle-join", argv: &["bundle-app", "join"], no_fp16: false },
     Case { name: "bundle-not-found", argv: &["bundle-app", "not_found"], no_fp16: false },
     Case { name: "bundle-spec", argv: &["bundle-app", "spec"], no_fp16: false },
+    Case { name: "events-order", argv: &["events-app", "order"], no_fp16: false },
+    Case { name: "events-await", argv: &["events-app", "await"], no_fp16: false },
+    Case { name: "events-threads", argv: &["events-app", "threads"], no_fp16: false },
+    Case { name: "events-memory", argv: &["events-app", "memory"], no_fp16: false },
     Case {
         name: "bundle-strict",
         argv: &[

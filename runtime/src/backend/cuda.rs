@@ -22,14 +22,14 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
 use sycl_format::aspects::{aspect_number, target_aspect};
 use sycl_format::{Target, PTX_SPEC_CONSTANT_PREFIX};
 
 use super::caps::CL_DEVICE_TYPE_GPU;
-use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, SpecValue};
+use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, Limits, SpecValue};
 use crate::Error;
 
 /// The platform name CUDA devices are listed under (`SYCL_DEVICE=cuda` picks them).
@@ -103,12 +103,31 @@ fn enumerate() -> Result<Vec<DeviceInfo>, Error> {
                 attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
             let warp = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?;
             let threads = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
+            let mut total = 0;
+            check("cuDeviceTotalMem", sys::cuDeviceTotalMem_v2(&mut total, device))?;
+            // A launch raises a kernel's dynamic shared memory up to the opt-in limit (see
+            // `Stream::launch`), so that is the local memory a work-group can have.
+            use CUdevice_attribute::{
+                CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK as SHARED,
+                CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN as SHARED_OPTIN,
+            };
+            let shared = match attribute(SHARED_OPTIN).unwrap_or(0) {
+                0 => attribute(SHARED)?,
+                optin => optin,
+            };
+            let units = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
             out.push(DeviceInfo {
                 handle: DeviceHandle::Cuda(ordinal),
                 backend: Backend::Cuda,
                 identity: format!("{PLATFORM}\n{name}\nsm_{major}{minor}\ndriver {version}"),
                 caps: capabilities(warp as u32, threads as usize),
                 takes_linkable: true,
+                limits: Limits {
+                    global_mem_bytes: total as u64,
+                    local_mem_bytes: shared as u64,
+                    compute_units: units as u32,
+                    compute_capability: Some((major as u32, minor as u32)),
+                },
                 name,
                 platform: PLATFORM.into(),
                 vendor: "NVIDIA Corporation".into(),
@@ -150,6 +169,9 @@ fn capabilities(warp: u32, max_threads: usize) -> Capabilities {
 struct Context {
     raw: sys::CUcontext,
     device: sys::CUdevice,
+    /// The stream that runs completion callbacks ([`Event::on_complete`]), made at the first:
+    /// each callback waits there for its event, so no queue's work waits for a callback.
+    callbacks: OnceLock<sys::CUstream>,
 }
 
 // SAFETY: a CUDA context may be made current on any thread; the driver API is thread-safe.
@@ -162,10 +184,38 @@ impl Context {
         // SAFETY: the context is retained until this value drops.
         check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.raw) })
     }
+
+    /// The callback stream (the context is bound).
+    fn callbacks(&self) -> Result<sys::CUstream, Error> {
+        if let Some(&stream) = self.callbacks.get() {
+            return Ok(stream);
+        }
+        let mut raw = ptr::null_mut();
+        // SAFETY: an out-pointer to a local; a stream that does not wait for the null stream.
+        check("cuStreamCreate", unsafe {
+            sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+        })?;
+        if let Err(raw) = self.callbacks.set(raw) {
+            // Another thread made one first: this one goes.
+            // SAFETY: made above, used by nobody.
+            unsafe {
+                let _ = sys::cuStreamDestroy_v2(raw);
+            }
+        }
+        Ok(*self.callbacks.get().unwrap_or(&raw))
+    }
 }
 
 impl Drop for Context {
     fn drop(&mut self) {
+        if let Some(&stream) = self.callbacks.get() {
+            if self.bind().is_ok() {
+                // SAFETY: made once, destroyed once, before the context goes.
+                unsafe {
+                    let _ = sys::cuStreamDestroy_v2(stream);
+                }
+            }
+        }
         // SAFETY: retained once in `Device::open`, released once here.
         unsafe {
             let _ = sys::cuDevicePrimaryCtxRelease_v2(self.device);
@@ -187,7 +237,7 @@ impl Device {
             check("cuDeviceGet", sys::cuDeviceGet(&mut device, ordinal))?;
             check("cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut raw, device))?;
         }
-        Ok(Device { context: Arc::new(Context { raw, device }) })
+        Ok(Device { context: Arc::new(Context { raw, device, callbacks: OnceLock::new() }) })
     }
 
     /// An image's PTX: the object (the JIT linker compiles it), with the specialization
@@ -298,6 +348,7 @@ impl Device {
             cubin,
             work_dim: OnceLock::new(),
             dims: AtomicU32::new(0),
+            launching: Mutex::new(()),
         })))
     }
 
@@ -371,6 +422,9 @@ struct Loaded {
     work_dim: OnceLock<Option<sys::CUdeviceptr>>,
     /// The value last written there (0: none yet).
     dims: AtomicU32,
+    /// Held from writing `__sycl_work_dim` to enqueueing the launch that reads it, so that
+    /// another thread's launch of the module cannot change the value in between.
+    launching: Mutex<()>,
 }
 
 // SAFETY: a module handle may be used from any thread with its context current.
@@ -447,6 +501,35 @@ impl Kernel {
         *self.slot(index) = Slot::Bytes(bytes.to_vec());
     }
 
+    /// The function's largest block (`CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`, which its
+    /// registers may make smaller than the device's) and the warp size.
+    pub(crate) fn work_group_sizes(&self) -> Result<(usize, usize), Error> {
+        let context = &self.module.context;
+        context.bind()?;
+        let (mut threads, mut warp) = (0, 0);
+        // SAFETY: a live function of a loaded module, the device of its context, out-pointers
+        // to locals.
+        unsafe {
+            check(
+                "cuFuncGetAttribute",
+                sys::cuFuncGetAttribute(
+                    &mut threads,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                    self.function,
+                ),
+            )?;
+            check(
+                "cuDeviceGetAttribute",
+                sys::cuDeviceGetAttribute(
+                    &mut warp,
+                    CUdevice_attribute::CU_DEVICE_ATTRIBUTE_WARP_SIZE,
+                    context.device,
+                ),
+            )?;
+        }
+        Ok((threads as usize, warp as usize))
+    }
+
     pub(crate) fn set_local(&mut self, index: u32, size: usize) {
         *self.slot(index) = Slot::Local(size);
     }
@@ -487,13 +570,22 @@ fn default_local(global: &[usize]) -> [usize; 3] {
 }
 
 impl Stream {
+    /// Launches `kernel` after the work `after` stands for (events of this context); the
+    /// event of its completion.
     pub(crate) fn launch(
         &self,
         kernel: &Kernel,
         global: &[usize],
         local: Option<&[usize]>,
-    ) -> Result<(), Error> {
+        after: &[&Event],
+    ) -> Result<Event, Error> {
         self.context.bind()?;
+        for event in after {
+            // SAFETY: a live stream and a live event of its context.
+            check("cuStreamWaitEvent", unsafe {
+                sys::cuStreamWaitEvent(self.raw, event.0.raw, 0)
+            })?;
+        }
         let local = match local {
             Some(given) => {
                 let mut l = [1; 3];
@@ -536,7 +628,7 @@ impl Stream {
             })?;
             kernel.max_dynamic_shared.set(shared);
         }
-        self.set_work_dim(&kernel.module, global.len() as u32)?;
+        let _writing = self.set_work_dim(&kernel.module, global.len() as u32)?;
         // SAFETY: `params` holds one pointer per kernel parameter, each to a value of the
         // parameter's size (the argument check compared them with the kernel's record), alive
         // until the call returns (the driver copies them at launch).
@@ -554,11 +646,35 @@ impl Stream {
                 params.as_mut_ptr(),
                 ptr::null_mut(),
             )
-        })
+        })?;
+        self.record()
     }
 
-    /// Writes the launch's number of dimensions where the module's kernels read it.
-    fn set_work_dim(&self, module: &Loaded, dims: u32) -> Result<(), Error> {
+    /// An event recorded on the stream now: it completes when the work before it does.
+    fn record(&self) -> Result<Event, Error> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: an out-pointer to a local; the context is bound.
+        check("cuEventCreate", unsafe {
+            sys::cuEventCreate(&mut raw, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
+        })?;
+        let event = Event(Arc::new(RawEvent { context: self.context.clone(), raw }));
+        // SAFETY: a live event and stream of one context.
+        check("cuEventRecord", unsafe { sys::cuEventRecord(raw, self.raw) })?;
+        Ok(event)
+    }
+
+    /// Nothing to do: the driver submits work as it is launched.
+    pub(crate) fn flush(&self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// Writes the launch's number of dimensions where the module's kernels read it; the lock
+    /// that keeps it there until the launch is enqueued (`None` when no kernel reads it).
+    fn set_work_dim<'m>(
+        &self,
+        module: &'m Loaded,
+        dims: u32,
+    ) -> Result<Option<std::sync::MutexGuard<'m, ()>>, Error> {
         let address = *module.work_dim.get_or_init(|| {
             let (mut address, mut size) = (0, 0);
             // SAFETY: a live module, out-pointers to locals, a NUL-terminated name.
@@ -573,43 +689,192 @@ impl Stream {
             (found == CUresult::CUDA_SUCCESS && size == 4).then_some(address)
         });
         let Some(address) = address else {
-            return Ok(());
+            return Ok(None);
         };
+        let held = module.launching.lock().unwrap_or_else(|e| e.into_inner());
         if module.dims.swap(dims, Ordering::AcqRel) == dims {
-            return Ok(());
+            return Ok(Some(held));
         }
         // The copy waits for the stream's earlier launches, which may read the old value.
         self.synchronize()?;
         // SAFETY: four bytes from a local into the 4-byte global.
         check("cuMemcpyHtoD", unsafe {
             sys::cuMemcpyHtoD_v2(address, (&dims as *const u32).cast(), 4)
-        })
+        })?;
+        Ok(Some(held))
     }
 
-    pub(crate) fn read(&self, mem: &Memory, out: &mut [u8]) -> Result<(), Error> {
+    /// Copies `out.len()` bytes of `mem` from `offset` into `out`, after the stream's earlier
+    /// work; returns when they are there.
+    pub(crate) fn read(&self, mem: &Memory, offset: usize, out: &mut [u8]) -> Result<(), Error> {
         self.context.bind()?;
-        // SAFETY: `out.len()` bytes into `out` from an allocation at least that large
-        // (callers read whole buffers they allocated with that size); waited for below.
+        // SAFETY: `out.len()` bytes into `out` from within the allocation (the caller checked
+        // `offset + out.len()`); waited for below, before `out` can go.
         check("cuMemcpyDtoHAsync", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(out.as_mut_ptr().cast(), mem.address, out.len(), self.raw)
+            sys::cuMemcpyDtoHAsync_v2(
+                out.as_mut_ptr().cast(),
+                mem.address + offset as u64,
+                out.len(),
+                self.raw,
+            )
         })?;
         self.synchronize()
     }
 
-    pub(crate) fn write(&self, mem: &Memory, data: &[u8]) -> Result<(), Error> {
+    /// Copies `data` into `mem` at `offset`, after the stream's earlier work; returns when
+    /// `data` may go.
+    pub(crate) fn write(&self, mem: &Memory, offset: usize, data: &[u8]) -> Result<(), Error> {
         self.context.bind()?;
-        // SAFETY: `data.len()` bytes from `data` into an allocation at least that large;
-        // waited for below, before `data` can go.
+        // SAFETY: `data.len()` bytes from `data` into the allocation (the caller checked the
+        // range); waited for below, before `data` can go.
         check("cuMemcpyHtoDAsync", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(mem.address, data.as_ptr().cast(), data.len(), self.raw)
+            sys::cuMemcpyHtoDAsync_v2(
+                mem.address + offset as u64,
+                data.as_ptr().cast(),
+                data.len(),
+                self.raw,
+            )
         })?;
         self.synchronize()
+    }
+
+    /// Copies `size` bytes from `src` at `src_offset` to `dst` at `dst_offset` on the device.
+    pub(crate) fn copy(
+        &self,
+        src: &Memory,
+        src_offset: usize,
+        dst: &Memory,
+        dst_offset: usize,
+        size: usize,
+    ) -> Result<Event, Error> {
+        self.context.bind()?;
+        // SAFETY: two allocations of this context; the caller checked both ranges.
+        check("cuMemcpyDtoDAsync", unsafe {
+            sys::cuMemcpyDtoDAsync_v2(
+                dst.address + dst_offset as u64,
+                src.address + src_offset as u64,
+                size,
+                self.raw,
+            )
+        })?;
+        self.record()
+    }
+
+    /// Repeats `pattern` over `size` bytes of `mem` from `offset`: a 1-, 2- or 4-byte pattern
+    /// (or a longer one that repeats one) by the driver's memset; `None` for any other, which
+    /// the caller writes from the host.
+    pub(crate) fn fill(
+        &self,
+        mem: &Memory,
+        pattern: &[u8],
+        offset: usize,
+        size: usize,
+    ) -> Result<Option<Event>, Error> {
+        let Some(unit) = [1, 2, 4].into_iter().find(|&u| {
+            pattern.len().is_multiple_of(u) && pattern.chunks(u).all(|c| c == &pattern[..u])
+        }) else {
+            return Ok(None);
+        };
+        self.context.bind()?;
+        let at = mem.address + offset as u64;
+        // SAFETY: `size / unit` units within the allocation (the caller checked the range,
+        // a multiple of the pattern's size and so of `unit`).
+        let code = unsafe {
+            match unit {
+                1 => sys::cuMemsetD8Async(at, pattern[0], size, self.raw),
+                2 => sys::cuMemsetD16Async(
+                    at,
+                    u16::from_ne_bytes([pattern[0], pattern[1]]),
+                    size / 2,
+                    self.raw,
+                ),
+                _ => sys::cuMemsetD32Async(
+                    at,
+                    u32::from_ne_bytes([pattern[0], pattern[1], pattern[2], pattern[3]]),
+                    size / 4,
+                    self.raw,
+                ),
+            }
+        };
+        check("cuMemsetAsync", code)?;
+        self.record().map(Some)
     }
 
     pub(crate) fn synchronize(&self) -> Result<(), Error> {
         self.context.bind()?;
         // SAFETY: a live stream.
         check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.raw) })
+    }
+}
+
+/// The completion of the work a stream had when the event was recorded.
+#[derive(Clone)]
+pub(crate) struct Event(Arc<RawEvent>);
+
+struct RawEvent {
+    context: Arc<Context>,
+    raw: sys::CUevent,
+}
+
+// SAFETY: an event handle may be used from any thread with its context current.
+unsafe impl Send for RawEvent {}
+// SAFETY: as above; the driver's event calls are thread-safe.
+unsafe impl Sync for RawEvent {}
+
+impl Drop for RawEvent {
+    fn drop(&mut self) {
+        if self.context.bind().is_ok() {
+            // SAFETY: created once, destroyed once (work that waits on it keeps its own hold).
+            unsafe {
+                let _ = sys::cuEventDestroy_v2(self.raw);
+            }
+        }
+    }
+}
+
+/// What `Event::on_complete` hands the driver, boxed twice so its `void *` is thin.
+type Callback = Box<dyn FnOnce() + Send>;
+
+unsafe extern "C" fn completed(data: *mut c_void) {
+    // SAFETY: `data` is the `Box<Callback>` leaked by `on_complete`; the driver calls each
+    // host function once.
+    let done = unsafe { Box::from_raw(data.cast::<Callback>()) };
+    done();
+}
+
+impl Event {
+    /// Blocks until the work completed; its error if it failed.
+    pub(crate) fn wait(&self) -> Result<(), Error> {
+        self.0.context.bind()?;
+        // SAFETY: a live event.
+        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.0.raw) })
+    }
+
+    /// Whether the work completed.
+    pub(crate) fn is_complete(&self) -> Result<bool, Error> {
+        self.0.context.bind()?;
+        // SAFETY: a live event.
+        match unsafe { sys::cuEventQuery(self.0.raw) } {
+            CUresult::CUDA_SUCCESS => Ok(true),
+            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            code => check("cuEventQuery", code).map(|()| true),
+        }
+    }
+
+    /// Calls `done` on a driver thread once the work completed: a host function on the
+    /// context's callback stream, after that stream waits for the event.
+    pub(crate) fn on_complete(&self, done: Callback) -> Result<(), Error> {
+        self.0.context.bind()?;
+        let stream = self.0.context.callbacks()?;
+        // SAFETY: a live stream and event of the bound context.
+        check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(stream, self.0.raw, 0) })?;
+        let data = Box::into_raw(Box::new(done));
+        // SAFETY: `completed` takes `data` back exactly once, when the driver calls it.
+        let launched = unsafe { sys::cuLaunchHostFunc(stream, Some(completed), data.cast()) };
+        check("cuLaunchHostFunc", launched).inspect_err(|_| {
+            // SAFETY: the driver refused the host function, so it never takes `data`.
+            drop(unsafe { Box::from_raw(data) });
+        })
     }
 }
 

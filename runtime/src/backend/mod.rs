@@ -12,13 +12,15 @@
 //! matches on a backend's variant, and no `cfg` of the `cuda` feature reaches above this
 //! room. A failed driver step, or one the device's backend does not have, returns a
 //! [`Failure`] holding the driver's own words (or ours); the build step turns it into
-//! `Error::Build`.
+//! `Error::Build`. [`info`] describes each device as users see it (`sycl_runtime::DeviceInfo`),
+//! from what the backends found.
 
 pub(crate) mod caps;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 #[cfg(not(feature = "cuda"))]
 mod no_cuda;
+pub(crate) mod info;
 pub(crate) mod opencl;
 pub(crate) mod select;
 
@@ -31,11 +33,25 @@ pub(crate) use caps::Capabilities;
 
 use crate::Error;
 
-/// Which driver a device is reached through.
+/// Which driver a device is reached through: the one enum of backends, public as
+/// `sycl_runtime::Backend` (a device's [`DeviceInfo::backend`](crate::DeviceInfo::backend)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Backend {
+#[non_exhaustive]
+pub enum Backend {
+    /// An OpenCL platform's device (Intel's CPU runtime, PoCL, …), through the ICD loader.
     OpenCl,
+    /// An NVIDIA GPU, through the CUDA driver API.
     Cuda,
+}
+
+impl std::fmt::Display for Backend {
+    /// `OpenCL` or `CUDA`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::OpenCl => "OpenCL",
+            Backend::Cuda => "CUDA",
+        })
+    }
 }
 
 /// A device as its driver knows it, before anything is created on it.
@@ -64,6 +80,22 @@ pub(crate) struct DeviceInfo {
     /// the default.
     pub takes_linkable: bool,
     pub caps: Capabilities,
+    /// The device's limits as its driver reports them, for `sycl_runtime::DeviceInfo`.
+    pub limits: Limits,
+}
+
+/// A device's size limits as its driver reports them: plain data, the same for every backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Limits {
+    /// `CL_DEVICE_GLOBAL_MEM_SIZE`; `cuDeviceTotalMem`.
+    pub global_mem_bytes: u64,
+    /// `CL_DEVICE_LOCAL_MEM_SIZE`; `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`
+    /// (the most a launch can raise a kernel's to), else `..._MAX_SHARED_MEMORY_PER_BLOCK`.
+    pub local_mem_bytes: u64,
+    /// `CL_DEVICE_MAX_COMPUTE_UNITS`; `CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`.
+    pub compute_units: u32,
+    /// The compute capability (major, minor) of a CUDA GPU; `None` elsewhere.
+    pub compute_capability: Option<(u32, u32)>,
 }
 
 /// Every device of every backend: CUDA's first (when `libcuda.so.1` loads), then OpenCL's in
@@ -97,6 +129,56 @@ impl Failure {
     fn unsupported(step: &str, why: &str) -> Failure {
         Failure { error: step.into(), log: why.into(), bad_options: false }
     }
+}
+
+/// The completion of one enqueued command (a kernel, a copy), as its driver reports it.
+#[derive(Clone)]
+pub(crate) enum Event {
+    OpenCl(opencl::Event),
+    Cuda(cuda::Event),
+}
+
+impl Event {
+    /// Blocks until the command completed; its error if it failed.
+    pub(crate) fn wait(&self) -> Result<(), Error> {
+        match self {
+            Event::OpenCl(e) => e.wait(),
+            Event::Cuda(e) => e.wait(),
+        }
+    }
+
+    /// Whether the command completed (a failed command is complete; `wait` says how).
+    pub(crate) fn is_complete(&self) -> Result<bool, Error> {
+        match self {
+            Event::OpenCl(e) => e.is_complete(),
+            Event::Cuda(e) => e.is_complete(),
+        }
+    }
+
+    /// Calls `done` once the command completed, on a thread of the driver's (at once when it
+    /// already has). `done` must not block.
+    pub(crate) fn on_complete(&self, done: Box<dyn FnOnce() + Send>) -> Result<(), Error> {
+        match self {
+            Event::OpenCl(e) => e.on_complete(done),
+            Event::Cuda(e) => e.on_complete(done),
+        }
+    }
+}
+
+/// The backend's own events among `after` (no allocation when there are none, as for most
+/// launches); an event of another backend is an error.
+fn events_of<'a, E>(
+    after: &[&'a Event],
+    own: impl Fn(&'a Event) -> Option<&'a E>,
+) -> Result<Vec<&'a E>, Error> {
+    after
+        .iter()
+        .map(|&e| {
+            own(e).ok_or_else(|| {
+                Error::InvalidArgument("an event of another device's backend".into())
+            })
+        })
+        .collect()
 }
 
 /// A device opened for use: its context.
@@ -302,6 +384,19 @@ impl Program {
 }
 
 impl Kernel {
+    /// The kernel's work-group limits on `device` (the device its program was built for):
+    /// the largest work-group it can be launched with, and the multiple of work-items its
+    /// work-groups run best at (OpenCL's `CL_KERNEL_WORK_GROUP_SIZE` and
+    /// `CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE`; CUDA's `MAX_THREADS_PER_BLOCK` of the
+    /// function and the warp size).
+    pub(crate) fn work_group_sizes(&self, device: &Device) -> Result<(usize, usize), Error> {
+        match (self, device) {
+            (Kernel::OpenCl(k), Device::OpenCl(d)) => k.work_group_sizes(d),
+            (Kernel::Cuda(k), Device::Cuda(_)) => k.work_group_sizes(),
+            _ => Err(Error::InvalidArgument("a kernel of another device's backend".into())),
+        }
+    }
+
     pub(crate) fn set_mem(&mut self, index: u32, mem: &Memory) -> Result<(), Error> {
         match (self, mem) {
             (Kernel::OpenCl(k), Memory::OpenCl(m)) => k.set_mem(index, m),
@@ -337,33 +432,102 @@ impl Kernel {
 
 impl Queue {
     /// Enqueues `kernel` over `global` work-items in work-groups of `local` (the driver's
-    /// choice when `None`), as OpenCL defines them.
+    /// choice when `None`), as OpenCL defines them, after the commands `after` stand for
+    /// (events of this device); the event of its completion. Never blocks the host.
     pub(crate) fn enqueue(
         &self,
         kernel: &Kernel,
         global: &[usize],
         local: Option<&[usize]>,
-    ) -> Result<(), Error> {
+        after: &[&Event],
+    ) -> Result<Event, Error> {
         match (self, kernel) {
-            (Queue::OpenCl(q), Kernel::OpenCl(k)) => q.enqueue(k, global, local),
-            (Queue::Cuda(s), Kernel::Cuda(k)) => s.launch(k, global, local),
+            (Queue::OpenCl(q), Kernel::OpenCl(k)) => {
+                let after = events_of(after, |e| match e {
+                    Event::OpenCl(e) => Some(e),
+                    Event::Cuda(_) => None,
+                })?;
+                q.enqueue(k, global, local, &after).map(Event::OpenCl)
+            }
+            (Queue::Cuda(s), Kernel::Cuda(k)) => {
+                let after = events_of(after, |e| match e {
+                    Event::Cuda(e) => Some(e),
+                    Event::OpenCl(_) => None,
+                })?;
+                s.launch(k, global, local, &after).map(Event::Cuda)
+            }
             _ => Err(Error::InvalidArgument("a kernel of another device's backend".into())),
         }
     }
 
-    /// Copies the whole of `mem` into `out` (of its size) after everything enqueued before.
-    pub(crate) fn read(&self, mem: &Memory, out: &mut [u8]) -> Result<(), Error> {
+    /// Submits what was enqueued to the device without waiting for it.
+    pub(crate) fn flush(&self) -> Result<(), Error> {
+        match self {
+            Queue::OpenCl(q) => q.flush(),
+            Queue::Cuda(s) => s.flush(),
+        }
+    }
+
+    /// Copies `out.len()` bytes of `mem` from `offset` into `out` after everything enqueued
+    /// before; returns when they are there. The range lies within `mem` (callers check).
+    pub(crate) fn read(&self, mem: &Memory, offset: usize, out: &mut [u8]) -> Result<(), Error> {
         match (self, mem) {
-            (Queue::OpenCl(q), Memory::OpenCl(m)) => q.read(m, out),
-            (Queue::Cuda(s), Memory::Cuda(m)) => s.read(m, out),
+            (Queue::OpenCl(q), Memory::OpenCl(m)) => q.read(m, offset, out),
+            (Queue::Cuda(s), Memory::Cuda(m)) => s.read(m, offset, out),
             _ => Err(Error::InvalidArgument("a buffer of another device's backend".into())),
         }
     }
 
-    pub(crate) fn write(&self, mem: &Memory, data: &[u8]) -> Result<(), Error> {
+    /// Copies `data` into `mem` at `offset` after everything enqueued before; returns when
+    /// `data` may go. The range lies within `mem` (callers check).
+    pub(crate) fn write(&self, mem: &Memory, offset: usize, data: &[u8]) -> Result<(), Error> {
         match (self, mem) {
-            (Queue::OpenCl(q), Memory::OpenCl(m)) => q.write(m, data),
-            (Queue::Cuda(s), Memory::Cuda(m)) => s.write(m, data),
+            (Queue::OpenCl(q), Memory::OpenCl(m)) => q.write(m, offset, data),
+            (Queue::Cuda(s), Memory::Cuda(m)) => s.write(m, offset, data),
+            _ => Err(Error::InvalidArgument("a buffer of another device's backend".into())),
+        }
+    }
+
+    /// Copies `size` bytes between two buffers of this device, on the device, after
+    /// everything enqueued before. Both ranges lie within their buffers (callers check).
+    pub(crate) fn copy(
+        &self,
+        (src, src_offset): (&Memory, usize),
+        (dst, dst_offset): (&Memory, usize),
+        size: usize,
+    ) -> Result<Event, Error> {
+        match (self, src, dst) {
+            (Queue::OpenCl(q), Memory::OpenCl(s), Memory::OpenCl(d)) => {
+                q.copy(s, src_offset, d, dst_offset, size).map(Event::OpenCl)
+            }
+            (Queue::Cuda(q), Memory::Cuda(s), Memory::Cuda(d)) => {
+                q.copy(s, src_offset, d, dst_offset, size).map(Event::Cuda)
+            }
+            _ => Err(Error::InvalidArgument("a buffer of another device's backend".into())),
+        }
+    }
+
+    /// Repeats `pattern` over `size` bytes of `mem` from `offset` (both multiples of the
+    /// pattern's size, within `mem`), after everything enqueued before; `None` when the
+    /// driver has no fill for this pattern (the caller writes the values from the host).
+    pub(crate) fn fill(
+        &self,
+        mem: &Memory,
+        pattern: &[u8],
+        offset: usize,
+        size: usize,
+    ) -> Result<Option<Event>, Error> {
+        match (self, mem) {
+            (Queue::OpenCl(q), Memory::OpenCl(m)) => {
+                // OpenCL fills with patterns of 1, 2, 4, … 128 bytes.
+                if !pattern.len().is_power_of_two() || pattern.len() > 128 {
+                    return Ok(None);
+                }
+                q.fill(m, pattern, offset, size).map(|e| Some(Event::OpenCl(e)))
+            }
+            (Queue::Cuda(s), Memory::Cuda(m)) => {
+                Ok(s.fill(m, pattern, offset, size)?.map(Event::Cuda))
+            }
             _ => Err(Error::InvalidArgument("a buffer of another device's backend".into())),
         }
     }

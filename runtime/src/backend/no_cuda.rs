@@ -76,6 +76,10 @@ impl Kernel {
     pub(crate) fn set_local(&mut self, _index: u32, _size: usize) {
         match *self {}
     }
+
+    pub(crate) fn work_group_sizes(&self) -> Result<(usize, usize), Error> {
+        match *self {}
+    }
 }
 
 /// A stream, of which this build has none.
@@ -87,15 +91,41 @@ impl Stream {
         _kernel: &Kernel,
         _global: &[usize],
         _local: Option<&[usize]>,
-    ) -> Result<(), Error> {
+        _after: &[&Event],
+    ) -> Result<Event, Error> {
         match *self {}
     }
 
-    pub(crate) fn read(&self, _mem: &Memory, _out: &mut [u8]) -> Result<(), Error> {
+    pub(crate) fn flush(&self) -> Result<(), Error> {
         match *self {}
     }
 
-    pub(crate) fn write(&self, _mem: &Memory, _data: &[u8]) -> Result<(), Error> {
+    pub(crate) fn read(&self, _mem: &Memory, _offset: usize, _out: &mut [u8]) -> Result<(), Error> {
+        match *self {}
+    }
+
+    pub(crate) fn write(&self, _mem: &Memory, _offset: usize, _data: &[u8]) -> Result<(), Error> {
+        match *self {}
+    }
+
+    pub(crate) fn copy(
+        &self,
+        _src: &Memory,
+        _src_offset: usize,
+        _dst: &Memory,
+        _dst_offset: usize,
+        _size: usize,
+    ) -> Result<Event, Error> {
+        match *self {}
+    }
+
+    pub(crate) fn fill(
+        &self,
+        _mem: &Memory,
+        _pattern: &[u8],
+        _offset: usize,
+        _size: usize,
+    ) -> Result<Option<Event>, Error> {
         match *self {}
     }
 
@@ -105,6 +135,24 @@ impl Stream {
 }
 
 /// Device memory, of which this build has none.
+/// An event of a stream, of which this build has none.
+#[derive(Clone)]
+pub(crate) enum Event {}
+
+impl Event {
+    pub(crate) fn wait(&self) -> Result<(), Error> {
+        match *self {}
+    }
+
+    pub(crate) fn is_complete(&self) -> Result<bool, Error> {
+        match *self {}
+    }
+
+    pub(crate) fn on_complete(&self, _done: Box<dyn FnOnce() + Send>) -> Result<(), Error> {
+        match *self {}
+    }
+}
+
 pub(crate) enum Memory {}
 
 impl Memory {

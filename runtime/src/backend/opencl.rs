@@ -11,13 +11,14 @@ use std::ffi::{c_void, CString};
 use std::ptr;
 
 use cl3::types::{
-    cl_command_queue, cl_context, cl_device_id, cl_int, cl_kernel, cl_mem, cl_program, CL_BLOCKING,
+    cl_command_queue, cl_context, cl_device_id, cl_event, cl_int, cl_kernel, cl_mem, cl_program,
+    CL_BLOCKING,
 };
 use sycl_format::aspects::{aspect_number, target_aspect};
 use sycl_format::Target;
 
 use super::caps::{CL_DEVICE_TYPE_ACCELERATOR, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
-use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, SpecValue};
+use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, Limits, SpecValue};
 use crate::Error;
 
 fn cl_err(call: &'static str) -> impl Fn(cl_int) -> Error {
@@ -57,6 +58,8 @@ pub(crate) struct Queried {
     pub single_fp_config: u64,
     /// `CL_DEVICE_SUB_GROUP_SIZES_INTEL`; empty when the device has no sub-groups to offer.
     pub sub_group_sizes: Vec<usize>,
+    /// `CL_DEVICE_GLOBAL_MEM_SIZE`, `CL_DEVICE_LOCAL_MEM_SIZE`, `CL_DEVICE_MAX_COMPUTE_UNITS`.
+    pub limits: Limits,
 }
 
 /// `CL_DEVICE_SUB_GROUP_SIZES_INTEL` (cl_intel_required_subgroup_size).
@@ -80,6 +83,7 @@ pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
             identity: format!("{}\n{}\n{}", q.platform, q.name, q.driver_version),
             caps: Capabilities::of(&q),
             takes_linkable: q.il_version.contains("SPIR-V"),
+            limits: q.limits,
             name: q.name,
             platform: q.platform,
             vendor: q.vendor,
@@ -132,6 +136,12 @@ fn queried_devices() -> Result<Vec<(DeviceId, Queried)>, Error> {
                         .into_iter()
                         .map(|v| v as usize)
                         .collect(),
+                    limits: Limits {
+                        global_mem_bytes: word(cl3::device::CL_DEVICE_GLOBAL_MEM_SIZE),
+                        local_mem_bytes: word(cl3::device::CL_DEVICE_LOCAL_MEM_SIZE),
+                        compute_units: word(cl3::device::CL_DEVICE_MAX_COMPUTE_UNITS) as u32,
+                        compute_capability: None,
+                    },
                 },
             ));
         }
@@ -180,6 +190,83 @@ unsafe impl Sync for Mem {}
 // SAFETY: a kernel may move between threads; it is used by one at a time.
 unsafe impl Send for Kernel {}
 
+/// An event: the completion of one enqueued command. Cloning retains it, dropping releases
+/// it.
+pub(crate) struct Event(cl_event);
+// SAFETY: OpenCL event objects may be used and released from any thread.
+unsafe impl Send for Event {}
+// SAFETY: as above; the calls on an event are thread-safe.
+unsafe impl Sync for Event {}
+
+impl Clone for Event {
+    fn clone(&self) -> Event {
+        // SAFETY: a live event, retained once for the new owner.
+        unsafe {
+            let _ = cl3::event::retain_event(self.0);
+        }
+        Event(self.0)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: each owner releases its reference once.
+        unsafe {
+            let _ = cl3::event::release_event(self.0);
+        }
+    }
+}
+
+/// What `Event::on_complete` hands the driver: the closure to call, boxed twice so that the
+/// driver's `void *` holds a thin pointer.
+type Callback = Box<dyn FnOnce() + Send>;
+
+extern "C" fn completed(_event: cl_event, _status: cl_int, data: *mut std::ffi::c_void) {
+    // SAFETY: `data` is the `Box<Callback>` leaked by `on_complete`, which the driver calls
+    // back exactly once.
+    let done = unsafe { Box::from_raw(data.cast::<Callback>()) };
+    done();
+}
+
+impl Event {
+    /// Blocks until the command completed; its error if it failed.
+    pub(crate) fn wait(&self) -> Result<(), Error> {
+        cl3::event::wait_for_events(&[self.0]).map_err(cl_err("clWaitForEvents"))?;
+        self.status().map(drop)
+    }
+
+    /// Whether the command completed (successfully or not).
+    pub(crate) fn is_complete(&self) -> Result<bool, Error> {
+        self.status()
+    }
+
+    /// Whether the command completed: `CL_COMPLETE`, or a negative status (its error).
+    fn status(&self) -> Result<bool, Error> {
+        let status =
+            cl3::event::get_event_info(self.0, cl3::event::CL_EVENT_COMMAND_EXECUTION_STATUS)
+                .map_err(cl_err("clGetEventInfo"))?;
+        match status {
+            cl3::info_type::InfoType::Int(s) if s < 0 => {
+                Err(Error::Driver { call: "the enqueued command", error: error_name(s) })
+            }
+            cl3::info_type::InfoType::Int(s) => Ok(s == cl3::event::CL_COMPLETE),
+            _ => Ok(false),
+        }
+    }
+
+    /// Calls `done` on a driver thread once the command completed (at once when it already
+    /// has).
+    pub(crate) fn on_complete(&self, done: Callback) -> Result<(), Error> {
+        let data = Box::into_raw(Box::new(done));
+        cl3::event::set_event_callback(self.0, cl3::event::CL_COMPLETE, completed, data.cast())
+            .map_err(|code| {
+                // SAFETY: the driver refused the callback, so it never takes `data`.
+                drop(unsafe { Box::from_raw(data) });
+                cl_err("clSetEventCallback")(code)
+            })
+    }
+}
+
 impl Context {
     pub(crate) fn new(device: DeviceId) -> Result<Context, Error> {
         cl3::context::create_context(&[device.0], ptr::null(), None, ptr::null_mut())
@@ -202,15 +289,31 @@ impl Queue {
         .map_err(cl_err("clCreateCommandQueueWithProperties"))
     }
 
+    /// Enqueues `kernel` after the commands `after` stand for (events of this queue's
+    /// context); the event of its completion.
     pub(crate) fn enqueue(
         &self,
         kernel: &Kernel,
         global: &[usize],
         local: Option<&[usize]>,
-    ) -> Result<(), Error> {
+        after: &[&Event],
+    ) -> Result<Event, Error> {
         let local_ptr = local.map_or(ptr::null(), <[usize]>::as_ptr);
+        // A short wait list on the stack: a launch allocates nothing.
+        let mut waits = [ptr::null_mut(); 8];
+        let heap: Vec<cl_event>;
+        let waits: &[cl_event] = if after.len() <= waits.len() {
+            for (slot, event) in waits.iter_mut().zip(after) {
+                *slot = event.0;
+            }
+            &waits[..after.len()]
+        } else {
+            heap = after.iter().map(|e| e.0).collect();
+            &heap
+        };
         // SAFETY: `global` (and `local`, when given) hold `global.len()` sizes; every argument
-        // of the kernel was set by the caller before enqueueing.
+        // of the kernel was set by the caller before enqueueing; `waits` holds `waits.len()`
+        // live events (their owners hold them until this returns).
         let event = unsafe {
             cl3::command_queue::enqueue_nd_range_kernel(
                 self.0,
@@ -219,64 +322,114 @@ impl Queue {
                 ptr::null(),
                 global.as_ptr(),
                 local_ptr,
-                0,
-                ptr::null(),
+                waits.len() as u32,
+                if waits.is_empty() { ptr::null() } else { waits.as_ptr() },
             )
         }
         .map_err(cl_err("clEnqueueNDRangeKernel"))?;
-        // SAFETY: the event was returned to us and is released once.
-        unsafe {
-            let _ = cl3::event::release_event(event);
-        }
-        Ok(())
+        Ok(Event(event))
     }
 
-    pub(crate) fn read(&self, mem: &Mem, out: &mut [u8]) -> Result<(), Error> {
-        // SAFETY: blocking read of `out.len()` bytes into `out`; the buffer is at least that
-        // large (callers read whole buffers they created with that size).
-        unsafe {
+    /// Submits what was enqueued to the device without waiting for it.
+    pub(crate) fn flush(&self) -> Result<(), Error> {
+        cl3::command_queue::flush(self.0).map_err(cl_err("clFlush"))
+    }
+
+    /// Copies `out.len()` bytes of `mem` from `offset` into `out`, after everything enqueued
+    /// before; returns when they are there.
+    pub(crate) fn read(&self, mem: &Mem, offset: usize, out: &mut [u8]) -> Result<(), Error> {
+        // SAFETY: a blocking read of `out.len()` bytes into `out`; the caller checked that
+        // `offset + out.len()` lies within the buffer.
+        let event = unsafe {
             cl3::command_queue::enqueue_read_buffer(
                 self.0,
                 mem.0,
                 CL_BLOCKING,
-                0,
+                offset,
                 out.len(),
                 out.as_mut_ptr().cast(),
                 0,
                 ptr::null(),
             )
         }
-        .map(|event| {
-            // SAFETY: released once.
-            unsafe {
-                let _ = cl3::event::release_event(event);
-            }
-        })
-        .map_err(cl_err("clEnqueueReadBuffer"))
+        .map_err(cl_err("clEnqueueReadBuffer"))?;
+        drop(Event(event));
+        Ok(())
     }
 
-    pub(crate) fn write(&self, mem: &Mem, data: &[u8]) -> Result<(), Error> {
-        // SAFETY: blocking write of `data.len()` bytes from `data` into a buffer at least
-        // that large.
-        unsafe {
+    /// Copies `data` into `mem` at `offset`, after everything enqueued before; returns when
+    /// `data` may go.
+    pub(crate) fn write(&self, mem: &Mem, offset: usize, data: &[u8]) -> Result<(), Error> {
+        // SAFETY: a blocking write of `data.len()` bytes from `data`; the caller checked that
+        // `offset + data.len()` lies within the buffer.
+        let event = unsafe {
             cl3::command_queue::enqueue_write_buffer(
                 self.0,
                 mem.0,
                 CL_BLOCKING,
-                0,
+                offset,
                 data.len(),
                 data.as_ptr().cast(),
                 0,
                 ptr::null(),
             )
         }
-        .map(|event| {
-            // SAFETY: released once.
-            unsafe {
-                let _ = cl3::event::release_event(event);
-            }
-        })
-        .map_err(cl_err("clEnqueueWriteBuffer"))
+        .map_err(cl_err("clEnqueueWriteBuffer"))?;
+        drop(Event(event));
+        Ok(())
+    }
+
+    /// Copies `size` bytes from `src` at `src_offset` to `dst` at `dst_offset` on the device.
+    pub(crate) fn copy(
+        &self,
+        src: &Mem,
+        src_offset: usize,
+        dst: &Mem,
+        dst_offset: usize,
+        size: usize,
+    ) -> Result<Event, Error> {
+        // SAFETY: two live buffers of this queue's context; the caller checked both ranges.
+        unsafe {
+            cl3::command_queue::enqueue_copy_buffer(
+                self.0,
+                src.0,
+                dst.0,
+                src_offset,
+                dst_offset,
+                size,
+                0,
+                ptr::null(),
+            )
+        }
+        .map(Event)
+        .map_err(cl_err("clEnqueueCopyBuffer"))
+    }
+
+    /// Repeats `pattern` (of 1, 2, 4, … 128 bytes) over `size` bytes of `mem` from `offset`
+    /// (both multiples of the pattern's size).
+    pub(crate) fn fill(
+        &self,
+        mem: &Mem,
+        pattern: &[u8],
+        offset: usize,
+        size: usize,
+    ) -> Result<Event, Error> {
+        // SAFETY: the driver copies `pattern` before returning; the caller checked the range
+        // and the pattern's size.
+        unsafe {
+            cl3::command_queue::enqueue_fill_buffer(
+                self.0,
+                mem.0,
+                pattern.as_ptr().cast(),
+                pattern.len(),
+                offset,
+                size,
+                0,
+                ptr::null(),
+            )
+        }
+        .map(Event)
+        .map_err(cl_err("clEnqueueFillBuffer"))
     }
 
     pub(crate) fn finish(&self) -> Result<(), Error> {
@@ -438,6 +591,26 @@ impl Kernel {
         let name = CString::new(name)
             .map_err(|_| Error::KernelNotFound { kernel: name.into(), searched: vec![] })?;
         cl3::kernel::create_kernel(program.0, &name).map(Kernel).map_err(cl_err("clCreateKernel"))
+    }
+
+    /// `CL_KERNEL_WORK_GROUP_SIZE` and `CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE` on
+    /// `device`, the device of the kernel's program.
+    pub(crate) fn work_group_sizes(&self, device: &Device) -> Result<(usize, usize), Error> {
+        let size = |param| {
+            let value = cl3::kernel::get_kernel_work_group_info(self.0, device.id.0, param)
+                .map_err(cl_err("clGetKernelWorkGroupInfo"))?;
+            match value {
+                cl3::info_type::InfoType::Size(size) => Ok(size),
+                _ => Err(Error::Driver {
+                    call: "clGetKernelWorkGroupInfo",
+                    error: error_name(cl3::error_codes::CL_INVALID_VALUE),
+                }),
+            }
+        };
+        Ok((
+            size(cl3::kernel::CL_KERNEL_WORK_GROUP_SIZE)?,
+            size(cl3::kernel::CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE)?,
+        ))
     }
 
     pub(crate) fn set_mem(&self, index: u32, mem: &Mem) -> Result<(), Error> {

@@ -29,7 +29,9 @@ pub(crate) use hint::Step;
 pub(crate) use options::{Options, SpecValues};
 pub(crate) use spir::can_translate;
 
-use crate::backend::{self, Capabilities, DeviceInfo, Failure, Kernel, Memory, Object, Program};
+use crate::backend::{
+    self, info, Capabilities, DeviceInfo, Failure, Kernel, Memory, Object, Program,
+};
 use crate::registry::{BinaryId, ImageId, Registry};
 use crate::resolve::{self, ForDevice, Plan};
 use crate::trace::trace;
@@ -41,6 +43,8 @@ use spir::{link_to_spir, rewrite_for_device, SPIR_REWRITES};
 /// Per-device state: the opened device and the caches built on it.
 pub(crate) struct DeviceState {
     pub name: String,
+    /// The device as users see it (`Queue::device`).
+    pub info: info::DeviceInfo,
     /// Platform, device and driver: what the persistent cache key needs of the device.
     identity: String,
     pub caps: Capabilities,
@@ -96,13 +100,15 @@ struct Caches {
 }
 
 impl DeviceState {
-    pub(crate) fn new(info: &DeviceInfo) -> Result<DeviceState, Error> {
+    /// The device a backend `found`, opened; `info` is how users see it.
+    pub(crate) fn new(found: &DeviceInfo, info: info::DeviceInfo) -> Result<DeviceState, Error> {
         Ok(DeviceState {
-            name: info.name.clone(),
-            identity: info.identity.clone(),
-            forms: info.caps.forms(),
-            caps: info.caps.clone(),
-            device: backend::Device::open(info)?,
+            name: found.name.clone(),
+            info,
+            identity: found.identity.clone(),
+            forms: found.caps.forms(),
+            caps: found.caps.clone(),
+            device: backend::Device::open(found)?,
             caches: Mutex::default(),
         })
     }

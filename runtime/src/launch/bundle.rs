@@ -170,7 +170,8 @@ struct Inner {
     programs: Vec<Linked>,
 }
 
-/// A set of device images for one device, in state `S`.
+/// A set of device images for one device, in state `S`. `Send + Sync`: a cheap handle to
+/// shared, immutable state.
 pub struct KernelBundle<S: BundleState> {
     inner: Arc<Inner>,
     _s: PhantomData<S>,

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use sycl_format::{KernelParam, ParamKind};
 
 use super::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
+use super::event::Event;
 use super::queue::{as_bytes, Buffer, LastLaunch, Pod, Queue};
-use crate::backend::{Memory, Program};
+use crate::backend::{self, Memory, Program};
 use crate::build::{DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues};
 use crate::process::runtime;
 use crate::registry::Registry;
@@ -36,8 +37,15 @@ impl Queue {
             local: None,
             spec: SpecValues::default(),
             bundle: None,
+            after: Vec::new(),
             _range: PhantomData,
         }
+    }
+
+    /// Submits what was enqueued to the device without waiting for it (OpenCL's `clFlush`;
+    /// the CUDA driver submits at once).
+    pub fn flush(&self) -> Result<(), Error> {
+        self.inner.queue.flush()
     }
 }
 
@@ -53,7 +61,8 @@ pub trait KernelArg {
 pub struct ArgValue(Arg);
 
 enum Arg {
-    Mem(Arc<Memory>),
+    /// A buffer, with the device it lives on.
+    Mem(Arc<Memory>, Arc<DeviceState>),
     /// The value's bytes and its Rust type, for messages.
     Bytes(Vec<u8>, &'static str),
     /// Bytes of local memory per work-group.
@@ -63,7 +72,7 @@ enum Arg {
 impl Arg {
     fn describe(&self) -> String {
         match self {
-            Arg::Mem(_) => "a buffer".into(),
+            Arg::Mem(..) => "a buffer".into(),
             Arg::Bytes(bytes, ty) => format!("{ty} ({} bytes)", bytes.len()),
             Arg::Local(bytes) => format!("local memory ({bytes} bytes)"),
         }
@@ -72,7 +81,7 @@ impl Arg {
 
 impl<T: Pod> KernelArg for &Buffer<T> {
     fn to_arg(&self) -> ArgValue {
-        ArgValue(Arg::Mem(self.mem.clone()))
+        ArgValue(Arg::Mem(self.mem.clone(), self.queue().state()))
     }
 }
 
@@ -120,7 +129,7 @@ fn check_arguments(kernel: &str, params: &[KernelParam], args: &[ArgValue]) -> R
     }
     for (i, (param, ArgValue(arg))) in params.iter().zip(args).enumerate() {
         let wanted = match (param.kind, arg) {
-            (ParamKind::Global | ParamKind::Constant, Arg::Mem(_))
+            (ParamKind::Global | ParamKind::Constant, Arg::Mem(..))
             | (ParamKind::Local, Arg::Local(_)) => continue,
             (ParamKind::Scalar | ParamKind::Struct, Arg::Bytes(bytes, _))
                 if param.size == 0 || bytes.len() == param.size as usize =>
@@ -178,6 +187,8 @@ pub struct Launch<'q, R = GlobalRange> {
     local: Option<Range>,
     spec: SpecValues,
     bundle: Option<(KernelBundle<Executable>, Option<Selector>)>,
+    /// Events the launch waits for (empty for most: nothing is allocated).
+    after: Vec<Event>,
     _range: PhantomData<R>,
 }
 
@@ -197,7 +208,7 @@ impl<'q, R> Launch<'q, R> {
 
     /// The global range: one to three dimensions (`[n]`, `[w, h]`, `[w, h, d]`).
     pub fn global<const N: usize>(self, dims: [usize; N]) -> Launch<'q, GlobalRange> {
-        let Launch { queue, kernel, args, local, spec, bundle, .. } = self;
+        let Launch { queue, kernel, args, local, spec, bundle, after, .. } = self;
         Launch {
             queue,
             kernel,
@@ -206,6 +217,7 @@ impl<'q, R> Launch<'q, R> {
             local,
             spec,
             bundle,
+            after,
             _range: PhantomData,
         }
     }
@@ -221,6 +233,14 @@ impl<'q, R> Launch<'q, R> {
         self.spec
             .0
             .insert(constant.name().to_string(), as_bytes(std::slice::from_ref(&value)).to_vec());
+        self
+    }
+
+    /// Runs the kernel only after the commands `events` stand for completed: events of any
+    /// queue on this launch's device (an event of another device is refused by
+    /// [`Launch::run`]). Two queues' work is ordered this way without the host waiting.
+    pub fn after(mut self, events: &[&Event]) -> Self {
+        self.after.extend(events.iter().map(|&e| e.clone()));
         self
     }
 
@@ -244,13 +264,22 @@ impl<'q, R> Launch<'q, R> {
 }
 
 impl Launch<'_, GlobalRange> {
-    /// Resolves, builds (or takes from the cache) and enqueues the kernel.
-    pub fn run(self) -> Result<(), Error> {
-        let Launch { queue, kernel, args, global, local, spec, bundle, .. } = self;
+    /// Resolves, builds (or takes from the cache) and enqueues the kernel; the event of its
+    /// completion. The host does not wait for the kernel: [`Event::wait`], a read of a buffer
+    /// (which waits for everything the queue was given before it), or [`Queue::wait`] does.
+    pub fn run(self) -> Result<Event, Error> {
+        let Launch { queue, kernel, args, global, local, spec, bundle, after, .. } = self;
         check_ranges(kernel, &global, local.as_ref())?;
+        if let Some(other) = after.iter().find(|e| !Arc::ptr_eq(&e.device, &queue.inner.device)) {
+            return Err(Error::InvalidArgument(format!(
+                "kernel `{kernel}` on {}: it cannot wait for an event of another device ({})",
+                queue.inner.device.name, other.device.name
+            )));
+        }
+        let after: Vec<&backend::Event> = after.iter().map(|e| &e.event).collect();
         let (global, local) = (global.dims(), local.as_ref().map(Range::dims));
         if bundle.is_none() && spec.0.is_empty() {
-            return queue.launch_plain(kernel, &args, global, local);
+            return queue.launch_plain(kernel, &args, global, local, &after);
         }
         let (registry, program) = match bundle {
             Some((bundle, select)) => {
@@ -281,9 +310,9 @@ impl Launch<'_, GlobalRange> {
         };
         let device = &queue.inner.device;
         let k = device.take_kernel(&program, kernel)?;
-        let k = queue.enqueue(&registry, kernel, k, &args, global, local)?;
+        let (k, event) = queue.enqueue(&registry, kernel, k, &args, global, local, &after)?;
         device.return_kernel(&program, kernel, k);
-        Ok(())
+        Ok(Event::new(event, device.clone()))
     }
 }
 
@@ -297,7 +326,8 @@ impl Queue {
         args: &[ArgValue],
         global: &[usize],
         local: Option<&[usize]>,
-    ) -> Result<(), Error> {
+        after: &[&backend::Event],
+    ) -> Result<Event, Error> {
         let rt = runtime();
         let registry = rt.registry();
         let last = self.inner.last.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -318,7 +348,8 @@ impl Queue {
                 (kernel.to_string(), program, object)
             }
         };
-        let object = self.enqueue(&registry, kernel, object, args, global, local)?;
+        let (object, event) =
+            self.enqueue(&registry, kernel, object, args, global, local, after)?;
         let mut slot = self.inner.last.lock().unwrap_or_else(|e| e.into_inner());
         // Another thread's launch may have filled the slot meanwhile: its object is pooled
         // (unless it was resolved in a registry that is gone).
@@ -328,11 +359,13 @@ impl Queue {
                 self.inner.device.return_kernel(&other.program, &other.kernel, other.object);
             }
         }
-        Ok(())
+        Ok(Event::new(event, self.inner.device.clone()))
     }
 
-    /// Sets the arguments and enqueues; the kernel object comes back for reuse unless that
-    /// failed (then it is dropped, never pooled with arguments it may not have).
+    /// Sets the arguments and enqueues after `after`; the kernel object comes back for reuse
+    /// with the launch's event, unless that failed (then it is dropped, never pooled with
+    /// arguments it may not have).
+    #[allow(clippy::too_many_arguments)]
     fn enqueue(
         &self,
         registry: &Registry,
@@ -341,23 +374,37 @@ impl Queue {
         args: &[ArgValue],
         global: &[usize],
         local: Option<&[usize]>,
-    ) -> Result<PooledKernel, Error> {
+        after: &[&backend::Event],
+    ) -> Result<(PooledKernel, backend::Event), Error> {
         let signature = object
             .signature
             .get_or_insert_with(|| Signature(signature(&self.inner.device, registry, kernel)));
         if let Signature(Some(params)) = signature {
             check_arguments(kernel, params, args)?;
         }
+        for (i, ArgValue(arg)) in args.iter().enumerate() {
+            if let Arg::Mem(_, device) = arg {
+                if !Arc::ptr_eq(device, &self.inner.device) {
+                    return Err(Error::InvalidArgument(format!(
+                        "kernel `{kernel}` argument {i}: a buffer of {} given to a launch on {}: \
+                         copy it to a buffer of the launch's device (read, then write)",
+                        device.name, self.inner.device.name
+                    )));
+                }
+            }
+        }
         set_arguments(&mut object, args).map_err(|(i, e)| {
             Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
         })?;
-        self.inner.queue.enqueue(&object.kernel, global, local).map_err(|e| match e {
-            Error::Driver { call, error } => {
-                Error::KernelCall { kernel: kernel.to_string(), call, error }
-            }
-            e => e,
-        })?;
-        Ok(object)
+        let event = self.inner.queue.enqueue(&object.kernel, global, local, after).map_err(
+            |e| match e {
+                Error::Driver { call, error } => {
+                    Error::KernelCall { kernel: kernel.to_string(), call, error }
+                }
+                e => e,
+            },
+        )?;
+        Ok((object, event))
     }
 }
 
@@ -375,8 +422,7 @@ impl Queue {
         set_arguments(&mut object, args).map_err(|(i, e)| {
             Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
         })?;
-        self.inner.queue.enqueue(&object.kernel, global, None)?;
-        self.inner.queue.finish()
+        self.inner.queue.enqueue(&object.kernel, global, None, &[])?.wait()
     }
 }
 
@@ -441,7 +487,9 @@ fn set_arguments(k: &mut PooledKernel, args: &[ArgValue]) -> Result<(), (usize, 
     k.set.truncate(args.len());
     for (i, arg) in args.iter().enumerate() {
         let unchanged = match (&arg.0, k.set.get(i)) {
-            (Arg::Mem(mem), Some(SetArg::Mem(was))) => std::ptr::eq(was.as_ptr(), Arc::as_ptr(mem)),
+            (Arg::Mem(mem, _), Some(SetArg::Mem(was))) => {
+                std::ptr::eq(was.as_ptr(), Arc::as_ptr(mem))
+            }
             (Arg::Bytes(bytes, _), Some(SetArg::Bytes(was))) => was == bytes,
             (Arg::Local(size), Some(SetArg::Local(was))) => was == size,
             _ => false,
@@ -450,7 +498,7 @@ fn set_arguments(k: &mut PooledKernel, args: &[ArgValue]) -> Result<(), (usize, 
             continue;
         }
         let now = match &arg.0 {
-            Arg::Mem(mem) => {
+            Arg::Mem(mem, _) => {
                 k.kernel.set_mem(i as u32, mem).map(|()| SetArg::Mem(Arc::downgrade(mem)))
             }
             Arg::Bytes(bytes, _) => {

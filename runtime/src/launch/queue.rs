@@ -31,7 +31,39 @@ pub(crate) fn as_bytes<T: Pod>(data: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(data.as_ptr().cast(), std::mem::size_of_val(data)) }
 }
 
+/// `data`'s bytes, to be overwritten.
+fn as_bytes_mut<T: Pod>(data: &mut [T]) -> &mut [u8] {
+    // SAFETY: `T: Pod` has no padding and no invalid bit pattern, so any bytes written through
+    // the slice leave valid values of `T`; the borrow is exclusive for the slice's life.
+    unsafe { std::slice::from_raw_parts_mut(data.as_mut_ptr().cast(), std::mem::size_of_val(data)) }
+}
+
+/// `len` values of `T` that are all zero bytes (a valid value of every `Pod` type).
+fn zeroed<T: Pod>(len: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(len);
+    // SAFETY: the capacity holds `len` values; all-zero bytes are a valid `T` (`T: Pod`).
+    unsafe {
+        std::ptr::write_bytes(out.as_mut_ptr(), 0, len);
+        out.set_len(len);
+    }
+    out
+}
+
+/// `len` values of `T` in bytes, or the error that names the overflow.
+fn byte_size<T>(len: usize) -> Result<usize, Error> {
+    len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{len} values of {} ({} bytes each) overflow the address space",
+            std::any::type_name::<T>(),
+            std::mem::size_of::<T>()
+        ))
+    })
+}
+
 /// An in-order command queue on one device.
+///
+/// `Send + Sync`: clone it (a cheap handle to one queue) or share a reference; threads may
+/// launch on one queue at once, and each kernel is still built once per device.
 #[derive(Clone)]
 pub struct Queue {
     pub(super) inner: Arc<QueueInner>,
@@ -94,8 +126,19 @@ impl Queue {
 
     /// A buffer of `len` elements, uninitialised on the device.
     pub fn buffer<T: Pod>(&self, len: usize) -> Result<Buffer<T>, Error> {
-        let mem = self.inner.device.device.alloc(len * std::mem::size_of::<T>())?;
+        let mem = self.inner.device.device.alloc(byte_size::<T>(len)?)?;
         Ok(Buffer { mem: Arc::new(mem), len, queue: self.clone(), _t: PhantomData })
+    }
+
+    /// A buffer of `len` elements, every byte zero (filled on the device).
+    pub fn buffer_zeroed<T: Pod>(&self, len: usize) -> Result<Buffer<T>, Error> {
+        let buffer = self.buffer::<T>(len)?;
+        let bytes = byte_size::<T>(len)?;
+        match self.inner.queue.fill(&buffer.mem, &[0], 0, bytes)? {
+            Some(filled) => filled.wait()?,
+            None => buffer.write(&zeroed(len))?,
+        }
+        Ok(buffer)
     }
 
     /// A buffer holding a copy of `data`.
@@ -111,7 +154,8 @@ impl Queue {
     }
 }
 
-/// Device memory holding `len` values of `T`.
+/// Device memory holding `len` values of `T`. `Send + Sync`: reads and writes go through its
+/// queue, in order with the launches given to that queue before them.
 pub struct Buffer<T: Pod> {
     pub(super) mem: Arc<Memory>,
     len: usize,
@@ -130,17 +174,30 @@ impl<T: Pod> Buffer<T> {
         self.len == 0
     }
 
-    /// Copies the buffer to the host, after everything submitted before.
+    /// The queue its reads, writes and copies go through.
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// Copies the buffer to the host, after everything submitted to its queue before.
     pub fn read(&self) -> Result<Vec<T>, Error> {
-        let mut out = vec![0u8; self.len * std::mem::size_of::<T>()];
-        self.queue.inner.queue.read(&self.mem, &mut out)?;
-        // Copy element by element out of the byte vector, which has no alignment for T.
-        Ok(out
-            .chunks_exact(std::mem::size_of::<T>().max(1))
-            .take(self.len)
-            // SAFETY: each chunk has `size_of::<T>()` bytes, and any bit pattern is a valid `T`.
-            .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<T>()) })
-            .collect())
+        let mut out = zeroed(self.len);
+        self.read_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Copies the buffer into `out`, which holds exactly [`Buffer::len`] values, after
+    /// everything submitted to its queue before; allocates nothing.
+    pub fn read_into(&self, out: &mut [T]) -> Result<(), Error> {
+        self.read_range(0..self.len, out)
+    }
+
+    /// Copies the values at `range` into `out`, which holds as many, after everything
+    /// submitted to its queue before; allocates nothing.
+    pub fn read_range(&self, range: std::ops::Range<usize>, out: &mut [T]) -> Result<(), Error> {
+        self.check_range("reading", &range, out.len())?;
+        let offset = range.start * std::mem::size_of::<T>();
+        self.queue.inner.queue.read(&self.mem, offset, as_bytes_mut(out))
     }
 
     /// Overwrites the buffer with `data`, which must have exactly `len` elements.
@@ -152,6 +209,75 @@ impl<T: Pod> Buffer<T> {
                 self.len
             )));
         }
-        self.queue.inner.queue.write(&self.mem, as_bytes(data))
+        self.write_at(0, data)
+    }
+
+    /// Overwrites the values from `offset` on with `data`, after everything submitted to the
+    /// buffer's queue before.
+    pub fn write_at(&self, offset: usize, data: &[T]) -> Result<(), Error> {
+        let end = offset.saturating_add(data.len());
+        self.check_range("writing", &(offset..end), data.len())?;
+        let bytes = offset * std::mem::size_of::<T>();
+        self.queue.inner.queue.write(&self.mem, bytes, as_bytes(data))
+    }
+
+    /// Copies every value of `src`, a buffer of as many on the same device, into this one,
+    /// on the device; returns when the copy is done. The copy comes after everything
+    /// submitted to both buffers' queues before.
+    pub fn copy_from(&self, src: &Buffer<T>) -> Result<(), Error> {
+        if !Arc::ptr_eq(&self.queue.inner.device, &src.queue.inner.device) {
+            return Err(Error::InvalidArgument(format!(
+                "copying a buffer of {} into a buffer of {}: copies between devices go \
+                 through the host (read, then write)",
+                src.queue.inner.device.name, self.queue.inner.device.name
+            )));
+        }
+        if src.len != self.len {
+            return Err(Error::InvalidArgument(format!(
+                "copying a buffer of {} values into a buffer of {}",
+                src.len, self.len
+            )));
+        }
+        if !Arc::ptr_eq(&self.queue.inner, &src.queue.inner) {
+            src.queue.wait()?;
+        }
+        let bytes = byte_size::<T>(self.len)?;
+        self.queue.inner.queue.copy((&src.mem, 0), (&self.mem, 0), bytes)?.wait()
+    }
+
+    /// Sets every value to `value`, on the device where the driver can (otherwise from the
+    /// host); returns when it is done.
+    pub fn fill(&self, value: T) -> Result<(), Error> {
+        let bytes = byte_size::<T>(self.len)?;
+        let pattern = as_bytes(std::slice::from_ref(&value));
+        match self.queue.inner.queue.fill(&self.mem, pattern, 0, bytes)? {
+            Some(filled) => filled.wait(),
+            None => self.write(&vec![value; self.len]),
+        }
+    }
+
+    /// That `range` lies within the buffer and that the host side holds `host` values, as
+    /// many as it spans.
+    fn check_range(
+        &self,
+        what: &str,
+        range: &std::ops::Range<usize>,
+        host: usize,
+    ) -> Result<(), Error> {
+        if range.start > range.end || range.end > self.len {
+            return Err(Error::InvalidArgument(format!(
+                "{what} values {}..{} of a buffer of {}",
+                range.start, range.end, self.len
+            )));
+        }
+        if range.len() != host {
+            return Err(Error::InvalidArgument(format!(
+                "{what} values {}..{} ({} values) with {host} on the host",
+                range.start,
+                range.end,
+                range.len()
+            )));
+        }
+        Ok(())
     }
 }

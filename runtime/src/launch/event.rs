@@ -1,0 +1,112 @@
+//! Events: what an asynchronous command hands back. An [`Event`] is waited for
+//! ([`Event::wait`], [`wait_all`]), asked ([`Event::is_complete`]), awaited (it is a
+//! [`Future`], woken by the driver's own completion callback: `clSetEventCallback`, or a host
+//! function on a CUDA stream that waits for the event; no thread polls), and given to a launch
+//! on any queue of the same device to order it after ([`crate::Launch::after`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
+
+use crate::backend;
+use crate::build::DeviceState;
+use crate::Error;
+
+/// The completion of a command enqueued on a queue: a kernel launch today. Cheap to clone
+/// (every clone stands for the same command); `Send + Sync`, so it can be waited for or
+/// awaited on any thread.
+#[derive(Clone)]
+pub struct Event {
+    pub(crate) event: backend::Event,
+    /// The device the command runs on: an event orders only launches of the same device.
+    pub(crate) device: Arc<DeviceState>,
+    /// The waker of the task awaiting the event, once one polled it.
+    wakeup: Arc<OnceLock<Wakeup>>,
+}
+
+/// Where the driver's completion callback finds the task to wake.
+#[derive(Default)]
+struct Wakeup {
+    done: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Event {
+    pub(crate) fn new(event: backend::Event, device: Arc<DeviceState>) -> Event {
+        Event { event, device, wakeup: Arc::default() }
+    }
+
+    /// Blocks until the command completed; its error, if it failed.
+    pub fn wait(&self) -> Result<(), Error> {
+        self.event.wait()
+    }
+
+    /// Whether the command completed (a command that failed is complete: [`Event::wait`]
+    /// returns its error).
+    pub fn is_complete(&self) -> bool {
+        self.event.is_complete().unwrap_or(true)
+    }
+
+    /// The name of the device the command runs on.
+    pub fn device_name(&self) -> &str {
+        &self.device.name
+    }
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("device", &self.device.name)
+            .field("complete", &self.is_complete())
+            .finish()
+    }
+}
+
+/// Blocks until every one of `events` completed; the first error among them.
+pub fn wait_all(events: &[&Event]) -> Result<(), Error> {
+    let mut first = Ok(());
+    for event in events {
+        if let Err(e) = event.wait() {
+            first = first.and(Err(e));
+        }
+    }
+    first
+}
+
+impl Future for Event {
+    type Output = Result<(), Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if this.event.is_complete()? {
+            return Poll::Ready(this.event.wait());
+        }
+        let mut first = false;
+        let wakeup = this.wakeup.get_or_init(|| {
+            first = true;
+            Wakeup::default()
+        });
+        *wakeup.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        if first {
+            // The driver's callback holds the shared state until it runs, once.
+            let shared = this.wakeup.clone();
+            this.event.on_complete(Box::new(move || {
+                if let Some(wakeup) = shared.get() {
+                    wakeup.done.store(true, Ordering::Release);
+                    if let Some(waker) =
+                        wakeup.waker.lock().unwrap_or_else(|e| e.into_inner()).take()
+                    {
+                        waker.wake();
+                    }
+                }
+            }))?;
+        }
+        // The callback may have run before the waker was stored: ask again.
+        if wakeup.done.load(Ordering::Acquire) || this.event.is_complete()? {
+            return Poll::Ready(this.event.wait());
+        }
+        Poll::Pending
+    }
+}

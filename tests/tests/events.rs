@@ -1,0 +1,100 @@
+//! Events on both CPU devices: launches on two queues ordered by an event alone, every kind
+//! of wait, an event awaited as a future, an event of another device refused, and one queue
+//! shared by threads (kernels compiled once, 1-D and 2-D ranges of one module at once).
+
+use sycl_tests::{run_fixture_args, stderr, stdout};
+
+fn scenario(device: &str, args: &[&str]) -> (String, String) {
+    let out = run_fixture_args("events-app", args, &[("SYCL_DEVICE", device)]);
+    let (o, trace) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{args:?} on {device}: {o}{trace}");
+    (o, trace)
+}
+
+#[test]
+fn a_launch_waits_for_an_event_of_another_queue_and_every_wait_works() {
+    for device in ["intel", "pocl"] {
+        let (out, _) = scenario(device, &["order"]);
+        assert_eq!(
+            out.lines().collect::<Vec<_>>(),
+            [
+                "after the other queue's event: 42 x 1024",
+                "complete once waited: true true",
+                "wait_all: 44 x 1024",
+            ],
+            "on {device}"
+        );
+    }
+}
+
+#[test]
+fn an_event_is_a_future_woken_by_the_driver() {
+    for device in ["intel", "pocl"] {
+        let (out, _) = scenario(device, &["await"]);
+        assert_eq!(out, "awaited: 7 x 1024 (polls: few)\n", "on {device}");
+    }
+}
+
+#[test]
+fn an_event_of_another_device_is_refused_naming_both() {
+    let (out, _) = scenario("intel", &["other-device", "pocl"]);
+    assert!(
+        out.starts_with("an event of another device: invalid argument: kernel `add_one` on ")
+            && out.contains("it cannot wait for an event of another device"),
+        "{out}"
+    );
+}
+
+#[test]
+fn one_queue_shared_by_threads_compiles_each_kernel_once() {
+    for device in ["intel", "pocl"] {
+        let (out, trace) = scenario(device, &["threads"]);
+        assert_eq!(out, "8 threads on one queue: ok\n", "on {device}");
+        // One source, one image: one link for every thread and kernel (and on Intel's
+        // runtime, which compiles images one by one, one compile; PoCL compiles none).
+        let count = |step: &str| trace.lines().filter(|l| l.starts_with(step)).count();
+        assert_eq!(count("sycl: link "), 1, "one link on {device}:\n{trace}");
+        assert_eq!(count("sycl: compile "), usize::from(device == "intel"), "{device}:\n{trace}");
+    }
+}
+
+#[test]
+fn buffers_read_write_copy_and_fill_in_place_and_refuse_mistakes() {
+    for (device, other) in [("intel", "pocl"), ("pocl", "intel")] {
+        let (out, _) = scenario(device, &["memory", other]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[..12],
+            [
+                "zeroed: 0 x 1024",
+                "filled, values 10..20: 7 x 10",
+                "written at 5: [7, 7, 1, 2, 3, 7, 7]",
+                "copied twice: true",
+                "a 12-byte fill: [[1, 2, 3], [1, 2, 3], [1, 2, 3], [1, 2, 3], [1, 2, 3]]",
+                "a range past the end: invalid argument: reading values 1000..1100 of a buffer of 1024",
+                "a range and a slice of two lengths: invalid argument: reading values 0..10 (10 values) with 5 on the host",
+                "a write past the end: invalid argument: writing values 1023..1025 of a buffer of 1024",
+                "a copy of another length: invalid argument: copying a buffer of 512 values into a buffer of 1024",
+                "a size that overflows: invalid argument: 4611686018427387903 values of u64 (8 bytes each) overflow the address space",
+                lines[10],
+                lines[11],
+            ],
+            "on {device}"
+        );
+        assert!(
+            lines[10]
+                .starts_with("a copy from another device: invalid argument: copying a buffer of ")
+                && lines[10]
+                    .ends_with("copies between devices go through the host (read, then write)"),
+            "{}",
+            lines[10]
+        );
+        assert!(
+            lines[11].starts_with("a buffer of another device: invalid argument: kernel `add_one` argument 0: a buffer of ")
+                && lines[11].contains(" given to a launch on "),
+            "{}",
+            lines[11]
+        );
+        assert_eq!(lines.len(), 12, "{out}");
+    }
+}
