@@ -51,7 +51,7 @@ pub use launch::bundle::{
     BuildProperty, BundleState, DeviceImage, Executable, Input, KernelBundle, Object, SpecConstant,
 };
 pub use launch::device::{devices, Backend, DeviceInfo, DeviceType, WorkGroupSizes};
-pub use launch::event::{wait_all, Event};
+pub use launch::event::{wait_all, Event, Profile};
 pub use launch::kernel::{GlobalRange, KernelArg, Launch, Local, NoGlobalRange};
 pub use launch::queue::{Buffer, Pod, Queue};
 pub use process::{compile_object_for, DEVICE_ENV};

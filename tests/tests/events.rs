@@ -98,3 +98,25 @@ fn buffers_read_write_copy_and_fill_in_place_and_refuse_mistakes() {
         assert_eq!(lines.len(), 12, "{out}");
     }
 }
+
+#[test]
+fn a_profiled_queue_times_its_kernels_on_the_device() {
+    for device in ["intel", "pocl"] {
+        let (out, _) = scenario(device, &["profile"]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[..3],
+            [
+                "ordered: true",
+                "elapsed is end - start: true",
+                "elapsed within the host's wait: true"
+            ],
+            "on {device}"
+        );
+        assert!(
+            lines[3].starts_with("unprofiled: invalid argument: profiling an event of a queue on ")
+                && lines[3].ends_with("made without profiling: make the queue with Queue::with_device_profiled or Queue::profiled"),
+            "{out}"
+        );
+    }
+}

@@ -352,12 +352,18 @@ impl Device {
         })))
     }
 
-    pub(crate) fn stream(&self) -> Result<Stream, Error> {
+    /// A stream; with `profiled`, each launch's event carries timing (an event recorded at
+    /// the stream's creation is the origin of its timestamps).
+    pub(crate) fn stream(&self, profiled: bool) -> Result<Stream, Error> {
         self.context.bind()?;
         let mut raw = ptr::null_mut();
         // SAFETY: an out-pointer to a local; flags 0 is a blocking stream.
         check("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut raw, 0) })?;
-        Ok(Stream { context: self.context.clone(), raw })
+        let mut stream = Stream { context: self.context.clone(), raw, origin: None };
+        if profiled {
+            stream.origin = Some(stream.record_raw(true)?);
+        }
+        Ok(stream)
     }
 
     pub(crate) fn alloc(&self, bytes: usize) -> Result<Memory, Error> {
@@ -539,6 +545,9 @@ impl Kernel {
 pub(crate) struct Stream {
     context: Arc<Context>,
     raw: sys::CUstream,
+    /// On a profiled stream, the event recorded at its creation: launches' timestamps count
+    /// from it.
+    origin: Option<Arc<RawEvent>>,
 }
 
 // SAFETY: a stream may be used from any thread with its context current.
@@ -583,7 +592,7 @@ impl Stream {
         for event in after {
             // SAFETY: a live stream and a live event of its context.
             check("cuStreamWaitEvent", unsafe {
-                sys::cuStreamWaitEvent(self.raw, event.0.raw, 0)
+                sys::cuStreamWaitEvent(self.raw, event.end.raw, 0)
             })?;
         }
         let local = match local {
@@ -629,6 +638,11 @@ impl Stream {
             kernel.max_dynamic_shared.set(shared);
         }
         let _writing = self.set_work_dim(&kernel.module, global.len() as u32)?;
+        // On a profiled stream, the kernel's start is an event recorded right before it.
+        let start = match self.origin {
+            Some(_) => Some(self.record_raw(true)?),
+            None => None,
+        };
         // SAFETY: `params` holds one pointer per kernel parameter, each to a value of the
         // parameter's size (the argument check compared them with the kernel's record), alive
         // until the call returns (the driver copies them at launch).
@@ -647,17 +661,26 @@ impl Stream {
                 ptr::null_mut(),
             )
         })?;
-        self.record()
+        let end = self.record_raw(start.is_some())?;
+        let timing = match (&self.origin, start) {
+            (Some(origin), Some(start)) => Some(Arc::new(Timing { origin: origin.clone(), start })),
+            _ => None,
+        };
+        Ok(Event { end, timing })
     }
 
     /// An event recorded on the stream now: it completes when the work before it does.
     fn record(&self) -> Result<Event, Error> {
+        Ok(Event { end: self.record_raw(false)?, timing: None })
+    }
+
+    /// An event recorded now, with timing when `timed` (the context is bound).
+    fn record_raw(&self, timed: bool) -> Result<Arc<RawEvent>, Error> {
         let mut raw = ptr::null_mut();
+        let flags = if timed { 0 } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32 };
         // SAFETY: an out-pointer to a local; the context is bound.
-        check("cuEventCreate", unsafe {
-            sys::cuEventCreate(&mut raw, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
-        })?;
-        let event = Event(Arc::new(RawEvent { context: self.context.clone(), raw }));
+        check("cuEventCreate", unsafe { sys::cuEventCreate(&mut raw, flags) })?;
+        let event = Arc::new(RawEvent { context: self.context.clone(), raw });
         // SAFETY: a live event and stream of one context.
         check("cuEventRecord", unsafe { sys::cuEventRecord(raw, self.raw) })?;
         Ok(event)
@@ -809,7 +832,16 @@ impl Stream {
 
 /// The completion of the work a stream had when the event was recorded.
 #[derive(Clone)]
-pub(crate) struct Event(Arc<RawEvent>);
+pub(crate) struct Event {
+    end: Arc<RawEvent>,
+    /// On a profiled stream: where the launch's timestamps count from, and its start.
+    timing: Option<Arc<Timing>>,
+}
+
+struct Timing {
+    origin: Arc<RawEvent>,
+    start: Arc<RawEvent>,
+}
 
 struct RawEvent {
     context: Arc<Context>,
@@ -845,29 +877,48 @@ unsafe extern "C" fn completed(data: *mut c_void) {
 impl Event {
     /// Blocks until the work completed; its error if it failed.
     pub(crate) fn wait(&self) -> Result<(), Error> {
-        self.0.context.bind()?;
+        self.end.context.bind()?;
         // SAFETY: a live event.
-        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.0.raw) })
+        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.end.raw) })
     }
 
     /// Whether the work completed.
     pub(crate) fn is_complete(&self) -> Result<bool, Error> {
-        self.0.context.bind()?;
+        self.end.context.bind()?;
         // SAFETY: a live event.
-        match unsafe { sys::cuEventQuery(self.0.raw) } {
+        match unsafe { sys::cuEventQuery(self.end.raw) } {
             CUresult::CUDA_SUCCESS => Ok(true),
             CUresult::CUDA_ERROR_NOT_READY => Ok(false),
             code => check("cuEventQuery", code).map(|()| true),
         }
     }
 
+    /// The launch's device timestamps in nanoseconds from the stream's creation (queued,
+    /// submitted, started, ended: CUDA times the start and the end only, so the first three
+    /// are the start); `None` when its stream was made without profiling. Waits for the work.
+    pub(crate) fn profile(&self) -> Result<Option<[u64; 4]>, Error> {
+        let Some(timing) = &self.timing else { return Ok(None) };
+        self.wait()?;
+        let ns = |from: &RawEvent, to: &RawEvent| -> Result<u64, Error> {
+            let mut ms = 0f32;
+            // SAFETY: two completed, timed events of the bound context; an out-pointer.
+            check("cuEventElapsedTime", unsafe {
+                sys::cuEventElapsedTime(&mut ms, from.raw, to.raw)
+            })?;
+            Ok((f64::from(ms) * 1e6) as u64)
+        };
+        let started = ns(&timing.origin, &timing.start)?;
+        let took = ns(&timing.start, &self.end)?;
+        Ok(Some([started, started, started, started + took]))
+    }
+
     /// Calls `done` on a driver thread once the work completed: a host function on the
     /// context's callback stream, after that stream waits for the event.
     pub(crate) fn on_complete(&self, done: Callback) -> Result<(), Error> {
-        self.0.context.bind()?;
-        let stream = self.0.context.callbacks()?;
+        self.end.context.bind()?;
+        let stream = self.end.context.callbacks()?;
         // SAFETY: a live stream and event of the bound context.
-        check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(stream, self.0.raw, 0) })?;
+        check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(stream, self.end.raw, 0) })?;
         let data = Box::into_raw(Box::new(done));
         // SAFETY: `completed` takes `data` back exactly once, when the driver calls it.
         let launched = unsafe { sys::cuLaunchHostFunc(stream, Some(completed), data.cast()) };

@@ -155,6 +155,15 @@ impl Event {
         }
     }
 
+    /// The command's device timestamps in nanoseconds (queued, submitted, started, ended);
+    /// `None` when its queue was made without profiling.
+    pub(crate) fn profile(&self) -> Result<Option<[u64; 4]>, Error> {
+        match self {
+            Event::OpenCl(e) => e.profile(),
+            Event::Cuda(e) => e.profile(),
+        }
+    }
+
     /// Calls `done` once the command completed, on a thread of the driver's (at once when it
     /// already has). `done` must not block.
     pub(crate) fn on_complete(&self, done: Box<dyn FnOnce() + Send>) -> Result<(), Error> {
@@ -323,10 +332,11 @@ impl Device {
         }
     }
 
-    pub(crate) fn queue(&self) -> Result<Queue, Error> {
+    /// A queue (in order); with `profiled`, its commands' events carry device timestamps.
+    pub(crate) fn queue(&self, profiled: bool) -> Result<Queue, Error> {
         Ok(match self {
-            Device::OpenCl(d) => Queue::OpenCl(d.queue()?),
-            Device::Cuda(d) => Queue::Cuda(d.stream()?),
+            Device::OpenCl(d) => Queue::OpenCl(d.queue(profiled)?),
+            Device::Cuda(d) => Queue::Cuda(d.stream(profiled)?),
         })
     }
 

@@ -40,7 +40,7 @@ impl Device {
         match *self {}
     }
 
-    pub(crate) fn stream(&self) -> Result<Stream, Error> {
+    pub(crate) fn stream(&self, _profiled: bool) -> Result<Stream, Error> {
         match *self {}
     }
 
@@ -149,6 +149,10 @@ impl Event {
     }
 
     pub(crate) fn on_complete(&self, _done: Box<dyn FnOnce() + Send>) -> Result<(), Error> {
+        match *self {}
+    }
+
+    pub(crate) fn profile(&self) -> Result<Option<[u64; 4]>, Error> {
         match *self {}
     }
 }

@@ -254,6 +254,27 @@ impl Event {
         }
     }
 
+    /// The command's device timestamps (queued, submitted, started, ended), in nanoseconds;
+    /// `None` when its queue was made without profiling.
+    pub(crate) fn profile(&self) -> Result<Option<[u64; 4]>, Error> {
+        let mut times = [0u64; 4];
+        let names = [
+            cl3::event::CL_PROFILING_COMMAND_QUEUED,
+            cl3::event::CL_PROFILING_COMMAND_SUBMIT,
+            cl3::event::CL_PROFILING_COMMAND_START,
+            cl3::event::CL_PROFILING_COMMAND_END,
+        ];
+        for (time, name) in times.iter_mut().zip(names) {
+            match cl3::event::get_event_profiling_info(self.0, name) {
+                Ok(cl3::info_type::InfoType::Ulong(t)) => *time = t,
+                Ok(_) => return Ok(None),
+                Err(cl3::error_codes::CL_PROFILING_INFO_NOT_AVAILABLE) => return Ok(None),
+                Err(code) => return Err(cl_err("clGetEventProfilingInfo")(code)),
+            }
+        }
+        Ok(Some(times))
+    }
+
     /// Calls `done` on a driver thread once the command completed (at once when it already
     /// has).
     pub(crate) fn on_complete(&self, done: Callback) -> Result<(), Error> {
@@ -276,13 +297,20 @@ impl Context {
 }
 
 impl Queue {
-    pub(crate) fn new(context: &Context, device: DeviceId) -> Result<Queue, Error> {
-        // SAFETY: the device belongs to the context (both made from `device`); no properties.
+    /// An in-order queue; with `profiled`, its commands' events carry device timestamps.
+    pub(crate) fn new(context: &Context, device: DeviceId, profiled: bool) -> Result<Queue, Error> {
+        let properties = [
+            cl3::command_queue::CL_QUEUE_PROPERTIES as cl3::types::cl_queue_properties,
+            cl3::command_queue::CL_QUEUE_PROFILING_ENABLE,
+            0,
+        ];
+        // SAFETY: the device belongs to the context (both made from `device`); the property
+        // list is zero-terminated (or absent).
         unsafe {
             cl3::command_queue::create_command_queue_with_properties(
                 context.0,
                 device.0,
-                ptr::null(),
+                if profiled { properties.as_ptr() } else { ptr::null() },
             )
         }
         .map(Queue)
@@ -728,8 +756,8 @@ impl Device {
         Ok(program)
     }
 
-    pub(crate) fn queue(&self) -> Result<Queue, Error> {
-        Queue::new(&self.context, self.id)
+    pub(crate) fn queue(&self, profiled: bool) -> Result<Queue, Error> {
+        Queue::new(&self.context, self.id, profiled)
     }
 
     pub(crate) fn alloc(&self, bytes: usize) -> Result<Mem, Error> {

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use crate::backend;
 use crate::build::DeviceState;
@@ -49,6 +50,32 @@ impl Event {
         self.event.is_complete().unwrap_or(true)
     }
 
+    /// When the command was queued, submitted, started and ended, in nanoseconds of the
+    /// device's clock; waits for it to end. Its queue must have been made with profiling
+    /// ([`crate::Queue::with_device_profiled`], [`crate::Queue::profiled`]). On CUDA the
+    /// clock starts with the queue, and only the start and the end are timed (queued and
+    /// submitted are the start).
+    pub fn profile(&self) -> Result<Profile, Error> {
+        self.wait()?;
+        match self.event.profile()? {
+            Some([queued, submitted, started, ended]) => {
+                Ok(Profile { queued, submitted, started, ended })
+            }
+            None => Err(Error::InvalidArgument(format!(
+                "profiling an event of a queue on {} made without profiling: make the queue \
+                 with Queue::with_device_profiled or Queue::profiled",
+                self.device.name
+            ))),
+        }
+    }
+
+    /// How long the command ran on the device, from its start to its end; waits for it to
+    /// end (see [`Event::profile`]).
+    pub fn elapsed(&self) -> Result<Duration, Error> {
+        let profile = self.profile()?;
+        Ok(Duration::from_nanos(profile.ended.saturating_sub(profile.started)))
+    }
+
     /// The name of the device the command runs on.
     pub fn device_name(&self) -> &str {
         &self.device.name
@@ -62,6 +89,19 @@ impl std::fmt::Debug for Event {
             .field("complete", &self.is_complete())
             .finish()
     }
+}
+
+/// A command's device timestamps, in nanoseconds of the device's clock ([`Event::profile`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    /// When the host enqueued it.
+    pub queued: u64,
+    /// When it was submitted to the device.
+    pub submitted: u64,
+    /// When it started running.
+    pub started: u64,
+    /// When it ended.
+    pub ended: u64,
 }
 
 /// Blocks until every one of `events` completed; the first error among them.

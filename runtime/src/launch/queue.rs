@@ -90,7 +90,7 @@ impl Queue {
     /// A queue on the default device: the one `SYCL_DEVICE` names, otherwise the first CUDA
     /// GPU, otherwise the first OpenCL device that accepts SPIR-V.
     pub fn new() -> Result<Queue, Error> {
-        Queue::create(None)
+        Queue::create(None, false)
     }
 
     /// A queue on the one device `selector` picks, as `SYCL_DEVICE` does (case-insensitive):
@@ -105,12 +105,27 @@ impl Queue {
     /// A selector that picks no device or several is [`Error::NoDevice`], whose message lists
     /// every device with the selector that picks it.
     pub fn with_device(selector: &str) -> Result<Queue, Error> {
-        Queue::create(Some(selector))
+        Queue::create(Some(selector), false)
     }
 
-    fn create(wanted: Option<&str>) -> Result<Queue, Error> {
-        let device = runtime().device(wanted)?;
-        let queue = device.device.queue()?;
+    /// [`Queue::with_device`], with profiling: every event of the queue carries the device's
+    /// timestamps ([`crate::Event::profile`], [`crate::Event::elapsed`]).
+    pub fn with_device_profiled(selector: &str) -> Result<Queue, Error> {
+        Queue::create(Some(selector), true)
+    }
+
+    /// Another queue on this queue's device, with profiling (see
+    /// [`Queue::with_device_profiled`]).
+    pub fn profiled(&self) -> Result<Queue, Error> {
+        Queue::of(self.inner.device.clone(), true)
+    }
+
+    fn create(wanted: Option<&str>, profiled: bool) -> Result<Queue, Error> {
+        Queue::of(runtime().device(wanted)?, profiled)
+    }
+
+    fn of(device: Arc<DeviceState>, profiled: bool) -> Result<Queue, Error> {
+        let queue = device.device.queue(profiled)?;
         Ok(Queue { inner: Arc::new(QueueInner { device, queue, last: Mutex::new(None) }) })
     }
 
