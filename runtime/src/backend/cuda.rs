@@ -172,7 +172,13 @@ struct Context {
     /// The stream that runs completion callbacks ([`Event::on_complete`]), made at the first:
     /// each callback waits there for its event, so no queue's work waits for a callback.
     callbacks: OnceLock<sys::CUstream>,
+    /// Untimed events no longer in use, for the next launches to record again: a launch
+    /// creates no event in steady state.
+    idle_events: Mutex<Vec<sys::CUevent>>,
 }
+
+/// How many idle events a context keeps.
+const IDLE_EVENTS: usize = 1024;
 
 // SAFETY: a CUDA context may be made current on any thread; the driver API is thread-safe.
 unsafe impl Send for Context {}
@@ -208,6 +214,15 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
+        let idle = std::mem::take(self.idle_events.get_mut().unwrap_or_else(|e| e.into_inner()));
+        if !idle.is_empty() && self.bind().is_ok() {
+            for event in idle {
+                // SAFETY: each idle event was created once and is destroyed once, here.
+                unsafe {
+                    let _ = sys::cuEventDestroy_v2(event);
+                }
+            }
+        }
         if let Some(&stream) = self.callbacks.get() {
             if self.bind().is_ok() {
                 // SAFETY: made once, destroyed once, before the context goes.
@@ -237,7 +252,14 @@ impl Device {
             check("cuDeviceGet", sys::cuDeviceGet(&mut device, ordinal))?;
             check("cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut raw, device))?;
         }
-        Ok(Device { context: Arc::new(Context { raw, device, callbacks: OnceLock::new() }) })
+        Ok(Device {
+            context: Arc::new(Context {
+                raw,
+                device,
+                callbacks: OnceLock::new(),
+                idle_events: Mutex::new(Vec::new()),
+            }),
+        })
     }
 
     /// An image's PTX: the object (the JIT linker compiles it), with the specialization
@@ -674,13 +696,25 @@ impl Stream {
         Ok(Event { end: self.record_raw(false)?, timing: None })
     }
 
-    /// An event recorded now, with timing when `timed` (the context is bound).
+    /// An event recorded now, with timing when `timed` (the context is bound); an untimed one
+    /// is an idle event of the context's when there is one.
     fn record_raw(&self, timed: bool) -> Result<Arc<RawEvent>, Error> {
-        let mut raw = ptr::null_mut();
-        let flags = if timed { 0 } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32 };
-        // SAFETY: an out-pointer to a local; the context is bound.
-        check("cuEventCreate", unsafe { sys::cuEventCreate(&mut raw, flags) })?;
-        let event = Arc::new(RawEvent { context: self.context.clone(), raw });
+        let idle = match timed {
+            false => self.context.idle_events.lock().unwrap_or_else(|e| e.into_inner()).pop(),
+            true => None,
+        };
+        let raw = match idle {
+            Some(raw) => raw,
+            None => {
+                let mut raw = ptr::null_mut();
+                let flags =
+                    if timed { 0 } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32 };
+                // SAFETY: an out-pointer to a local; the context is bound.
+                check("cuEventCreate", unsafe { sys::cuEventCreate(&mut raw, flags) })?;
+                raw
+            }
+        };
+        let event = Arc::new(RawEvent { context: self.context.clone(), raw, timed });
         // SAFETY: a live event and stream of one context.
         check("cuEventRecord", unsafe { sys::cuEventRecord(raw, self.raw) })?;
         Ok(event)
@@ -846,6 +880,8 @@ struct Timing {
 struct RawEvent {
     context: Arc<Context>,
     raw: sys::CUevent,
+    /// Made with timing (kept out of the idle events, which have none).
+    timed: bool,
 }
 
 // SAFETY: an event handle may be used from any thread with its context current.
@@ -855,6 +891,15 @@ unsafe impl Sync for RawEvent {}
 
 impl Drop for RawEvent {
     fn drop(&mut self) {
+        if !self.timed {
+            let mut idle = self.context.idle_events.lock().unwrap_or_else(|e| e.into_inner());
+            if idle.len() < IDLE_EVENTS {
+                // Recording it again later replaces what it stood for; work that waits on it
+                // now waited on the recording it had when the wait was enqueued.
+                idle.push(self.raw);
+                return;
+            }
+        }
         if self.context.bind().is_ok() {
             // SAFETY: created once, destroyed once (work that waits on it keeps its own hold).
             unsafe {

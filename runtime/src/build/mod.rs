@@ -75,10 +75,13 @@ pub(crate) struct Signature(pub Option<Arc<[sycl_format::KernelParam]>>);
 /// buffer alive, and compared by identity, which the weak reference keeps unique) or the bytes.
 pub(crate) enum SetArg {
     Mem(std::sync::Weak<Memory>),
-    Bytes(Vec<u8>),
+    Bytes(ArgBytes),
     /// Bytes of local memory.
     Local(usize),
 }
+
+/// A value argument's bytes: up to 16 (a scalar, a vector of four) without an allocation.
+pub(crate) type ArgBytes = smallvec::SmallVec<[u8; 16]>;
 
 /// A program and every binary it was built from.
 type BuiltFrom = (Arc<Program>, Vec<BinaryId>);

@@ -23,8 +23,9 @@ pub struct Event {
     pub(crate) event: backend::Event,
     /// The device the command runs on: an event orders only launches of the same device.
     pub(crate) device: Arc<DeviceState>,
-    /// The waker of the task awaiting the event, once one polled it.
-    wakeup: Arc<OnceLock<Wakeup>>,
+    /// The waker of the task awaiting the event, made when one first polls it (a launch
+    /// allocates nothing for it); a clone polled first registers its own.
+    wakeup: OnceLock<Arc<Wakeup>>,
 }
 
 /// Where the driver's completion callback finds the task to wake.
@@ -36,7 +37,7 @@ struct Wakeup {
 
 impl Event {
     pub(crate) fn new(event: backend::Event, device: Arc<DeviceState>) -> Event {
-        Event { event, device, wakeup: Arc::default() }
+        Event { event, device, wakeup: OnceLock::new() }
     }
 
     /// Blocks until the command completed; its error, if it failed.
@@ -126,20 +127,16 @@ impl Future for Event {
         let mut first = false;
         let wakeup = this.wakeup.get_or_init(|| {
             first = true;
-            Wakeup::default()
+            Arc::default()
         });
         *wakeup.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
         if first {
             // The driver's callback holds the shared state until it runs, once.
-            let shared = this.wakeup.clone();
+            let shared = wakeup.clone();
             this.event.on_complete(Box::new(move || {
-                if let Some(wakeup) = shared.get() {
-                    wakeup.done.store(true, Ordering::Release);
-                    if let Some(waker) =
-                        wakeup.waker.lock().unwrap_or_else(|e| e.into_inner()).take()
-                    {
-                        waker.wake();
-                    }
+                shared.done.store(true, Ordering::Release);
+                if let Some(waker) = shared.waker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    waker.wake();
                 }
             }))?;
         }

@@ -11,7 +11,7 @@ use super::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecCo
 use super::event::Event;
 use super::queue::{as_bytes, Buffer, LastLaunch, Pod, Queue};
 use crate::backend::{self, Memory, Program};
-use crate::build::{DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues};
+use crate::build::{ArgBytes, DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues};
 use crate::process::runtime;
 use crate::registry::Registry;
 use crate::trace::trace;
@@ -32,7 +32,7 @@ impl Queue {
         Launch {
             queue: self,
             kernel,
-            args: Vec::new(),
+            args: Args::new(),
             global: Range::new(&[]),
             local: None,
             spec: SpecValues::default(),
@@ -60,11 +60,14 @@ pub trait KernelArg {
 /// A kernel argument, ready to be set.
 pub struct ArgValue(Arg);
 
+/// A launch's arguments: up to 8 without an allocation.
+type Args = smallvec::SmallVec<[ArgValue; 8]>;
+
 enum Arg {
     /// A buffer, with the device it lives on.
     Mem(Arc<Memory>, Arc<DeviceState>),
     /// The value's bytes and its Rust type, for messages.
-    Bytes(Vec<u8>, &'static str),
+    Bytes(ArgBytes, &'static str),
     /// Bytes of local memory per work-group.
     Local(usize),
 }
@@ -88,7 +91,7 @@ impl<T: Pod> KernelArg for &Buffer<T> {
 impl<T: Pod> KernelArg for T {
     fn to_arg(&self) -> ArgValue {
         ArgValue(Arg::Bytes(
-            as_bytes(std::slice::from_ref(self)).to_vec(),
+            ArgBytes::from_slice(as_bytes(std::slice::from_ref(self))),
             std::any::type_name::<T>(),
         ))
     }
@@ -182,7 +185,7 @@ type Selector = Box<ImageSelector>;
 pub struct Launch<'q, R = GlobalRange> {
     queue: &'q Queue,
     kernel: &'q str,
-    args: Vec<ArgValue>,
+    args: Args,
     global: Range,
     local: Option<Range>,
     spec: SpecValues,
