@@ -10,7 +10,15 @@
 //!   object each time, as the runtime does, which tells the driver's share of the difference
 //!   from the runtime's own;
 //! - a new process's first launch with a warm persistent cache against a cold one (empty
-//!   cache directory) (bound: cold / warm >= 10).
+//!   cache directory) (bound: cold / warm >= 10);
+//! - launch throughput on each CPU device (`intel`, `pocl`): 100,000 asynchronous launches
+//!   through the runtime, then one wait, against as many raw `clEnqueueNDRangeKernel` of an
+//!   already created kernel (each event released), then one `clFinish`, in rounds (each side
+//!   first in turn) (bound: launches per second, runtime / raw >= 0.90, the median of the
+//!   rounds' own ratios; on PoCL, which takes no SPIR-V, the raw side builds the same kernel
+//!   from OpenCL C); and the heap allocations of the runtime's launches in steady state, counted by the
+//!   program's global allocator (bound: zero per launch). Also shown: raw launches that set
+//!   the argument each time (`clSetKernelArg`), as a launch through the runtime must.
 //!
 //! The measured program is `program/app.rs` (see `common`); times are taken inside it, around
 //! the launch, after the queue and the buffer exist. Prints medians and `RATIO` lines.
@@ -24,18 +32,31 @@ use std::path::Path;
 
 use common::{median, ms, ratio, us, Demo};
 
-/// Processes per side for the first-launch comparisons, and the cached-launch loop.
+/// The CPU devices the throughput is measured on, by their `SYCL_DEVICE` selectors.
+const CPU_DEVICES: [&str; 2] = ["intel", "pocl"];
+
+/// Processes per side for the first-launch comparisons, the cached-launch loop, and the
+/// throughput blocks.
 struct Runs {
     processes: usize,
     rounds: usize,
     block: usize,
+    /// Asynchronous launches per throughput block (the issue's 100,000), and timed rounds.
+    throughput_launches: usize,
+    throughput_rounds: usize,
 }
 
 fn main() {
     let runs = if common::bench_mode() {
-        Runs { processes: 20, rounds: 40, block: 50 }
+        Runs {
+            processes: 20,
+            rounds: 40,
+            block: 50,
+            throughput_launches: 100_000,
+            throughput_rounds: 15,
+        }
     } else {
-        Runs { processes: 1, rounds: 1, block: 2 }
+        Runs { processes: 1, rounds: 1, block: 2, throughput_launches: 100, throughput_rounds: 1 }
     };
     let demo = Demo::build();
     let dir = tempfile::Builder::new().prefix("sycl-bench-launch").tempdir().unwrap();
@@ -84,6 +105,20 @@ fn main() {
     }
     let (cold, warm) = (median(cold), median(warm));
 
+    // Launch throughput, on each CPU device, in one process each.
+    let (launches, throughput_rounds) =
+        (runs.throughput_launches.to_string(), runs.throughput_rounds.to_string());
+    let mut throughput_args = vec!["throughput", launches.as_str(), throughput_rounds.as_str()];
+    throughput_args.extend(&image_args);
+    let throughput: Vec<(&str, Vec<(String, f64)>)> = CPU_DEVICES
+        .iter()
+        .map(|&device| {
+            let env: &[(&str, &Path)] =
+                &[("SYCL_CACHE_DISABLE", Path::new("1")), ("SYCL_DEVICE", Path::new(device))];
+            (device, demo.run(&throughput_args, env))
+        })
+        .collect();
+
     let p = runs.processes;
     println!("launch of the demo kernel ({} images linked; medians; release build)", images.len());
     println!(
@@ -107,6 +142,28 @@ fn main() {
     println!("  raw, creating the kernel each  {}   (clCreateKernel, clSetKernelArg, enqueue, clReleaseKernel, finish)", us(raw_new_kernel));
     println!("  first launch, cold cache       {}   ({p} processes)", ms(cold));
     println!("  first launch, warm cache       {}   ({p} processes)", ms(warm));
+    let n = runs.throughput_launches;
+    println!(
+        "launch throughput: {n} asynchronous launches then one wait (median of {} rounds)",
+        runs.throughput_rounds
+    );
+    for (device, values) in &throughput {
+        println!(
+            "  {device:5} runtime {:>9.0} /s   raw clEnqueueNDRangeKernel {:>9.0} /s   \
+             raw with clSetKernelArg each {:>9.0} /s (runtime / it {:.3})",
+            value(values, "runtime_launches_per_s"),
+            value(values, "raw_launches_per_s"),
+            value(values, "raw_set_arg_launches_per_s"),
+            value(values, "throughput_ratio_set_arg"),
+        );
+        println!(
+            "        heap allocations in {n} launches through the runtime: {} (and {} in the \
+             wait after them; raw: {})",
+            value(values, "runtime_allocations"),
+            value(values, "runtime_allocations_in_wait"),
+            value(values, "raw_allocations"),
+        );
+    }
     ratio(
         "first launch: runtime / hand-written cl3",
         rt / hand,
@@ -125,6 +182,38 @@ fn main() {
         ">= 10",
         &format!("{} vs {}", ms(cold), ms(warm)),
     );
+    for (device, values) in &throughput {
+        let (runtime, raw) =
+            (value(values, "runtime_launches_per_s"), value(values, "raw_launches_per_s"));
+        ratio(
+            &format!("launches per second, runtime / raw clEnqueueNDRangeKernel, {device}"),
+            value(values, "throughput_ratio"),
+            ">= 0.90",
+            &format!(
+                "median of {} rounds' ratios ({:.2} to {:.2}); medians {runtime:.0} vs {raw:.0} \
+                 launches/s; {n} asynchronous launches then one wait{}",
+                runs.throughput_rounds,
+                value(values, "throughput_ratio_min"),
+                value(values, "throughput_ratio_max"),
+                if value(values, "raw_kernel_from_source") == 1.0 {
+                    " (the raw kernel built from OpenCL C: the driver takes no SPIR-V)"
+                } else {
+                    ""
+                }
+            ),
+        );
+        ratio(
+            &format!("heap allocations per launch in steady state, {device}"),
+            value(values, "runtime_allocations_per_launch"),
+            "<= 0",
+            &format!(
+                "{} in {n} launches after warm-up ({} in the wait after them; raw side {})",
+                value(values, "runtime_allocations"),
+                value(values, "runtime_allocations_in_wait"),
+                value(values, "raw_allocations"),
+            ),
+        );
+    }
 }
 
 fn min(values: &[f64]) -> f64 {

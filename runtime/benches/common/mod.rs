@@ -314,9 +314,15 @@ pub(crate) fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// Prints a ratio for `cargo xtask bench`'s table: `RATIO value op target | what | detail`,
-/// where `op target` is the bound (`<= 1.02`, `>= 10`, `< 0.01`).
+/// where `op target` is the bound (`<= 1.02`, `>= 10`, `< 0.01`). A value too small
+/// for four decimals is printed in scientific notation rather than as `0.0000`, so that a
+/// bound of `<= 0` sees it (one allocation in 100,000 launches is not none).
 pub(crate) fn ratio(what: &str, value: f64, bound: &str, detail: &str) {
-    println!("RATIO {value:.4} {bound} | {what} | {detail}");
+    if value != 0.0 && value.abs() < 5e-5 {
+        println!("RATIO {value:.3e} {bound} | {what} | {detail}");
+    } else {
+        println!("RATIO {value:.4} {bound} | {what} | {detail}");
+    }
 }
 
 /// Milliseconds, for details.

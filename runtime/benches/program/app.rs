@@ -16,14 +16,27 @@
 //!
 //! - `runtime-loop LAUNCHES`: cached launches through the runtime only, for a profiler
 //!   (`perf record`) to show where a cached launch spends its time.
+//! - `throughput LAUNCHES ROUNDS IMAGE...`: launch throughput on the device `SYCL_DEVICE`
+//!   picks. LAUNCHES asynchronous launches through the runtime (each `run()`'s event dropped),
+//!   then one `Queue::wait`, against LAUNCHES raw `clEnqueueNDRangeKernel` of an already
+//!   created kernel (each returned event released, as any caller must), then one `clFinish`;
+//!   in rounds after a warm-up (each side first in turn), launches per second of each side
+//!   (median of rounds) and the median of the rounds' ratios; beside them, raw launches that
+//!   also call `clSetKernelArg` each time, as the runtime must. And the heap allocations of a
+//!   block of LAUNCHES launches in steady state, counted by this program's global allocator.
 //!
 //! Each mode checks the kernel's output and prints `key value` lines on stdout.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::{c_void, CString};
 use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use cl3::types::{cl_command_queue, cl_context, cl_device_id, cl_kernel, cl_mem, cl_program, CL_BLOCKING};
+use cl3::types::{
+    cl_command_queue, cl_context, cl_device_id, cl_kernel, cl_mem, cl_platform_id, cl_program,
+    CL_BLOCKING,
+};
 
 mod kernels {
     sycl_runtime::include_kernels!("benchapp");
@@ -32,16 +45,63 @@ mod kernels {
 /// The demo's range.
 const N: usize = 8;
 
+/// The system allocator, counting every allocation (and reallocation) made through it: the
+/// allocations of this program's Rust code, the runtime's included, on any thread. The
+/// drivers allocate with their own `malloc`, which it does not see.
+struct Counting;
+
+/// Allocations made through [`Counting`] since the process started.
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+// SAFETY: every call goes to the system allocator unchanged; the counter allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's guarantees about `layout`, passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as in `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `ptr` came from this allocator (so from `System`) with `layout`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator (so from `System`) with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+fn allocations() -> u64 {
+    ALLOCATIONS.load(Ordering::Relaxed)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: sycl_bench_app runtime-first | hand-first IMAGE... | cached ROUNDS BLOCK IMAGE... | runtime-loop LAUNCHES";
+    let usage = "usage: sycl_bench_app runtime-first | hand-first IMAGE... | cached ROUNDS BLOCK IMAGE... | runtime-loop LAUNCHES | throughput LAUNCHES ROUNDS IMAGE...";
     match args.first().map(String::as_str) {
         Some("runtime-first") => runtime_first(),
         Some("hand-first") if args.len() > 1 => hand_first(&images(&args[1..])),
-        Some("runtime-loop") if args.len() == 2 => runtime_loop(args[1].parse().unwrap_or_else(|_| panic!("{usage}"))),
+        Some("runtime-loop") if args.len() == 2 => {
+            runtime_loop(args[1].parse().unwrap_or_else(|_| panic!("{usage}")))
+        }
         Some("cached") if args.len() > 3 => {
             let number = |s: &str| s.parse::<usize>().unwrap_or_else(|_| panic!("{usage}"));
             cached(number(&args[1]), number(&args[2]), &images(&args[3..]))
+        }
+        Some("throughput") if args.len() > 3 => {
+            let number = |s: &str| s.parse::<usize>().unwrap_or_else(|_| panic!("{usage}"));
+            throughput(number(&args[1]), number(&args[2]), &images(&args[3..]))
         }
         _ => {
             eprintln!("{usage}");
@@ -156,10 +216,160 @@ fn cached(rounds: usize, block: usize, images: &[Vec<u8>]) {
     println!("raw_launch_min_ns {}", raw[0].as_nanos());
 }
 
+fn throughput(launches: usize, rounds: usize, images: &[Vec<u8>]) {
+    assert!(launches > 0 && rounds > 0, "throughput needs launches and rounds");
+    let q = sycl_runtime::Queue::new().expect("a queue on the device SYCL_DEVICE picks");
+    let out = q.buffer::<i32>(N).expect("a buffer");
+    runtime_launch(&q, &out);
+    check(&out.read().expect("reading the buffer"));
+
+    // The raw side's kernel, built once before anything is timed: from the same SPIR-V images
+    // where the driver takes SPIR-V (Intel); where it does not (PoCL, for which the runtime
+    // links the images itself and hands the driver SPIR bitcode) from the same kernel written
+    // as OpenCL C. How the kernel was built does not enter a launch's cost.
+    let hand = Hand::on(q.device());
+    let from_source = !hand.takes_spirv();
+    let (_, kernel) =
+        if from_source { hand.build_source(APP_KERNEL_SOURCE) } else { hand.build(images) };
+    hand.set_arg(kernel);
+    hand.enqueue(kernel);
+    hand.finish();
+    check(&hand.read());
+
+    // One block of each side: `n` launches, then the one wait that ends them.
+    let launch = || {
+        let event = q.launch(kernels::APP_KERNEL).arg(&out).global([N]).run();
+        drop(event.expect("launch through the runtime"));
+    };
+    let runtime_block = |n: usize| {
+        let start = Instant::now();
+        for _ in 0..n {
+            launch();
+        }
+        q.wait().expect("waiting for the queue");
+        start.elapsed()
+    };
+    let raw_block = |n: usize| {
+        let start = Instant::now();
+        for _ in 0..n {
+            hand.enqueue(kernel);
+        }
+        hand.finish();
+        start.elapsed()
+    };
+    // Shown beside them, not bounded: raw launches that also set the argument each time, as a
+    // launch through the runtime must (its arguments may change from one launch to the next),
+    // which tells the driver's share of the difference from the runtime's own.
+    let raw_set_arg_block = |n: usize| {
+        let start = Instant::now();
+        for _ in 0..n {
+            hand.set_arg(kernel);
+            hand.enqueue(kernel);
+        }
+        hand.finish();
+        start.elapsed()
+    };
+
+    // Warm-up: a whole block each, untimed, so that what either side keeps between launches
+    // (the runtime's kernel cache and pools, the drivers' command and event structures) has
+    // grown to its steady size before anything is counted or timed.
+    runtime_block(launches);
+    raw_block(launches);
+    raw_set_arg_block(launches);
+
+    // Heap allocations in steady state: a block of launches, counted apart from the wait that
+    // ends it. The raw side is the control: `cl3` allocates nothing per call and the drivers'
+    // allocations go to their own malloc, so it counts nothing unless something else allocates.
+    let before = allocations();
+    for _ in 0..launches {
+        launch();
+    }
+    let launched = allocations();
+    q.wait().expect("waiting for the queue");
+    let waited = allocations();
+    let raw_before = allocations();
+    for _ in 0..launches {
+        hand.enqueue(kernel);
+    }
+    let raw_launched = allocations();
+    hand.finish();
+
+    // Timed rounds, each side first in turn.
+    let mut through_runtime = Vec::with_capacity(rounds);
+    let mut raw = Vec::with_capacity(rounds);
+    let mut raw_set_arg = Vec::with_capacity(rounds);
+    let per_second = |time: Duration| launches as f64 / time.as_secs_f64();
+    for round in 0..rounds {
+        for side in (0..3).map(|s| (s + round) % 3) {
+            match side {
+                0 => through_runtime.push(per_second(runtime_block(launches))),
+                1 => raw.push(per_second(raw_block(launches))),
+                _ => raw_set_arg.push(per_second(raw_set_arg_block(launches))),
+            }
+        }
+    }
+    // The counter sees the runtime's allocations: a read into a new vector is one.
+    let before_read = allocations();
+    check(&out.read().expect("reading the buffer"));
+    assert!(allocations() > before_read, "the counting allocator saw no allocation of a read");
+    check(&hand.read());
+
+    // The ratio is the median of each round's own: the sides of a round ran back to back,
+    // so what else the machine was doing then weighs on both alike.
+    let mut ratios: Vec<f64> = through_runtime.iter().zip(&raw).map(|(r, w)| r / w).collect();
+    let ratio = median(&mut ratios);
+    let mut set_arg_ratios: Vec<f64> =
+        through_runtime.iter().zip(&raw_set_arg).map(|(r, w)| r / w).collect();
+    let set_arg_ratio = median(&mut set_arg_ratios);
+    let (runtime_rate, raw_rate) = (median(&mut through_runtime), median(&mut raw));
+    println!("runtime_launches_per_s {runtime_rate:.0}");
+    println!("raw_launches_per_s {raw_rate:.0}");
+    println!("runtime_launches_per_s_max {:.0}", through_runtime[rounds - 1]);
+    println!("raw_launches_per_s_max {:.0}", raw[rounds - 1]);
+    println!("throughput_ratio {ratio:.4}");
+    println!("throughput_ratio_min {:.4}", ratios[0]);
+    println!("throughput_ratio_max {:.4}", ratios[rounds - 1]);
+    println!("raw_set_arg_launches_per_s {:.0}", median(&mut raw_set_arg));
+    println!("throughput_ratio_set_arg {set_arg_ratio:.4}");
+    println!("runtime_allocations {}", launched - before);
+    println!("runtime_allocations_per_launch {}", (launched - before) as f64 / launches as f64);
+    println!("runtime_allocations_in_wait {}", waited - launched);
+    println!("raw_allocations {}", raw_launched - raw_before);
+    println!("raw_kernel_from_source {}", u8::from(from_source));
+}
+
+/// `app_kernel` with `LibDeviceFunc` (app.cl and helpers.cl) as one OpenCL C program, for a
+/// raw side on a driver that takes no SPIR-V.
+const APP_KERNEL_SOURCE: &str = "int LibDeviceFunc(int i) { return i * 2; }\n\
+    __kernel void app_kernel(__global int *out) {\n\
+        size_t i = get_global_id(0);\n\
+        out[i] = LibDeviceFunc((int)i);\n\
+    }\n";
+
+/// Sorts `values` and returns their median (the upper one of an even count).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
 /// Sorts `times` and returns their median in nanoseconds.
 fn median_ns(times: &mut [Duration]) -> u128 {
     times.sort();
     times[times.len() / 2].as_nanos()
+}
+
+/// The first OpenCL device, in the ICD loader's order, that `wanted` accepts (given its
+/// platform and its id).
+fn opencl_device(wanted: impl Fn(cl_platform_id, cl_device_id) -> bool) -> Option<cl_device_id> {
+    for platform in cl3::platform::get_platform_ids().expect("clGetPlatformIDs") {
+        let Ok(ids) = cl3::device::get_device_ids(platform, cl3::device::CL_DEVICE_TYPE_ALL) else {
+            continue;
+        };
+        if let Some(id) = ids.into_iter().find(|&id| wanted(platform, id)) {
+            return Some(id);
+        }
+    }
+    None
 }
 
 /// The demo launch written by hand against `cl3`. Handles are leaked: the process ends soon.
@@ -174,27 +384,51 @@ impl Hand {
     /// The device the runtime picks by default (the first that accepts SPIR-V, in the ICD
     /// loader's order), a context, a queue and the output buffer.
     fn new() -> Hand {
-        let mut device = None;
-        'platforms: for platform in cl3::platform::get_platform_ids().expect("clGetPlatformIDs") {
-            let Ok(ids) = cl3::device::get_device_ids(platform, cl3::device::CL_DEVICE_TYPE_ALL) else { continue };
-            for id in ids {
-                let il = cl3::device::get_device_info(id, cl3::device::CL_DEVICE_IL_VERSION)
-                    .map(String::from)
-                    .unwrap_or_default();
-                if il.contains("SPIR-V") {
-                    device = Some(id);
-                    break 'platforms;
-                }
-            }
-        }
-        let device = device.expect("an OpenCL device that accepts SPIR-V");
-        let context = cl3::context::create_context(&[device], ptr::null(), None, ptr::null_mut()).expect("clCreateContext");
+        let device = opencl_device(|_, id| {
+            cl3::device::get_device_info(id, cl3::device::CL_DEVICE_IL_VERSION)
+                .map(String::from)
+                .unwrap_or_default()
+                .contains("SPIR-V")
+        });
+        Hand::with_device(device.expect("an OpenCL device that accepts SPIR-V"))
+    }
+
+    /// As [`Hand::new`], on the OpenCL device a runtime queue is on: the first of its platform
+    /// (by name) with its name, in the ICD loader's order.
+    fn on(info: &sycl_runtime::DeviceInfo) -> Hand {
+        let device = opencl_device(|platform, id| {
+            let platform =
+                cl3::platform::get_platform_info(platform, cl3::platform::CL_PLATFORM_NAME)
+                    .map(String::from);
+            let name =
+                cl3::device::get_device_info(id, cl3::device::CL_DEVICE_NAME).map(String::from);
+            let same = |text: Result<String, _>, expected: &str| {
+                text.is_ok_and(|t| t.trim_end_matches('\0') == expected)
+            };
+            same(platform, &info.platform) && same(name, &info.name)
+        });
+        Hand::with_device(
+            device.unwrap_or_else(|| panic!("no OpenCL device {} / {}", info.platform, info.name)),
+        )
+    }
+
+    /// A context on `device`, a queue and the output buffer.
+    fn with_device(device: cl_device_id) -> Hand {
+        let context = cl3::context::create_context(&[device], ptr::null(), None, ptr::null_mut())
+            .expect("clCreateContext");
         // SAFETY: the device belongs to the context; no properties.
-        let queue = unsafe { cl3::command_queue::create_command_queue_with_properties(context, device, ptr::null()) }
-            .expect("clCreateCommandQueueWithProperties");
+        let queue = unsafe {
+            cl3::command_queue::create_command_queue_with_properties(context, device, ptr::null())
+        }
+        .expect("clCreateCommandQueueWithProperties");
         // SAFETY: no host pointer.
         let out = unsafe {
-            cl3::memory::create_buffer(context, cl3::memory::CL_MEM_READ_WRITE, N * size_of::<i32>(), ptr::null_mut())
+            cl3::memory::create_buffer(
+                context,
+                cl3::memory::CL_MEM_READ_WRITE,
+                N * size_of::<i32>(),
+                ptr::null_mut(),
+            )
         }
         .expect("clCreateBuffer");
         Hand { device, context, queue, out }
@@ -207,16 +441,57 @@ impl Hand {
         let objects: Vec<cl_program> = images
             .iter()
             .map(|il| {
-                let program = cl3::program::create_program_with_il(self.context, il).expect("clCreateProgramWithIL");
-                cl3::program::compile_program(program, &[self.device], &options, &[], &[], None, ptr::null_mut())
-                    .expect("clCompileProgram");
+                let program = cl3::program::create_program_with_il(self.context, il)
+                    .expect("clCreateProgramWithIL");
+                cl3::program::compile_program(
+                    program,
+                    &[self.device],
+                    &options,
+                    &[],
+                    &[],
+                    None,
+                    ptr::null_mut(),
+                )
+                .expect("clCompileProgram");
                 program
             })
             .collect();
         // SAFETY: every object was compiled in this context for this device.
-        let linked = unsafe { cl3::program::link_program(self.context, &[self.device], &options, &objects, None, ptr::null_mut()) }
-            .expect("clLinkProgram");
+        let linked = unsafe {
+            cl3::program::link_program(
+                self.context,
+                &[self.device],
+                &options,
+                &objects,
+                None,
+                ptr::null_mut(),
+            )
+        }
+        .expect("clLinkProgram");
         (linked, self.kernel(linked))
+    }
+
+    /// Whether the device takes SPIR-V (`CL_DEVICE_IL_VERSION`), which [`Hand::build`] needs.
+    fn takes_spirv(&self) -> bool {
+        cl3::device::get_device_info(self.device, cl3::device::CL_DEVICE_IL_VERSION)
+            .map(String::from)
+            .unwrap_or_default()
+            .contains("SPIR-V")
+    }
+
+    /// clCreateProgramWithSource, clBuildProgram, clCreateKernel.
+    fn build_source(&self, source: &str) -> (cl_program, cl_kernel) {
+        let program = cl3::program::create_program_with_source(self.context, &[source])
+            .expect("clCreateProgramWithSource");
+        cl3::program::build_program(
+            program,
+            &[self.device],
+            &CString::default(),
+            None,
+            ptr::null_mut(),
+        )
+        .expect("clBuildProgram");
+        (program, self.kernel(program))
     }
 
     fn kernel(&self, program: cl_program) -> cl_kernel {
@@ -226,15 +501,31 @@ impl Hand {
 
     fn set_arg(&self, kernel: cl_kernel) {
         // SAFETY: a buffer argument is a pointer to its handle.
-        unsafe { cl3::kernel::set_kernel_arg(kernel, 0, size_of::<cl_mem>(), (&self.out as *const cl_mem).cast::<c_void>()) }
-            .expect("clSetKernelArg");
+        unsafe {
+            cl3::kernel::set_kernel_arg(
+                kernel,
+                0,
+                size_of::<cl_mem>(),
+                (&self.out as *const cl_mem).cast::<c_void>(),
+            )
+        }
+        .expect("clSetKernelArg");
     }
 
     fn enqueue(&self, kernel: cl_kernel) {
         let global = [N];
         // SAFETY: one dimension, its argument set.
         let event = unsafe {
-            cl3::command_queue::enqueue_nd_range_kernel(self.queue, kernel, 1, ptr::null(), global.as_ptr(), ptr::null(), 0, ptr::null())
+            cl3::command_queue::enqueue_nd_range_kernel(
+                self.queue,
+                kernel,
+                1,
+                ptr::null(),
+                global.as_ptr(),
+                ptr::null(),
+                0,
+                ptr::null(),
+            )
         }
         .expect("clEnqueueNDRangeKernel");
         // SAFETY: the event is ours, released once (as the runtime does).
