@@ -52,6 +52,7 @@ pub use launch::bundle::{
 };
 pub use launch::device::{devices, Backend, DeviceInfo, DeviceType, WorkGroupSizes};
 pub use launch::event::{wait_all, Event, Profile};
+pub use launch::host::{HostBuffer, Mapped, MappedMut, Transfer};
 pub use launch::kernel::{GlobalRange, KernelArg, Launch, Local, NoGlobalRange};
 pub use launch::queue::{Buffer, Pod, Queue};
 pub use process::{compile_object_for, DEVICE_ENV};
@@ -64,6 +65,8 @@ const _: () = {
     send_sync::<Queue>();
     send_sync::<Buffer<f32>>();
     send_sync::<Event>();
+    send_sync::<HostBuffer<f32>>();
+    send_sync::<Transfer<'static>>();
     send_sync::<KernelBundle<Executable>>();
     send_sync::<KernelBundle<Input>>();
 };

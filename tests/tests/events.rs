@@ -1,6 +1,7 @@
 //! Events on both CPU devices: launches on two queues ordered by an event alone, every kind
-//! of wait, an event awaited as a future, an event of another device refused, and one queue
-//! shared by threads (kernels compiled once, 1-D and 2-D ranges of one module at once).
+//! of wait, an event awaited as a future, an event of another device refused, one queue
+//! shared by threads (kernels compiled once, 1-D and 2-D ranges of one module at once), and
+//! memory: copies in place, host buffers with asynchronous transfers, maps.
 
 use sycl_tests::{run_fixture_args, stderr, stdout};
 
@@ -117,6 +118,37 @@ fn a_profiled_queue_times_its_kernels_on_the_device() {
             lines[3].starts_with("unprofiled: invalid argument: profiling an event of a queue on ")
                 && lines[3].ends_with("made without profiling: make the queue with Queue::with_device_profiled or Queue::profiled"),
             "{out}"
+        );
+    }
+}
+
+#[test]
+fn host_buffers_transfer_asynchronously_and_maps_share_what_kernels_write() {
+    for device in ["intel", "pocl"] {
+        let (out, _) = scenario(device, &["host"]);
+        assert_eq!(
+            out.lines().collect::<Vec<_>>(),
+            [
+                "a new host buffer: 0 x 1024",
+                "read while written: every value is its index + 0",
+                "written, added one, read back: every value is its index + 1",
+                // Each after a slow kernel: the copy still ran when its transfer went.
+                "a transfer dropped, not waited: 5 x 1024",
+                "a transfer forgotten, then the host buffer read: 6 x 1024",
+                "written at 10, values 8..14 into a host buffer of 8: [6, 6, 100, 101, 102, 103, 0, 0]",
+                "a map sees what a kernel wrote: 9 x 1024",
+                "a kernel sees what a map wrote: every value is its index + 1",
+                "a map dropped keeps what it wrote: -5",
+                "a copy across queues: 3 x 1024",
+                "a fill's event waited: 4 x 1024 (true)",
+                "a 12-byte fill: true",
+                "an 8-byte fill: true",
+                "a read into a host buffer too short: invalid argument: reading values 0..10 (10 values) into a host buffer of 4",
+                "a host buffer of another length: invalid argument: writing a host buffer of 4 values into a buffer of 1024",
+                "a write past the end: invalid argument: writing values 1022..1026 of a buffer of 1024",
+                "a host buffer that overflows: invalid argument: 4611686018427387903 values of u64 (8 bytes each) overflow the address space",
+            ],
+            "on {device}"
         );
     }
 }

@@ -69,6 +69,7 @@ const CASES: &[Case] = &[
     Case { name: "events-await", argv: &["events-app", "await"], no_fp16: false },
     Case { name: "events-threads", argv: &["events-app", "threads"], no_fp16: false },
     Case { name: "events-memory", argv: &["events-app", "memory"], no_fp16: false },
+    Case { name: "events-host", argv: &["events-app", "host"], no_fp16: false },
     Case { name: "events-profile", argv: &["events-app", "profile"], no_fp16: false },
     Case {
         name: "bundle-strict",

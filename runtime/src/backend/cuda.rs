@@ -395,6 +395,11 @@ impl Device {
         check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut address, bytes.max(1)) })?;
         Ok(Memory { context: self.context.clone(), address })
     }
+
+    /// Host memory for fast copies: `bytes` of page-locked memory, zeroed.
+    pub(crate) fn alloc_host(&self, bytes: usize) -> Result<HostMemory, Error> {
+        HostMemory::new(&self.context, bytes)
+    }
 }
 
 /// `ptx` with each value of `spec` as the initialiser of its constant's variable,
@@ -795,16 +800,94 @@ impl Stream {
         self.synchronize()
     }
 
-    /// Copies `size` bytes from `src` at `src_offset` to `dst` at `dst_offset` on the device.
-    pub(crate) fn copy(
+    /// Copies `size` bytes of `mem` from `offset` to `out`, after the stream's earlier work;
+    /// returns at once, with the event of the copy's completion.
+    ///
+    /// # Safety
+    /// `out` points to `size` bytes of host memory that stay allocated, and that nothing else
+    /// reads or writes, until the event completed.
+    pub(crate) unsafe fn read_async(
         &self,
-        src: &Memory,
-        src_offset: usize,
-        dst: &Memory,
-        dst_offset: usize,
+        mem: &Memory,
+        offset: usize,
+        out: *mut u8,
         size: usize,
     ) -> Result<Event, Error> {
         self.context.bind()?;
+        // SAFETY: `size` bytes into `out`, which the caller keeps alive and untouched until
+        // the event recorded after the copy completes, from within the allocation (the caller
+        // checked the range).
+        check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(out.cast(), mem.address + offset as u64, size, self.raw)
+        })?;
+        self.record()
+    }
+
+    /// Copies `size` bytes from `data` into `mem` at `offset`, after the stream's earlier
+    /// work; returns at once, with the event of the copy's completion.
+    ///
+    /// # Safety
+    /// `data` points to `size` bytes of host memory that stay allocated, and that nothing
+    /// writes, until the event completed.
+    pub(crate) unsafe fn write_async(
+        &self,
+        mem: &Memory,
+        offset: usize,
+        data: *const u8,
+        size: usize,
+    ) -> Result<Event, Error> {
+        self.context.bind()?;
+        // SAFETY: `size` bytes from `data`, which the caller keeps alive and unchanged until
+        // the event recorded after the copy completes, into the allocation (the caller checked
+        // the range).
+        check("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(mem.address + offset as u64, data.cast(), size, self.raw)
+        })?;
+        self.record()
+    }
+
+    /// An event that completes when the stream's work before it has.
+    pub(crate) fn marker(&self) -> Result<Event, Error> {
+        self.context.bind()?;
+        self.record()
+    }
+
+    /// `size` bytes of `mem` from its start in host memory, after the stream's earlier work:
+    /// a copy, since device memory is not the host's (with `write`, written back by
+    /// [`Stream::unmap`]).
+    pub(crate) fn map(&self, mem: &Memory, size: usize, write: bool) -> Result<Mapping, Error> {
+        let mut host = HostMemory::new(&self.context, size)?;
+        self.read(mem, 0, host.bytes_mut(size))?;
+        Ok(Mapping { host, size, write })
+    }
+
+    /// Ends a [`Stream::map`]: a map for writing is copied back to `mem` (after the stream's
+    /// earlier work; returns when it is there).
+    pub(crate) fn unmap(&self, mem: &Memory, mut mapping: Mapping) -> Result<(), Error> {
+        if mapping.write {
+            let size = mapping.size;
+            self.write(mem, 0, mapping.host.bytes_mut(size))?;
+        }
+        Ok(())
+    }
+
+    /// Copies `size` bytes from `src` at `src_offset` to `dst` at `dst_offset` on the device,
+    /// after the stream's earlier work and the work `after` stands for (events of this
+    /// context). `src` and `dst` may be one allocation when the ranges do not overlap.
+    pub(crate) fn copy(
+        &self,
+        (src, src_offset): (&Memory, usize),
+        (dst, dst_offset): (&Memory, usize),
+        size: usize,
+        after: &[&Event],
+    ) -> Result<Event, Error> {
+        self.context.bind()?;
+        for event in after {
+            // SAFETY: a live stream and a live event of its context.
+            check("cuStreamWaitEvent", unsafe {
+                sys::cuStreamWaitEvent(self.raw, event.end.raw, 0)
+            })?;
+        }
         // SAFETY: two allocations of this context; the caller checked both ranges.
         check("cuMemcpyDtoDAsync", unsafe {
             sys::cuMemcpyDtoDAsync_v2(
@@ -819,7 +902,7 @@ impl Stream {
 
     /// Repeats `pattern` over `size` bytes of `mem` from `offset`: a 1-, 2- or 4-byte pattern
     /// (or a longer one that repeats one) by the driver's memset; `None` for any other, which
-    /// the caller writes from the host.
+    /// the caller fills otherwise (`backend::Queue::fill`).
     pub(crate) fn fill(
         &self,
         mem: &Memory,
@@ -971,6 +1054,73 @@ impl Event {
             // SAFETY: the driver refused the host function, so it never takes `data`.
             drop(unsafe { Box::from_raw(data) });
         })
+    }
+}
+
+/// Page-locked host memory of the context (`cuMemAllocHost`): the driver copies it to and from
+/// the device at full speed, asynchronously. Zeroed when made; freed on drop.
+pub(crate) struct HostMemory {
+    context: Arc<Context>,
+    at: *mut c_void,
+    size: usize,
+}
+
+// SAFETY: page-locked memory is plain host memory, owned by this value alone; it is freed with
+// its context current, from any thread.
+unsafe impl Send for HostMemory {}
+// SAFETY: as above; `&HostMemory` gives out only the pointer.
+unsafe impl Sync for HostMemory {}
+
+impl HostMemory {
+    /// `size` bytes (at least one), zeroed.
+    fn new(context: &Arc<Context>, size: usize) -> Result<HostMemory, Error> {
+        context.bind()?;
+        let size = size.max(1);
+        let mut at = ptr::null_mut();
+        // SAFETY: an out-pointer to a local; the context is bound.
+        check("cuMemAllocHost", unsafe { sys::cuMemAllocHost_v2(&mut at, size) })?;
+        let memory = HostMemory { context: context.clone(), at, size };
+        // SAFETY: `size` bytes of host memory, ours until `drop` frees them.
+        unsafe { ptr::write_bytes(memory.at.cast::<u8>(), 0, size) };
+        Ok(memory)
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.at.cast()
+    }
+
+    /// The first `size` bytes (at most all of them), to read or write.
+    fn bytes_mut(&mut self, size: usize) -> &mut [u8] {
+        // SAFETY: the allocation holds `self.size` initialised bytes (zeroed when made), and
+        // the exclusive borrow of `self` keeps every other access out for the slice's life.
+        unsafe { std::slice::from_raw_parts_mut(self.at.cast(), size.min(self.size)) }
+    }
+}
+
+impl Drop for HostMemory {
+    fn drop(&mut self) {
+        if self.context.bind().is_ok() {
+            // SAFETY: allocated once, freed once; whoever copied to or from it waited first
+            // (`HostBuffer` waits before it drops this).
+            unsafe {
+                let _ = sys::cuMemFreeHost(self.at);
+            }
+        }
+    }
+}
+
+/// A buffer's contents copied into page-locked host memory by [`Stream::map`], until
+/// [`Stream::unmap`].
+pub(crate) struct Mapping {
+    host: HostMemory,
+    size: usize,
+    /// Written back by the unmap.
+    write: bool,
+}
+
+impl Mapping {
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.host.as_ptr()
     }
 }
 

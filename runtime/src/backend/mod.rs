@@ -1,5 +1,6 @@
 //! The drivers under the runtime, behind one interface: devices, compiled images (objects),
-//! linked programs, memory, queues and kernel launches. Two backends implement it:
+//! linked programs, memory (device buffers, host memory for fast copies, maps), queues, their
+//! copies (blocking or returning events) and kernel launches. Two backends implement it:
 //! - [`opencl`]: any OpenCL platform (the Intel CPU runtime, PoCL), through `cl3`;
 //! - `cuda`: NVIDIA GPUs through the CUDA driver API (`libcuda.so.1`, loaded at run time:
 //!   a process without it has no CUDA devices and runs on OpenCL as before), where the PTX
@@ -225,6 +226,41 @@ pub(crate) enum Memory {
     Cuda(cuda::Memory),
 }
 
+/// Host memory for fast copies, owned: page-locked on CUDA; on OpenCL a buffer made with
+/// `CL_MEM_ALLOC_HOST_PTR`, mapped for its whole life. Zeroed when made; freed on drop (the
+/// owner first waits for every copy that uses it).
+pub(crate) enum HostMemory {
+    OpenCl(opencl::HostMem),
+    Cuda(cuda::HostMemory),
+}
+
+impl HostMemory {
+    /// Where the memory starts: as many bytes as were asked for, zeroed when made.
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        match self {
+            HostMemory::OpenCl(m) => m.as_ptr(),
+            HostMemory::Cuda(m) => m.as_ptr(),
+        }
+    }
+}
+
+/// A buffer in host memory, from [`Queue::map`] until [`Queue::unmap`]: the buffer's own
+/// memory where the device shares the host's (OpenCL maps it), a copy where it does not (CUDA).
+pub(crate) enum Mapping {
+    OpenCl(opencl::Mapping),
+    Cuda(cuda::Mapping),
+}
+
+impl Mapping {
+    /// Where the mapped bytes start.
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        match self {
+            Mapping::OpenCl(m) => m.as_ptr(),
+            Mapping::Cuda(m) => m.as_ptr(),
+        }
+    }
+}
+
 /// An in-order queue of work for the device.
 pub(crate) enum Queue {
     OpenCl(opencl::Queue),
@@ -344,6 +380,14 @@ impl Device {
         Ok(match self {
             Device::OpenCl(d) => Memory::OpenCl(d.alloc(bytes)?),
             Device::Cuda(d) => Memory::Cuda(d.alloc(bytes)?),
+        })
+    }
+
+    /// `bytes` of host memory for fast copies to and from this device's buffers, zeroed.
+    pub(crate) fn alloc_host(&self, bytes: usize) -> Result<HostMemory, Error> {
+        Ok(match self {
+            Device::OpenCl(d) => HostMemory::OpenCl(d.alloc_host(bytes)?),
+            Device::Cuda(d) => HostMemory::Cuda(d.alloc_host(bytes)?),
         })
     }
 }
@@ -498,29 +542,166 @@ impl Queue {
         }
     }
 
-    /// Copies `size` bytes between two buffers of this device, on the device, after
-    /// everything enqueued before. Both ranges lie within their buffers (callers check).
-    pub(crate) fn copy(
+    /// Copies `size` bytes of `mem` from `offset` to `out` after everything enqueued before;
+    /// returns at once, with the event of the copy's completion. The range lies within `mem`
+    /// (callers check).
+    ///
+    /// # Safety
+    /// `out` points to `size` bytes of host memory that stay allocated, and that nothing else
+    /// reads or writes, until the event completed.
+    pub(crate) unsafe fn read_async(
         &self,
-        (src, src_offset): (&Memory, usize),
-        (dst, dst_offset): (&Memory, usize),
+        mem: &Memory,
+        offset: usize,
+        out: *mut u8,
         size: usize,
     ) -> Result<Event, Error> {
-        match (self, src, dst) {
-            (Queue::OpenCl(q), Memory::OpenCl(s), Memory::OpenCl(d)) => {
-                q.copy(s, src_offset, d, dst_offset, size).map(Event::OpenCl)
+        if size == 0 {
+            // Drivers refuse empty copies: an event that completes as one would.
+            return self.marker();
+        }
+        // SAFETY: the caller keeps `out` as the backends require.
+        unsafe {
+            match (self, mem) {
+                (Queue::OpenCl(q), Memory::OpenCl(m)) => {
+                    q.read_async(m, offset, out, size).map(Event::OpenCl)
+                }
+                (Queue::Cuda(s), Memory::Cuda(m)) => {
+                    s.read_async(m, offset, out, size).map(Event::Cuda)
+                }
+                _ => Err(Error::InvalidArgument("a buffer of another device's backend".into())),
             }
-            (Queue::Cuda(q), Memory::Cuda(s), Memory::Cuda(d)) => {
-                q.copy(s, src_offset, d, dst_offset, size).map(Event::Cuda)
+        }
+    }
+
+    /// Copies `size` bytes from `data` into `mem` at `offset` after everything enqueued
+    /// before; returns at once, with the event of the copy's completion. The range lies
+    /// within `mem` (callers check).
+    ///
+    /// # Safety
+    /// `data` points to `size` bytes of host memory that stay allocated, and that nothing
+    /// writes, until the event completed.
+    pub(crate) unsafe fn write_async(
+        &self,
+        mem: &Memory,
+        offset: usize,
+        data: *const u8,
+        size: usize,
+    ) -> Result<Event, Error> {
+        if size == 0 {
+            return self.marker();
+        }
+        // SAFETY: the caller keeps `data` as the backends require.
+        unsafe {
+            match (self, mem) {
+                (Queue::OpenCl(q), Memory::OpenCl(m)) => {
+                    q.write_async(m, offset, data, size).map(Event::OpenCl)
+                }
+                (Queue::Cuda(s), Memory::Cuda(m)) => {
+                    s.write_async(m, offset, data, size).map(Event::Cuda)
+                }
+                _ => Err(Error::InvalidArgument("a buffer of another device's backend".into())),
+            }
+        }
+    }
+
+    /// An event that completes when everything enqueued before it has: what another queue
+    /// waits for to come after this one's work.
+    pub(crate) fn marker(&self) -> Result<Event, Error> {
+        match self {
+            Queue::OpenCl(q) => q.marker().map(Event::OpenCl),
+            Queue::Cuda(s) => s.marker().map(Event::Cuda),
+        }
+    }
+
+    /// `size` bytes (at least one) of `mem` from its start in host memory, after everything
+    /// enqueued before; returns when they are there. With `write` the host may change them,
+    /// and [`Queue::unmap`] makes the changes the buffer's.
+    pub(crate) fn map(&self, mem: &Memory, size: usize, write: bool) -> Result<Mapping, Error> {
+        let size = size.max(1);
+        match (self, mem) {
+            (Queue::OpenCl(q), Memory::OpenCl(m)) => q.map(m, size, write).map(Mapping::OpenCl),
+            (Queue::Cuda(s), Memory::Cuda(m)) => s.map(m, size, write).map(Mapping::Cuda),
+            _ => Err(Error::InvalidArgument("a buffer of another device's backend".into())),
+        }
+    }
+
+    /// Ends a [`Queue::map`] of `mem` on this queue; returns when the buffer holds what the
+    /// host wrote.
+    pub(crate) fn unmap(&self, mem: &Memory, mapping: Mapping) -> Result<(), Error> {
+        match (self, mem, mapping) {
+            (Queue::OpenCl(q), Memory::OpenCl(m), Mapping::OpenCl(mapping)) => q.unmap(m, mapping),
+            (Queue::Cuda(s), Memory::Cuda(m), Mapping::Cuda(mapping)) => s.unmap(m, mapping),
+            _ => Err(Error::InvalidArgument("a mapping of another device's backend".into())),
+        }
+    }
+
+    /// Copies `size` bytes between two buffers of this device, on the device, after
+    /// everything enqueued before and the commands `after` stand for (events of this
+    /// device). Both ranges lie within their buffers, and do not overlap within one buffer
+    /// (callers check).
+    pub(crate) fn copy(
+        &self,
+        src: (&Memory, usize),
+        dst: (&Memory, usize),
+        size: usize,
+        after: &[&Event],
+    ) -> Result<Event, Error> {
+        if size == 0 {
+            return self.marker();
+        }
+        match (self, src, dst) {
+            (Queue::OpenCl(q), (Memory::OpenCl(s), so), (Memory::OpenCl(d), doff)) => {
+                let after = events_of(after, |e| match e {
+                    Event::OpenCl(e) => Some(e),
+                    Event::Cuda(_) => None,
+                })?;
+                q.copy((s, so), (d, doff), size, &after).map(Event::OpenCl)
+            }
+            (Queue::Cuda(q), (Memory::Cuda(s), so), (Memory::Cuda(d), doff)) => {
+                let after = events_of(after, |e| match e {
+                    Event::Cuda(e) => Some(e),
+                    Event::OpenCl(_) => None,
+                })?;
+                q.copy((s, so), (d, doff), size, &after).map(Event::Cuda)
             }
             _ => Err(Error::InvalidArgument("a buffer of another device's backend".into())),
         }
     }
 
     /// Repeats `pattern` over `size` bytes of `mem` from `offset` (both multiples of the
-    /// pattern's size, within `mem`), after everything enqueued before; `None` when the
-    /// driver has no fill for this pattern (the caller writes the values from the host).
+    /// pattern's size, within `mem`) on the device, after everything enqueued before. The
+    /// driver fills where it takes the pattern (OpenCL: 1, 2, 4, … 128 bytes; CUDA: one that
+    /// repeats 1, 2 or 4 bytes); otherwise the first value is filled byte by byte, then copied
+    /// over the range in doubling copies within the buffer (about log2 of the values' count).
     pub(crate) fn fill(
+        &self,
+        mem: &Memory,
+        pattern: &[u8],
+        offset: usize,
+        size: usize,
+    ) -> Result<Event, Error> {
+        if size == 0 || pattern.is_empty() {
+            return self.marker();
+        }
+        if let Some(filled) = self.driver_fill(mem, pattern, offset, size)? {
+            return Ok(filled);
+        }
+        let mut last = None;
+        for (i, byte) in pattern.iter().enumerate() {
+            last = self.driver_fill(mem, std::slice::from_ref(byte), offset + i, 1)?;
+        }
+        let mut done = pattern.len();
+        while done < size {
+            let more = done.min(size - done);
+            last = Some(self.copy((mem, offset), (mem, offset + done), more, &[])?);
+            done += more;
+        }
+        last.ok_or_else(|| Error::InvalidArgument("a driver without a 1-byte fill".into()))
+    }
+
+    /// The driver's own fill of `pattern`; `None` when it takes no such pattern.
+    fn driver_fill(
         &self,
         mem: &Memory,
         pattern: &[u8],

@@ -47,6 +47,10 @@ impl Device {
     pub(crate) fn alloc(&self, _bytes: usize) -> Result<Memory, Error> {
         match *self {}
     }
+
+    pub(crate) fn alloc_host(&self, _bytes: usize) -> Result<HostMemory, Error> {
+        match *self {}
+    }
 }
 
 /// An image's PTX, of which this build has none.
@@ -108,13 +112,48 @@ impl Stream {
         match *self {}
     }
 
+    /// # Safety
+    /// None needed: this build has no stream to call it on.
+    pub(crate) unsafe fn read_async(
+        &self,
+        _mem: &Memory,
+        _offset: usize,
+        _out: *mut u8,
+        _size: usize,
+    ) -> Result<Event, Error> {
+        match *self {}
+    }
+
+    /// # Safety
+    /// None needed: this build has no stream to call it on.
+    pub(crate) unsafe fn write_async(
+        &self,
+        _mem: &Memory,
+        _offset: usize,
+        _data: *const u8,
+        _size: usize,
+    ) -> Result<Event, Error> {
+        match *self {}
+    }
+
+    pub(crate) fn marker(&self) -> Result<Event, Error> {
+        match *self {}
+    }
+
+    pub(crate) fn map(&self, _mem: &Memory, _size: usize, _write: bool) -> Result<Mapping, Error> {
+        match *self {}
+    }
+
+    pub(crate) fn unmap(&self, _mem: &Memory, _mapping: Mapping) -> Result<(), Error> {
+        match *self {}
+    }
+
     pub(crate) fn copy(
         &self,
-        _src: &Memory,
-        _src_offset: usize,
-        _dst: &Memory,
-        _dst_offset: usize,
+        _src: (&Memory, usize),
+        _dst: (&Memory, usize),
         _size: usize,
+        _after: &[&Event],
     ) -> Result<Event, Error> {
         match *self {}
     }
@@ -134,7 +173,6 @@ impl Stream {
     }
 }
 
-/// Device memory, of which this build has none.
 /// An event of a stream, of which this build has none.
 #[derive(Clone)]
 pub(crate) enum Event {}
@@ -157,10 +195,29 @@ impl Event {
     }
 }
 
+/// Device memory, of which this build has none.
 pub(crate) enum Memory {}
 
 impl Memory {
     pub(crate) fn address(&self) -> u64 {
+        match *self {}
+    }
+}
+
+/// Page-locked host memory, of which this build has none.
+pub(crate) enum HostMemory {}
+
+impl HostMemory {
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        match *self {}
+    }
+}
+
+/// A buffer's contents in host memory, of which this build has none.
+pub(crate) enum Mapping {}
+
+impl Mapping {
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
         match *self {}
     }
 }

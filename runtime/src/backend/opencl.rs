@@ -2,9 +2,10 @@
 //! drop; every call that can fail returns the OpenCL error with the name of the call), the
 //! devices of every platform with their capabilities, and [`Device`]'s compile, link and build.
 //!
-//! One of the five modules with `unsafe` code (with `cuda`, `discovery::loaded`,
-//! `build::disk` and `launch::queue`): the handles are created here and never leave as raw
-//! pointers.
+//! One of the six modules with `unsafe` code (with `cuda`, `discovery::loaded`,
+//! `build::disk`, `launch::queue` and `launch::host`): the handles are created here and never
+//! leave as raw pointers; a mapped region's pointer (host memory, a map) leaves, for
+//! `launch::host` to make a slice of while its owner keeps it mapped.
 
 use std::collections::BTreeSet;
 use std::ffi::{c_void, CString};
@@ -12,7 +13,7 @@ use std::ptr;
 
 use cl3::types::{
     cl_command_queue, cl_context, cl_device_id, cl_event, cl_int, cl_kernel, cl_mem, cl_program,
-    CL_BLOCKING,
+    CL_BLOCKING, CL_NON_BLOCKING,
 };
 use sycl_format::aspects::{aspect_number, target_aspect};
 use sycl_format::Target;
@@ -407,16 +408,91 @@ impl Queue {
         Ok(())
     }
 
-    /// Copies `size` bytes from `src` at `src_offset` to `dst` at `dst_offset` on the device.
-    pub(crate) fn copy(
+    /// Copies `out.len()` bytes of `mem` from `offset` into `out`, after everything enqueued
+    /// before; returns at once, with the event of the copy's completion.
+    ///
+    /// # Safety
+    /// `out` points to `size` bytes of host memory that stay allocated, and that nothing else
+    /// reads or writes, until the event completed.
+    pub(crate) unsafe fn read_async(
         &self,
-        src: &Mem,
-        src_offset: usize,
-        dst: &Mem,
-        dst_offset: usize,
+        mem: &Mem,
+        offset: usize,
+        out: *mut u8,
         size: usize,
     ) -> Result<Event, Error> {
-        // SAFETY: two live buffers of this queue's context; the caller checked both ranges.
+        // SAFETY: a non-blocking read of `size` bytes into `out`, which the caller keeps alive
+        // and untouched until the event completes; the caller checked that `offset + size`
+        // lies within the buffer.
+        unsafe {
+            cl3::command_queue::enqueue_read_buffer(
+                self.0,
+                mem.0,
+                CL_NON_BLOCKING,
+                offset,
+                size,
+                out.cast(),
+                0,
+                ptr::null(),
+            )
+        }
+        .map(Event)
+        .map_err(cl_err("clEnqueueReadBuffer"))
+    }
+
+    /// Copies `size` bytes from `data` into `mem` at `offset`, after everything enqueued
+    /// before; returns at once, with the event of the copy's completion.
+    ///
+    /// # Safety
+    /// `data` points to `size` bytes of host memory that stay allocated, and that nothing
+    /// writes, until the event completed.
+    pub(crate) unsafe fn write_async(
+        &self,
+        mem: &Mem,
+        offset: usize,
+        data: *const u8,
+        size: usize,
+    ) -> Result<Event, Error> {
+        // SAFETY: a non-blocking write of `size` bytes from `data`, which the caller keeps
+        // alive and unchanged until the event completes; the caller checked the range.
+        unsafe {
+            cl3::command_queue::enqueue_write_buffer(
+                self.0,
+                mem.0,
+                CL_NON_BLOCKING,
+                offset,
+                size,
+                data.cast(),
+                0,
+                ptr::null(),
+            )
+        }
+        .map(Event)
+        .map_err(cl_err("clEnqueueWriteBuffer"))
+    }
+
+    /// An event that completes when everything enqueued before it has.
+    pub(crate) fn marker(&self) -> Result<Event, Error> {
+        // SAFETY: a live queue and an empty wait list.
+        unsafe { cl3::command_queue::enqueue_marker_with_wait_list(self.0, 0, ptr::null()) }
+            .map(Event)
+            .map_err(cl_err("clEnqueueMarkerWithWaitList"))
+    }
+
+    /// Copies `size` bytes from `src` at `src_offset` to `dst` at `dst_offset` on the device,
+    /// after everything enqueued before and the commands `after` stand for (events of this
+    /// queue's context). `src` and `dst` may be one buffer when the ranges do not overlap.
+    pub(crate) fn copy(
+        &self,
+        (src, src_offset): (&Mem, usize),
+        (dst, dst_offset): (&Mem, usize),
+        size: usize,
+        after: &[&Event],
+    ) -> Result<Event, Error> {
+        let waits: Vec<cl_event> = after.iter().map(|e| e.0).collect();
+        // SAFETY: two live buffers of this queue's context; the caller checked both ranges
+        // (and that they do not overlap within one buffer); `waits` holds `waits.len()` live
+        // events (their owners hold them until this returns).
         unsafe {
             cl3::command_queue::enqueue_copy_buffer(
                 self.0,
@@ -425,8 +501,8 @@ impl Queue {
                 src_offset,
                 dst_offset,
                 size,
-                0,
-                ptr::null(),
+                waits.len() as u32,
+                if waits.is_empty() { ptr::null() } else { waits.as_ptr() },
             )
         }
         .map(Event)
@@ -462,6 +538,120 @@ impl Queue {
 
     pub(crate) fn finish(&self) -> Result<(), Error> {
         cl3::command_queue::finish(self.0).map_err(cl_err("clFinish"))
+    }
+
+    /// Maps `size` bytes of `mem` from its start into host memory, after everything enqueued
+    /// before (a blocking map): for reading, or with `write` for reading and writing. The
+    /// mapping lasts until [`Queue::unmap`].
+    pub(crate) fn map(&self, mem: &Mem, size: usize, write: bool) -> Result<Mapping, Error> {
+        let flags = match write {
+            false => cl3::memory::CL_MAP_READ,
+            true => cl3::memory::CL_MAP_READ | cl3::memory::CL_MAP_WRITE,
+        };
+        let mut at = ptr::null_mut();
+        // SAFETY: a blocking map of `size` bytes from the start of a live buffer of this
+        // queue's context (the caller checked the size); `at` is an out-pointer to a local.
+        let event = unsafe {
+            cl3::command_queue::enqueue_map_buffer(
+                self.0,
+                mem.0,
+                CL_BLOCKING,
+                flags,
+                0,
+                size,
+                &mut at,
+                0,
+                ptr::null(),
+            )
+        }
+        .map_err(cl_err("clEnqueueMapBuffer"))?;
+        drop(Event(event));
+        Ok(Mapping(at))
+    }
+
+    /// Unmaps what [`Queue::map`] mapped of `mem`, and waits until the device sees what the
+    /// host wrote there.
+    pub(crate) fn unmap(&self, mem: &Mem, mapping: Mapping) -> Result<(), Error> {
+        // SAFETY: a pointer this queue's map of `mem` returned, unmapped once (the mapping is
+        // consumed); nothing reads or writes it after (its guard is gone).
+        let event = unsafe {
+            cl3::command_queue::enqueue_unmap_mem_object(self.0, mem.0, mapping.0, 0, ptr::null())
+        }
+        .map_err(cl_err("clEnqueueUnmapMemObject"))?;
+        Event(event).wait()
+    }
+}
+
+/// A buffer's region mapped into host memory by [`Queue::map`], until [`Queue::unmap`].
+pub(crate) struct Mapping(*mut c_void);
+
+// SAFETY: the mapped region is plain host memory, usable from any thread; the pointer says
+// where it is and owns nothing.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.0.cast()
+    }
+}
+
+/// Host memory the driver allocated: a buffer made with `CL_MEM_ALLOC_HOST_PTR`, mapped for
+/// reading and writing for its whole life, so that its host pointer is the driver's own
+/// memory (which it copies to and from device buffers fastest). Zeroed when made; unmapped
+/// and released on drop.
+pub(crate) struct HostMem {
+    at: *mut c_void,
+    mem: Mem,
+    /// The queue it was mapped on, retained: the unmap goes there.
+    queue: Queue,
+}
+
+// SAFETY: the mapped region is plain host memory owned by this value alone; the buffer and
+// queue handles are thread-safe (see above).
+unsafe impl Send for HostMem {}
+// SAFETY: as above; `&HostMem` gives out only the pointer.
+unsafe impl Sync for HostMem {}
+
+impl HostMem {
+    /// `size` bytes (at least one) mapped on `queue`, a queue of `context` that nothing else
+    /// uses but host memory (so the map does not wait for a program's work).
+    fn new(context: &Context, queue: &Queue, size: usize) -> Result<HostMem, Error> {
+        let size = size.max(1);
+        // SAFETY: no host pointer is given: the driver allocates host-accessible memory.
+        let mem = unsafe {
+            cl3::memory::create_buffer(
+                context.0,
+                cl3::memory::CL_MEM_READ_WRITE | cl3::memory::CL_MEM_ALLOC_HOST_PTR,
+                size,
+                ptr::null_mut(),
+            )
+        }
+        .map(Mem)
+        .map_err(cl_err("clCreateBuffer"))?;
+        // SAFETY: a live queue, retained once for the new owner below, which releases it once.
+        unsafe { cl3::command_queue::retain_command_queue(queue.0) }
+            .map_err(cl_err("clRetainCommandQueue"))?;
+        let queue = Queue(queue.0);
+        let Mapping(at) = queue.map(&mem, size, true)?;
+        // SAFETY: the mapped region is `size` bytes of host memory, ours until the unmap.
+        unsafe { ptr::write_bytes(at.cast::<u8>(), 0, size) };
+        Ok(HostMem { at, mem, queue })
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.at.cast()
+    }
+}
+
+impl Drop for HostMem {
+    fn drop(&mut self) {
+        // Mapped once in `new`, unmapped once here; whoever copied to or from the memory
+        // waited for it first (`HostBuffer` waits before it drops this).
+        if let Err(e) = self.queue.unmap(&self.mem, Mapping(self.at)) {
+            log::warn!("unmapping host memory: {e}");
+        }
     }
 }
 
@@ -673,6 +863,9 @@ impl Kernel {
 pub(crate) struct Device {
     id: DeviceId,
     context: Context,
+    /// The queue that maps and unmaps host memory ([`Device::alloc_host`]), made at its
+    /// first use.
+    host_queue: std::sync::OnceLock<Queue>,
 }
 
 /// A refused compile, link or build: the call, the error and the device's log.
@@ -699,7 +892,7 @@ fn not_created(e: Error) -> Failure {
 
 impl Device {
     pub(crate) fn open(id: DeviceId) -> Result<Device, Error> {
-        Ok(Device { id, context: Context::new(id)? })
+        Ok(Device { id, context: Context::new(id)?, host_queue: std::sync::OnceLock::new() })
     }
 
     /// SPIR-V with its specialization values, compiled to an object.
@@ -762,6 +955,20 @@ impl Device {
 
     pub(crate) fn alloc(&self, bytes: usize) -> Result<Mem, Error> {
         Mem::new(&self.context, bytes)
+    }
+
+    /// Host memory for fast copies: `bytes` of the driver's own memory, zeroed. It is mapped
+    /// and unmapped on a queue of its own, so that neither waits for a program's work.
+    pub(crate) fn alloc_host(&self, bytes: usize) -> Result<HostMem, Error> {
+        let queue = match self.host_queue.get() {
+            Some(queue) => queue,
+            None => {
+                // Two threads may both make one: the second is dropped.
+                let _ = self.host_queue.set(self.queue(false)?);
+                self.host_queue.get().expect("set above")
+            }
+        };
+        HostMem::new(&self.context, queue, bytes)
     }
 }
 

@@ -1,9 +1,12 @@
-//! Queues on a device and the buffers they allocate: the first things a program makes.
-//! Launching is `kernel`'s, which adds [`Queue::launch`].
+//! Queues on a device and the buffers they allocate: the first things a program makes, with
+//! the buffers' copies through ordinary host memory (blocking) and on the device (blocking, or
+//! returning an [`Event`]). Host memory for asynchronous copies and maps is `host`'s, which
+//! adds [`Queue::host_buffer`]; launching is `kernel`'s, which adds [`Queue::launch`].
 
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
+use super::event::Event;
 use crate::backend::{self, Memory, Program};
 use crate::build::{DeviceState, PooledKernel};
 use crate::process::runtime;
@@ -50,7 +53,7 @@ fn zeroed<T: Pod>(len: usize) -> Vec<T> {
 }
 
 /// `len` values of `T` in bytes, or the error that names the overflow.
-fn byte_size<T>(len: usize) -> Result<usize, Error> {
+pub(super) fn byte_size<T>(len: usize) -> Result<usize, Error> {
     len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
         Error::InvalidArgument(format!(
             "{len} values of {} ({} bytes each) overflow the address space",
@@ -149,10 +152,7 @@ impl Queue {
     pub fn buffer_zeroed<T: Pod>(&self, len: usize) -> Result<Buffer<T>, Error> {
         let buffer = self.buffer::<T>(len)?;
         let bytes = byte_size::<T>(len)?;
-        match self.inner.queue.fill(&buffer.mem, &[0], 0, bytes)? {
-            Some(filled) => filled.wait()?,
-            None => buffer.write(&zeroed(len))?,
-        }
+        self.inner.queue.fill(&buffer.mem, &[0], 0, bytes)?.wait()?;
         Ok(buffer)
     }
 
@@ -240,6 +240,13 @@ impl<T: Pod> Buffer<T> {
     /// on the device; returns when the copy is done. The copy comes after everything
     /// submitted to both buffers' queues before.
     pub fn copy_from(&self, src: &Buffer<T>) -> Result<(), Error> {
+        self.copy_from_async(src)?.wait()
+    }
+
+    /// [`Buffer::copy_from`] without waiting: the event of the copy's completion. The host
+    /// does not wait, not even for `src`'s queue when it is another: this buffer's queue does
+    /// (`src`'s queue is flushed, so that its work reaches the device).
+    pub fn copy_from_async(&self, src: &Buffer<T>) -> Result<Event, Error> {
         if !Arc::ptr_eq(&self.queue.inner.device, &src.queue.inner.device) {
             return Err(Error::InvalidArgument(format!(
                 "copying a buffer of {} into a buffer of {}: copies between devices go \
@@ -253,27 +260,49 @@ impl<T: Pod> Buffer<T> {
                 src.len, self.len
             )));
         }
-        if !Arc::ptr_eq(&self.queue.inner, &src.queue.inner) {
-            src.queue.wait()?;
-        }
-        let bytes = byte_size::<T>(self.len)?;
-        self.queue.inner.queue.copy((&src.mem, 0), (&self.mem, 0), bytes)?.wait()
+        let queue = &self.queue.inner.queue;
+        let event = if Arc::ptr_eq(&self.mem, &src.mem) {
+            // A buffer copied onto itself: nothing changes, but the event still comes after
+            // what its queue was given before.
+            queue.marker()?
+        } else {
+            // The source's earlier work, as an event this queue waits for.
+            let before = match Arc::ptr_eq(&self.queue.inner, &src.queue.inner) {
+                true => None,
+                false => {
+                    let marker = src.queue.inner.queue.marker()?;
+                    src.queue.inner.queue.flush()?;
+                    Some(marker)
+                }
+            };
+            let bytes = byte_size::<T>(self.len)?;
+            let after: Vec<&backend::Event> = before.iter().collect();
+            queue.copy((&src.mem, 0), (&self.mem, 0), bytes, &after)?
+        };
+        Ok(Event::new(event, self.queue.state()))
     }
 
-    /// Sets every value to `value`, on the device where the driver can (otherwise from the
-    /// host); returns when it is done.
+    /// Sets every value to `value`, on the device; returns when it is done.
     pub fn fill(&self, value: T) -> Result<(), Error> {
+        self.fill_async(value)?.wait()
+    }
+
+    /// [`Buffer::fill`] without waiting: the event of the fill's completion, after everything
+    /// submitted to the buffer's queue before. The driver fills where it takes the value's
+    /// size as a pattern (OpenCL: 1, 2, 4, … 128 bytes; CUDA: a value that repeats 1, 2 or 4
+    /// bytes); any other value (a 12-byte `[f32; 3]`, an `f64` on CUDA) is still filled on the
+    /// device, without the host: its first copy byte by byte, then copies of what is filled
+    /// over the rest, each twice as long as the one before.
+    pub fn fill_async(&self, value: T) -> Result<Event, Error> {
         let bytes = byte_size::<T>(self.len)?;
         let pattern = as_bytes(std::slice::from_ref(&value));
-        match self.queue.inner.queue.fill(&self.mem, pattern, 0, bytes)? {
-            Some(filled) => filled.wait(),
-            None => self.write(&vec![value; self.len]),
-        }
+        let event = self.queue.inner.queue.fill(&self.mem, pattern, 0, bytes)?;
+        Ok(Event::new(event, self.queue.state()))
     }
 
     /// That `range` lies within the buffer and that the host side holds `host` values, as
     /// many as it spans.
-    fn check_range(
+    pub(super) fn check_range(
         &self,
         what: &str,
         range: &std::ops::Range<usize>,
