@@ -10,7 +10,8 @@
 # against a CPU reference, then prints each comparison and its `RATIO` line; `gpu-bench
 # --overheads` compares first launches (against the same cuLink calls by hand, warm cache
 # against cold) and start-up with 1,000 kernels against 1, in new processes; `gpu-bench --gpus`
-# runs the kernels on every GPU, then on all at once (skipped with one GPU). Then the register
+# runs the kernels on every GPU, then on all at once (skipped with one GPU); `gpu-bench
+# --host-api` compares launch throughput, copies, overlap and profiling with the driver API. Then the register
 # and spill counts of both sides' kernels (`cuobjdump -res-usage`: nvcc's cubin, and the cubins
 # the runtime linked, from its persistent cache) and the SASS of both SGEMMs. Logs go to $OUT
 # (else ./gpu-bench-out): bench.txt, resources.txt, sass-*.txt.
@@ -28,6 +29,7 @@ unset SYCL_DEVICE SYCL_TRACE SYCL_CACHE_DISABLE
 "$work/bin/gpu-bench" "$work/bench.cubin" | tee "$out/bench.txt"
 "$work/bin/gpu-bench" --overheads | tee -a "$out/bench.txt"
 "$work/bin/gpu-bench" --gpus | tee -a "$out/bench.txt"
+"$work/bin/gpu-bench" --host-api "$work/bench.cubin" | tee -a "$out/bench.txt"
 
 {
     echo "== nvcc ($arch)"

@@ -175,6 +175,9 @@ struct Context {
     /// Untimed events no longer in use, for the next launches to record again: a launch
     /// creates no event in steady state.
     idle_events: Mutex<Vec<sys::CUevent>>,
+    /// One idle event kept outside the lock: a loop of launches whose events are dropped
+    /// passes one event back and forth here.
+    spare_event: std::sync::atomic::AtomicPtr<sys::CUevent_st>,
 }
 
 /// How many idle events a context keeps.
@@ -186,7 +189,16 @@ unsafe impl Send for Context {}
 unsafe impl Sync for Context {}
 
 impl Context {
+    /// Makes the context current on this thread (when it is not already: asking is cheaper
+    /// than setting, and a launch binds on every call).
     fn bind(&self) -> Result<(), Error> {
+        let mut current = ptr::null_mut();
+        // SAFETY: an out-pointer to a local.
+        if unsafe { sys::cuCtxGetCurrent(&mut current) } == CUresult::CUDA_SUCCESS
+            && current == self.raw
+        {
+            return Ok(());
+        }
         // SAFETY: the context is retained until this value drops.
         check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.raw) })
     }
@@ -214,7 +226,12 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
-        let idle = std::mem::take(self.idle_events.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let mut idle =
+            std::mem::take(self.idle_events.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let spare = *self.spare_event.get_mut();
+        if !spare.is_null() {
+            idle.push(spare);
+        }
         if !idle.is_empty() && self.bind().is_ok() {
             for event in idle {
                 // SAFETY: each idle event was created once and is destroyed once, here.
@@ -258,6 +275,7 @@ impl Device {
                 device,
                 callbacks: OnceLock::new(),
                 idle_events: Mutex::new(Vec::new()),
+                spare_event: std::sync::atomic::AtomicPtr::new(ptr::null_mut()),
             }),
         })
     }
@@ -640,8 +658,10 @@ impl Stream {
         }
         // Local arguments become offsets into the dynamic shared memory.
         let mut shared = 0usize;
-        let mut offsets = vec![0u64; kernel.args.len()];
-        let mut params: Vec<*mut c_void> = Vec::with_capacity(kernel.args.len());
+        // On the stack for up to 16 parameters: a launch allocates nothing.
+        let mut offsets: smallvec::SmallVec<[u64; 16]> =
+            smallvec::smallvec![0u64; kernel.args.len()];
+        let mut params: smallvec::SmallVec<[*mut c_void; 16]> = smallvec::SmallVec::new();
         for (i, arg) in kernel.args.iter().enumerate() {
             match arg {
                 Slot::Bytes(bytes) => params.push(bytes.as_ptr() as *mut c_void),
@@ -705,7 +725,15 @@ impl Stream {
     /// is an idle event of the context's when there is one.
     fn record_raw(&self, timed: bool) -> Result<Arc<RawEvent>, Error> {
         let idle = match timed {
-            false => self.context.idle_events.lock().unwrap_or_else(|e| e.into_inner()).pop(),
+            false => {
+                let spare = self.context.spare_event.swap(ptr::null_mut(), Ordering::AcqRel);
+                match spare.is_null() {
+                    false => Some(spare),
+                    true => {
+                        self.context.idle_events.lock().unwrap_or_else(|e| e.into_inner()).pop()
+                    }
+                }
+            }
             true => None,
         };
         let raw = match idle {
@@ -975,6 +1003,13 @@ unsafe impl Sync for RawEvent {}
 impl Drop for RawEvent {
     fn drop(&mut self) {
         if !self.timed {
+            let spare = &self.context.spare_event;
+            if spare
+                .compare_exchange(ptr::null_mut(), self.raw, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
             let mut idle = self.context.idle_events.lock().unwrap_or_else(|e| e.into_inner());
             if idle.len() < IDLE_EVENTS {
                 // Recording it again later replaces what it stood for; work that waits on it
