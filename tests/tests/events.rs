@@ -152,3 +152,18 @@ fn host_buffers_transfer_asynchronously_and_maps_share_what_kernels_write() {
         );
     }
 }
+
+#[test]
+fn a_launch_with_a_global_offset_starts_its_ids_there() {
+    for device in ["intel", "pocl"] {
+        let (out, _) = scenario(device, &["offset"]);
+        assert_eq!(
+            out.lines().collect::<Vec<_>>(),
+            [
+                "ids from offset 100: [100, 101, 102, 103, 104, 105, 106, 107]",
+                "an offset of two dimensions: invalid argument: kernel `ids`: the offset [1, 2] has 2 dimension(s), the global range [8] has 1",
+            ],
+            "on {device}"
+        );
+    }
+}

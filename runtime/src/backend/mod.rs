@@ -486,13 +486,15 @@ impl Kernel {
 
 impl Queue {
     /// Enqueues `kernel` over `global` work-items in work-groups of `local` (the driver's
-    /// choice when `None`), as OpenCL defines them, after the commands `after` stand for
+    /// choice when `None`), as OpenCL defines them, the global ids starting at `offset` (none on
+    /// CUDA), after the commands `after` stand for
     /// (events of this device); the event of its completion. Never blocks the host.
     pub(crate) fn enqueue(
         &self,
         kernel: &Kernel,
         global: &[usize],
         local: Option<&[usize]>,
+        offset: Option<&[usize]>,
         after: &[&Event],
     ) -> Result<Event, Error> {
         match (self, kernel) {
@@ -501,7 +503,17 @@ impl Queue {
                     Event::OpenCl(e) => Some(e),
                     Event::Cuda(_) => None,
                 })?;
-                q.enqueue(k, global, local, &after).map(Event::OpenCl)
+                q.enqueue(k, global, local, offset, &after).map(Event::OpenCl)
+            }
+            (Queue::Cuda(_), Kernel::Cuda(_))
+                if offset.is_some_and(|o| o.iter().any(|&d| d != 0)) =>
+            {
+                // The ptx64 target's get_global_id and get_global_offset know no offset.
+                Err(Error::InvalidArgument(
+                    "a global offset on a CUDA device: its kernels' get_global_id knows none; \
+                     add the offset to the index in the kernel, or pass it as an argument"
+                        .into(),
+                ))
             }
             (Queue::Cuda(s), Kernel::Cuda(k)) => {
                 let after = events_of(after, |e| match e {

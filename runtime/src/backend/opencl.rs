@@ -325,9 +325,11 @@ impl Queue {
         kernel: &Kernel,
         global: &[usize],
         local: Option<&[usize]>,
+        offset: Option<&[usize]>,
         after: &[&Event],
     ) -> Result<Event, Error> {
         let local_ptr = local.map_or(ptr::null(), <[usize]>::as_ptr);
+        let offset_ptr = offset.map_or(ptr::null(), <[usize]>::as_ptr);
         // A short wait list on the stack: a launch allocates nothing.
         let mut waits = [ptr::null_mut(); 8];
         let heap: Vec<cl_event>;
@@ -340,7 +342,7 @@ impl Queue {
             heap = after.iter().map(|e| e.0).collect();
             &heap
         };
-        // SAFETY: `global` (and `local`, when given) hold `global.len()` sizes; every argument
+        // SAFETY: `global` (and `local` and `offset`, when given) hold `global.len()` sizes; every argument
         // of the kernel was set by the caller before enqueueing; `waits` holds `waits.len()`
         // live events (their owners hold them until this returns).
         let event = unsafe {
@@ -348,7 +350,7 @@ impl Queue {
                 self.0,
                 kernel.0,
                 global.len() as u32,
-                ptr::null(),
+                offset_ptr,
                 global.as_ptr(),
                 local_ptr,
                 waits.len() as u32,

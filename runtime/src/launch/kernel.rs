@@ -35,6 +35,7 @@ impl Queue {
             args: Args::new(),
             global: Range::new(&[]),
             local: None,
+            offset: None,
             spec: SpecValues::default(),
             bundle: None,
             after: Vec::new(),
@@ -188,6 +189,8 @@ pub struct Launch<'q, R = GlobalRange> {
     args: Args,
     global: Range,
     local: Option<Range>,
+    /// Where the global ids start (zero by default).
+    offset: Option<Range>,
     spec: SpecValues,
     bundle: Option<(KernelBundle<Executable>, Option<Selector>)>,
     /// Events the launch waits for (empty for most: nothing is allocated).
@@ -211,13 +214,14 @@ impl<'q, R> Launch<'q, R> {
 
     /// The global range: one to three dimensions (`[n]`, `[w, h]`, `[w, h, d]`).
     pub fn global<const N: usize>(self, dims: [usize; N]) -> Launch<'q, GlobalRange> {
-        let Launch { queue, kernel, args, local, spec, bundle, after, .. } = self;
+        let Launch { queue, kernel, args, local, offset, spec, bundle, after, .. } = self;
         Launch {
             queue,
             kernel,
             args,
             global: Range::new(&dims),
             local,
+            offset,
             spec,
             bundle,
             after,
@@ -228,6 +232,14 @@ impl<'q, R> Launch<'q, R> {
     /// The work-group size (by default the driver chooses).
     pub fn local<const N: usize>(mut self, dims: [usize; N]) -> Self {
         self.local = Some(Range::new(&dims));
+        self
+    }
+
+    /// Where the global ids start: `get_global_id(d)` runs over `offset[d]..offset[d] +
+    /// global[d]`, as many dimensions as the global range (OpenCL devices; a CUDA device
+    /// refuses a non-zero offset at [`Launch::run`]).
+    pub fn offset<const N: usize>(mut self, dims: [usize; N]) -> Self {
+        self.offset = Some(Range::new(&dims));
         self
     }
 
@@ -271,8 +283,19 @@ impl Launch<'_, GlobalRange> {
     /// completion. The host does not wait for the kernel: [`Event::wait`], a read of a buffer
     /// (which waits for everything the queue was given before it), or [`Queue::wait`] does.
     pub fn run(self) -> Result<Event, Error> {
-        let Launch { queue, kernel, args, global, local, spec, bundle, after, .. } = self;
+        let Launch { queue, kernel, args, global, local, offset, spec, bundle, after, .. } = self;
         check_ranges(kernel, &global, local.as_ref())?;
+        if let Some(offset) = &offset {
+            if offset.len != global.len {
+                return Err(Error::InvalidArgument(format!(
+                    "kernel `{kernel}`: the offset {:?} has {} dimension(s), the global range {:?} has {}",
+                    offset.dims(),
+                    offset.len,
+                    global.dims(),
+                    global.len
+                )));
+            }
+        }
         if let Some(other) = after.iter().find(|e| !Arc::ptr_eq(&e.device, &queue.inner.device)) {
             return Err(Error::InvalidArgument(format!(
                 "kernel `{kernel}` on {}: it cannot wait for an event of another device ({})",
@@ -281,8 +304,9 @@ impl Launch<'_, GlobalRange> {
         }
         let after: Vec<&backend::Event> = after.iter().map(|e| &e.event).collect();
         let (global, local) = (global.dims(), local.as_ref().map(Range::dims));
+        let ranges = Ranges { global, local, offset: offset.as_ref().map(Range::dims) };
         if bundle.is_none() && spec.0.is_empty() {
-            return queue.launch_plain(kernel, &args, global, local, &after);
+            return queue.launch_plain(kernel, &args, ranges, &after);
         }
         let (registry, program) = match bundle {
             Some((bundle, select)) => {
@@ -313,7 +337,7 @@ impl Launch<'_, GlobalRange> {
         };
         let device = &queue.inner.device;
         let k = device.take_kernel(&program, kernel)?;
-        let (k, event) = queue.enqueue(&registry, kernel, k, &args, global, local, &after)?;
+        let (k, event) = queue.enqueue(&registry, kernel, k, &args, ranges, &after)?;
         device.return_kernel(&program, kernel, k);
         Ok(Event::new(event, device.clone()))
     }
@@ -327,8 +351,7 @@ impl Queue {
         &self,
         kernel: &str,
         args: &[ArgValue],
-        global: &[usize],
-        local: Option<&[usize]>,
+        ranges: Ranges<'_>,
         after: &[&backend::Event],
     ) -> Result<Event, Error> {
         let rt = runtime();
@@ -351,8 +374,7 @@ impl Queue {
                 (kernel.to_string(), program, object)
             }
         };
-        let (object, event) =
-            self.enqueue(&registry, kernel, object, args, global, local, after)?;
+        let (object, event) = self.enqueue(&registry, kernel, object, args, ranges, after)?;
         let mut slot = self.inner.last.lock().unwrap_or_else(|e| e.into_inner());
         // Another thread's launch may have filled the slot meanwhile: its object is pooled
         // (unless it was resolved in a registry that is gone).
@@ -368,15 +390,13 @@ impl Queue {
     /// Sets the arguments and enqueues after `after`; the kernel object comes back for reuse
     /// with the launch's event, unless that failed (then it is dropped, never pooled with
     /// arguments it may not have).
-    #[allow(clippy::too_many_arguments)]
     fn enqueue(
         &self,
         registry: &Registry,
         kernel: &str,
         mut object: PooledKernel,
         args: &[ArgValue],
-        global: &[usize],
-        local: Option<&[usize]>,
+        Ranges { global, local, offset }: Ranges<'_>,
         after: &[&backend::Event],
     ) -> Result<(PooledKernel, backend::Event), Error> {
         let signature = object
@@ -399,14 +419,15 @@ impl Queue {
         set_arguments(&mut object, args).map_err(|(i, e)| {
             Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
         })?;
-        let event = self.inner.queue.enqueue(&object.kernel, global, local, after).map_err(
-            |e| match e {
-                Error::Driver { call, error } => {
-                    Error::KernelCall { kernel: kernel.to_string(), call, error }
-                }
-                e => e,
-            },
-        )?;
+        let event =
+            self.inner.queue.enqueue(&object.kernel, global, local, offset, after).map_err(
+                |e| match e {
+                    Error::Driver { call, error } => {
+                        Error::KernelCall { kernel: kernel.to_string(), call, error }
+                    }
+                    e => e,
+                },
+            )?;
         Ok((object, event))
     }
 }
@@ -425,8 +446,16 @@ impl Queue {
         set_arguments(&mut object, args).map_err(|(i, e)| {
             Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
         })?;
-        self.inner.queue.enqueue(&object.kernel, global, None, &[])?.wait()
+        self.inner.queue.enqueue(&object.kernel, global, None, None, &[])?.wait()
     }
+}
+
+/// A launch's global range, work-group size and offset, as checked.
+#[derive(Clone, Copy)]
+struct Ranges<'a> {
+    global: &'a [usize],
+    local: Option<&'a [usize]>,
+    offset: Option<&'a [usize]>,
 }
 
 /// A global range or a work-group size: up to three dimensions, kept without allocating (a
