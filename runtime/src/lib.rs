@@ -54,7 +54,7 @@ pub use launch::device::{devices, Backend, DeviceInfo, DeviceType, WorkGroupSize
 pub use launch::event::{wait_all, Event, Profile};
 pub use launch::host::{HostBuffer, Mapped, MappedMut, Transfer};
 pub use launch::kernel::{GlobalRange, KernelArg, Launch, Local, NoGlobalRange};
-pub use launch::queue::{Buffer, Pod, Queue};
+pub use launch::queue::{Buffer, BufferView, Pod, Queue};
 pub use process::{compile_object_for, DEVICE_ENV};
 pub use resolve::STRICT_ENV;
 

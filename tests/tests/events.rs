@@ -167,3 +167,21 @@ fn a_launch_with_a_global_offset_starts_its_ids_there() {
         );
     }
 }
+
+#[test]
+fn a_view_of_part_of_a_buffer_is_a_kernel_argument() {
+    for device in ["intel", "pocl"] {
+        let (out, _) = scenario(device, &["slice"]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "a view of 256..512: 256 ones, from 256 to 511", "on {device}");
+        assert!(
+            lines[1].starts_with("a view from value 1: invalid argument: a view from byte 4: an OpenCL device takes views only from offsets that are multiples of its base address alignment"),
+            "on {device}: {out}"
+        );
+        assert_eq!(
+            lines[2],
+            "a view past the end: invalid argument: viewing values 1000..2000 of a buffer of 1024",
+            "on {device}"
+        );
+    }
+}

@@ -411,7 +411,7 @@ impl Device {
         let mut address = 0;
         // SAFETY: an out-pointer to a local.
         check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut address, bytes.max(1)) })?;
-        Ok(Memory { context: self.context.clone(), address })
+        Ok(Memory { context: self.context.clone(), address, view_of: None })
     }
 
     /// Host memory for fast copies: `bytes` of page-locked memory, zeroed.
@@ -1163,17 +1163,29 @@ impl Mapping {
 pub(crate) struct Memory {
     context: Arc<Context>,
     address: sys::CUdeviceptr,
+    /// For a view into another allocation, that allocation (kept alive; a view frees nothing).
+    view_of: Option<Arc<super::Memory>>,
 }
 
 impl Memory {
     pub(crate) fn address(&self) -> u64 {
         self.address
     }
+
+    /// The memory from `offset` bytes into this allocation on, as a view that keeps `whole`
+    /// (this allocation's owner) alive.
+    pub(crate) fn view(&self, offset: usize, whole: Arc<super::Memory>) -> Memory {
+        Memory {
+            context: self.context.clone(),
+            address: self.address + offset as u64,
+            view_of: Some(whole),
+        }
+    }
 }
 
 impl Drop for Memory {
     fn drop(&mut self) {
-        if self.context.bind().is_ok() {
+        if self.view_of.is_none() && self.context.bind().is_ok() {
             // SAFETY: allocated once, freed once.
             unsafe {
                 let _ = sys::cuMemFree_v2(self.address);

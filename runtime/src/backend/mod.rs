@@ -226,6 +226,18 @@ pub(crate) enum Memory {
     Cuda(cuda::Memory),
 }
 
+impl Memory {
+    /// `size` bytes of `whole` from `offset` as memory of their own, for a kernel argument: an
+    /// OpenCL sub-buffer, or on CUDA the address plus the offset. Keeps `whole` alive. The
+    /// range lies within `whole` (callers check).
+    pub(crate) fn view(whole: &Arc<Memory>, offset: usize, size: usize) -> Result<Memory, Error> {
+        match &**whole {
+            Memory::OpenCl(m) => m.sub(offset, size).map(Memory::OpenCl),
+            Memory::Cuda(m) => Ok(Memory::Cuda(m.view(offset, whole.clone()))),
+        }
+    }
+}
+
 /// Host memory for fast copies, owned: page-locked on CUDA; on OpenCL a buffer made with
 /// `CL_MEM_ALLOC_HOST_PTR`, mapped for its whole life. Zeroed when made; freed on drop (the
 /// owner first waits for every copy that uses it).

@@ -658,6 +658,30 @@ impl Drop for HostMem {
 }
 
 impl Mem {
+    /// `size` bytes of this buffer from `offset`, as a sub-buffer (which keeps this one
+    /// alive). The offset must be a multiple of the device's base address alignment.
+    pub(crate) fn sub(&self, offset: usize, size: usize) -> Result<Mem, Error> {
+        let region = cl3::types::cl_buffer_region { origin: offset, size: size.max(1) };
+        // SAFETY: a live buffer; `region` is a `cl_buffer_region` that lives for the call.
+        unsafe {
+            cl3::memory::create_sub_buffer(
+                self.0,
+                cl3::memory::CL_MEM_READ_WRITE,
+                cl3::memory::CL_BUFFER_CREATE_TYPE_REGION,
+                (&region as *const cl3::types::cl_buffer_region).cast(),
+            )
+        }
+        .map(Mem)
+        .map_err(|code| match code {
+            cl3::error_codes::CL_MISALIGNED_SUB_BUFFER_OFFSET => Error::InvalidArgument(format!(
+                "a view from byte {offset}: an OpenCL device takes views only from offsets \
+                 that are multiples of its base address alignment (CL_DEVICE_MEM_BASE_ADDR_ALIGN; \
+                 128 bytes on most): start the view there, or pass the offset to the kernel"
+            )),
+            code => cl_err("clCreateSubBuffer")(code),
+        })
+    }
+
     pub(crate) fn new(context: &Context, size: usize) -> Result<Mem, Error> {
         // SAFETY: no host pointer is used, so the flags cannot refer to foreign memory.
         unsafe {

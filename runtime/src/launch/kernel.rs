@@ -9,7 +9,7 @@ use sycl_format::{KernelParam, ParamKind};
 
 use super::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
 use super::event::Event;
-use super::queue::{as_bytes, Buffer, LastLaunch, Pod, Queue};
+use super::queue::{as_bytes, Buffer, BufferView, LastLaunch, Pod, Queue};
 use crate::backend::{self, Memory, Program};
 use crate::build::{ArgBytes, DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues};
 use crate::process::runtime;
@@ -86,6 +86,12 @@ impl Arg {
 impl<T: Pod> KernelArg for &Buffer<T> {
     fn to_arg(&self) -> ArgValue {
         ArgValue(Arg::Mem(self.mem.clone(), self.queue().state()))
+    }
+}
+
+impl<T: Pod> KernelArg for &BufferView<'_, T> {
+    fn to_arg(&self) -> ArgValue {
+        ArgValue(Arg::Mem(self.mem.clone(), self.buffer.queue().state()))
     }
 }
 

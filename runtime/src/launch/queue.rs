@@ -34,6 +34,26 @@ pub(crate) fn as_bytes<T: Pod>(data: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(data.as_ptr().cast(), std::mem::size_of_val(data)) }
 }
 
+/// Some of a [`Buffer`]'s values, as a kernel argument of their own ([`Buffer::slice`]):
+/// the kernel's pointer starts at the view's first value. Borrows the buffer.
+pub struct BufferView<'b, T: Pod> {
+    pub(super) mem: Arc<Memory>,
+    len: usize,
+    pub(super) buffer: &'b Buffer<T>,
+}
+
+impl<T: Pod> BufferView<'_, T> {
+    /// How many values it spans.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it spans none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// `data`'s bytes, to be overwritten.
 fn as_bytes_mut<T: Pod>(data: &mut [T]) -> &mut [u8] {
     // SAFETY: `T: Pod` has no padding and no invalid bit pattern, so any bytes written through
@@ -298,6 +318,17 @@ impl<T: Pod> Buffer<T> {
         let pattern = as_bytes(std::slice::from_ref(&value));
         let event = self.queue.inner.queue.fill(&self.mem, pattern, 0, bytes)?;
         Ok(Event::new(event, self.queue.state()))
+    }
+
+    /// The values at `range`, as a kernel argument of their own (an OpenCL sub-buffer, a
+    /// CUDA address plus the offset): `q.launch(k).arg(&buffer.slice(10..20)?)`. On OpenCL the
+    /// view must start at a multiple of the device's base address alignment (128 bytes on
+    /// most devices); a misaligned start is refused, saying so.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Result<BufferView<'_, T>, Error> {
+        self.check_range("viewing", &range, range.len())?;
+        let size = std::mem::size_of::<T>();
+        let mem = Memory::view(&self.mem, range.start * size, range.len() * size)?;
+        Ok(BufferView { mem: Arc::new(mem), len: range.len(), buffer: self })
     }
 
     /// That `range` lies within the buffer and that the host side holds `host` values, as
