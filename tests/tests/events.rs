@@ -185,3 +185,36 @@ fn a_view_of_part_of_a_buffer_is_a_kernel_argument() {
         );
     }
 }
+
+#[test]
+fn the_host_api_examples_run_on_both_devices() {
+    let root = sycl_tests::repo_root().join("fixtures");
+    sycl_tests::fixtures();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = std::process::Command::new(cargo)
+        .args(["build", "-q", "-p", "events-app", "--examples"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", stderr(&built));
+    for device in ["intel", "pocl"] {
+        for (example, says) in [
+            ("pipeline", "step 7 on queue 1: every value 4"),
+            ("profiling", "10000 spins: "),
+            ("overlap", "both at once: "),
+        ] {
+            let out = std::process::Command::new(root.join("target/debug/examples").join(example))
+                .env("SYCL_DEVICE", device)
+                .env("SYCL_CACHE_DISABLE", "1")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{example} on {device}: {}{}",
+                stdout(&out),
+                stderr(&out)
+            );
+            assert!(stdout(&out).contains(says), "{example} on {device}: {}", stdout(&out));
+        }
+    }
+}
