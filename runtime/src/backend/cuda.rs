@@ -21,7 +21,7 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
@@ -399,9 +399,15 @@ impl Device {
         let mut raw = ptr::null_mut();
         // SAFETY: an out-pointer to a local; flags 0 is a blocking stream.
         check("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut raw, 0) })?;
-        let mut stream = Stream { context: self.context.clone(), raw, origin: None };
+        let shared = Arc::new(StreamShared {
+            context: self.context.clone(),
+            raw,
+            issued: AtomicU64::new(0),
+            recorded: Mutex::new(None),
+        });
+        let mut stream = Stream { shared, origin: None };
         if profiled {
-            stream.origin = Some(stream.record_raw(true)?);
+            stream.origin = Some(stream.shared.record_raw(true)?);
         }
         Ok(stream)
     }
@@ -588,19 +594,83 @@ impl Kernel {
 
 /// A stream of the device's primary context: launches and copies in order.
 pub(crate) struct Stream {
-    context: Arc<Context>,
-    raw: sys::CUstream,
+    shared: Arc<StreamShared>,
     /// On a profiled stream, the event recorded at its creation: launches' timestamps count
     /// from it.
     origin: Option<Arc<RawEvent>>,
 }
 
-// SAFETY: a stream may be used from any thread with its context current.
-unsafe impl Send for Stream {}
-// SAFETY: as above; the driver serializes work submitted to a stream.
-unsafe impl Sync for Stream {}
+/// The stream itself, shared with the events of its launches, which record on it when first
+/// asked about (a launch records no event: see [`Event`]).
+struct StreamShared {
+    context: Arc<Context>,
+    raw: sys::CUstream,
+    /// Launches enqueued so far: each takes the next number once it is enqueued.
+    issued: AtomicU64,
+    /// The last event recorded for launches' events, with how many launches it covers.
+    recorded: Mutex<Option<(u64, Arc<RawEvent>)>>,
+}
 
-impl Drop for Stream {
+// SAFETY: a stream may be used from any thread with its context current.
+unsafe impl Send for StreamShared {}
+// SAFETY: as above; the driver serializes work submitted to a stream.
+unsafe impl Sync for StreamShared {}
+
+impl StreamShared {
+    /// An event that completes when launch number `ticket` (and everything enqueued before
+    /// it) did: the last one recorded when it covers the launch, else one recorded now, which
+    /// also covers what was enqueued since.
+    fn covering(&self, ticket: u64) -> Result<Arc<RawEvent>, Error> {
+        let mut recorded = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((covers, event)) = recorded.as_ref() {
+            if *covers > ticket {
+                return Ok(event.clone());
+            }
+        }
+        self.context.bind()?;
+        // Every launch numbered below `covers` is enqueued (its number is taken after).
+        let covers = self.issued.load(Ordering::Acquire);
+        let event = self.record_raw(false)?;
+        *recorded = Some((covers, event.clone()));
+        Ok(event)
+    }
+}
+
+impl StreamShared {
+    /// An event recorded now, with timing when `timed` (the context is bound); an untimed one
+    /// is an idle event of the context's when there is one.
+    fn record_raw(&self, timed: bool) -> Result<Arc<RawEvent>, Error> {
+        let idle = match timed {
+            false => {
+                let spare = self.context.spare_event.swap(ptr::null_mut(), Ordering::AcqRel);
+                match spare.is_null() {
+                    false => Some(spare),
+                    true => {
+                        self.context.idle_events.lock().unwrap_or_else(|e| e.into_inner()).pop()
+                    }
+                }
+            }
+            true => None,
+        };
+        let raw = match idle {
+            Some(raw) => raw,
+            None => {
+                let mut raw = ptr::null_mut();
+                let flags =
+                    if timed { 0 } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32 };
+                // SAFETY: an out-pointer to a local; the context is bound.
+                check("cuEventCreate", unsafe { sys::cuEventCreate(&mut raw, flags) })?;
+                raw
+            }
+        };
+        let event = Arc::new(RawEvent { context: self.context.clone(), raw, timed });
+        // SAFETY: a live event and stream of one context.
+        check("cuEventRecord", unsafe { sys::cuEventRecord(raw, self.raw) })?;
+        Ok(event)
+    }
+}
+
+impl Drop for StreamShared {
     fn drop(&mut self) {
         if self.context.bind().is_ok() {
             // SAFETY: created once, destroyed once.
@@ -633,11 +703,11 @@ impl Stream {
         local: Option<&[usize]>,
         after: &[&Event],
     ) -> Result<Event, Error> {
-        self.context.bind()?;
+        self.shared.context.bind()?;
         for event in after {
             // SAFETY: a live stream and a live event of its context.
             check("cuStreamWaitEvent", unsafe {
-                sys::cuStreamWaitEvent(self.raw, event.end.raw, 0)
+                sys::cuStreamWaitEvent(self.shared.raw, event.resolve()?.raw, 0)
             })?;
         }
         let local = match local {
@@ -687,7 +757,7 @@ impl Stream {
         let _writing = self.set_work_dim(&kernel.module, global.len() as u32)?;
         // On a profiled stream, the kernel's start is an event recorded right before it.
         let start = match self.origin {
-            Some(_) => Some(self.record_raw(true)?),
+            Some(_) => Some(self.shared.record_raw(true)?),
             None => None,
         };
         // SAFETY: `params` holds one pointer per kernel parameter, each to a value of the
@@ -703,54 +773,24 @@ impl Stream {
                 block[1],
                 block[2],
                 shared as u32,
-                self.raw,
+                self.shared.raw,
                 params.as_mut_ptr(),
                 ptr::null_mut(),
             )
         })?;
-        let end = self.record_raw(start.is_some())?;
-        let timing = match (&self.origin, start) {
-            (Some(origin), Some(start)) => Some(Arc::new(Timing { origin: origin.clone(), start })),
-            _ => None,
-        };
-        Ok(Event { end, timing })
+        if let (Some(origin), Some(start)) = (&self.origin, start) {
+            let end = End::Recorded(self.shared.record_raw(true)?);
+            let timing = Some(Arc::new(Timing { origin: origin.clone(), start }));
+            return Ok(Event { end, timing });
+        }
+        // No event recorded: the launch's number stands for it until it is asked about.
+        let ticket = self.shared.issued.fetch_add(1, Ordering::AcqRel);
+        Ok(Event { end: End::Launch { stream: self.shared.clone(), ticket }, timing: None })
     }
 
     /// An event recorded on the stream now: it completes when the work before it does.
     fn record(&self) -> Result<Event, Error> {
-        Ok(Event { end: self.record_raw(false)?, timing: None })
-    }
-
-    /// An event recorded now, with timing when `timed` (the context is bound); an untimed one
-    /// is an idle event of the context's when there is one.
-    fn record_raw(&self, timed: bool) -> Result<Arc<RawEvent>, Error> {
-        let idle = match timed {
-            false => {
-                let spare = self.context.spare_event.swap(ptr::null_mut(), Ordering::AcqRel);
-                match spare.is_null() {
-                    false => Some(spare),
-                    true => {
-                        self.context.idle_events.lock().unwrap_or_else(|e| e.into_inner()).pop()
-                    }
-                }
-            }
-            true => None,
-        };
-        let raw = match idle {
-            Some(raw) => raw,
-            None => {
-                let mut raw = ptr::null_mut();
-                let flags =
-                    if timed { 0 } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32 };
-                // SAFETY: an out-pointer to a local; the context is bound.
-                check("cuEventCreate", unsafe { sys::cuEventCreate(&mut raw, flags) })?;
-                raw
-            }
-        };
-        let event = Arc::new(RawEvent { context: self.context.clone(), raw, timed });
-        // SAFETY: a live event and stream of one context.
-        check("cuEventRecord", unsafe { sys::cuEventRecord(raw, self.raw) })?;
-        Ok(event)
+        Ok(Event { end: End::Recorded(self.shared.record_raw(false)?), timing: None })
     }
 
     /// Nothing to do: the driver submits work as it is launched.
@@ -797,7 +837,7 @@ impl Stream {
     /// Copies `out.len()` bytes of `mem` from `offset` into `out`, after the stream's earlier
     /// work; returns when they are there.
     pub(crate) fn read(&self, mem: &Memory, offset: usize, out: &mut [u8]) -> Result<(), Error> {
-        self.context.bind()?;
+        self.shared.context.bind()?;
         // SAFETY: `out.len()` bytes into `out` from within the allocation (the caller checked
         // `offset + out.len()`); waited for below, before `out` can go.
         check("cuMemcpyDtoHAsync", unsafe {
@@ -805,7 +845,7 @@ impl Stream {
                 out.as_mut_ptr().cast(),
                 mem.address + offset as u64,
                 out.len(),
-                self.raw,
+                self.shared.raw,
             )
         })?;
         self.synchronize()
@@ -814,7 +854,7 @@ impl Stream {
     /// Copies `data` into `mem` at `offset`, after the stream's earlier work; returns when
     /// `data` may go.
     pub(crate) fn write(&self, mem: &Memory, offset: usize, data: &[u8]) -> Result<(), Error> {
-        self.context.bind()?;
+        self.shared.context.bind()?;
         // SAFETY: `data.len()` bytes from `data` into the allocation (the caller checked the
         // range); waited for below, before `data` can go.
         check("cuMemcpyHtoDAsync", unsafe {
@@ -822,7 +862,7 @@ impl Stream {
                 mem.address + offset as u64,
                 data.as_ptr().cast(),
                 data.len(),
-                self.raw,
+                self.shared.raw,
             )
         })?;
         self.synchronize()
@@ -841,12 +881,17 @@ impl Stream {
         out: *mut u8,
         size: usize,
     ) -> Result<Event, Error> {
-        self.context.bind()?;
+        self.shared.context.bind()?;
         // SAFETY: `size` bytes into `out`, which the caller keeps alive and untouched until
         // the event recorded after the copy completes, from within the allocation (the caller
         // checked the range).
         check("cuMemcpyDtoHAsync", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(out.cast(), mem.address + offset as u64, size, self.raw)
+            sys::cuMemcpyDtoHAsync_v2(
+                out.cast(),
+                mem.address + offset as u64,
+                size,
+                self.shared.raw,
+            )
         })?;
         self.record()
     }
@@ -864,19 +909,24 @@ impl Stream {
         data: *const u8,
         size: usize,
     ) -> Result<Event, Error> {
-        self.context.bind()?;
+        self.shared.context.bind()?;
         // SAFETY: `size` bytes from `data`, which the caller keeps alive and unchanged until
         // the event recorded after the copy completes, into the allocation (the caller checked
         // the range).
         check("cuMemcpyHtoDAsync", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(mem.address + offset as u64, data.cast(), size, self.raw)
+            sys::cuMemcpyHtoDAsync_v2(
+                mem.address + offset as u64,
+                data.cast(),
+                size,
+                self.shared.raw,
+            )
         })?;
         self.record()
     }
 
     /// An event that completes when the stream's work before it has.
     pub(crate) fn marker(&self) -> Result<Event, Error> {
-        self.context.bind()?;
+        self.shared.context.bind()?;
         self.record()
     }
 
@@ -884,7 +934,7 @@ impl Stream {
     /// a copy, since device memory is not the host's (with `write`, written back by
     /// [`Stream::unmap`]).
     pub(crate) fn map(&self, mem: &Memory, size: usize, write: bool) -> Result<Mapping, Error> {
-        let mut host = HostMemory::new(&self.context, size)?;
+        let mut host = HostMemory::new(&self.shared.context, size)?;
         self.read(mem, 0, host.bytes_mut(size))?;
         Ok(Mapping { host, size, write })
     }
@@ -909,11 +959,11 @@ impl Stream {
         size: usize,
         after: &[&Event],
     ) -> Result<Event, Error> {
-        self.context.bind()?;
+        self.shared.context.bind()?;
         for event in after {
             // SAFETY: a live stream and a live event of its context.
             check("cuStreamWaitEvent", unsafe {
-                sys::cuStreamWaitEvent(self.raw, event.end.raw, 0)
+                sys::cuStreamWaitEvent(self.shared.raw, event.resolve()?.raw, 0)
             })?;
         }
         // SAFETY: two allocations of this context; the caller checked both ranges.
@@ -922,7 +972,7 @@ impl Stream {
                 dst.address + dst_offset as u64,
                 src.address + src_offset as u64,
                 size,
-                self.raw,
+                self.shared.raw,
             )
         })?;
         self.record()
@@ -943,24 +993,24 @@ impl Stream {
         }) else {
             return Ok(None);
         };
-        self.context.bind()?;
+        self.shared.context.bind()?;
         let at = mem.address + offset as u64;
         // SAFETY: `size / unit` units within the allocation (the caller checked the range,
         // a multiple of the pattern's size and so of `unit`).
         let code = unsafe {
             match unit {
-                1 => sys::cuMemsetD8Async(at, pattern[0], size, self.raw),
+                1 => sys::cuMemsetD8Async(at, pattern[0], size, self.shared.raw),
                 2 => sys::cuMemsetD16Async(
                     at,
                     u16::from_ne_bytes([pattern[0], pattern[1]]),
                     size / 2,
-                    self.raw,
+                    self.shared.raw,
                 ),
                 _ => sys::cuMemsetD32Async(
                     at,
                     u32::from_ne_bytes([pattern[0], pattern[1], pattern[2], pattern[3]]),
                     size / 4,
-                    self.raw,
+                    self.shared.raw,
                 ),
             }
         };
@@ -969,16 +1019,19 @@ impl Stream {
     }
 
     pub(crate) fn synchronize(&self) -> Result<(), Error> {
-        self.context.bind()?;
+        self.shared.context.bind()?;
         // SAFETY: a live stream.
-        check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.raw) })
+        check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.shared.raw) })
     }
 }
 
-/// The completion of the work a stream had when the event was recorded.
+/// The completion of a launch (or a copy) and of the work its stream had before it. A launch
+/// records no CUDA event: its event is the launch's number on its stream, and becomes a
+/// recorded event when it is first waited for, asked, awaited or waited on by other work —
+/// one that covers what the stream was given since, too (a superset: never too early).
 #[derive(Clone)]
 pub(crate) struct Event {
-    end: Arc<RawEvent>,
+    end: End,
     /// On a profiled stream: where the launch's timestamps count from, and its start.
     timing: Option<Arc<Timing>>,
 }
@@ -986,6 +1039,14 @@ pub(crate) struct Event {
 struct Timing {
     origin: Arc<RawEvent>,
     start: Arc<RawEvent>,
+}
+
+#[derive(Clone)]
+enum End {
+    /// An event recorded when the work was enqueued (copies, fills, profiled launches).
+    Recorded(Arc<RawEvent>),
+    /// Launch number `ticket` of `stream`.
+    Launch { stream: Arc<StreamShared>, ticket: u64 },
 }
 
 struct RawEvent {
@@ -1038,18 +1099,28 @@ unsafe extern "C" fn completed(data: *mut c_void) {
 }
 
 impl Event {
+    /// The recorded event that stands for this one.
+    fn resolve(&self) -> Result<Arc<RawEvent>, Error> {
+        match &self.end {
+            End::Recorded(event) => Ok(event.clone()),
+            End::Launch { stream, ticket } => stream.covering(*ticket),
+        }
+    }
+
     /// Blocks until the work completed; its error if it failed.
     pub(crate) fn wait(&self) -> Result<(), Error> {
-        self.end.context.bind()?;
+        let end = self.resolve()?;
+        end.context.bind()?;
         // SAFETY: a live event.
-        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.end.raw) })
+        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(end.raw) })
     }
 
     /// Whether the work completed.
     pub(crate) fn is_complete(&self) -> Result<bool, Error> {
-        self.end.context.bind()?;
+        let end = self.resolve()?;
+        end.context.bind()?;
         // SAFETY: a live event.
-        match unsafe { sys::cuEventQuery(self.end.raw) } {
+        match unsafe { sys::cuEventQuery(end.raw) } {
             CUresult::CUDA_SUCCESS => Ok(true),
             CUresult::CUDA_ERROR_NOT_READY => Ok(false),
             code => check("cuEventQuery", code).map(|()| true),
@@ -1071,17 +1142,18 @@ impl Event {
             Ok((f64::from(ms) * 1e6) as u64)
         };
         let started = ns(&timing.origin, &timing.start)?;
-        let took = ns(&timing.start, &self.end)?;
+        let took = ns(&timing.start, &*self.resolve()?)?;
         Ok(Some([started, started, started, started + took]))
     }
 
     /// Calls `done` on a driver thread once the work completed: a host function on the
     /// context's callback stream, after that stream waits for the event.
     pub(crate) fn on_complete(&self, done: Callback) -> Result<(), Error> {
-        self.end.context.bind()?;
-        let stream = self.end.context.callbacks()?;
+        let end = self.resolve()?;
+        end.context.bind()?;
+        let stream = end.context.callbacks()?;
         // SAFETY: a live stream and event of the bound context.
-        check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(stream, self.end.raw, 0) })?;
+        check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(stream, end.raw, 0) })?;
         let data = Box::into_raw(Box::new(done));
         // SAFETY: `completed` takes `data` back exactly once, when the driver calls it.
         let launched = unsafe { sys::cuLaunchHostFunc(stream, Some(completed), data.cast()) };
