@@ -15,9 +15,14 @@ use crate::backend;
 use crate::build::DeviceState;
 use crate::Error;
 
-/// The completion of a command enqueued on a queue: a kernel launch today. Cheap to clone
-/// (every clone stands for the same command); `Send + Sync`, so it can be waited for or
+/// The completion of a command enqueued on a queue: a kernel launch, a copy, a fill. Cheap to
+/// clone (every clone stands for the same command); `Send + Sync`, so it can be waited for or
 /// awaited on any thread.
+///
+/// On a CUDA device a launch records no driver event (that would cost every launch): its
+/// event is recorded when first waited for, asked, awaited or given to [`crate::Launch::after`],
+/// and then also covers what the queue was given since. It never completes too early; it may
+/// complete later than its own kernel would have.
 #[derive(Clone)]
 pub struct Event {
     pub(crate) event: backend::Event,
