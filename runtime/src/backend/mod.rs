@@ -498,9 +498,9 @@ impl Kernel {
 
 impl Queue {
     /// Enqueues `kernel` over `global` work-items in work-groups of `local` (the driver's
-    /// choice when `None`), as OpenCL defines them, the global ids starting at `offset` (none on
-    /// CUDA), after the commands `after` stand for
-    /// (events of this device); the event of its completion. Never blocks the host.
+    /// choice when `None`), as OpenCL defines them, the global ids starting at `offset` (none
+    /// on CUDA), after the commands `after` stand for (events of this device); the event of its
+    /// completion. Never blocks the host.
     pub(crate) fn enqueue(
         &self,
         kernel: &Kernel,

@@ -290,18 +290,7 @@ impl Launch<'_, GlobalRange> {
     /// (which waits for everything the queue was given before it), or [`Queue::wait`] does.
     pub fn run(self) -> Result<Event, Error> {
         let Launch { queue, kernel, args, global, local, offset, spec, bundle, after, .. } = self;
-        check_ranges(kernel, &global, local.as_ref())?;
-        if let Some(offset) = &offset {
-            if offset.len != global.len {
-                return Err(Error::InvalidArgument(format!(
-                    "kernel `{kernel}`: the offset {:?} has {} dimension(s), the global range {:?} has {}",
-                    offset.dims(),
-                    offset.len,
-                    global.dims(),
-                    global.len
-                )));
-            }
-        }
+        check_ranges(kernel, &global, local.as_ref(), offset.as_ref())?;
         if let Some(other) = after.iter().find(|e| !Arc::ptr_eq(&e.device, &queue.inner.device)) {
             return Err(Error::InvalidArgument(format!(
                 "kernel `{kernel}` on {}: it cannot wait for an event of another device ({})",
@@ -486,25 +475,33 @@ impl Range {
     }
 }
 
-/// A global range of one to three dimensions, and a work-group size (when given) of as many,
-/// each dividing the global size in its dimension, as OpenCL requires.
-fn check_ranges(kernel: &str, global: &Range, local: Option<&Range>) -> Result<(), Error> {
+/// A global range of one to three dimensions; a work-group size (when given) of as many, each
+/// dividing the global size in its dimension, as OpenCL requires; an offset (when given) of as
+/// many.
+fn check_ranges(
+    kernel: &str,
+    global: &Range,
+    local: Option<&Range>,
+    offset: Option<&Range>,
+) -> Result<(), Error> {
     if global.len == 0 || global.len > 3 {
         return Err(Error::InvalidArgument(format!(
             "kernel `{kernel}`: a global range has one to three dimensions, not {}",
             global.len
         )));
     }
-    let Some(local) = local else { return Ok(()) };
-    if local.len != global.len {
-        return Err(Error::InvalidArgument(format!(
-            "kernel `{kernel}`: the work-group size {:?} has {} dimension(s), the global range {:?} has {}",
-            local.dims(),
-            local.len,
-            global.dims(),
-            global.len
-        )));
+    for (what, range) in [("the work-group size", local), ("the offset", offset)] {
+        if let Some(range) = range.filter(|r| r.len != global.len) {
+            return Err(Error::InvalidArgument(format!(
+                "kernel `{kernel}`: {what} {:?} has {} dimension(s), the global range {:?} has {}",
+                range.dims(),
+                range.len,
+                global.dims(),
+                global.len
+            )));
+        }
     }
+    let Some(local) = local else { return Ok(()) };
     if let Some(d) = (0..global.len)
         .find(|&d| local.dims[d] == 0 || !global.dims[d].is_multiple_of(local.dims[d]))
     {
@@ -558,7 +555,7 @@ mod tests {
     use super::*;
 
     fn check(global: &[usize], local: Option<&[usize]>) -> Result<(), String> {
-        check_ranges("k", &Range::new(global), local.map(Range::new).as_ref())
+        check_ranges("k", &Range::new(global), local.map(Range::new).as_ref(), None)
             .map_err(|e| e.to_string())
     }
 
