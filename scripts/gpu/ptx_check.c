@@ -13,7 +13,8 @@
  *   - grid = global size / local size in each dimension, block = local size; no offsets;
  *   - a `local` pointer parameter is an 8-byte byte offset into the launch's dynamic shared
  *     memory, whose size is the total of the local arguments (each here aligned to 16 bytes);
- *   - `__sycl_work_dim`, where the module has it, is written before the launch.
+ *   - that size, rounded up to 4, plus the number of dimensions less one, is what the launch
+ *     asks for: `get_work_dim` reads the two low bits of `%dynamic_smem_size`.
  * Each case runs in a child process of its own (a fault or a hang fails that case only) and
  * prints `PASS name (...)` or `FAIL name: why`; the last line is `N passed, M failed`.
  *
@@ -399,13 +400,7 @@ static void launch(const char *unit, const char *kernel, int dims, const size_t 
         grid[d] = global[d] / local[d];
         block[d] = local[d];
     }
-    CUdeviceptr work_dim;
-    size_t size;
-    int has_work_dim = cu.ModuleGetGlobal(&work_dim, &size, k.module, "__sycl_work_dim") == 0;
-    if (has_work_dim) {
-        uint32_t value = dims;
-        CHECK(cu.MemcpyHtoD(work_dim, &value, 4));
-    }
+    shared = ((shared + 3) & ~(size_t)3) + (size_t)(dims - 1);
     CUresult r = cu.LaunchKernel(k.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, NULL, params, NULL);
     if (r != 0)
         fail("cuLaunchKernel(%s): %s", kernel, cu_error(r));
@@ -417,8 +412,8 @@ static void launch(const char *unit, const char *kernel, int dims, const size_t 
     cu.FuncGetAttribute(&spill, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k.function);
     cu.FuncGetAttribute(&static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k.function);
     size_t len = strlen(notes);
-    snprintf(notes + len, sizeof notes - len, "%s%s: %s, %d regs, %d B local, %d+%zu B shared%s", len ? "; " : "", kernel,
-             k.linked, regs, spill, static_shared, shared, has_work_dim ? ", work_dim set" : "");
+    snprintf(notes + len, sizeof notes - len, "%s%s: %s, %d regs, %d B local, %d+%zu B shared", len ? "; " : "", kernel,
+             k.linked, regs, spill, static_shared, shared);
 }
 
 #define ARGS(...) (int)(sizeof((Arg[]){__VA_ARGS__}) / sizeof(Arg)), (Arg[]){__VA_ARGS__}

@@ -57,6 +57,16 @@ pub const DEVICE_OBJECT_MEMBER_PREFIX: &str = "sycl-device-";
 /// `OpSpecConstant`, and no translator runs at run time).
 pub const PTX_SPEC_CONSTANT_PREFIX: &str = "__sycl_spec_constant_";
 
+/// The dynamic shared memory size a CUDA launch of a PTX image asks for: the local arguments'
+/// `local_bytes` rounded up to 4, plus the launch's number of dimensions less one. A PTX
+/// image's `get_work_dim` is `(%dynamic_smem_size & 3) + 1`: the count travels with the launch
+/// (no module variable written before it, nothing shared between two launches), and a 1-D
+/// launch asks for no more than its local arguments.
+pub fn ptx_dynamic_shared_size(local_bytes: usize, dims: usize) -> usize {
+    debug_assert!((1..=3).contains(&dims), "{dims} dimensions");
+    local_bytes.next_multiple_of(4) + (dims - 1)
+}
+
 /// Magic that starts an image-set payload.
 pub const IMAGE_SET_MAGIC: &[u8; 8] = b"SYCLIMGS";
 /// The version of the image-set payload this crate writes, and the newest it reads. Version 2

@@ -154,8 +154,8 @@ pub(crate) fn compile_with(
     }
     let shim = shim::shim(&builtins);
     let module = spec_constants_in_const_space(&retargeted.module, &image.spec_constants);
-    write(&path("image.nvptx.ll"), format!("{module}\n{}\n", shim.image_globals).as_bytes())?;
-    write(&path("shim.ll"), shim.module.as_bytes())?;
+    write(&path("image.nvptx.ll"), module.as_bytes())?;
+    write(&path("shim.ll"), shim.as_bytes())?;
     modules.push(path("shim.ll"));
 
     let modules: Vec<&Path> = modules.iter().map(PathBuf::as_path).collect();
@@ -372,7 +372,7 @@ impl Summary {
 
 /// The name after `.func`/`.entry` (past a `(.param …)` return value) or a variable's type
 /// and alignment: `(.param .b32 func_retval0) lib_func(` → `lib_func`,
-/// `.align 4 .u32 __sycl_work_dim;` → `__sycl_work_dim`.
+/// `.align 4 .b8 __sycl_spec_constant_scale[4];` → `__sycl_spec_constant_scale`.
 fn symbol_name(text: &str) -> Option<String> {
     let mut rest = text;
     if rest.starts_with('(') {
@@ -419,7 +419,7 @@ mod tests {
 
     const PTX: &str = "//\n.version 7.8\n.target sm_90\n.address_size 64\n\n\
 .extern .func  (.param .b32 func_retval0) lib_func\n(\n\t.param .b32 lib_func_param_0\n)\n;\n\
-.weak .const .align 4 .u32 __sycl_work_dim;\n.visible .global .align 4 .b8 tbl[16] = {0};\n\
+.weak .const .align 4 .b8 __sycl_spec_constant_scale[4];\n.visible .global .align 4 .b8 tbl[16] = {0};\n\
 .visible .func  (.param .b32 func_retval0) exported(\n\t.param .b32 exported_param_0\n)\n{\n}\n\
 .func helper()\n{\n}\n.visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n}\n";
 
@@ -431,7 +431,7 @@ mod tests {
         assert_eq!(s.entries, ["k"]);
         assert_eq!(s.functions, ["exported"]);
         assert_eq!(s.externs, ["lib_func"]);
-        assert_eq!(s.variables, ["__sycl_work_dim", "tbl"]);
+        assert_eq!(s.variables, ["__sycl_spec_constant_scale", "tbl"]);
     }
 
     #[test]

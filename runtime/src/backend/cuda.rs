@@ -10,7 +10,9 @@
 //! - a `local` pointer parameter is an 8-byte byte offset into the launch's dynamic shared
 //!   memory (`__sycl_local_mem`), whose size is the total of the local arguments, each aligned
 //!   to 16 bytes;
-//! - `__sycl_work_dim`, where the module has it, holds the launch's number of dimensions;
+//! - the dynamic shared memory size also says the launch's number of dimensions, which
+//!   `get_work_dim` reads (`sycl_format::ptx_dynamic_shared_size`), so nothing is written
+//!   between launches;
 //! - a specialization constant is a `.weak .const` variable whose initialiser the runtime
 //!   rewrites in each image's PTX before the link (so the linked cubin, cached like any
 //!   other under a key that includes the values, holds them).
@@ -21,7 +23,7 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
@@ -382,14 +384,7 @@ impl Device {
         check("cuModuleLoadData", unsafe {
             sys::cuModuleLoadData(&mut raw, cubin.as_ptr().cast())
         })?;
-        Ok(Module(Arc::new(Loaded {
-            context: self.context.clone(),
-            raw,
-            cubin,
-            work_dim: OnceLock::new(),
-            dims: AtomicU32::new(0),
-            launching: Mutex::new(()),
-        })))
+        Ok(Module(Arc::new(Loaded { context: self.context.clone(), raw, cubin })))
     }
 
     /// A stream; with `profiled`, each launch's event carries timing (an event recorded at
@@ -475,18 +470,11 @@ struct Loaded {
     context: Arc<Context>,
     raw: sys::CUmodule,
     cubin: Vec<u8>,
-    /// `__sycl_work_dim`'s address, looked up at the first launch (`None`: no kernel reads it).
-    work_dim: OnceLock<Option<sys::CUdeviceptr>>,
-    /// The value last written there (0: none yet).
-    dims: AtomicU32,
-    /// Held from writing `__sycl_work_dim` to enqueueing the launch that reads it, so that
-    /// another thread's launch of the module cannot change the value in between.
-    launching: Mutex<()>,
 }
 
 // SAFETY: a module handle may be used from any thread with its context current.
 unsafe impl Send for Loaded {}
-// SAFETY: as above; `dims` is atomic and `work_dim` a OnceLock.
+// SAFETY: as above; nothing in it changes after loading.
 unsafe impl Sync for Loaded {}
 
 impl Drop for Loaded {
@@ -743,6 +731,7 @@ impl Stream {
                 }
             }
         }
+        let shared = sycl_format::ptx_dynamic_shared_size(shared, global.len());
         if shared > kernel.max_dynamic_shared.get() {
             // SAFETY: a live function; the driver checks the size against the device.
             check("cuFuncSetAttribute", unsafe {
@@ -754,7 +743,6 @@ impl Stream {
             })?;
             kernel.max_dynamic_shared.set(shared);
         }
-        let _writing = self.set_work_dim(&kernel.module, global.len() as u32)?;
         // On a profiled stream, the kernel's start is an event recorded right before it.
         let start = match self.origin {
             Some(_) => Some(self.shared.record_raw(true)?),
@@ -796,42 +784,6 @@ impl Stream {
     /// Nothing to do: the driver submits work as it is launched.
     pub(crate) fn flush(&self) -> Result<(), Error> {
         Ok(())
-    }
-
-    /// Writes the launch's number of dimensions where the module's kernels read it; the lock
-    /// that keeps it there until the launch is enqueued (`None` when no kernel reads it).
-    fn set_work_dim<'m>(
-        &self,
-        module: &'m Loaded,
-        dims: u32,
-    ) -> Result<Option<std::sync::MutexGuard<'m, ()>>, Error> {
-        let address = *module.work_dim.get_or_init(|| {
-            let (mut address, mut size) = (0, 0);
-            // SAFETY: a live module, out-pointers to locals, a NUL-terminated name.
-            let found = unsafe {
-                sys::cuModuleGetGlobal_v2(
-                    &mut address,
-                    &mut size,
-                    module.raw,
-                    c"__sycl_work_dim".as_ptr(),
-                )
-            };
-            (found == CUresult::CUDA_SUCCESS && size == 4).then_some(address)
-        });
-        let Some(address) = address else {
-            return Ok(None);
-        };
-        let held = module.launching.lock().unwrap_or_else(|e| e.into_inner());
-        if module.dims.swap(dims, Ordering::AcqRel) == dims {
-            return Ok(Some(held));
-        }
-        // The copy waits for the stream's earlier launches, which may read the old value.
-        self.synchronize()?;
-        // SAFETY: four bytes from a local into the 4-byte global.
-        check("cuMemcpyHtoD", unsafe {
-            sys::cuMemcpyHtoD_v2(address, (&dims as *const u32).cast(), 4)
-        })?;
-        Ok(Some(held))
     }
 
     /// Copies `out.len()` bytes of `mem` from `offset` into `out`, after the stream's earlier
@@ -1283,7 +1235,7 @@ mod tests {
         ".version 7.8\n.weak .const .align 4 .b8 __sycl_spec_constant_scale[4] = {2, 0, 0, 0};\n\
 .weak .const .align 4 .b8 __sycl_spec_constant_scale_2[4] = {9, 0, 0, 0};\n\
 .weak .const .align 8 .b8 __sycl_spec_constant_zero[8];\n\
-.weak .const .align 4 .u32 __sycl_work_dim;\n\tld.const.u32 %r5, [__sycl_spec_constant_scale];\n";
+.weak .const .align 4 .u32 __sycl_other;\n\tld.const.u32 %r5, [__sycl_spec_constant_scale];\n";
 
     #[test]
     fn specialization_values_become_the_initialisers_of_their_variables() {

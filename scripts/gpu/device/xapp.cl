@@ -1,7 +1,7 @@
 // The kernel side of the cross-module cases of scripts/gpu/ptx-check.sh: kernels that call
 // device functions of the library xlib.cl (imports, `.extern .func` in the PTX), local
 // pointer parameters (byte offsets into the launch's dynamic shared memory), a kernel that
-// another kernel calls, get_work_dim (`__sycl_work_dim`) and sub-groups (warps).
+// another kernel calls, get_work_dim (from the dynamic shared memory size) and sub-groups (warps).
 #include <sycl/device.h>
 
 SYCL_EXTERNAL float lib_scale(float x, __global const float *table);

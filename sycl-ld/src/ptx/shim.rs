@@ -7,7 +7,7 @@
 //! | builtins | libclc 16 on NVPTX | here |
 //! |---|---|---|
 //! | `get_global_offset` | missing | 0: the runtime launches without offsets (so libclc's `get_global_id`, which ignores them, is right) |
-//! | `get_work_dim` | missing | reads [`WORK_DIM`], a `.weak .const .u32` the image defines, which the runtime writes before a launch |
+//! | `get_work_dim` | missing | the two low bits of `%dynamic_smem_size`, plus one: the runtime launches with [`sycl_format::ptx_dynamic_shared_size`] |
 //! | `get_local_linear_id`, `get_global_linear_id`, `get_enqueued_local_size` | missing | from the work-item functions |
 //! | `native_sin`, `cos`, `tan`, `exp`, `exp2`, `exp10`, `log`, `log2`, `log10`, `powr` (float) | `llc` fails (`fsin` cannot be selected, `expf` undefined) | PTX's `.approx` instructions, as CUDA's fast math |
 //! | `rsqrt`, `native_rsqrt`, `half_rsqrt` (float) | IEEE `1/sqrt` (2.26 times slower on n-body) | `rsqrt.approx.f32` (within OpenCL's 2 ulp) |
@@ -31,10 +31,6 @@ pub(crate) const PREFIX: &str = "__sycl_ptx.";
 /// made it one (`llvm-spirv -r` would write it as a work-group `barrier`).
 pub(crate) const SUB_GROUP_BARRIER: &str = "__sycl_sub_group_barrier";
 
-/// The variable `get_work_dim` reads: a weak constant in every image that calls it (weak, so
-/// that the CUDA linker keeps one), which the runtime sets to the launch's dimension count.
-pub(crate) const WORK_DIM: &str = "__sycl_work_dim";
-
 /// Work-group size limit of the scratch array the collectives use (CUDA's limit per block).
 const MAX_WORK_GROUP: u32 = 1024;
 
@@ -43,14 +39,8 @@ pub(crate) fn redirect(decl: &Declaration) -> Option<String> {
     Builtin::of(decl).map(|_| format!("{PREFIX}{}", decl.name))
 }
 
-/// The module of our definitions of `decls` (those we define), and what the image itself must
-/// define for them.
-pub(crate) struct Shim {
-    pub module: String,
-    pub image_globals: String,
-}
-
-pub(crate) fn shim(decls: &[Declaration]) -> Shim {
+/// The module of our definitions of `decls` (those we define).
+pub(crate) fn shim(decls: &[Declaration]) -> String {
     let mut m = Module::default();
     for decl in decls {
         if let Some(builtin) = Builtin::of(decl) {
@@ -69,7 +59,7 @@ pub(crate) fn shim(decls: &[Declaration]) -> Shim {
         module.push('\n');
     }
     module.push_str("\nattributes #0 = { convergent nounwind }\n");
-    Shim { module, image_globals: m.image_globals.into_iter().collect::<Vec<_>>().join("\n") }
+    module
 }
 
 #[derive(Default)]
@@ -77,7 +67,6 @@ struct Module {
     functions: String,
     globals: BTreeSet<String>,
     declarations: BTreeSet<String>,
-    image_globals: BTreeSet<String>,
     helpers: BTreeSet<&'static str>,
 }
 
@@ -282,13 +271,11 @@ impl Builtin {
         match self {
             Builtin::GlobalOffset => b.line(&format!("ret {ret} 0")),
             Builtin::WorkDim => {
-                let var = format!("@{WORK_DIM}");
-                m.image_globals.insert(format!(
-                    "{var} = weak addrspace(4) externally_initialized global i32 0, align 4"
-                ));
-                m.declare(&format!("{var} = external addrspace(4) global i32, align 4"));
-                let v = b.inst(&format!("load volatile i32, ptr addrspace(4) {var}, align 4"));
-                b.line(&format!("ret {ret} {v}"));
+                // The inverse of `sycl_format::ptx_dynamic_shared_size`.
+                let size = b.inst("call i32 asm \"mov.u32 $0, %dynamic_smem_size;\", \"=r\"()");
+                let low = b.inst(&format!("and i32 {size}, 3"));
+                let dims = b.inst(&format!("add i32 {low}, 1"));
+                b.line(&format!("ret {ret} {dims}"));
             }
             Builtin::EnqueuedLocalSize => {
                 m.declare("declare i64 @_Z14get_local_sizej(i32)");
@@ -815,13 +802,12 @@ mod tests {
             "call i1 @llvm.nvvm.vote.all.sync(i32 %t1, i1 %t2)",
             "call float @llvm.nvvm.shfl.sync.idx.f32(i32 %t1, float %a0, i32 %a1, i32 31)",
             "call void @llvm.nvvm.bar.warp.sync(i32 %t1)",
+            "define i32 @__sycl_ptx._Z12get_work_dimv() {\nentry:\n  \
+             %t1 = call i32 asm \"mov.u32 $0, %dynamic_smem_size;\", \"=r\"()\n  \
+             %t2 = and i32 %t1, 3\n  %t3 = add i32 %t2, 1\n  ret i32 %t3\n}",
         ] {
-            assert!(shim.module.contains(expected), "{expected}\n{}", shim.module);
+            assert!(shim.contains(expected), "{expected}\n{shim}");
         }
-        assert_eq!(
-            shim.image_globals,
-            "@__sycl_work_dim = weak addrspace(4) externally_initialized global i32 0, align 4"
-        );
     }
 
     /// Every definition is valid IR that NVPTX compiles: a module calling each is linked with
@@ -854,10 +840,9 @@ mod tests {
             );
         }
         let shim = shim(&decls);
-        image += &shim.image_globals;
         let (image_path, shim_path) = (dir.path().join("image.ll"), dir.path().join("shim.ll"));
         std::fs::write(&image_path, image).unwrap();
-        std::fs::write(&shim_path, &shim.module).unwrap();
+        std::fs::write(&shim_path, &shim).unwrap();
         let ptx =
             crate::ptx::link_and_compile(&tools, &[&image_path, &shim_path], dir.path()).unwrap();
         let summary = crate::ptx::Summary::of(&ptx);
