@@ -119,7 +119,7 @@ pub mod test_support {
         source: &str,
         options: &str,
         kernel: &str,
-        args: &[&dyn crate::KernelArg],
+        args: &[&dyn crate::KernelArg<'_>],
         global: usize,
     ) -> Result<(), Error> {
         let state = queue.state();

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use crate::backend::{self, info, select, DeviceHandle, DeviceInfo};
 use crate::build::disk::DiskCache;
 use crate::build::{DeviceState, Step};
-use crate::discovery::Discovery;
+use crate::discovery::{Discovery, LoadState};
 use crate::registry::Registry;
 use crate::trace::trace;
 use crate::Error;
@@ -90,23 +90,29 @@ impl Runtime {
     /// the last look (reading only what appeared), dropping every program built from a
     /// binary that went.
     pub(crate) fn registry(&self) -> Arc<Registry> {
+        self.current().0
+    }
+
+    /// [`Runtime::registry`], with the loaded state it is of.
+    pub(crate) fn current(&self) -> (Arc<Registry>, LoadState) {
         if let Some(discovery) = self.discovery.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
             if !discovery.is_stale() {
-                return discovery.registry().clone();
+                return (discovery.registry().clone(), discovery.seen());
             }
         }
         let mut slot = self.discovery.write().unwrap_or_else(|e| e.into_inner());
-        match slot.as_mut() {
-            None => slot.insert(Discovery::new()).registry().clone(),
+        let discovery = match slot.as_mut() {
+            None => slot.insert(Discovery::new()),
             Some(discovery) => {
                 if discovery.is_stale() && discovery.refresh() {
                     for device in self.devices.lock().unwrap_or_else(|e| e.into_inner()).values() {
                         device.forget_unloaded(discovery.registry());
                     }
                 }
-                discovery.registry().clone()
+                discovery
             }
-        }
+        };
+        (discovery.registry().clone(), discovery.seen())
     }
 
     /// The Intel CPU runtime's vectorizer kills the process on a `select` between function

@@ -115,6 +115,23 @@ fn found(binary: &Binary, how: &Found) -> String {
     }
 }
 
+/// The process's loaded state as a look sees it: the loader's counts of objects added and
+/// removed, and the generation of device library files. Both only grow, so two equal values
+/// mean nothing was opened, closed, loaded or unloaded in between: a kernel resolved while the
+/// registry saw one value is resolved the same while [`LoadState::now`] still reads it (a launch's
+/// fast path asks this, without the runtime's lock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LoadState {
+    counters: (u64, u64),
+    files: u64,
+}
+
+impl LoadState {
+    pub(crate) fn now() -> LoadState {
+        LoadState { counters: loader_counters(), files: files::generation() }
+    }
+}
+
 impl Discovery {
     /// Reads everything loaded now: a process's first discovery.
     pub(crate) fn new() -> Discovery {
@@ -136,7 +153,12 @@ impl Discovery {
     /// Whether libraries were opened or closed, or device-library files loaded or unloaded,
     /// since the last look.
     pub(crate) fn is_stale(&self) -> bool {
-        loader_counters() != self.counters || files::generation() != self.files_generation
+        LoadState::now() != self.seen()
+    }
+
+    /// What the last look saw: the registry is of that state.
+    pub(crate) fn seen(&self) -> LoadState {
+        LoadState { counters: self.counters, files: self.files_generation }
     }
 
     /// Looks again, reading only what appeared; returns whether the registry changed (then

@@ -12,6 +12,7 @@ use super::event::Event;
 use super::queue::{as_bytes, Buffer, BufferView, LastLaunch, Pod, Queue};
 use crate::backend::{self, Memory, Program};
 use crate::build::{ArgBytes, DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues};
+use crate::discovery::LoadState;
 use crate::process::runtime;
 use crate::registry::Registry;
 use crate::trace::trace;
@@ -53,27 +54,31 @@ impl Queue {
 /// A value a kernel can take as an argument: a buffer (for a `global` or `constant` pointer),
 /// [`Local`] memory (for a `local` pointer), or a plain value (a scalar, a vector or a
 /// `#[repr(C)]` struct passed by value).
-pub trait KernelArg {
+///
+/// `'a` is how long the argument stays borrowed: a launch borrows its buffers until it runs
+/// (and holds no reference count on them, so that a launch costs no atomic operation per
+/// buffer).
+pub trait KernelArg<'a> {
     #[doc(hidden)]
-    fn to_arg(&self) -> ArgValue;
+    fn to_arg(&self) -> ArgValue<'a>;
 }
 
 /// A kernel argument, ready to be set.
-pub struct ArgValue(Arg);
+pub struct ArgValue<'a>(Arg<'a>);
 
 /// A launch's arguments: up to 8 without an allocation.
-type Args = smallvec::SmallVec<[ArgValue; 8]>;
+type Args<'a> = smallvec::SmallVec<[ArgValue<'a>; 8]>;
 
-enum Arg {
+enum Arg<'a> {
     /// A buffer, with the device it lives on.
-    Mem(Arc<Memory>, Arc<DeviceState>),
+    Mem(&'a Arc<Memory>, &'a Arc<DeviceState>),
     /// The value's bytes and its Rust type, for messages.
     Bytes(ArgBytes, &'static str),
     /// Bytes of local memory per work-group.
     Local(usize),
 }
 
-impl Arg {
+impl Arg<'_> {
     fn describe(&self) -> String {
         match self {
             Arg::Mem(..) => "a buffer".into(),
@@ -83,20 +88,22 @@ impl Arg {
     }
 }
 
-impl<T: Pod> KernelArg for &Buffer<T> {
-    fn to_arg(&self) -> ArgValue {
-        ArgValue(Arg::Mem(self.mem.clone(), self.queue().state()))
+impl<'a, T: Pod> KernelArg<'a> for &'a Buffer<T> {
+    fn to_arg(&self) -> ArgValue<'a> {
+        let buffer: &'a Buffer<T> = self;
+        ArgValue(Arg::Mem(&buffer.mem, &buffer.queue().inner.device))
     }
 }
 
-impl<T: Pod> KernelArg for &BufferView<'_, T> {
-    fn to_arg(&self) -> ArgValue {
-        ArgValue(Arg::Mem(self.mem.clone(), self.buffer.queue().state()))
+impl<'a, T: Pod> KernelArg<'a> for &'a BufferView<'_, T> {
+    fn to_arg(&self) -> ArgValue<'a> {
+        let view: &'a BufferView<'_, T> = self;
+        ArgValue(Arg::Mem(&view.mem, &view.buffer.queue().inner.device))
     }
 }
 
-impl<T: Pod> KernelArg for T {
-    fn to_arg(&self) -> ArgValue {
+impl<T: Pod> KernelArg<'_> for T {
+    fn to_arg(&self) -> ArgValue<'static> {
         ArgValue(Arg::Bytes(
             ArgBytes::from_slice(as_bytes(std::slice::from_ref(self))),
             std::any::type_name::<T>(),
@@ -119,15 +126,19 @@ impl<T: Pod> Local<T> {
     }
 }
 
-impl<T: Pod> KernelArg for Local<T> {
-    fn to_arg(&self) -> ArgValue {
+impl<T: Pod> KernelArg<'_> for Local<T> {
+    fn to_arg(&self) -> ArgValue<'static> {
         ArgValue(Arg::Local(self.len * std::mem::size_of::<T>()))
     }
 }
 
 /// Checks a launch's arguments against the kernel's parameters as its image records them,
 /// so that a mistake is named before the driver answers with a bare error code.
-fn check_arguments(kernel: &str, params: &[KernelParam], args: &[ArgValue]) -> Result<(), Error> {
+fn check_arguments(
+    kernel: &str,
+    params: &[KernelParam],
+    args: &[ArgValue<'_>],
+) -> Result<(), Error> {
     if params.len() != args.len() {
         return Err(Error::InvalidArgument(format!(
             "kernel `{kernel}` takes {} argument{} {}; got {}",
@@ -192,7 +203,7 @@ type Selector = Box<ImageSelector>;
 pub struct Launch<'q, R = GlobalRange> {
     queue: &'q Queue,
     kernel: &'q str,
-    args: Args,
+    args: Args<'q>,
     global: Range,
     local: Option<Range>,
     /// Where the global ids start (zero by default).
@@ -213,7 +224,7 @@ pub struct GlobalRange;
 impl<'q, R> Launch<'q, R> {
     /// Appends the next argument.
     #[allow(clippy::should_implement_trait)]
-    pub fn arg(mut self, arg: impl KernelArg) -> Self {
+    pub fn arg(mut self, arg: impl KernelArg<'q>) -> Self {
         self.args.push(arg.to_arg());
         self
     }
@@ -331,8 +342,8 @@ impl Launch<'_, GlobalRange> {
             }
         };
         let device = &queue.inner.device;
-        let k = device.take_kernel(&program, kernel)?;
-        let (k, event) = queue.enqueue(&registry, kernel, k, &args, ranges, &after)?;
+        let mut k = device.take_kernel(&program, kernel)?;
+        let event = queue.enqueue(&registry, kernel, &mut k, &args, ranges, &after)?;
         device.return_kernel(&program, kernel, k);
         Ok(Event::new(event, device.clone()))
     }
@@ -340,60 +351,63 @@ impl Launch<'_, GlobalRange> {
 
 impl Queue {
     /// A launch without bundle or specialization values: the kernel resolved by the last such
-    /// launch when it is the same kernel in the same registry, otherwise resolved now (and
-    /// then kept for the next launch).
+    /// launch when it is the same kernel and nothing was loaded or unloaded since (enqueued
+    /// under the queue's lock, with no other lock or reference count taken), otherwise
+    /// resolved now (and then kept for the next launch).
     fn launch_plain(
         &self,
         kernel: &str,
-        args: &[ArgValue],
+        args: &[ArgValue<'_>],
         ranges: Ranges<'_>,
         after: &[&backend::Event],
     ) -> Result<Event, Error> {
+        let device = &self.inner.device;
+        let seen = LoadState::now();
+        let mut slot = self.inner.last.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(last) = slot.as_mut().filter(|l| l.kernel == kernel && l.seen == seen) {
+            trace!("cache-hit", "{kernel} on {}", device.name);
+            let enqueued =
+                self.enqueue(&last.registry, kernel, &mut last.object, args, ranges, after);
+            if enqueued.is_err() {
+                *slot = None; // its arguments may be half set: never launched again
+            }
+            return Ok(Event::new(enqueued?, device.clone()));
+        }
+        // The previous kernel's object goes back to its pool, unless its registry is gone.
+        let previous = slot.take();
+        drop(slot);
         let rt = runtime();
-        let registry = rt.registry();
-        let last = self.inner.last.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let (name, program, object) = match last {
-            Some(l) if l.kernel == kernel && Arc::ptr_eq(&l.registry, &registry) => {
-                trace!("cache-hit", "{kernel} on {}", self.inner.device.name);
-                (l.kernel, l.program, l.object)
-            }
-            previous => {
-                // The previous kernel's object goes back to its pool, unless its registry is gone.
-                if let Some(l) = previous.filter(|l| Arc::ptr_eq(&l.registry, &registry)) {
-                    self.inner.device.return_kernel(&l.program, &l.kernel, l.object);
-                }
-                let options = Options::default();
-                let program =
-                    self.inner.device.program_for(&registry, rt.disk.as_ref(), kernel, &options)?;
-                let object = self.inner.device.take_kernel(&program, kernel)?;
-                (kernel.to_string(), program, object)
-            }
-        };
-        let (object, event) = self.enqueue(&registry, kernel, object, args, ranges, after)?;
+        let (registry, seen) = rt.current();
+        if let Some(l) = previous.filter(|l| Arc::ptr_eq(&l.registry, &registry)) {
+            device.return_kernel(&l.program, &l.kernel, l.object);
+        }
+        let program =
+            device.program_for(&registry, rt.disk.as_ref(), kernel, &Options::default())?;
+        let mut object = device.take_kernel(&program, kernel)?;
+        let event = self.enqueue(&registry, kernel, &mut object, args, ranges, after)?;
+        let now = LastLaunch { kernel: kernel.to_string(), registry, seen, program, object };
         let mut slot = self.inner.last.lock().unwrap_or_else(|e| e.into_inner());
         // Another thread's launch may have filled the slot meanwhile: its object is pooled
         // (unless it was resolved in a registry that is gone).
-        let other = slot.replace(LastLaunch { kernel: name, registry, program, object });
-        if let (Some(other), Some(now)) = (other, slot.as_ref()) {
-            if Arc::ptr_eq(&other.registry, &now.registry) {
-                self.inner.device.return_kernel(&other.program, &other.kernel, other.object);
+        if let Some(other) = slot.replace(now) {
+            if Arc::ptr_eq(&other.registry, &slot.as_ref().expect("just set").registry) {
+                device.return_kernel(&other.program, &other.kernel, other.object);
             }
         }
-        Ok(Event::new(event, self.inner.device.clone()))
+        Ok(Event::new(event, device.clone()))
     }
 
-    /// Sets the arguments and enqueues after `after`; the kernel object comes back for reuse
-    /// with the launch's event, unless that failed (then it is dropped, never pooled with
-    /// arguments it may not have).
+    /// Sets the arguments and enqueues after `after`. When it fails, the caller drops
+    /// `object`: it is never pooled with arguments it may not have.
     fn enqueue(
         &self,
         registry: &Registry,
         kernel: &str,
-        mut object: PooledKernel,
-        args: &[ArgValue],
+        object: &mut PooledKernel,
+        args: &[ArgValue<'_>],
         Ranges { global, local, offset }: Ranges<'_>,
         after: &[&backend::Event],
-    ) -> Result<(PooledKernel, backend::Event), Error> {
+    ) -> Result<backend::Event, Error> {
         let signature = object
             .signature
             .get_or_insert_with(|| Signature(signature(&self.inner.device, registry, kernel)));
@@ -411,19 +425,17 @@ impl Queue {
                 }
             }
         }
-        set_arguments(&mut object, args).map_err(|(i, e)| {
+        set_arguments(object, args).map_err(|(i, e)| {
             Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
         })?;
-        let event =
-            self.inner.queue.enqueue(&object.kernel, global, local, offset, after).map_err(
-                |e| match e {
-                    Error::Driver { call, error } => {
-                        Error::KernelCall { kernel: kernel.to_string(), call, error }
-                    }
-                    e => e,
-                },
-            )?;
-        Ok((object, event))
+        self.inner.queue.enqueue(&object.kernel, global, local, offset, after).map_err(
+            |e| match e {
+                Error::Driver { call, error } => {
+                    Error::KernelCall { kernel: kernel.to_string(), call, error }
+                }
+                e => e,
+            },
+        )
     }
 }
 
@@ -518,7 +530,7 @@ fn check_ranges(
 }
 
 /// Sets the arguments that differ from those last set on the kernel object.
-fn set_arguments(k: &mut PooledKernel, args: &[ArgValue]) -> Result<(), (usize, Error)> {
+fn set_arguments(k: &mut PooledKernel, args: &[ArgValue<'_>]) -> Result<(), (usize, Error)> {
     k.set.truncate(args.len());
     for (i, arg) in args.iter().enumerate() {
         let unchanged = match (&arg.0, k.set.get(i)) {

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::event::Event;
 use crate::backend::{self, Memory, Program};
 use crate::build::{DeviceState, PooledKernel};
+use crate::discovery::LoadState;
 use crate::process::runtime;
 use crate::registry::Registry;
 use crate::Error;
@@ -105,6 +106,8 @@ pub(super) struct QueueInner {
 pub(super) struct LastLaunch {
     pub(super) kernel: String,
     pub(super) registry: Arc<Registry>,
+    /// The loaded state `registry` is of.
+    pub(super) seen: LoadState,
     pub(super) program: Arc<Program>,
     pub(super) object: PooledKernel,
 }
