@@ -106,17 +106,19 @@ fn a_profiled_queue_times_its_kernels_on_the_device() {
         let (out, _) = scenario(device, &["profile"]);
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(
-            lines[..3],
+            lines[..5],
             [
                 "ordered: true",
                 "elapsed is end - start: true",
-                "elapsed within the host's wait: true"
+                "elapsed within the host's wait: true",
+                "a copy is timed: true",
+                "a fill is timed: true"
             ],
             "on {device}"
         );
         assert!(
-            lines[3].starts_with("unprofiled: invalid argument: profiling an event of a queue on ")
-                && lines[3].ends_with("made without profiling: make the queue with Queue::with_device_profiled or Queue::profiled"),
+            lines[5].starts_with("unprofiled: invalid argument: profiling an event of a queue on ")
+                && lines[5].ends_with("made without profiling: make the queue with Queue::with_device_profiled or Queue::profiled"),
             "{out}"
         );
     }

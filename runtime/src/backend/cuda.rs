@@ -743,11 +743,7 @@ impl Stream {
             })?;
             kernel.max_dynamic_shared.set(shared);
         }
-        // On a profiled stream, the kernel's start is an event recorded right before it.
-        let start = match self.origin {
-            Some(_) => Some(self.shared.record_raw(true)?),
-            None => None,
-        };
+        let start = self.start()?;
         // SAFETY: `params` holds one pointer per kernel parameter, each to a value of the
         // parameter's size (the argument check compared them with the kernel's record), alive
         // until the call returns (the driver copies them at launch).
@@ -766,10 +762,8 @@ impl Stream {
                 ptr::null_mut(),
             )
         })?;
-        if let (Some(origin), Some(start)) = (&self.origin, start) {
-            let end = End::Recorded(self.shared.record_raw(true)?);
-            let timing = Some(Arc::new(Timing { origin: origin.clone(), start }));
-            return Ok(Event { end, timing });
+        if let Some(start) = start {
+            return self.timed(start);
         }
         // No event recorded: the launch's number stands for it until it is asked about.
         let ticket = self.shared.issued.fetch_add(1, Ordering::AcqRel);
@@ -779,6 +773,32 @@ impl Stream {
     /// An event recorded on the stream now: it completes when the work before it does.
     fn record(&self) -> Result<Event, Error> {
         Ok(Event { end: End::Recorded(self.shared.record_raw(false)?), timing: None })
+    }
+
+    /// On a profiled stream, the start of the command about to be enqueued: a timed event
+    /// recorded right before it.
+    fn start(&self) -> Result<Option<Arc<RawEvent>>, Error> {
+        match self.origin {
+            Some(_) => self.shared.record_raw(true).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The event of the command just enqueued, which `start` began: its end recorded now.
+    fn timed(&self, start: Arc<RawEvent>) -> Result<Event, Error> {
+        let origin = self.origin.clone().expect("a profiled stream");
+        let end = End::Recorded(self.shared.record_raw(true)?);
+        Ok(Event { end, timing: Some(Arc::new(Timing { origin, start })) })
+    }
+
+    /// Enqueues the command `enqueue` makes; its event, timed on a profiled stream.
+    fn submit(&self, enqueue: impl FnOnce() -> Result<(), Error>) -> Result<Event, Error> {
+        let start = self.start()?;
+        enqueue()?;
+        match start {
+            Some(start) => self.timed(start),
+            None => self.record(),
+        }
     }
 
     /// Nothing to do: the driver submits work as it is launched.
@@ -834,18 +854,19 @@ impl Stream {
         size: usize,
     ) -> Result<Event, Error> {
         self.shared.context.bind()?;
-        // SAFETY: `size` bytes into `out`, which the caller keeps alive and untouched until
-        // the event recorded after the copy completes, from within the allocation (the caller
-        // checked the range).
-        check("cuMemcpyDtoHAsync", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(
-                out.cast(),
-                mem.address + offset as u64,
-                size,
-                self.shared.raw,
-            )
-        })?;
-        self.record()
+        self.submit(|| {
+            // SAFETY: `size` bytes into `out`, which the caller keeps alive and untouched
+            // until the event recorded after the copy completes, from within the allocation
+            // (the caller checked the range).
+            check("cuMemcpyDtoHAsync", unsafe {
+                sys::cuMemcpyDtoHAsync_v2(
+                    out.cast(),
+                    mem.address + offset as u64,
+                    size,
+                    self.shared.raw,
+                )
+            })
+        })
     }
 
     /// Copies `size` bytes from `data` into `mem` at `offset`, after the stream's earlier
@@ -862,18 +883,19 @@ impl Stream {
         size: usize,
     ) -> Result<Event, Error> {
         self.shared.context.bind()?;
-        // SAFETY: `size` bytes from `data`, which the caller keeps alive and unchanged until
-        // the event recorded after the copy completes, into the allocation (the caller checked
-        // the range).
-        check("cuMemcpyHtoDAsync", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(
-                mem.address + offset as u64,
-                data.cast(),
-                size,
-                self.shared.raw,
-            )
-        })?;
-        self.record()
+        self.submit(|| {
+            // SAFETY: `size` bytes from `data`, which the caller keeps alive and unchanged
+            // until the event recorded after the copy completes, into the allocation (the
+            // caller checked the range).
+            check("cuMemcpyHtoDAsync", unsafe {
+                sys::cuMemcpyHtoDAsync_v2(
+                    mem.address + offset as u64,
+                    data.cast(),
+                    size,
+                    self.shared.raw,
+                )
+            })
+        })
     }
 
     /// An event that completes when the stream's work before it has.
@@ -918,16 +940,17 @@ impl Stream {
                 sys::cuStreamWaitEvent(self.shared.raw, event.resolve()?.raw, 0)
             })?;
         }
-        // SAFETY: two allocations of this context; the caller checked both ranges.
-        check("cuMemcpyDtoDAsync", unsafe {
-            sys::cuMemcpyDtoDAsync_v2(
-                dst.address + dst_offset as u64,
-                src.address + src_offset as u64,
-                size,
-                self.shared.raw,
-            )
-        })?;
-        self.record()
+        self.submit(|| {
+            // SAFETY: two allocations of this context; the caller checked both ranges.
+            check("cuMemcpyDtoDAsync", unsafe {
+                sys::cuMemcpyDtoDAsync_v2(
+                    dst.address + dst_offset as u64,
+                    src.address + src_offset as u64,
+                    size,
+                    self.shared.raw,
+                )
+            })
+        })
     }
 
     /// Repeats `pattern` over `size` bytes of `mem` from `offset`: a 1-, 2- or 4-byte pattern
@@ -947,27 +970,29 @@ impl Stream {
         };
         self.shared.context.bind()?;
         let at = mem.address + offset as u64;
-        // SAFETY: `size / unit` units within the allocation (the caller checked the range,
-        // a multiple of the pattern's size and so of `unit`).
-        let code = unsafe {
-            match unit {
-                1 => sys::cuMemsetD8Async(at, pattern[0], size, self.shared.raw),
-                2 => sys::cuMemsetD16Async(
-                    at,
-                    u16::from_ne_bytes([pattern[0], pattern[1]]),
-                    size / 2,
-                    self.shared.raw,
-                ),
-                _ => sys::cuMemsetD32Async(
-                    at,
-                    u32::from_ne_bytes([pattern[0], pattern[1], pattern[2], pattern[3]]),
-                    size / 4,
-                    self.shared.raw,
-                ),
-            }
-        };
-        check("cuMemsetAsync", code)?;
-        self.record().map(Some)
+        self.submit(|| {
+            // SAFETY: `size / unit` units within the allocation (the caller checked the
+            // range, a multiple of the pattern's size and so of `unit`).
+            let code = unsafe {
+                match unit {
+                    1 => sys::cuMemsetD8Async(at, pattern[0], size, self.shared.raw),
+                    2 => sys::cuMemsetD16Async(
+                        at,
+                        u16::from_ne_bytes([pattern[0], pattern[1]]),
+                        size / 2,
+                        self.shared.raw,
+                    ),
+                    _ => sys::cuMemsetD32Async(
+                        at,
+                        u32::from_ne_bytes([pattern[0], pattern[1], pattern[2], pattern[3]]),
+                        size / 4,
+                        self.shared.raw,
+                    ),
+                }
+            };
+            check("cuMemsetAsync", code)
+        })
+        .map(Some)
     }
 
     pub(crate) fn synchronize(&self) -> Result<(), Error> {
