@@ -55,6 +55,7 @@ pub use launch::event::{wait_all, Event, Profile};
 pub use launch::host::{HostBuffer, Mapped, MappedMut, Transfer};
 pub use launch::kernel::{GlobalRange, KernelArg, Launch, Local, NoGlobalRange};
 pub use launch::queue::{Buffer, BufferView, Pod, Queue};
+pub use launch::typed::{c, DeviceMemory, OfType};
 pub use process::{compile_object_for, DEVICE_ENV};
 pub use resolve::STRICT_ENV;
 

@@ -18,6 +18,7 @@
 //! allocation larger than the input.
 
 pub mod aspects;
+pub mod c_types;
 mod codec;
 mod config;
 mod kernel_params;

@@ -1,8 +1,8 @@
 //! What users call: events of asynchronous commands (`event`), queues and buffers (`queue`),
 //! host memory for fast copies, asynchronous copies through it and maps of buffers (`host`),
 //! the devices and what they can do (`device`), kernel bundles and specialization constants
-//! (`bundle`), and kernel launches, plain or from a bundle (`kernel`). Each imports only those
-//! before it.
+//! (`bundle`), kernel launches, plain or from a bundle (`kernel`), and what the generated typed
+//! launchers are written against (`typed`). Each imports only those before it.
 
 pub(crate) mod event;
 pub(crate) mod queue;
@@ -10,3 +10,4 @@ pub(crate) mod host;
 pub(crate) mod device;
 pub(crate) mod bundle;
 pub(crate) mod kernel;
+pub(crate) mod typed;

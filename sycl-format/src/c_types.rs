@@ -1,0 +1,202 @@
+//! OpenCL C's types as kernel parameters name them (`int`, `float4`, `struct Pt`, the pointee
+//! of `global int*`), and the Rust types that match them. One table serves every caller: the
+//! build script's typed launchers and specialization-constant handles, and the runtime's check
+//! of a launch's arguments.
+//!
+//! SPIR-V has no signedness, so a kernel's `uint` reads as `int`: each integer type matches
+//! its signed and unsigned Rust types alike. A vector of 3 is as wide as one of 4, as OpenCL C
+//! lays it out, so `float3` matches `[f32; 4]`.
+
+/// A scalar type of OpenCL C.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scalar {
+    /// Its name in OpenCL C, the signed one for integers (as SPIR-V reads them back).
+    pub c: &'static str,
+    /// Its size in bytes.
+    pub size: u32,
+    /// The Rust types that match it, as `std::any::type_name` writes them; the first is the
+    /// one a generated signature declares.
+    pub rust: &'static [&'static str],
+    /// Whether it is a floating-point type (a literal such as `2.0` defaults to `f64`, so a
+    /// signature declares the matching type itself rather than accepting several).
+    pub float: bool,
+}
+
+/// Every scalar type a kernel parameter can have, by its OpenCL C name.
+pub const SCALARS: &[Scalar] = &[
+    Scalar { c: "char", size: 1, rust: &["i8", "u8"], float: false },
+    Scalar { c: "short", size: 2, rust: &["i16", "u16"], float: false },
+    Scalar { c: "int", size: 4, rust: &["i32", "u32"], float: false },
+    Scalar { c: "long", size: 8, rust: &["i64", "u64"], float: false },
+    Scalar { c: "half", size: 2, rust: &["half::binary16::f16"], float: true },
+    Scalar { c: "float", size: 4, rust: &["f32"], float: true },
+    Scalar { c: "double", size: 8, rust: &["f64"], float: true },
+];
+
+/// Unsigned and spelled-out names, and the scalar each is.
+const ALIASES: &[(&str, &str)] = &[
+    ("uchar", "char"),
+    ("signed char", "char"),
+    ("unsigned char", "char"),
+    ("ushort", "short"),
+    ("unsigned short", "short"),
+    ("uint", "int"),
+    ("unsigned int", "int"),
+    ("unsigned", "int"),
+    ("ulong", "long"),
+    ("unsigned long", "long"),
+];
+
+/// The vector widths OpenCL C has.
+pub const VECTOR_LANES: [u32; 5] = [2, 3, 4, 8, 16];
+
+/// A type of OpenCL C, as far as matching Rust types goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CType<'a> {
+    /// A scalar, or a vector of them.
+    Number {
+        /// The scalar, or the vector's element.
+        scalar: &'static Scalar,
+        /// 1 for a scalar; a vector's width (2, 3, 4, 8 or 16).
+        lanes: u32,
+    },
+    /// A struct or union, by its name (`Pt` of `struct Pt`).
+    Struct(&'a str),
+    /// Anything else: `void`, an array, an image, a pointer to a pointer.
+    Other,
+}
+
+impl CType<'_> {
+    /// The type that `text` names: `int`, `uint`, `float4`, `struct Pt`.
+    pub fn parse(text: &str) -> CType<'_> {
+        let text = text.trim();
+        if let Some(name) = text.strip_prefix("struct ").or_else(|| text.strip_prefix("union ")) {
+            return CType::Struct(name.trim());
+        }
+        if let Some(scalar) = scalar(text) {
+            return CType::Number { scalar, lanes: 1 };
+        }
+        let digits = text.len() - text.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let (base, lanes) = text.split_at(text.len() - digits);
+        match (scalar(base), lanes.parse::<u32>()) {
+            (Some(scalar), Ok(lanes)) if VECTOR_LANES.contains(&lanes) => {
+                CType::Number { scalar, lanes }
+            }
+            _ => CType::Other,
+        }
+    }
+
+    /// The Rust types that match it, as `std::any::type_name` writes them (`[f32; 4]` for
+    /// `float4` and `float3`); empty for a struct or another type.
+    pub fn rust_names(&self) -> Vec<String> {
+        match *self {
+            CType::Number { scalar, lanes: 1 } => {
+                scalar.rust.iter().map(|r| r.to_string()).collect()
+            }
+            CType::Number { scalar, lanes } => {
+                let width = if lanes == 3 { 4 } else { lanes };
+                scalar.rust.iter().map(|r| format!("[{r}; {width}]")).collect()
+            }
+            CType::Struct(_) | CType::Other => Vec::new(),
+        }
+    }
+
+    /// Its name in OpenCL C, as the parameter lists write it (`int`, `float4`, `struct Pt`).
+    pub fn name(&self) -> String {
+        match *self {
+            CType::Number { scalar, lanes: 1 } => scalar.c.to_string(),
+            CType::Number { scalar, lanes } => format!("{}{lanes}", scalar.c),
+            CType::Struct(name) => format!("struct {name}"),
+            CType::Other => "another type".to_string(),
+        }
+    }
+}
+
+/// The scalar type `name` names (an alias such as `uint` gives `int`).
+pub fn scalar(name: &str) -> Option<&'static Scalar> {
+    let name = ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name, |(_, c)| c);
+    SCALARS.iter().find(|s| s.c == name)
+}
+
+/// Whether a Rust type, by its `std::any::type_name`, is one of the table's numbers or an
+/// array of them: a type the table can say matches or does not. Any other (a user's struct)
+/// can be matched by size only.
+pub fn is_numeric_rust(type_name: &str) -> bool {
+    let element = match type_name.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+        Some(array) => array.split(';').next().unwrap_or_default().trim(),
+        None => type_name,
+    };
+    SCALARS.iter().any(|s| s.rust.contains(&element))
+}
+
+/// Whether values of the Rust type `type_name` (as `std::any::type_name` writes it) can be
+/// what a kernel sees as `c` (a parameter's type, or a pointer parameter's pointee). `false`
+/// only when they certainly cannot: a number for another number or for a struct, a user's
+/// type for a number. A user's type for a struct, and anything for a type the table does not
+/// know (`void`), is left to the size check.
+pub fn matches(c: &str, type_name: &str) -> bool {
+    match CType::parse(c) {
+        CType::Number { .. } => CType::parse(c).rust_names().iter().any(|r| r == type_name),
+        CType::Struct(_) => !is_numeric_rust(type_name),
+        CType::Other => true,
+    }
+}
+
+/// The pointee of a pointer parameter's type: `int` of `global int*`, `struct Pt` of
+/// `constant struct Pt*`; `None` for a type that is not one pointer.
+pub fn pointee(ty: &str) -> Option<&str> {
+    let ty = ty.trim().strip_suffix('*')?;
+    if ty.ends_with('*') {
+        return None;
+    }
+    let ty = ["global ", "constant ", "local ", "private ", "generic "]
+        .iter()
+        .find_map(|space| ty.strip_prefix(space))
+        .unwrap_or(ty);
+    Some(ty.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_parse_by_their_opencl_names() {
+        let int = scalar("int").unwrap();
+        assert_eq!(CType::parse("int"), CType::Number { scalar: int, lanes: 1 });
+        assert_eq!(CType::parse("uint"), CType::Number { scalar: int, lanes: 1 });
+        assert_eq!(CType::parse("unsigned int"), CType::Number { scalar: int, lanes: 1 });
+        let float = scalar("float").unwrap();
+        assert_eq!(CType::parse("float4"), CType::Number { scalar: float, lanes: 4 });
+        assert_eq!(CType::parse("float16"), CType::Number { scalar: float, lanes: 16 });
+        assert_eq!(CType::parse("uchar3").name(), "char3");
+        assert_eq!(CType::parse("struct Pt"), CType::Struct("Pt"));
+        for other in ["float5", "void", "char[16]", "image2d_t", "int4x", ""] {
+            assert_eq!(CType::parse(other), CType::Other, "{other}");
+        }
+    }
+
+    #[test]
+    fn rust_types_match_by_their_type_names() {
+        assert_eq!(CType::parse("int").rust_names(), ["i32", "u32"]);
+        assert_eq!(CType::parse("float3").rust_names(), ["[f32; 4]"]);
+        assert_eq!(CType::parse("double2").rust_names(), ["[f64; 2]"]);
+        assert!(matches("int", "u32") && matches("int", "i32"));
+        assert!(!matches("int", "f32") && !matches("float", "i32") && !matches("float", "f64"));
+        assert!(matches("float4", "[f32; 4]") && !matches("float4", "[f32; 3]"));
+        assert!(!matches("int", "app::Pt"));
+        assert!(matches("struct Pt", "app::Pt") && !matches("struct Pt", "f32"));
+        assert!(!matches("struct Pt", "[f32; 4]"));
+        assert!(matches("void", "f32") && matches("void", "app::Pt"));
+        assert!(matches("half", "half::binary16::f16") && !matches("half", "u16"));
+    }
+
+    #[test]
+    fn pointees_lose_their_address_space() {
+        assert_eq!(pointee("global int*"), Some("int"));
+        assert_eq!(pointee("constant struct Pt*"), Some("struct Pt"));
+        assert_eq!(pointee("local float4*"), Some("float4"));
+        assert_eq!(pointee("int"), None);
+        assert_eq!(pointee("global int**"), None);
+    }
+}
