@@ -5,7 +5,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use sycl_format::{KernelParam, ParamKind};
+use sycl_format::{c_types, KernelParam, ParamKind};
 
 use super::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
 use super::event::Event;
@@ -70,20 +70,20 @@ pub struct ArgValue<'a>(Arg<'a>);
 type Args<'a> = smallvec::SmallVec<[ArgValue<'a>; 8]>;
 
 enum Arg<'a> {
-    /// A buffer, with the device it lives on.
-    Mem(&'a Arc<Memory>, &'a Arc<DeviceState>),
-    /// The value's bytes and its Rust type, for messages.
+    /// A buffer, with the device it lives on and its element type.
+    Mem(&'a Arc<Memory>, &'a Arc<DeviceState>, &'static str),
+    /// The value's bytes and its Rust type.
     Bytes(ArgBytes, &'static str),
-    /// Bytes of local memory per work-group.
-    Local(usize),
+    /// Bytes of local memory per work-group, and the element type.
+    Local(usize, &'static str),
 }
 
 impl Arg<'_> {
     fn describe(&self) -> String {
         match self {
-            Arg::Mem(..) => "a buffer".into(),
+            Arg::Mem(.., ty) => format!("a buffer of {ty}"),
             Arg::Bytes(bytes, ty) => format!("{ty} ({} bytes)", bytes.len()),
-            Arg::Local(bytes) => format!("local memory ({bytes} bytes)"),
+            Arg::Local(bytes, ty) => format!("local memory of {ty} ({bytes} bytes)"),
         }
     }
 }
@@ -91,14 +91,14 @@ impl Arg<'_> {
 impl<'a, T: Pod> KernelArg<'a> for &'a Buffer<T> {
     fn to_arg(&self) -> ArgValue<'a> {
         let buffer: &'a Buffer<T> = self;
-        ArgValue(Arg::Mem(&buffer.mem, &buffer.queue().inner.device))
+        ArgValue(Arg::Mem(&buffer.mem, &buffer.queue().inner.device, std::any::type_name::<T>()))
     }
 }
 
 impl<'a, T: Pod> KernelArg<'a> for &'a BufferView<'_, T> {
     fn to_arg(&self) -> ArgValue<'a> {
         let view: &'a BufferView<'_, T> = self;
-        ArgValue(Arg::Mem(&view.mem, &view.buffer.queue().inner.device))
+        ArgValue(Arg::Mem(&view.mem, &view.buffer.queue().inner.device, std::any::type_name::<T>()))
     }
 }
 
@@ -128,7 +128,7 @@ impl<T: Pod> Local<T> {
 
 impl<T: Pod> KernelArg<'_> for Local<T> {
     fn to_arg(&self) -> ArgValue<'static> {
-        ArgValue(Arg::Local(self.len * std::mem::size_of::<T>()))
+        ArgValue(Arg::Local(self.len * std::mem::size_of::<T>(), std::any::type_name::<T>()))
     }
 }
 
@@ -150,12 +150,22 @@ fn check_arguments(
     }
     for (i, (param, ArgValue(arg))) in params.iter().zip(args).enumerate() {
         let wanted = match (param.kind, arg) {
-            (ParamKind::Global | ParamKind::Constant, Arg::Mem(..))
-            | (ParamKind::Local, Arg::Local(_)) => continue,
-            (ParamKind::Scalar | ParamKind::Struct, Arg::Bytes(bytes, _))
+            (ParamKind::Global | ParamKind::Constant, Arg::Mem(.., ty))
+            | (ParamKind::Local, Arg::Local(_, ty)) => match pointee_mismatch(param, ty) {
+                None => continue,
+                Some(pointee) => {
+                    let what =
+                        if param.kind == ParamKind::Local { "local memory" } else { "a buffer" };
+                    format!("{what} of {pointee}")
+                }
+            },
+            (ParamKind::Scalar | ParamKind::Struct, Arg::Bytes(bytes, ty))
                 if param.size == 0 || bytes.len() == param.size as usize =>
             {
-                continue
+                if c_types::matches(&param.ty, ty) {
+                    continue;
+                }
+                described(&param.ty, param.size)
             }
             (ParamKind::Global | ParamKind::Constant, _) => "a buffer (`&Buffer<T>`)".to_string(),
             (ParamKind::Local, _) => {
@@ -171,6 +181,26 @@ fn check_arguments(
         )));
     }
     Ok(())
+}
+
+/// The pointee of pointer parameter `param` in words, with the Rust types that match it,
+/// when values of `ty` are certainly not it (`None`: they may be).
+fn pointee_mismatch(param: &KernelParam, ty: &str) -> Option<String> {
+    let pointee = c_types::pointee(&param.ty)?;
+    (!c_types::matches(pointee, ty)).then(|| described(pointee, 0))
+}
+
+/// OpenCL C type `c` as a message names it: `int (i32 or u32)`, `float4 ([f32; 4])`,
+/// `struct Pt (16 bytes: a #[repr(C)] type of that layout)`.
+fn described(c: &str, size: u32) -> String {
+    let rust = c_types::CType::parse(c).rust_names();
+    if !rust.is_empty() {
+        return format!("{c} ({})", rust.join(" or "));
+    }
+    match size {
+        0 => format!("{c} (a #[repr(C)] type of its layout)"),
+        size => format!("{c} ({size} bytes: a #[repr(C)] type of its layout)"),
+    }
 }
 
 /// The kernel's parameters from the first image of a form the device uses that records them
@@ -415,7 +445,7 @@ impl Queue {
             check_arguments(kernel, params, args)?;
         }
         for (i, ArgValue(arg)) in args.iter().enumerate() {
-            if let Arg::Mem(_, device) = arg {
+            if let Arg::Mem(_, device, _) = arg {
                 if !Arc::ptr_eq(device, &self.inner.device) {
                     return Err(Error::InvalidArgument(format!(
                         "kernel `{kernel}` argument {i}: a buffer of {} given to a launch on {}: \
@@ -534,24 +564,26 @@ fn set_arguments(k: &mut PooledKernel, args: &[ArgValue<'_>]) -> Result<(), (usi
     k.set.truncate(args.len());
     for (i, arg) in args.iter().enumerate() {
         let unchanged = match (&arg.0, k.set.get(i)) {
-            (Arg::Mem(mem, _), Some(SetArg::Mem(was))) => {
+            (Arg::Mem(mem, ..), Some(SetArg::Mem(was))) => {
                 std::ptr::eq(was.as_ptr(), Arc::as_ptr(mem))
             }
             (Arg::Bytes(bytes, _), Some(SetArg::Bytes(was))) => was == bytes,
-            (Arg::Local(size), Some(SetArg::Local(was))) => was == size,
+            (Arg::Local(size, _), Some(SetArg::Local(was))) => was == size,
             _ => false,
         };
         if unchanged {
             continue;
         }
         let now = match &arg.0 {
-            Arg::Mem(mem, _) => {
+            Arg::Mem(mem, ..) => {
                 k.kernel.set_mem(i as u32, mem).map(|()| SetArg::Mem(Arc::downgrade(mem)))
             }
             Arg::Bytes(bytes, _) => {
                 k.kernel.set_bytes(i as u32, bytes).map(|()| SetArg::Bytes(bytes.clone()))
             }
-            Arg::Local(size) => k.kernel.set_local(i as u32, *size).map(|()| SetArg::Local(*size)),
+            Arg::Local(size, _) => {
+                k.kernel.set_local(i as u32, *size).map(|()| SetArg::Local(*size))
+            }
         }
         .map_err(|e| (i, e))?;
         match k.set.get_mut(i) {
@@ -565,6 +597,53 @@ fn set_arguments(k: &mut PooledKernel, args: &[ArgValue<'_>]) -> Result<(), (usi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn param(kind: ParamKind, size: u32, ty: &str, name: &str) -> KernelParam {
+        KernelParam { kind, size, ty: ty.into(), name: name.into() }
+    }
+
+    fn check_args(params: &[KernelParam], args: &[ArgValue<'_>]) -> Result<(), String> {
+        check_arguments("k", params, args).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn values_and_local_memory_of_the_wrong_type_are_refused_naming_both() {
+        let n = [param(ParamKind::Scalar, 4, "int", "n")];
+        assert_eq!(check_args(&n, &[5i32.to_arg()]), Ok(()));
+        assert_eq!(check_args(&n, &[5u32.to_arg()]), Ok(()), "SPIR-V has no signedness");
+        assert_eq!(
+            check_args(&n, &[5.0f32.to_arg()]).unwrap_err(),
+            "invalid argument: kernel `k` argument 0 (int n) takes int (i32 or u32); got f32 (4 bytes)"
+        );
+        let v = [param(ParamKind::Scalar, 16, "float4", "v")];
+        assert_eq!(check_args(&v, &[[1f32; 4].to_arg()]), Ok(()));
+        assert!(check_args(&v, &[[1i32; 4].to_arg()])
+            .unwrap_err()
+            .ends_with("takes float4 ([f32; 4]); got [i32; 4] (16 bytes)"));
+        let pt = [param(ParamKind::Struct, 8, "struct Pt", "p")];
+        #[derive(Clone, Copy)]
+        #[repr(C)]
+        struct Pt {
+            x: f32,
+            y: f32,
+        }
+        // SAFETY: two f32s, no padding.
+        unsafe impl Pod for Pt {}
+        assert_eq!(check_args(&pt, &[Pt { x: 1.0, y: 2.0 }.to_arg()]), Ok(()));
+        assert!(check_args(&pt, &[7u64.to_arg()]).unwrap_err().ends_with(
+            "takes struct Pt (8 bytes: a #[repr(C)] type of its layout); got u64 (8 bytes)"
+        ));
+        assert!(check_args(&pt, &[7u32.to_arg()])
+            .unwrap_err()
+            .ends_with("takes a 8-byte value; got u32 (4 bytes)"));
+        let scratch = [param(ParamKind::Local, 8, "local int*", "scratch")];
+        assert_eq!(check_args(&scratch, &[Local::<u32>::new(4).to_arg()]), Ok(()));
+        assert_eq!(
+            check_args(&scratch, &[Local::<f64>::new(4).to_arg()]).unwrap_err(),
+            "invalid argument: kernel `k` argument 0 (local int* scratch) takes local memory of int (i32 or u32); \
+             got local memory of f64 (32 bytes)"
+        );
+    }
 
     fn check(global: &[usize], local: Option<&[usize]>) -> Result<(), String> {
         check_ranges("k", &Range::new(global), local.map(Range::new).as_ref(), None)

@@ -14,21 +14,35 @@ use crate::process::runtime;
 use crate::registry::Registry;
 use crate::Error;
 
-/// Plain data that can be copied to and from a device byte for byte.
+/// Plain data that can be copied to and from a device byte for byte: numbers, arrays of
+/// them (`[f32; 4]` is OpenCL C's `float4`), and `#[repr(C)]` structs of them.
+///
+/// With the crate's `bytemuck` feature, every `bytemuck::Pod` type is one (derive
+/// `bytemuck::Pod` on a struct, and it is a buffer element and a kernel argument); a type
+/// cannot then also have an `unsafe impl Pod` of its own. With `half`, `half::f16` and
+/// `half::bf16` are.
 ///
 /// # Safety
 /// Every bit pattern of the type's size must be a valid value, and it must have no padding.
 pub unsafe trait Pod: Copy + Send + Sync + 'static {}
+#[cfg(not(feature = "bytemuck"))]
 macro_rules! pod {
     ($($t:ty),*) => { $(
-        // SAFETY: primitive numbers have no padding and no invalid bit patterns.
+        // SAFETY: these numbers have no padding and no invalid bit patterns.
         unsafe impl Pod for $t {}
     )* };
 }
+#[cfg(not(feature = "bytemuck"))]
 pod!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
+#[cfg(all(feature = "half", not(feature = "bytemuck")))]
+pod!(half::f16, half::bf16);
 // SAFETY: an array of plain data has no padding between its elements and no invalid bit
 // patterns: `[f32; 4]` is OpenCL's `float4`.
+#[cfg(not(feature = "bytemuck"))]
 unsafe impl<T: Pod, const N: usize> Pod for [T; N] {}
+// SAFETY: `bytemuck::Pod` promises what `Pod` asks (any bit pattern valid, no padding).
+#[cfg(feature = "bytemuck")]
+unsafe impl<T: bytemuck::Pod + Send + Sync> Pod for T {}
 
 pub(crate) fn as_bytes<T: Pod>(data: &[T]) -> &[u8] {
     // SAFETY: `T: Pod` has no padding, so all `size_of_val(data)` bytes are initialised.
