@@ -38,6 +38,10 @@ mod build;
 mod process;
 mod launch;
 
+pub use backend::native::{
+    cl_command_queue, cl_context, cl_device_id, cl_event, cl_mem, cl_platform_id, CUcontext,
+    CUdevice, CUdeviceptr, CUevent, CUstream, NativeBuffer, NativeDevice, NativeEvent, NativeQueue,
+};
 pub use build::disk::{
     DIR_ENV as CACHE_DIR_ENV, DISABLE_ENV as CACHE_DISABLE_ENV,
     MAX_BYTES_ENV as CACHE_MAX_BYTES_ENV,

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
+use crate::backend::native::NativeQueue;
 use crate::backend::{self, info, select, DeviceHandle, DeviceInfo};
 use crate::build::disk::DiskCache;
 use crate::build::{DeviceState, Step};
@@ -21,7 +22,9 @@ pub(crate) struct Runtime {
     /// Made at the first use of the registry (before the OpenCL drivers load, see
     /// [`Runtime::guard_vectorizer`]); kept up to date as libraries are opened and closed.
     discovery: RwLock<Option<Discovery>>,
-    devices: Mutex<HashMap<DeviceHandle, Arc<DeviceState>>>,
+    /// The opened devices, by device and the driver context they work in (0: the runtime's
+    /// own; otherwise a context a program's queue was adopted in).
+    devices: Mutex<HashMap<(DeviceHandle, usize), Arc<DeviceState>>>,
     pub disk: Option<DiskCache>,
 }
 
@@ -154,15 +157,65 @@ impl Runtime {
             &devices,
             wanted.as_ref().map(|(s, source)| (s.as_str(), source.as_str())),
         )?;
+        self.opened(&devices, i)
+    }
+
+    /// Device `i` of `devices`, opened (once) in a context of the runtime's own.
+    fn opened(&self, devices: &[DeviceInfo], i: usize) -> Result<Arc<DeviceState>, Error> {
         let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(state) = map.get(&devices[i].handle) {
+        if let Some(state) = map.get(&(devices[i].handle, 0)) {
             return Ok(state.clone());
         }
         let info = &devices[i];
         trace!("device", "{} / {}", info.platform, info.name);
-        let state = Arc::new(DeviceState::new(info, describe(&devices, i))?);
-        map.insert(info.handle, state.clone());
+        let state = Arc::new(DeviceState::new(info, describe(devices, i))?);
+        map.insert((info.handle, 0), state.clone());
         Ok(state)
+    }
+
+    /// The device of a program's queue `native`, in the queue's context (the runtime's own
+    /// device state when the context is the one it uses, as a CUDA device's primary context
+    /// is), and the queue adopted.
+    ///
+    /// # Safety
+    /// As [`crate::Queue::from_native`].
+    pub(crate) unsafe fn adopt(
+        &self,
+        native: &NativeQueue,
+    ) -> Result<(Arc<DeviceState>, backend::Queue), Error> {
+        self.guard_vectorizer();
+        let devices = backend::devices()?;
+        let handle = DeviceHandle::of_queue(native)?;
+        let Some(i) = devices.iter().position(|d| d.handle == handle) else {
+            return Err(Error::NoDevice {
+                problem:
+                    "Queue::from_native: the queue's device is none of those the runtime lists"
+                        .into(),
+                available: select::table(&candidates(&devices)),
+            });
+        };
+        let own = self.opened(&devices, i)?;
+        let context = native.context_key();
+        let state = if own.device.context_key() == context {
+            own
+        } else {
+            let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
+            match map.get(&(handle, context)) {
+                Some(state) => state.clone(),
+                None => {
+                    let info = &devices[i];
+                    trace!("device", "{} / {} in a program's context", info.platform, info.name);
+                    // SAFETY: the caller's promise, passed on.
+                    let device = unsafe { backend::Device::adopt(info, native)? };
+                    let state = Arc::new(DeviceState::with(info, describe(&devices, i), device));
+                    map.insert((handle, context), state.clone());
+                    state
+                }
+            }
+        };
+        // SAFETY: the caller's promise, passed on.
+        let queue = unsafe { state.device.adopt_queue(native)? };
+        Ok((state, queue))
     }
 
     /// The selector that picks the device `device` describes, among the devices there are

@@ -31,11 +31,17 @@ use sycl_format::aspects::{aspect_number, target_aspect};
 use sycl_format::{Target, PTX_SPEC_CONSTANT_PREFIX};
 
 use super::caps::CL_DEVICE_TYPE_GPU;
+use super::native::{NativeBuffer, NativeDevice, NativeEvent, NativeQueue};
 use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, Limits, SpecValue};
 use crate::Error;
 
 /// The platform name CUDA devices are listed under (`SYCL_DEVICE=cuda` picks them).
 pub(crate) const PLATFORM: &str = "CUDA";
+
+/// The driver's handle types, as [`super::native`] hands them out.
+pub(crate) mod handles {
+    pub use cudarc::driver::sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUstream};
+}
 
 /// A CUDA error as people look it up: `CUDA_ERROR_INVALID_PTX (218)`.
 fn error_name(code: CUresult) -> String {
@@ -171,6 +177,9 @@ fn capabilities(warp: u32, max_threads: usize) -> Capabilities {
 struct Context {
     raw: sys::CUcontext,
     device: sys::CUdevice,
+    /// The device's primary context, retained by us (released on drop); otherwise a
+    /// program's own context, which the program keeps alive.
+    primary: bool,
     /// The stream that runs completion callbacks ([`Event::on_complete`]), made at the first:
     /// each callback waits there for its event, so no queue's work waits for a callback.
     callbacks: OnceLock<sys::CUstream>,
@@ -250,9 +259,11 @@ impl Drop for Context {
                 }
             }
         }
-        // SAFETY: retained once in `Device::open`, released once here.
-        unsafe {
-            let _ = sys::cuDevicePrimaryCtxRelease_v2(self.device);
+        if self.primary {
+            // SAFETY: retained once in `Device::open`, released once here.
+            unsafe {
+                let _ = sys::cuDevicePrimaryCtxRelease_v2(self.device);
+            }
         }
     }
 }
@@ -275,6 +286,7 @@ impl Device {
             context: Arc::new(Context {
                 raw,
                 device,
+                primary: true,
                 callbacks: OnceLock::new(),
                 idle_events: Mutex::new(Vec::new()),
                 spare_event: std::sync::atomic::AtomicPtr::new(ptr::null_mut()),
@@ -397,6 +409,7 @@ impl Device {
         let shared = Arc::new(StreamShared {
             context: self.context.clone(),
             raw,
+            owned: true,
             issued: AtomicU64::new(0),
             recorded: Mutex::new(None),
         });
@@ -412,7 +425,7 @@ impl Device {
         let mut address = 0;
         // SAFETY: an out-pointer to a local.
         check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut address, bytes.max(1)) })?;
-        Ok(Memory { context: self.context.clone(), address, view_of: None })
+        Ok(Memory { context: self.context.clone(), address, _whole: None, owned: true })
     }
 
     /// Host memory for fast copies: `bytes` of page-locked memory, zeroed.
@@ -593,6 +606,8 @@ pub(crate) struct Stream {
 struct StreamShared {
     context: Arc<Context>,
     raw: sys::CUstream,
+    /// Made by us (destroyed on drop); otherwise a program's, which it keeps alive.
+    owned: bool,
     /// Launches enqueued so far: each takes the next number once it is enqueued.
     issued: AtomicU64,
     /// The last event recorded for launches' events, with how many launches it covers.
@@ -660,7 +675,7 @@ impl StreamShared {
 
 impl Drop for StreamShared {
     fn drop(&mut self) {
-        if self.context.bind().is_ok() {
+        if self.owned && self.context.bind().is_ok() {
             // SAFETY: created once, destroyed once.
             unsafe {
                 let _ = sys::cuStreamDestroy_v2(self.raw);
@@ -767,12 +782,20 @@ impl Stream {
         }
         // No event recorded: the launch's number stands for it until it is asked about.
         let ticket = self.shared.issued.fetch_add(1, Ordering::AcqRel);
-        Ok(Event { end: End::Launch { stream: self.shared.clone(), ticket }, timing: None })
+        Ok(Event {
+            end: End::Launch { stream: self.shared.clone(), ticket },
+            timing: None,
+            pinned: OnceLock::new(),
+        })
     }
 
     /// An event recorded on the stream now: it completes when the work before it does.
     fn record(&self) -> Result<Event, Error> {
-        Ok(Event { end: End::Recorded(self.shared.record_raw(false)?), timing: None })
+        Ok(Event {
+            end: End::Recorded(self.shared.record_raw(false)?),
+            timing: None,
+            pinned: OnceLock::new(),
+        })
     }
 
     /// On a profiled stream, the start of the command about to be enqueued: a timed event
@@ -788,7 +811,7 @@ impl Stream {
     fn timed(&self, start: Arc<RawEvent>) -> Result<Event, Error> {
         let origin = self.origin.clone().expect("a profiled stream");
         let end = End::Recorded(self.shared.record_raw(true)?);
-        Ok(Event { end, timing: Some(Arc::new(Timing { origin, start })) })
+        Ok(Event { end, timing: Some(Arc::new(Timing { origin, start })), pinned: OnceLock::new() })
     }
 
     /// Enqueues the command `enqueue` makes; its event, timed on a profiled stream.
@@ -1011,6 +1034,9 @@ pub(crate) struct Event {
     end: End,
     /// On a profiled stream: where the launch's timestamps count from, and its start.
     timing: Option<Arc<Timing>>,
+    /// The recorded event handed out by [`Event::native`], held as long as this value so that
+    /// the handle stays the same and is not recorded again for other work.
+    pinned: OnceLock<Arc<RawEvent>>,
 }
 
 struct Timing {
@@ -1212,8 +1238,10 @@ impl Mapping {
 pub(crate) struct Memory {
     context: Arc<Context>,
     address: sys::CUdeviceptr,
-    /// For a view into another allocation, that allocation (kept alive; a view frees nothing).
-    view_of: Option<Arc<super::Memory>>,
+    /// For a view into another allocation, that allocation, kept alive while the view is.
+    _whole: Option<Arc<super::Memory>>,
+    /// Allocated by us (freed on drop); otherwise a program's, which it keeps alive.
+    owned: bool,
 }
 
 impl Memory {
@@ -1227,19 +1255,183 @@ impl Memory {
         Memory {
             context: self.context.clone(),
             address: self.address + offset as u64,
-            view_of: Some(whole),
+            _whole: Some(whole),
+            owned: false,
         }
     }
 }
 
 impl Drop for Memory {
     fn drop(&mut self) {
-        if self.view_of.is_none() && self.context.bind().is_ok() {
+        if self.owned && self.context.bind().is_ok() {
             // SAFETY: allocated once, freed once.
             unsafe {
                 let _ = sys::cuMemFree_v2(self.address);
             }
         }
+    }
+}
+
+/// The device whose ordinal is `ordinal`.
+fn device_of(ordinal: i32) -> Result<sys::CUdevice, Error> {
+    let mut device = 0;
+    // SAFETY: an out-pointer to a local.
+    check("cuDeviceGet", unsafe { sys::cuDeviceGet(&mut device, ordinal) })?;
+    Ok(device)
+}
+
+/// The driver handle of the device whose ordinal is `ordinal`.
+pub(crate) fn native_device(ordinal: i32) -> Result<NativeDevice, Error> {
+    device_of(ordinal).map(NativeDevice::Cuda)
+}
+
+/// The ordinal of `device`, among the devices the driver counts.
+pub(crate) fn ordinal_of(device: sys::CUdevice) -> Result<i32, Error> {
+    let mut count = 0;
+    // SAFETY: an out-pointer to a local.
+    check("cuDeviceGetCount", unsafe { sys::cuDeviceGetCount(&mut count) })?;
+    for ordinal in 0..count {
+        if device_of(ordinal)? == device {
+            return Ok(ordinal);
+        }
+    }
+    Err(Error::InvalidArgument(format!("CUDA device {device}: the driver does not list it")))
+}
+
+impl Device {
+    /// The device in a program's context: its primary context is opened as [`Device::open`]
+    /// does; another context is used as it is, and the program keeps it alive.
+    ///
+    /// # Safety
+    /// `context` is a live context of the device whose ordinal is `ordinal`, alive as long as
+    /// anything made on it.
+    pub(crate) unsafe fn adopt(ordinal: i32, context: sys::CUcontext) -> Result<Device, Error> {
+        let opened = Device::open(ordinal)?;
+        if opened.context.raw == context {
+            return Ok(opened);
+        }
+        let device = device_of(ordinal)?;
+        // SAFETY: a live context (the caller's promise); an out-pointer to a local.
+        let of = unsafe {
+            check("cuCtxSetCurrent", sys::cuCtxSetCurrent(context))?;
+            let mut of = 0;
+            check("cuCtxGetDevice", sys::cuCtxGetDevice(&mut of))?;
+            of
+        };
+        if of != device {
+            return Err(Error::InvalidArgument(
+                "Queue::from_native: the CUDA context is not of the device given with it".into(),
+            ));
+        }
+        Ok(Device {
+            context: Arc::new(Context {
+                raw: context,
+                device,
+                primary: false,
+                callbacks: OnceLock::new(),
+                idle_events: Mutex::new(Vec::new()),
+                spare_event: std::sync::atomic::AtomicPtr::new(ptr::null_mut()),
+            }),
+        })
+    }
+
+    /// The context everything of this device is made in.
+    pub(crate) fn context(&self) -> sys::CUcontext {
+        self.context.raw
+    }
+
+    /// A program's stream of this device's context, which the program keeps alive.
+    ///
+    /// # Safety
+    /// `stream` is a live stream (or null: the legacy default stream), alive as long as the
+    /// queue made of it.
+    pub(crate) unsafe fn adopt_stream(&self, stream: sys::CUstream) -> Result<Stream, Error> {
+        self.context.bind()?;
+        let mut of = ptr::null_mut();
+        // SAFETY: a live stream (the caller's promise); an out-pointer to a local.
+        check("cuStreamGetCtx", unsafe { sys::cuStreamGetCtx(stream, &mut of) })?;
+        if of != self.context.raw {
+            return Err(Error::InvalidArgument(
+                "Queue::from_native: the CUDA stream is of another context than the one given with it".into(),
+            ));
+        }
+        let shared = Arc::new(StreamShared {
+            context: self.context.clone(),
+            raw: stream,
+            owned: false,
+            issued: AtomicU64::new(0),
+            recorded: Mutex::new(None),
+        });
+        Ok(Stream { shared, origin: None })
+    }
+
+    /// A program's allocation, from `address` on for `size` bytes, which the program keeps
+    /// alive (it is never freed here).
+    ///
+    /// # Safety
+    /// `address` points into a live allocation, alive as long as the buffer made of it.
+    pub(crate) unsafe fn adopt_memory(
+        &self,
+        address: sys::CUdeviceptr,
+        size: usize,
+    ) -> Result<Memory, Error> {
+        self.context.bind()?;
+        let mut context: sys::CUcontext = ptr::null_mut();
+        // SAFETY: an out-pointer of the attribute's type (a context).
+        let found = unsafe {
+            sys::cuPointerGetAttribute(
+                (&mut context as *mut sys::CUcontext).cast(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_CONTEXT,
+                address,
+            )
+        };
+        check("cuPointerGetAttribute", found).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "Buffer::from_native: {address:#x} is not CUDA device memory"
+            ))
+        })?;
+        if context != self.context.raw {
+            return Err(Error::InvalidArgument(
+                "Buffer::from_native: the memory is of another CUDA context than the queue's"
+                    .into(),
+            ));
+        }
+        let (mut base, mut bytes) = (0, 0);
+        // SAFETY: out-pointers to locals.
+        check("cuMemGetAddressRange", unsafe {
+            sys::cuMemGetAddressRange_v2(&mut base, &mut bytes, address)
+        })?;
+        let available = (base + bytes as u64).saturating_sub(address);
+        if available < size as u64 {
+            return Err(Error::InvalidArgument(format!(
+                "Buffer::from_native: the allocation holds {available} bytes from {address:#x}; the buffer needs {size}"
+            )));
+        }
+        Ok(Memory { context: self.context.clone(), address, _whole: None, owned: false })
+    }
+}
+
+impl Stream {
+    pub(crate) fn native(&self) -> NativeQueue {
+        let context = &self.shared.context;
+        NativeQueue::Cuda { context: context.raw, device: context.device, stream: self.shared.raw }
+    }
+}
+
+impl Memory {
+    pub(crate) fn native(&self) -> NativeBuffer {
+        NativeBuffer::Cuda(self.address)
+    }
+}
+
+impl Event {
+    /// The driver's event (for a launch, recorded now if it was not yet).
+    pub(crate) fn native(&self) -> Result<NativeEvent, Error> {
+        if let Some(event) = self.pinned.get() {
+            return Ok(NativeEvent::Cuda(event.raw));
+        }
+        let event = self.resolve()?;
+        Ok(NativeEvent::Cuda(self.pinned.get_or_init(|| event).raw))
     }
 }
 

@@ -122,6 +122,12 @@ impl DeviceInfo {
     pub fn has_aspect(&self, name: &str) -> bool {
         self.aspects.iter().any(|a| a == name)
     }
+
+    /// The device's driver handle: its OpenCL platform and device id, or its CUDA device.
+    /// Root devices are not reference counted: the handle stays valid for the process.
+    pub fn native(&self) -> Result<super::native::NativeDevice, crate::Error> {
+        self.handle.native()
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub(crate) mod cuda;
 #[cfg(not(feature = "cuda"))]
 mod no_cuda;
 pub(crate) mod info;
+pub(crate) mod native;
 pub(crate) mod opencl;
 pub(crate) mod select;
 
@@ -474,6 +475,18 @@ impl Kernel {
         }
     }
 
+    /// A pointer argument to another library's memory, by its driver handle.
+    pub(crate) fn set_native(&mut self, index: u32, mem: NativeBuffer) -> Result<(), Error> {
+        match (self, mem) {
+            (Kernel::OpenCl(k), NativeBuffer::OpenCl(m)) => k.set_raw_mem(index, m),
+            (Kernel::Cuda(k), NativeBuffer::Cuda(address)) => {
+                k.set_bytes(index, &address.to_ne_bytes());
+                Ok(())
+            }
+            _ => Err(Error::InvalidArgument("memory of another device's backend".into())),
+        }
+    }
+
     /// A `local` pointer argument: `size` bytes of local memory per work-group.
     pub(crate) fn set_local(&mut self, index: u32, size: usize) -> Result<(), Error> {
         match self {
@@ -751,6 +764,152 @@ impl Queue {
         match self {
             Queue::OpenCl(q) => q.finish(),
             Queue::Cuda(s) => s.synchronize(),
+        }
+    }
+}
+
+use native::{NativeBuffer, NativeDevice, NativeEvent, NativeQueue};
+
+impl DeviceHandle {
+    /// The device's driver handle.
+    pub(crate) fn native(self) -> Result<NativeDevice, Error> {
+        match self {
+            DeviceHandle::OpenCl(id) => id.native(),
+            DeviceHandle::Cuda(ordinal) => cuda::native_device(ordinal),
+        }
+    }
+
+    /// The device of a program's queue.
+    pub(crate) fn of_queue(native: &NativeQueue) -> Result<DeviceHandle, Error> {
+        match *native {
+            NativeQueue::OpenCl { device, .. } => {
+                Ok(DeviceHandle::OpenCl(opencl::DeviceId(device)))
+            }
+            NativeQueue::Cuda { device, .. } => cuda::ordinal_of(device).map(DeviceHandle::Cuda),
+        }
+    }
+}
+
+impl Device {
+    /// The device in the context of a program's queue (`native`, whose device `info` is),
+    /// rather than a context of the runtime's own.
+    ///
+    /// # Safety
+    /// `native`'s handles are live, and the context stays alive as long as anything made on
+    /// it (OpenCL's is retained here; a CUDA context other than the primary one is not).
+    pub(crate) unsafe fn adopt(info: &DeviceInfo, native: &NativeQueue) -> Result<Device, Error> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe {
+            Ok(match (info.handle, *native) {
+                (DeviceHandle::OpenCl(id), NativeQueue::OpenCl { context, .. }) => {
+                    Device::OpenCl(opencl::Device::adopt(id, context)?)
+                }
+                (DeviceHandle::Cuda(ordinal), NativeQueue::Cuda { context, .. }) => {
+                    Device::Cuda(cuda::Device::adopt(ordinal, context)?)
+                }
+                _ => {
+                    return Err(Error::InvalidArgument(
+                        "Queue::from_native: a queue of another backend than its device's".into(),
+                    ))
+                }
+            })
+        }
+    }
+
+    /// The program's queue `native` itself, on this device (made by [`Device::adopt`] of it).
+    ///
+    /// # Safety
+    /// As [`Device::adopt`]; the queue or stream stays alive as long as the queue made of it
+    /// (an OpenCL queue is retained here; a CUDA stream is not).
+    pub(crate) unsafe fn adopt_queue(&self, native: &NativeQueue) -> Result<Queue, Error> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe {
+            Ok(match (self, *native) {
+                (Device::OpenCl(d), NativeQueue::OpenCl { queue, context, device }) => {
+                    if context != d.context() {
+                        return Err(Error::InvalidArgument(
+                            "Queue::from_native: the command queue is of another context than its device's".into(),
+                        ));
+                    }
+                    Queue::OpenCl(opencl::Queue::adopt(queue, context, opencl::DeviceId(device))?)
+                }
+                (Device::Cuda(d), NativeQueue::Cuda { stream, .. }) => {
+                    Queue::Cuda(d.adopt_stream(stream)?)
+                }
+                _ => {
+                    return Err(Error::InvalidArgument(
+                        "Queue::from_native: a queue of another backend than its device's".into(),
+                    ))
+                }
+            })
+        }
+    }
+
+    /// A program's memory (`size` bytes from `native` on) as device memory of this device.
+    ///
+    /// # Safety
+    /// `native` is live memory of this device's context; an OpenCL buffer is retained here,
+    /// CUDA memory must stay allocated as long as the buffer made of it.
+    pub(crate) unsafe fn adopt_memory(
+        &self,
+        native: NativeBuffer,
+        size: usize,
+    ) -> Result<Memory, Error> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe {
+            Ok(match (self, native) {
+                (Device::OpenCl(d), NativeBuffer::OpenCl(mem)) => {
+                    Memory::OpenCl(opencl::Mem::adopt(mem, d.context(), size)?)
+                }
+                (Device::Cuda(d), NativeBuffer::Cuda(address)) => {
+                    Memory::Cuda(d.adopt_memory(address, size)?)
+                }
+                _ => {
+                    return Err(Error::InvalidArgument(
+                        "Buffer::from_native: memory of another backend than the queue's device"
+                            .into(),
+                    ))
+                }
+            })
+        }
+    }
+
+    /// The driver's context this device's programs, queues and memory are made in, as a
+    /// number that tells two contexts apart.
+    pub(crate) fn context_key(&self) -> usize {
+        match self {
+            Device::OpenCl(d) => d.context() as usize,
+            Device::Cuda(d) => d.context() as usize,
+        }
+    }
+}
+
+impl Queue {
+    /// The queue's driver handles.
+    pub(crate) fn native(&self) -> Result<NativeQueue, Error> {
+        match self {
+            Queue::OpenCl(q) => q.native(),
+            Queue::Cuda(s) => Ok(s.native()),
+        }
+    }
+}
+
+impl Memory {
+    /// The memory's driver handle.
+    pub(crate) fn native(&self) -> NativeBuffer {
+        match self {
+            Memory::OpenCl(m) => m.native(),
+            Memory::Cuda(m) => m.native(),
+        }
+    }
+}
+
+impl Event {
+    /// The event's driver handle.
+    pub(crate) fn native(&self) -> Result<NativeEvent, Error> {
+        match self {
+            Event::OpenCl(e) => Ok(e.native()),
+            Event::Cuda(e) => e.native(),
         }
     }
 }

@@ -225,3 +225,70 @@ impl Mapping {
         match *self {}
     }
 }
+
+/// Stand-ins of the CUDA driver's handle types, of the same layout as cudarc's.
+pub(crate) mod handles {
+    /// `CUcontext`.
+    pub type CUcontext = *mut std::ffi::c_void;
+    /// `CUdevice`.
+    pub type CUdevice = i32;
+    /// `CUdeviceptr`.
+    pub type CUdeviceptr = u64;
+    /// `CUevent`.
+    pub type CUevent = *mut std::ffi::c_void;
+    /// `CUstream`.
+    pub type CUstream = *mut std::ffi::c_void;
+}
+
+/// No CUDA device has a handle in this build.
+pub(crate) fn native_device(ordinal: i32) -> Result<super::native::NativeDevice, Error> {
+    Device::open(ordinal).map(|d| match d {})
+}
+
+/// No CUDA device is known to this build.
+pub(crate) fn ordinal_of(_device: handles::CUdevice) -> Result<i32, Error> {
+    Device::open(0).map(|d| match d {})
+}
+
+impl Device {
+    pub(crate) unsafe fn adopt(
+        ordinal: i32,
+        _context: handles::CUcontext,
+    ) -> Result<Device, Error> {
+        Device::open(ordinal)
+    }
+
+    pub(crate) unsafe fn adopt_stream(&self, _stream: handles::CUstream) -> Result<Stream, Error> {
+        match *self {}
+    }
+
+    pub(crate) unsafe fn adopt_memory(
+        &self,
+        _address: handles::CUdeviceptr,
+        _size: usize,
+    ) -> Result<Memory, Error> {
+        match *self {}
+    }
+
+    pub(crate) fn context(&self) -> handles::CUcontext {
+        match *self {}
+    }
+}
+
+impl Stream {
+    pub(crate) fn native(&self) -> super::native::NativeQueue {
+        match *self {}
+    }
+}
+
+impl Memory {
+    pub(crate) fn native(&self) -> super::native::NativeBuffer {
+        match *self {}
+    }
+}
+
+impl Event {
+    pub(crate) fn native(&self) -> Result<super::native::NativeEvent, Error> {
+        match *self {}
+    }
+}

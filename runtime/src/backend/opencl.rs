@@ -19,6 +19,7 @@ use sycl_format::aspects::{aspect_number, target_aspect};
 use sycl_format::Target;
 
 use super::caps::{CL_DEVICE_TYPE_ACCELERATOR, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
+use super::native::{NativeBuffer, NativeDevice, NativeEvent, NativeQueue};
 use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, Limits, SpecValue};
 use crate::Error;
 
@@ -858,13 +859,18 @@ impl Kernel {
     }
 
     pub(crate) fn set_mem(&self, index: u32, mem: &Mem) -> Result<(), Error> {
+        self.set_raw_mem(index, mem.0)
+    }
+
+    /// A buffer argument by its handle (one of this kernel's context).
+    pub(crate) fn set_raw_mem(&self, index: u32, mem: cl_mem) -> Result<(), Error> {
         // SAFETY: a buffer argument is passed as a pointer to its `cl_mem` handle.
         unsafe {
             cl3::kernel::set_kernel_arg(
                 self.0,
                 index,
                 std::mem::size_of::<cl_mem>(),
-                (&mem.0 as *const cl_mem).cast::<c_void>(),
+                (&mem as *const cl_mem).cast::<c_void>(),
             )
         }
         .map_err(cl_err("clSetKernelArg"))
@@ -1078,4 +1084,131 @@ fn host_has_fma() -> bool {
     return std::arch::is_x86_feature_detected!("fma");
     #[cfg(not(target_arch = "x86_64"))]
     return false;
+}
+
+/// A pointer-sized answer of `clGet*Info` (a context, a device, a platform).
+fn info_ptr<T>(
+    answer: Result<cl3::info_type::InfoType, cl_int>,
+    call: &'static str,
+) -> Result<*mut T, Error> {
+    answer.map(|v| isize::from(v) as *mut T).map_err(cl_err(call))
+}
+
+impl DeviceId {
+    /// The device's driver handles.
+    pub(crate) fn native(self) -> Result<NativeDevice, Error> {
+        let platform = info_ptr(
+            cl3::device::get_device_info(self.0, cl3::device::CL_DEVICE_PLATFORM),
+            "clGetDeviceInfo",
+        )?;
+        Ok(NativeDevice::OpenCl { platform, device: self.0 })
+    }
+}
+
+impl Queue {
+    /// The queue's driver handles, with its context and device as the driver reports them.
+    pub(crate) fn native(&self) -> Result<NativeQueue, Error> {
+        use cl3::command_queue::{get_command_queue_info, CL_QUEUE_CONTEXT, CL_QUEUE_DEVICE};
+        let context =
+            info_ptr(get_command_queue_info(self.0, CL_QUEUE_CONTEXT), "clGetCommandQueueInfo")?;
+        let device =
+            info_ptr(get_command_queue_info(self.0, CL_QUEUE_DEVICE), "clGetCommandQueueInfo")?;
+        Ok(NativeQueue::OpenCl { context, device, queue: self.0 })
+    }
+
+    /// A program's queue, retained (released when this value drops): the queue must be on
+    /// `device` in `context`.
+    ///
+    /// # Safety
+    /// `queue` is a live command queue.
+    pub(crate) unsafe fn adopt(
+        queue: cl_command_queue,
+        context: cl_context,
+        device: DeviceId,
+    ) -> Result<Queue, Error> {
+        let adopted = Queue(queue);
+        // SAFETY: a live queue (the caller's promise); released once, when `adopted` drops.
+        unsafe { cl3::command_queue::retain_command_queue(queue) }
+            .map_err(cl_err("clRetainCommandQueue"))?;
+        match adopted.native()? {
+            NativeQueue::OpenCl { context: c, device: d, .. } if c == context && d == device.0 => Ok(adopted),
+            _ => Err(Error::InvalidArgument(
+                "Queue::from_native: the command queue is not of the context and device given with it".into(),
+            )),
+        }
+    }
+}
+
+impl Event {
+    pub(crate) fn native(&self) -> NativeEvent {
+        NativeEvent::OpenCl(self.0)
+    }
+}
+
+impl Mem {
+    pub(crate) fn native(&self) -> NativeBuffer {
+        NativeBuffer::OpenCl(self.0)
+    }
+
+    /// A program's buffer, retained (released when this value drops), of `context` and at
+    /// least `size` bytes.
+    ///
+    /// # Safety
+    /// `mem` is a live memory object.
+    pub(crate) unsafe fn adopt(
+        mem: cl_mem,
+        context: cl_context,
+        size: usize,
+    ) -> Result<Mem, Error> {
+        use cl3::memory::{get_mem_object_info, CL_MEM_CONTEXT, CL_MEM_SIZE};
+        // SAFETY: a live memory object (the caller's promise); released once, when the value
+        // drops.
+        unsafe { cl3::memory::retain_mem_object(mem) }.map_err(cl_err("clRetainMemObject"))?;
+        let adopted = Mem(mem);
+        let of: cl_context =
+            info_ptr(get_mem_object_info(mem, CL_MEM_CONTEXT), "clGetMemObjectInfo")?;
+        let bytes = get_mem_object_info(mem, CL_MEM_SIZE)
+            .map(usize::from)
+            .map_err(cl_err("clGetMemObjectInfo"))?;
+        if of != context {
+            return Err(Error::InvalidArgument(
+                "Buffer::from_native: the memory object is of another context than the queue's"
+                    .into(),
+            ));
+        }
+        if bytes < size {
+            return Err(Error::InvalidArgument(format!(
+                "Buffer::from_native: the memory object holds {bytes} bytes; the buffer needs {size}"
+            )));
+        }
+        Ok(adopted)
+    }
+}
+
+impl Device {
+    /// The device in a program's context (retained, released when this value drops), rather
+    /// than a context of the runtime's own.
+    ///
+    /// # Safety
+    /// `context` is a live context that holds `id`.
+    pub(crate) unsafe fn adopt(id: DeviceId, context: cl_context) -> Result<Device, Error> {
+        // SAFETY: a live context (the caller's promise); released once, when the value drops.
+        unsafe { cl3::context::retain_context(context) }.map_err(cl_err("clRetainContext"))?;
+        let context = Context(context);
+        let devices: Vec<isize> =
+            cl3::context::get_context_info(context.0, cl3::context::CL_CONTEXT_DEVICES)
+                .map(Vec::from)
+                .map_err(cl_err("clGetContextInfo"))?;
+        if !devices.contains(&(id.0 as isize)) {
+            return Err(Error::InvalidArgument(
+                "Queue::from_native: the context does not hold the device given with it".into(),
+            ));
+        }
+        Ok(Device { id, context, host_queue: std::sync::OnceLock::new() })
+    }
+
+    /// The context everything of this device is made in.
+    pub(crate) fn context(&self) -> cl_context {
+        self.context.0
+    }
 }

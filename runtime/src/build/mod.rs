@@ -75,6 +75,8 @@ pub(crate) struct Signature(pub Option<Arc<[sycl_format::KernelParam]>>);
 /// buffer alive, and compared by identity, which the weak reference keeps unique) or the bytes.
 pub(crate) enum SetArg {
     Mem(std::sync::Weak<Memory>),
+    /// Another library's memory, by its handle.
+    Native(crate::backend::native::NativeBuffer),
     Bytes(ArgBytes),
     /// Bytes of local memory.
     Local(usize),
@@ -105,15 +107,25 @@ struct Caches {
 impl DeviceState {
     /// The device a backend `found`, opened; `info` is how users see it.
     pub(crate) fn new(found: &DeviceInfo, info: info::DeviceInfo) -> Result<DeviceState, Error> {
-        Ok(DeviceState {
+        Ok(DeviceState::with(found, info, backend::Device::open(found)?))
+    }
+
+    /// The device `found`, opened as `device` (in a context of the runtime's own, or of a
+    /// program's).
+    pub(crate) fn with(
+        found: &DeviceInfo,
+        info: info::DeviceInfo,
+        device: backend::Device,
+    ) -> DeviceState {
+        DeviceState {
             name: found.name.clone(),
             info,
             identity: found.identity.clone(),
             forms: found.caps.forms(),
             caps: found.caps.clone(),
-            device: backend::Device::open(found)?,
+            device,
             caches: Mutex::default(),
-        })
+        }
     }
 
     fn caches(&self) -> std::sync::MutexGuard<'_, Caches> {

@@ -12,6 +12,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::backend;
+use crate::backend::native::NativeEvent;
 use crate::build::DeviceState;
 use crate::Error;
 
@@ -43,6 +44,14 @@ struct Wakeup {
 impl Event {
     pub(crate) fn new(event: backend::Event, device: Arc<DeviceState>) -> Event {
         Event { event, device, wakeup: OnceLock::new() }
+    }
+
+    /// The driver's event: an OpenCL `cl_event`, or a CUDA `CUevent` (for a launch, recorded
+    /// now if it was not yet; see above). Valid while this event (or a clone) lives; a program
+    /// may wait on it, or make its own work wait for it (`cuStreamWaitEvent`,
+    /// `clEnqueueBarrierWithWaitList`).
+    pub fn native(&self) -> Result<NativeEvent, Error> {
+        self.event.native()
     }
 
     /// Blocks until the command completed; its error, if it failed.

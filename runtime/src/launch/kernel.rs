@@ -10,6 +10,7 @@ use sycl_format::{c_types, KernelParam, ParamKind};
 use super::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
 use super::event::Event;
 use super::queue::{as_bytes, Buffer, BufferView, LastLaunch, Pod, Queue};
+use crate::backend::native::NativeBuffer;
 use crate::backend::{self, Memory, Program};
 use crate::build::{ArgBytes, DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues};
 use crate::discovery::LoadState;
@@ -76,12 +77,29 @@ enum Arg<'a> {
     Bytes(ArgBytes, &'static str),
     /// Bytes of local memory per work-group, and the element type.
     Local(usize, &'static str),
+    /// Another library's memory (a cudarc slice, an opencl3 buffer): its driver handle, its
+    /// driver context (told apart by number) and its element type.
+    Native(NativeBuffer, usize, &'static str),
+}
+
+impl<'a> ArgValue<'a> {
+    /// Another library's memory `of` as a pointer argument: its handle `mem` in the driver
+    /// context numbered `context` (as a queue's context is numbered), holding values of `T`.
+    /// Borrows `of` until the launch runs.
+    #[cfg_attr(not(any(feature = "cudarc", feature = "opencl3")), allow(dead_code))]
+    pub(crate) fn native<T: Pod, O: ?Sized>(
+        _of: &'a O,
+        mem: NativeBuffer,
+        context: usize,
+    ) -> ArgValue<'a> {
+        ArgValue(Arg::Native(mem, context, std::any::type_name::<T>()))
+    }
 }
 
 impl Arg<'_> {
     fn describe(&self) -> String {
         match self {
-            Arg::Mem(.., ty) => format!("a buffer of {ty}"),
+            Arg::Mem(.., ty) | Arg::Native(.., ty) => format!("a buffer of {ty}"),
             Arg::Bytes(bytes, ty) => format!("{ty} ({} bytes)", bytes.len()),
             Arg::Local(bytes, ty) => format!("local memory of {ty} ({bytes} bytes)"),
         }
@@ -150,7 +168,7 @@ fn check_arguments(
     }
     for (i, (param, ArgValue(arg))) in params.iter().zip(args).enumerate() {
         let wanted = match (param.kind, arg) {
-            (ParamKind::Global | ParamKind::Constant, Arg::Mem(.., ty))
+            (ParamKind::Global | ParamKind::Constant, Arg::Mem(.., ty) | Arg::Native(.., ty))
             | (ParamKind::Local, Arg::Local(_, ty)) => match pointee_mismatch(param, ty) {
                 None => continue,
                 Some(pointee) => {
@@ -454,6 +472,16 @@ impl Queue {
                     )));
                 }
             }
+            if let Arg::Native(_, context, _) = arg {
+                if *context != self.inner.device.device.context_key() {
+                    return Err(Error::InvalidArgument(format!(
+                        "kernel `{kernel}` argument {i}: memory of another driver context than \
+                         the launch's queue on {}: make the queue from the library's own \
+                         (Queue::from_native, or the cudarc/opencl3 conversions)",
+                        self.inner.device.name
+                    )));
+                }
+            }
         }
         set_arguments(object, args).map_err(|(i, e)| {
             Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
@@ -569,6 +597,7 @@ fn set_arguments(k: &mut PooledKernel, args: &[ArgValue<'_>]) -> Result<(), (usi
             }
             (Arg::Bytes(bytes, _), Some(SetArg::Bytes(was))) => was == bytes,
             (Arg::Local(size, _), Some(SetArg::Local(was))) => was == size,
+            (Arg::Native(mem, ..), Some(SetArg::Native(was))) => was == mem,
             _ => false,
         };
         if unchanged {
@@ -580,6 +609,9 @@ fn set_arguments(k: &mut PooledKernel, args: &[ArgValue<'_>]) -> Result<(), (usi
             }
             Arg::Bytes(bytes, _) => {
                 k.kernel.set_bytes(i as u32, bytes).map(|()| SetArg::Bytes(bytes.clone()))
+            }
+            Arg::Native(mem, ..) => {
+                k.kernel.set_native(i as u32, *mem).map(|()| SetArg::Native(*mem))
             }
             Arg::Local(size, _) => {
                 k.kernel.set_local(i as u32, *size).map(|()| SetArg::Local(*size))

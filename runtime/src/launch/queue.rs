@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
 use super::event::Event;
+use crate::backend::native::{NativeBuffer, NativeQueue};
 use crate::backend::{self, Memory, Program};
 use crate::build::{DeviceState, PooledKernel};
 use crate::discovery::LoadState;
@@ -112,7 +113,13 @@ pub(super) struct QueueInner {
     pub(super) queue: backend::Queue,
     /// The last plain launch (no bundle, no specialization values), ready to go again.
     pub(super) last: Mutex<Option<LastLaunch>>,
+    /// For a queue adopted from another library's object (a cudarc stream, an opencl3
+    /// queue), that object: kept alive as long as the queue.
+    _owner: Option<Owner>,
 }
+
+/// Another library's object that a queue or buffer was made from, kept alive with it.
+pub(crate) type Owner = Box<dyn std::any::Any + Send + Sync>;
 
 /// A kernel as the last launch resolved it: launching it again while the registry is the
 /// same one (no library opened or closed since) needs no lookup, no pool and, for unchanged
@@ -166,7 +173,58 @@ impl Queue {
 
     fn of(device: Arc<DeviceState>, profiled: bool) -> Result<Queue, Error> {
         let queue = device.device.queue(profiled)?;
-        Ok(Queue { inner: Arc::new(QueueInner { device, queue, last: Mutex::new(None) }) })
+        Ok(Queue::made(device, queue, None))
+    }
+
+    fn made(device: Arc<DeviceState>, queue: backend::Queue, owner: Option<Owner>) -> Queue {
+        Queue {
+            inner: Arc::new(QueueInner { device, queue, last: Mutex::new(None), _owner: owner }),
+        }
+    }
+
+    /// A program's own queue, adopted: an OpenCL command queue (with its context and device)
+    /// or a CUDA stream (with its context and device). The toolkit's kernels then resolve,
+    /// build and launch on it, in order with what the program enqueues there itself; buffers
+    /// of the queue are made in its context.
+    ///
+    /// An OpenCL queue and context are retained (released when the last clone of the queue,
+    /// and the last buffer of the context, goes). A CUDA stream is not: it must outlive the
+    /// queue. On CUDA the device's primary context (cudarc's `CudaContext::new`) is the one
+    /// the runtime uses anyway; another context must outlive every queue and buffer made in
+    /// it. A context other than the runtime's own gets its own program caches (each program
+    /// is built once per context).
+    ///
+    /// Errors: a queue, context and device that do not belong together, a device the runtime
+    /// does not list.
+    ///
+    /// # Safety
+    /// The handles are live objects of their driver, and what is not retained stays alive
+    /// as said above.
+    pub unsafe fn from_native(native: NativeQueue) -> Result<Queue, Error> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { Queue::adopted(native, None) }
+    }
+
+    /// [`Queue::from_native`], keeping `owner` (the object the handles belong to) alive as
+    /// long as the queue.
+    ///
+    /// # Safety
+    /// As [`Queue::from_native`].
+    #[cfg_attr(not(any(feature = "cudarc", feature = "opencl3")), allow(dead_code))]
+    pub(crate) unsafe fn adopted(
+        native: NativeQueue,
+        owner: Option<Owner>,
+    ) -> Result<Queue, Error> {
+        // SAFETY: the caller's promise, passed on.
+        let (device, queue) = unsafe { runtime().adopt(&native)? };
+        Ok(Queue::made(device, queue, owner))
+    }
+
+    /// The queue's driver handles: its OpenCL context, device and command queue, or its CUDA
+    /// context, device and stream. They stay valid while the queue (or a clone of it) lives;
+    /// work a program enqueues on them runs in order with the queue's own.
+    pub fn native(&self) -> Result<NativeQueue, Error> {
+        self.inner.queue.native()
     }
 
     /// The device's state: its backend device and caches.
@@ -219,6 +277,31 @@ impl<T: Pod> Buffer<T> {
     /// How many values of `T` it holds.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The buffer's driver handle: its OpenCL memory object, or its CUDA device pointer.
+    /// Valid while the buffer lives.
+    pub fn native(&self) -> NativeBuffer {
+        self.mem.native()
+    }
+
+    /// A program's device memory as a buffer of `len` values on `queue`'s device: an OpenCL
+    /// memory object of the queue's context (retained, released when the buffer goes), or a
+    /// CUDA device pointer into an allocation of the queue's context (borrowed: never freed
+    /// here). Errors: memory of another context, smaller than `len` values.
+    ///
+    /// # Safety
+    /// The handle is live; CUDA memory stays allocated as long as the buffer (and the work
+    /// given it) lives, and nothing else writes it while the toolkit's work reads it.
+    pub unsafe fn from_native(
+        queue: &Queue,
+        native: NativeBuffer,
+        len: usize,
+    ) -> Result<Buffer<T>, Error> {
+        let bytes = byte_size::<T>(len)?;
+        // SAFETY: the caller's promise, passed on.
+        let mem = unsafe { queue.inner.device.device.adopt_memory(native, bytes)? };
+        Ok(Buffer { mem: Arc::new(mem), len, queue: queue.clone(), _t: PhantomData })
     }
 
     /// Whether it holds none.
