@@ -27,7 +27,8 @@
 // The rooms, each importing only those above it: `error` and `trace` serve every room; then
 // the loaded binaries' images (`registry`, filled by `discovery`), the drivers (`backend`),
 // what a program is linked from (`resolve`), building it (`build`), the process's devices
-// and caches (`process`), and the API (`launch`).
+// and caches (`process`), the API (`launch`), and its conversions with cudarc and opencl3
+// (`interop`).
 mod error;
 mod trace;
 mod registry;
@@ -37,6 +38,8 @@ mod resolve;
 mod build;
 mod process;
 mod launch;
+#[cfg(any(feature = "cudarc", feature = "opencl3"))]
+mod interop;
 
 pub use backend::native::{
     cl_command_queue, cl_context, cl_device_id, cl_event, cl_mem, cl_platform_id, CUcontext,

@@ -1,7 +1,8 @@
 //! Events on both CPU devices: launches on two queues ordered by an event alone, every kind
 //! of wait, an event awaited as a future, an event of another device refused, one queue
 //! shared by threads (kernels compiled once, 1-D and 2-D ranges of one module at once), and
-//! memory: copies in place, host buffers with asynchronous transfers, maps.
+//! memory: copies in place, host buffers with asynchronous transfers, maps; driver handles
+//! handed to the program and the program's own adopted.
 
 use sycl_tests::{run_fixture_args, stderr, stdout};
 
@@ -218,5 +219,47 @@ fn the_host_api_examples_run_on_both_devices() {
             );
             assert!(stdout(&out).contains(says), "{example} on {device}: {}", stdout(&out));
         }
+    }
+}
+
+#[test]
+fn driver_handles_go_out_to_the_program_and_its_own_come_in() {
+    for device in ["intel", "pocl"] {
+        let (out, _) = scenario(device, &["native"]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[..3],
+            [
+                "the queue's device handle is the device's: true",
+                "ours read by hand: true",
+                "theirs written by a kernel: true",
+            ],
+            "on {device}"
+        );
+        assert_eq!(
+            lines[3],
+            "a buffer larger than its memory: invalid argument: Buffer::from_native: the memory \
+             object holds 4096 bytes; the buffer needs 4100",
+            "on {device}"
+        );
+        assert_eq!(
+            lines[4..6],
+            ["a kernel on the program's queue: true", "its handles are the program's: true"],
+            "on {device}"
+        );
+        assert!(
+            lines[6].starts_with(
+                "a buffer of the program's context on the runtime's: invalid argument: kernel \
+                 `add_one` argument 0: a buffer made in another driver context of "
+            ),
+            "on {device}: {}",
+            lines[6]
+        );
+        assert_eq!(
+            lines[7],
+            "a queue of another context: invalid argument: Queue::from_native: the command queue \
+             is not of the context and device given with it",
+            "on {device}"
+        );
     }
 }

@@ -464,6 +464,17 @@ impl Queue {
         }
         for (i, ArgValue(arg)) in args.iter().enumerate() {
             if let Arg::Mem(_, device, _) = arg {
+                if !Arc::ptr_eq(device, &self.inner.device)
+                    && device.info.handle == self.inner.device.info.handle
+                {
+                    return Err(Error::InvalidArgument(format!(
+                        "kernel `{kernel}` argument {i}: a buffer made in another driver context \
+                         of {} than the launch's queue (a queue adopted with Queue::from_native \
+                         works in the program's context): make the buffer on a queue of the \
+                         launch's context",
+                        device.name
+                    )));
+                }
                 if !Arc::ptr_eq(device, &self.inner.device) {
                     return Err(Error::InvalidArgument(format!(
                         "kernel `{kernel}` argument {i}: a buffer of {} given to a launch on {}: \
