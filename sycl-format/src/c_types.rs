@@ -118,6 +118,18 @@ pub fn scalar(name: &str) -> Option<&'static Scalar> {
     SCALARS.iter().find(|s| s.c == name)
 }
 
+/// The one Rust type a declaration of the OpenCL C scalar type `c` names, where a single type
+/// must be named (a specialization constant's handle): `int` → `i32`, `uint`, `unsigned int`
+/// → `u32`, `uchar` → `u8`, `float` → `f32`, `double` → `f64`. `None` for a type whose Rust
+/// counterpart is not in the standard library (`half`), vectors, structs and other types.
+pub fn declared_rust(c: &str) -> Option<&'static str> {
+    let c = c.trim();
+    let scalar = scalar(c)?;
+    let unsigned = c.starts_with('u');
+    let rust = if unsigned { scalar.rust.get(1)? } else { scalar.rust.first()? };
+    (!rust.contains("::")).then_some(*rust)
+}
+
 /// Whether a Rust type, by its `std::any::type_name`, is one of the table's numbers or an
 /// array of them: a type the table can say matches or does not. Any other (a user's struct)
 /// can be matched by size only.
@@ -189,6 +201,33 @@ mod tests {
         assert!(!matches("struct Pt", "[f32; 4]"));
         assert!(matches("void", "f32") && matches("void", "app::Pt"));
         assert!(matches("half", "half::binary16::f16") && !matches("half", "u16"));
+    }
+
+    #[test]
+    fn declared_types_keep_their_signedness() {
+        for (c, rust) in [
+            ("char", "i8"),
+            ("signed char", "i8"),
+            ("uchar", "u8"),
+            ("unsigned char", "u8"),
+            ("short", "i16"),
+            ("ushort", "u16"),
+            ("unsigned short", "u16"),
+            ("int", "i32"),
+            (" uint ", "u32"),
+            ("unsigned int", "u32"),
+            ("unsigned", "u32"),
+            ("long", "i64"),
+            ("ulong", "u64"),
+            ("unsigned long", "u64"),
+            ("float", "f32"),
+            ("double", "f64"),
+        ] {
+            assert_eq!(declared_rust(c), Some(rust), "{c}");
+        }
+        for none in ["half", "float4", "int2", "struct Pt", "void", "bool", ""] {
+            assert_eq!(declared_rust(none), None, "{none}");
+        }
     }
 
     #[test]
