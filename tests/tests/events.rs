@@ -2,7 +2,8 @@
 //! of wait, an event awaited as a future, an event of another device refused, one queue
 //! shared by threads (kernels compiled once, 1-D and 2-D ranges of one module at once), and
 //! memory: copies in place, host buffers with asynchronous transfers, maps; driver handles
-//! handed to the program and the program's own adopted.
+//! handed to the program and the program's own adopted; a bytemuck struct, half precision,
+//! and the mistaken argument types a launch refuses.
 
 use sycl_tests::{run_fixture_args, stderr, stdout};
 
@@ -259,6 +260,50 @@ fn driver_handles_go_out_to_the_program_and_its_own_come_in() {
             lines[7],
             "a queue of another context: invalid argument: Queue::from_native: the command queue \
              is not of the context and device given with it",
+            "on {device}"
+        );
+    }
+}
+
+#[test]
+fn bytemuck_structs_and_half_run_and_mistaken_types_are_refused_naming_both() {
+    for device in ["intel", "pocl"] {
+        let (out, _) = scenario(device, &["types"]);
+        let half = if device == "intel" {
+            "half axpy: 3.25"
+        } else {
+            "half axpy: kernel_not_supported without fp16"
+        };
+        let refused = "invalid argument: kernel";
+        assert_eq!(
+            out.lines().collect::<Vec<_>>(),
+            [
+                "points moved: Pt { x: 11.0, y: 22.0 }",
+                half,
+                &format!(
+                    "a buffer of f32 for int*: {refused} `scale_ints` argument 0 (global int* \
+                     data) takes a buffer of int (i32 or u32); got a buffer of f32"
+                ),
+                &format!(
+                    "f32 for int: {refused} `scale_ints` argument 1 (int factor) takes int (i32 \
+                     or u32); got f32 (4 bytes)"
+                ),
+                &format!(
+                    "a struct of the wrong size: {refused} `move_points` argument 1 (struct Pt \
+                     by) takes struct Pt (8 bytes: a #[repr(C)] type of its layout); got [f32; \
+                     3] (12 bytes)"
+                ),
+                &format!(
+                    "a number for a struct: {refused} `move_points` argument 1 (struct Pt by) \
+                     takes struct Pt (8 bytes: a #[repr(C)] type of its layout); got u64 (8 \
+                     bytes)"
+                ),
+                &format!(
+                    "a buffer of f32 for struct Pt*: {refused} `move_points` argument 0 (global \
+                     struct Pt* pts) takes a buffer of struct Pt (a #[repr(C)] type of its \
+                     layout); got a buffer of f32"
+                ),
+            ],
             "on {device}"
         );
     }

@@ -71,6 +71,7 @@ const CASES: &[Case] = &[
     Case { name: "events-memory", argv: &["events-app", "memory"], no_fp16: false },
     Case { name: "events-host", argv: &["events-app", "host"], no_fp16: false },
     Case { name: "events-profile", argv: &["events-app", "profile"], no_fp16: false },
+    Case { name: "events-types", argv: &["events-app", "types"], no_fp16: true },
     Case {
         name: "bundle-strict",
         argv: &[

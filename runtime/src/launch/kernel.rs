@@ -189,7 +189,7 @@ fn check_arguments(
             (ParamKind::Local, _) => {
                 "local memory (`sycl_runtime::Local::<T>::new(len)`)".to_string()
             }
-            (ParamKind::Scalar | ParamKind::Struct, _) => format!("a {}-byte value", param.size),
+            (ParamKind::Scalar | ParamKind::Struct, _) => described(&param.ty, param.size),
             (kind, _) => format!("a {} argument, which launches cannot pass yet", kind.name()),
         };
         return Err(Error::InvalidArgument(format!(
@@ -678,7 +678,7 @@ mod tests {
         ));
         assert!(check_args(&pt, &[7u32.to_arg()])
             .unwrap_err()
-            .ends_with("takes a 8-byte value; got u32 (4 bytes)"));
+            .ends_with("takes struct Pt (8 bytes: a #[repr(C)] type of its layout); got u32 (4 bytes)"));
         let scratch = [param(ParamKind::Local, 8, "local int*", "scratch")];
         assert_eq!(check_args(&scratch, &[Local::<u32>::new(4).to_arg()]), Ok(()));
         assert_eq!(

@@ -115,9 +115,11 @@ pub mod c {
 /// takes_int(1.5f32); // error: `f32: OfType<c::int>` is not satisfied
 /// ```
 ///
-/// `half::f16` becomes `OfType<c::half>` with the runtime's `half` feature (added beside it,
-/// not here: this module names no optional dependency).
+/// `half::f16` is `OfType<c::half>` with the runtime's `half` feature.
 pub trait OfType<C>: Pod {}
+
+#[cfg(feature = "half")]
+impl OfType<c::half> for half::f16 {}
 
 /// The impls of scalar types, and (in tests) their list, to hold against the table of C types.
 macro_rules! of_type {
@@ -199,7 +201,7 @@ mod tests {
             let impls = SCALAR_IMPLS.iter().find(|(c, _)| *c == scalar.c);
             match impls {
                 Some((_, rust)) => assert_eq!(*rust, scalar.rust, "{}", scalar.c),
-                // `half::f16` comes with the `half` feature, beside this module.
+                // `half::f16`, with the `half` feature.
                 None => assert_eq!(scalar.c, "half"),
             }
         }
