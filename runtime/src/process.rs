@@ -208,7 +208,11 @@ impl Runtime {
                     // SAFETY: the caller's promise, passed on.
                     let device = unsafe { backend::Device::adopt(info, native)? };
                     let state = Arc::new(DeviceState::with(info, describe(&devices, i), device));
-                    map.insert((handle, context), state.clone());
+                    // A CUDA context the runtime cannot retain may be destroyed and its
+                    // number reused by another: such a state serves this queue only.
+                    if state.device.holds_context() {
+                        map.insert((handle, context), state.clone());
+                    }
                     state
                 }
             }

@@ -972,8 +972,10 @@ fn launcher(kernel: &str, name: &str, constant: &str, params: &[KernelParam]) ->
                 t
             }
         };
+        // Memory goes through `Launch::memory`: `DeviceMemory` is not a `KernelArg`.
+        let method = if ty.contains("sycl_runtime::DeviceMemory") { "memory" } else { "arg" };
         args.push(format!("{ident}: {ty}"));
-        let _ = write!(body, ".arg({ident})");
+        let _ = write!(body, ".{method}({ident})");
     }
     let declarations: Vec<String> = params.iter().map(KernelParam::declaration).collect();
     format!(
@@ -1154,7 +1156,7 @@ mod tests {
 #[allow(dead_code, non_snake_case, clippy::too_many_arguments)]
 /// `saxpy(int n, float a, global float* x, global float* y)`
 pub fn saxpy<'q>(queue: &'q sycl_runtime::Queue, n: impl sycl_runtime::OfType<sycl_runtime::c::int>, a: f32, x: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::float>, y: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::float>) -> sycl_runtime::Launch<'q, sycl_runtime::NoGlobalRange> {
-    queue.launch(SAXPY).arg(n).arg(a).arg(x).arg(y)
+    queue.launch(SAXPY).arg(n).arg(a).memory(x).memory(y)
 }
 ";
         assert!(m.contains(saxpy), "{m}");
@@ -1180,7 +1182,7 @@ pub fn saxpy<'q>(queue: &'q sycl_runtime::Queue, n: impl sycl_runtime::OfType<sy
 /// `shift(global struct Pt* pts, struct Pt by, struct opaque, constant char* table, local struct Pt* scratch, local int3* lanes)`
 pub fn shift<'q, T1: sycl_runtime::Pod, T2: sycl_runtime::Pod>(queue: &'q sycl_runtime::Queue, pts: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::Any>, by: T1, opaque: T2, table: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::char>, scratch: sycl_runtime::Local<impl sycl_runtime::OfType<sycl_runtime::c::Any>>, lanes: sycl_runtime::Local<impl sycl_runtime::OfType<sycl_runtime::c::Vector<sycl_runtime::c::int, 3>>>) -> sycl_runtime::Launch<'q, sycl_runtime::NoGlobalRange> {
     const { assert!(::std::mem::size_of::<T1>() == 8, \"kernel `shift` parameter `by` (struct Pt) takes 8 bytes\") };
-    queue.launch(SHIFT).arg(pts).arg(by).arg(opaque).arg(table).arg(scratch).arg(lanes)
+    queue.launch(SHIFT).memory(pts).arg(by).arg(opaque).memory(table).arg(scratch).arg(lanes)
 }
 ";
         assert!(m.contains(shift), "{m}");
@@ -1193,10 +1195,10 @@ pub fn shift<'q, T1: sycl_runtime::Pod, T2: sycl_runtime::Pod>(queue: &'q sycl_r
             "pub fn r#match<'q>(queue: &'q sycl_runtime::Queue, r#in: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::int>, r#type: "
         ), "{m}");
         assert!(m.contains(
-            "    queue.launch(MATCH).arg(r#in).arg(r#type).arg(queue_).arg(queue__).arg(MATCH_).arg(self_)\n"
+            "    queue.launch(MATCH).memory(r#in).arg(r#type).arg(queue_).arg(queue__).arg(MATCH_).arg(self_)\n"
         ), "{m}");
         assert!(m.contains("/// `anon(global int*, int, int arg1)`\n"), "{m}");
-        assert!(m.contains("    queue.launch(ANON).arg(arg0).arg(arg1_).arg(arg1)\n"), "{m}");
+        assert!(m.contains("    queue.launch(ANON).memory(arg0).arg(arg1_).arg(arg1)\n"), "{m}");
         assert!(m.contains("pub fn k_2d_copy<'q>(queue: &'q sycl_runtime::Queue) -> "), "{m}");
         assert!(m.contains("    queue.launch(K_2D_COPY)\n"), "{m}");
     }

@@ -38,11 +38,6 @@ use crate::Error;
 /// The platform name CUDA devices are listed under (`SYCL_DEVICE=cuda` picks them).
 pub(crate) const PLATFORM: &str = "CUDA";
 
-/// The driver's handle types, as [`super::native`] hands them out.
-pub(crate) mod handles {
-    pub use cudarc::driver::sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUstream};
-}
-
 /// A CUDA error as people look it up: `CUDA_ERROR_INVALID_PTX (218)`.
 fn error_name(code: CUresult) -> String {
     let mut name: *const c_char = ptr::null();
@@ -1340,6 +1335,12 @@ impl Device {
         self.context.raw
     }
 
+    /// Whether the context stays alive as long as this value (the primary context, which it
+    /// retains); a program's own context may be destroyed, and its handle reused, meanwhile.
+    pub(crate) fn holds_context(&self) -> bool {
+        self.context.primary
+    }
+
     /// A program's stream of this device's context, which the program keeps alive.
     ///
     /// # Safety
@@ -1390,6 +1391,25 @@ impl Device {
                 "Buffer::from_native: {address:#x} is not CUDA device memory"
             ))
         })?;
+        // Memory from a stream-ordered allocator (`cuMemAllocAsync`, as cudarc allocates where
+        // the GPU has memory pools) belongs to no context: it must be of this device.
+        if context.is_null() {
+            let mut ordinal = -1i32;
+            // SAFETY: an out-pointer of the attribute's type (an int).
+            check("cuPointerGetAttribute", unsafe {
+                sys::cuPointerGetAttribute(
+                    (&mut ordinal as *mut i32).cast(),
+                    sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                    address,
+                )
+            })?;
+            if device_of(ordinal).ok() != Some(self.context.device) {
+                return Err(Error::InvalidArgument(format!(
+                    "Buffer::from_native: the memory is of CUDA device {ordinal}, not the queue's"
+                )));
+            }
+            context = self.context.raw;
+        }
         if context != self.context.raw {
             return Err(Error::InvalidArgument(
                 "Buffer::from_native: the memory is of another CUDA context than the queue's"

@@ -14,15 +14,15 @@
 //! room. A failed driver step, or one the device's backend does not have, returns a
 //! [`Failure`] holding the driver's own words (or ours); the build step turns it into
 //! `Error::Build`. [`info`] describes each device as users see it (`sycl_runtime::DeviceInfo`),
-//! from what the backends found.
+//! from what the backends found; [`native`] holds the driver handles programs get and give.
 
+pub(crate) mod native;
 pub(crate) mod caps;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 #[cfg(not(feature = "cuda"))]
 mod no_cuda;
 pub(crate) mod info;
-pub(crate) mod native;
 pub(crate) mod opencl;
 pub(crate) mod select;
 
@@ -231,6 +231,7 @@ impl Memory {
     /// `size` bytes of `whole` from `offset` as memory of their own, for a kernel argument: an
     /// OpenCL sub-buffer, or on CUDA the address plus the offset. Keeps `whole` alive. The
     /// range lies within `whole` (callers check).
+    #[cfg_attr(not(feature = "cuda"), allow(unreachable_code))] // no CUDA memory to view
     pub(crate) fn view(whole: &Arc<Memory>, offset: usize, size: usize) -> Result<Memory, Error> {
         match &**whole {
             Memory::OpenCl(m) => m.sub(offset, size).map(Memory::OpenCl),
@@ -871,6 +872,15 @@ impl Device {
                     ))
                 }
             })
+        }
+    }
+
+    /// Whether the driver's context lives as long as this value (retained, or the runtime's
+    /// own): only then may the device be found again by its context's number.
+    pub(crate) fn holds_context(&self) -> bool {
+        match self {
+            Device::OpenCl(_) => true,
+            Device::Cuda(d) => d.holds_context(),
         }
     }
 

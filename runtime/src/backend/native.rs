@@ -10,12 +10,30 @@
 //! (`clRetainCommandQueue`, `clRetainMemObject`, `clRetainEvent`, …); CUDA has no retain, so
 //! keep the object instead.
 
-/// The CUDA driver's handle types: `cudarc::driver::sys`'s (without the crate's `cuda`
-/// feature, stand-ins of the same layout, of which this build hands out none).
-pub use super::cuda::handles::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUstream};
+/// The CUDA driver's handle types: `cudarc::driver::sys`'s.
+#[cfg(feature = "cuda")]
+pub use cudarc::driver::sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUstream};
+
+/// Stand-ins of the CUDA driver's handle types, of the same layout as cudarc's, in a build
+/// without the `cuda` feature (which hands out none).
+#[cfg(not(feature = "cuda"))]
+mod stand_ins {
+    /// `CUcontext`.
+    pub type CUcontext = *mut std::ffi::c_void;
+    /// `CUdevice`.
+    pub type CUdevice = i32;
+    /// `CUdeviceptr`.
+    pub type CUdeviceptr = u64;
+    /// `CUevent`.
+    pub type CUevent = *mut std::ffi::c_void;
+    /// `CUstream`.
+    pub type CUstream = *mut std::ffi::c_void;
+}
 pub use cl3::types::{
     cl_command_queue, cl_context, cl_device_id, cl_event, cl_mem, cl_platform_id,
 };
+#[cfg(not(feature = "cuda"))]
+pub use stand_ins::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUstream};
 
 /// A queue's driver handles: an OpenCL context, device and command queue, or a CUDA context,
 /// device and stream.

@@ -226,51 +226,44 @@ impl Mapping {
     }
 }
 
-/// Stand-ins of the CUDA driver's handle types, of the same layout as cudarc's.
-pub(crate) mod handles {
-    /// `CUcontext`.
-    pub type CUcontext = *mut std::ffi::c_void;
-    /// `CUdevice`.
-    pub type CUdevice = i32;
-    /// `CUdeviceptr`.
-    pub type CUdeviceptr = u64;
-    /// `CUevent`.
-    pub type CUevent = *mut std::ffi::c_void;
-    /// `CUstream`.
-    pub type CUstream = *mut std::ffi::c_void;
-}
-
 /// No CUDA device has a handle in this build.
 pub(crate) fn native_device(ordinal: i32) -> Result<super::native::NativeDevice, Error> {
     Device::open(ordinal).map(|d| match d {})
 }
 
 /// No CUDA device is known to this build.
-pub(crate) fn ordinal_of(_device: handles::CUdevice) -> Result<i32, Error> {
+pub(crate) fn ordinal_of(_device: super::native::CUdevice) -> Result<i32, Error> {
     Device::open(0).map(|d| match d {})
 }
 
 impl Device {
     pub(crate) unsafe fn adopt(
         ordinal: i32,
-        _context: handles::CUcontext,
+        _context: super::native::CUcontext,
     ) -> Result<Device, Error> {
         Device::open(ordinal)
     }
 
-    pub(crate) unsafe fn adopt_stream(&self, _stream: handles::CUstream) -> Result<Stream, Error> {
+    pub(crate) unsafe fn adopt_stream(
+        &self,
+        _stream: super::native::CUstream,
+    ) -> Result<Stream, Error> {
         match *self {}
     }
 
     pub(crate) unsafe fn adopt_memory(
         &self,
-        _address: handles::CUdeviceptr,
+        _address: super::native::CUdeviceptr,
         _size: usize,
     ) -> Result<Memory, Error> {
         match *self {}
     }
 
-    pub(crate) fn context(&self) -> handles::CUcontext {
+    pub(crate) fn context(&self) -> super::native::CUcontext {
+        match *self {}
+    }
+
+    pub(crate) fn holds_context(&self) -> bool {
         match *self {}
     }
 }

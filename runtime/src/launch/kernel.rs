@@ -273,8 +273,13 @@ impl<'q, R> Launch<'q, R> {
     /// Appends the next argument.
     #[allow(clippy::should_implement_trait)]
     pub fn arg(mut self, arg: impl KernelArg<'q>) -> Self {
-        self.args.push(arg.to_arg());
+        self.push_arg(arg.to_arg());
         self
+    }
+
+    /// Appends an argument made already.
+    pub(crate) fn push_arg(&mut self, arg: ArgValue<'q>) {
+        self.args.push(arg);
     }
 
     /// The global range: one to three dimensions (`[n]`, `[w, h]`, `[w, h, d]`).
@@ -676,9 +681,9 @@ mod tests {
         assert!(check_args(&pt, &[7u64.to_arg()]).unwrap_err().ends_with(
             "takes struct Pt (8 bytes: a #[repr(C)] type of its layout); got u64 (8 bytes)"
         ));
-        assert!(check_args(&pt, &[7u32.to_arg()])
-            .unwrap_err()
-            .ends_with("takes struct Pt (8 bytes: a #[repr(C)] type of its layout); got u32 (4 bytes)"));
+        assert!(check_args(&pt, &[7u32.to_arg()]).unwrap_err().ends_with(
+            "takes struct Pt (8 bytes: a #[repr(C)] type of its layout); got u32 (4 bytes)"
+        ));
         let scratch = [param(ParamKind::Local, 8, "local int*", "scratch")];
         assert_eq!(check_args(&scratch, &[Local::<u32>::new(4).to_arg()]), Ok(()));
         assert_eq!(

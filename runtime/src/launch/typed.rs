@@ -69,7 +69,7 @@
 //! # Ok::<(), sycl_runtime::Error>(())
 //! ```
 
-use super::kernel::KernelArg;
+use super::kernel::{ArgValue, KernelArg, Launch};
 use super::queue::{Buffer, BufferView, Pod};
 
 /// Markers of OpenCL C's types, for [`OfType`] and [`DeviceMemory`]: types that are never
@@ -182,11 +182,38 @@ impl<S, T: OfType<S>> OfType<c::Vector<S, 3>> for [T; 4] where [T; 4]: Pod {}
 /// shift(&q, [1.0f32; 3]); // 12 bytes: error[E0080]
 /// # Ok::<(), sycl_runtime::Error>(())
 /// ```
-pub trait DeviceMemory<'a, C>: KernelArg<'a> {}
+///
+/// With the `cudarc` and `opencl3` features, cudarc's slices and views and opencl3's buffers are
+/// device memory too. (It is not a [`KernelArg`]: every `Pod` value is one, and a foreign
+/// reference could not be told apart from one; a launcher passes memory with
+/// [`Launch::memory`].)
+pub trait DeviceMemory<'a, C> {
+    /// The memory as a kernel argument.
+    #[doc(hidden)]
+    fn memory_arg(&self) -> ArgValue<'a>;
+}
 
-impl<'a, C, T: Pod + OfType<C>> DeviceMemory<'a, C> for &'a Buffer<T> {}
+impl<'a, C, T: Pod + OfType<C>> DeviceMemory<'a, C> for &'a Buffer<T> {
+    fn memory_arg(&self) -> ArgValue<'a> {
+        self.to_arg()
+    }
+}
 
-impl<'a, C, T: Pod + OfType<C>> DeviceMemory<'a, C> for &'a BufferView<'_, T> {}
+impl<'a, C, T: Pod + OfType<C>> DeviceMemory<'a, C> for &'a BufferView<'_, T> {
+    fn memory_arg(&self) -> ArgValue<'a> {
+        self.to_arg()
+    }
+}
+
+impl<'q, R> Launch<'q, R> {
+    /// Appends device memory as the next argument: what a generated launcher does for a
+    /// pointer parameter (a program writes `.arg(&buffer)`).
+    #[doc(hidden)]
+    pub fn memory<C>(mut self, memory: impl DeviceMemory<'q, C>) -> Self {
+        self.push_arg(memory.memory_arg());
+        self
+    }
+}
 
 #[cfg(test)]
 mod tests {
