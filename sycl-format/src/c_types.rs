@@ -28,7 +28,8 @@ pub const SCALARS: &[Scalar] = &[
     Scalar { c: "short", size: 2, rust: &["i16", "u16"], float: false },
     Scalar { c: "int", size: 4, rust: &["i32", "u32"], float: false },
     Scalar { c: "long", size: 8, rust: &["i64", "u64"], float: false },
-    Scalar { c: "half", size: 2, rust: &["half::binary16::f16"], float: true },
+    // `half`'s bits as `u16` too: programs without the `half` crate keep them so.
+    Scalar { c: "half", size: 2, rust: &["half::binary16::f16", "u16"], float: true },
     Scalar { c: "float", size: 4, rust: &["f32"], float: true },
     Scalar { c: "double", size: 8, rust: &["f64"], float: true },
 ];
@@ -200,7 +201,8 @@ mod tests {
         assert!(matches("struct Pt", "app::Pt") && !matches("struct Pt", "f32"));
         assert!(!matches("struct Pt", "[f32; 4]"));
         assert!(matches("void", "f32") && matches("void", "app::Pt"));
-        assert!(matches("half", "half::binary16::f16") && !matches("half", "u16"));
+        assert!(matches("half", "half::binary16::f16") && matches("half", "u16"));
+        assert!(!matches("half", "i16") && !matches("half", "f32"));
     }
 
     #[test]
