@@ -131,27 +131,30 @@ pub fn declared_rust(c: &str) -> Option<&'static str> {
     (!rust.contains("::")).then_some(*rust)
 }
 
-/// Whether a Rust type, by its `std::any::type_name`, is one of the table's numbers or an
-/// array of them: a type the table can say matches or does not. Any other (a user's struct)
-/// can be matched by size only.
-pub fn is_numeric_rust(type_name: &str) -> bool {
-    let element = match type_name.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
-        Some(array) => array.split(';').next().unwrap_or_default().trim(),
-        None => type_name,
-    };
-    SCALARS.iter().any(|s| s.rust.contains(&element))
-}
-
 /// Whether values of the Rust type `type_name` (as `std::any::type_name` writes it) can be
 /// what a kernel sees as `c` (a parameter's type, or a pointer parameter's pointee). `false`
-/// only when they certainly cannot: a number for another number or for a struct, a user's
-/// type for a number. A user's type for a struct, and anything for a type the table does not
+/// only when they certainly cannot: a number for another number, a user's type for a number.
+/// Anything for a struct, and anything for a type the table does not
 /// know (`void`), is left to the size check.
 pub fn matches(c: &str, type_name: &str) -> bool {
     match CType::parse(c) {
         CType::Number { .. } => CType::parse(c).rust_names().iter().any(|r| r == type_name),
-        CType::Struct(_) => !is_numeric_rust(type_name),
+        // A struct's layout is the program's to match: by value its size is checked, and
+        // memory of structs is often kept as numbers (a `Buffer<i32>` of objects).
+        CType::Struct(_) => true,
         CType::Other => true,
+    }
+}
+
+/// Whether memory of Rust values of `type_name` can be what a kernel's pointer to `pointee`
+/// points at: as [`matches`], and for a vector pointee also its element's type (a flat
+/// `Buffer<f32>` is how programs keep the values a `global float4*` reads four at a time).
+pub fn matches_memory(pointee: &str, type_name: &str) -> bool {
+    match CType::parse(pointee) {
+        CType::Number { scalar, lanes } if lanes > 1 => {
+            scalar.rust.contains(&type_name) || matches(pointee, type_name)
+        }
+        _ => matches(pointee, type_name),
     }
 }
 
@@ -198,8 +201,7 @@ mod tests {
         assert!(!matches("int", "f32") && !matches("float", "i32") && !matches("float", "f64"));
         assert!(matches("float4", "[f32; 4]") && !matches("float4", "[f32; 3]"));
         assert!(!matches("int", "app::Pt"));
-        assert!(matches("struct Pt", "app::Pt") && !matches("struct Pt", "f32"));
-        assert!(!matches("struct Pt", "[f32; 4]"));
+        assert!(matches("struct Pt", "app::Pt") && matches("struct Pt", "[f32; 2]"));
         assert!(matches("void", "f32") && matches("void", "app::Pt"));
         assert!(matches("half", "half::binary16::f16") && matches("half", "u16"));
         assert!(!matches("half", "i16") && !matches("half", "f32"));
@@ -230,6 +232,14 @@ mod tests {
         for none in ["half", "float4", "int2", "struct Pt", "void", "bool", ""] {
             assert_eq!(declared_rust(none), None, "{none}");
         }
+    }
+
+    #[test]
+    fn memory_of_a_vector_may_hold_its_elements() {
+        assert!(matches_memory("float4", "f32") && matches_memory("float4", "[f32; 4]"));
+        assert!(matches_memory("double2", "f64") && !matches_memory("double2", "f32"));
+        assert!(matches_memory("int", "u32") && !matches_memory("int", "f32"));
+        assert!(matches_memory("struct Pt", "i32") && matches_memory("struct Pt", "app::Pt"));
     }
 
     #[test]
