@@ -58,6 +58,11 @@ pub const DEVICE_OBJECT_MEMBER_PREFIX: &str = "sycl-device-";
 /// `OpSpecConstant`, and no translator runs at run time).
 pub const PTX_SPEC_CONSTANT_PREFIX: &str = "__sycl_spec_constant_";
 
+/// The compute capability a PTX image (the `ptx64` target) is written for, and the oldest
+/// NVIDIA GPU that runs it: 7.0 (`sm_70`), the first with the warp-synchronous instructions
+/// sub-groups use. The CUDA driver compiles the PTX for the GPU at hand.
+pub const PTX_COMPUTE_CAPABILITY: (u32, u32) = (7, 0);
+
 /// The dynamic shared memory size a CUDA launch of a PTX image asks for: the local arguments'
 /// `local_bytes` rounded up to 4, plus the launch's number of dimensions less one. A PTX
 /// image's `get_work_dim` is `(%dynamic_smem_size & 3) + 1`: the count travels with the launch

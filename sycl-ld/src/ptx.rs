@@ -1,4 +1,5 @@
-//! The `ptx64` target: PTX for NVIDIA GPUs (sm_90 on), which the CUDA driver compiles and links
+//! The `ptx64` target: PTX for NVIDIA GPUs (sm_70 on: V100, T4, A100, the RTX 20 to 40 series,
+//! L4, H100), which the CUDA driver compiles and links
 //! at run time (`cuLink*`), made from each post-linked SPIR-V image. The SPIR-V stays the
 //! image's truth: the PTX form carries the same kernels, exports, imports and property sets.
 //!
@@ -10,7 +11,7 @@
 //! retarget (ptx/retarget.rs)                  → NVPTX IR; ptx/shim.rs: our builtins, as IR
 //! llvm-link-16 IMAGE SHIM --only-needed --internalize nvptx64--nvidiacl.bc   (libclc)
 //! opt-16 -O2
-//! llc-16 -march=nvptx64 -mcpu=sm_90 -mattr=+ptx78 -nvptx-sched4reg      → PTX 7.8
+//! llc-16 -march=nvptx64 -mcpu=sm_70 -mattr=+ptx60 -nvptx-sched4reg      → PTX 6.0
 //! ```
 //!
 //! **Why text.** The differences between SPIR and NVPTX that matter here are LLVM's: calling
@@ -21,9 +22,9 @@
 //! everything, and LLVM 16's textual IR with opaque pointers is regular enough to rewrite token
 //! by token (`ptx/retarget.rs`), with no LLVM library linked into `sycl-ld`.
 //!
-//! **Why LLVM 16.** LLVM 15's NVPTX back end stops at sm_86 and PTX 7.5; LLVM 16 has sm_90
-//! and PTX 7.8, and reads `llvm-spirv-15`'s typed-pointer bitcode as opaque pointers, as
-//! libclc's library is. **Why CL1.2.** With OpenCL 2.0 names, `llvm-spirv -r` writes barriers
+//! **Why LLVM 16.** It reads `llvm-spirv-15`'s typed-pointer bitcode as opaque pointers, as
+//! libclc's library is (and its NVPTX back end knows sm_90 and PTX 7.8, should a target ask
+//! for them). **Why CL1.2.** With OpenCL 2.0 names, `llvm-spirv -r` writes barriers
 //! as `work_group_barrier` and atomics as `atomic_*_explicit`, which libclc does not define.
 //! **Why `-nvptx-sched4reg`.** Measured 4% faster on SGEMM.
 //!
@@ -52,9 +53,15 @@ pub(crate) const KEEP_ENV: &str = "SYCL_LD_PTX_KEEP";
 
 /// The target this module makes images for.
 pub(crate) const TARGET: Target = Target::Ptx64;
-/// The GPU architecture and PTX version `llc` writes for.
-pub(crate) const CPU: &str = "sm_90";
-pub(crate) const PTX_FEATURE: &str = "+ptx78";
+/// The GPU architecture and PTX version `llc` writes for: the oldest architecture with the
+/// warp-synchronous instructions sub-groups use (`shfl.sync`, `vote.sync`: PTX 6.0, CUDA 9),
+/// so that every NVIDIA GPU of the last years loads the PTX; the driver's JIT compiles it for
+/// the GPU at hand (sm_90 on an H100), so the code is the GPU's own.
+pub(crate) fn cpu() -> String {
+    let (major, minor) = sycl_format::PTX_COMPUTE_CAPABILITY;
+    format!("sm_{major}{minor}")
+}
+pub(crate) const PTX_FEATURE: &str = "+ptx60";
 
 /// The tools and the library the translation runs, found once per link.
 pub(crate) struct Toolchain {
@@ -270,7 +277,7 @@ fn link_and_compile(tools: &Toolchain, modules: &[&Path], dir: &Path) -> Result<
     run(Command::new(&tools.llc)
         .args([
             "-march=nvptx64",
-            &format!("-mcpu={CPU}"),
+            &format!("-mcpu={}", cpu()),
             &format!("-mattr={PTX_FEATURE}"),
             "-nvptx-sched4reg",
         ])

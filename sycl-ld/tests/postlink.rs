@@ -1068,8 +1068,8 @@ fn check_ptx_forms(file: &Path) -> Vec<serde_json::Value> {
     let ptx: Vec<serde_json::Value> = images.into_iter().filter(|i| i["format"] == "ptx").collect();
     for image in &ptx {
         let summary = &image["ptx"];
-        assert_eq!(summary["version"], "7.8");
-        assert_eq!(summary["target"], "sm_90");
+        assert_eq!(summary["version"], "6.0");
+        assert_eq!(summary["target"], "sm_70");
         let sorted = |v: &serde_json::Value| {
             let mut v = strings(v);
             v.sort();
@@ -1191,7 +1191,7 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("ptx ptx64 ("), "{text}");
     assert!(
-        text.contains("  ptx:      .version 7.8 .target sm_90\n    .visible .entry: distances\n"),
+        text.contains("  ptx:      .version 6.0 .target sm_70\n    .visible .entry: distances\n"),
         "{text}"
     );
 }

@@ -268,6 +268,21 @@ pub(crate) struct Device {
     context: Arc<Context>,
 }
 
+/// Whether a GPU of compute capability `(major, minor)` runs the `ptx64` target's PTX; the
+/// refusal names it and what the images carry.
+fn runs_ptx(ordinal: i32, name: &str, (major, minor): (u32, u32)) -> Result<(), Error> {
+    let (need_major, need_minor) = sycl_format::PTX_COMPUTE_CAPABILITY;
+    if (major, minor) >= (need_major, need_minor) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "CUDA device {ordinal} ({name}, compute capability {major}.{minor}) cannot run this \
+         toolkit's device code: its images carry PTX for sm_{need_major}{need_minor} (compute \
+         capability {need_major}.{need_minor}) and later GPUs; pick another device with \
+         SYCL_DEVICE"
+    )))
+}
+
 impl Device {
     pub(crate) fn open(ordinal: i32) -> Result<Device, Error> {
         let mut device = 0;
@@ -275,6 +290,10 @@ impl Device {
         // SAFETY: out-pointers to locals; the driver was initialised when the device was found.
         unsafe {
             check("cuDeviceGet", sys::cuDeviceGet(&mut device, ordinal))?;
+            let found = devices()?;
+            if let Some(info) = found.iter().find(|d| d.handle == DeviceHandle::Cuda(ordinal)) {
+                runs_ptx(ordinal, &info.name, info.limits.compute_capability.unwrap_or((0, 0)))?;
+            }
             check("cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut raw, device))?;
         }
         Ok(Device {
@@ -1473,6 +1492,18 @@ mod tests {
 .weak .const .align 4 .b8 __sycl_spec_constant_scale_2[4] = {9, 0, 0, 0};\n\
 .weak .const .align 8 .b8 __sycl_spec_constant_zero[8];\n\
 .weak .const .align 4 .u32 __sycl_other;\n\tld.const.u32 %r5, [__sycl_spec_constant_scale];\n";
+
+    #[test]
+    fn gpus_older_than_the_ptx_are_refused_naming_both() {
+        assert!(runs_ptx(0, "H100", (9, 0)).is_ok());
+        assert!(runs_ptx(0, "V100", (7, 0)).is_ok());
+        assert_eq!(
+            runs_ptx(1, "Tesla P100", (6, 0)).unwrap_err().to_string(),
+            "invalid argument: CUDA device 1 (Tesla P100, compute capability 6.0) cannot run this \
+             toolkit's device code: its images carry PTX for sm_70 (compute capability 7.0) and \
+             later GPUs; pick another device with SYCL_DEVICE"
+        );
+    }
 
     #[test]
     fn specialization_values_become_the_initialisers_of_their_variables() {
