@@ -37,7 +37,7 @@
 //!     scratch: Local<impl OfType<c::int>>,
 //!     n: impl OfType<c::int>,
 //! ) -> Launch<'q, NoGlobalRange> {
-//!     queue.launch("block_sum").arg(r#in).arg(out).arg(scratch).arg(n)
+//!     queue.launch("block_sum").memory(r#in).memory(out).arg(scratch).arg(n)
 //! }
 //!
 //! /// `shift(global struct Pt* pts, struct Pt by, float scale)`
@@ -48,7 +48,7 @@
 //!     scale: f32,
 //! ) -> Launch<'q, NoGlobalRange> {
 //!     const { assert!(std::mem::size_of::<T1>() == 8, "kernel `shift` parameter `by` (struct Pt) takes 8 bytes") };
-//!     queue.launch("shift").arg(pts).arg(by).arg(scale)
+//!     queue.launch("shift").memory(pts).arg(by).arg(scale)
 //! }
 //!
 //! #[repr(C)]
