@@ -125,7 +125,7 @@ mod tests {
             ("fp64", true),
             ("atomic64", true),
             ("function_pointers", true),
-            ("fp16", false),
+            ("fp16", true),
             ("image", false),
         ] {
             assert_eq!(ptx.has_aspect(aspect_number(aspect).unwrap()), has, "ptx64 {aspect}");

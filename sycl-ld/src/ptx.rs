@@ -31,8 +31,10 @@
 //! A builtin neither libclc nor `ptx/shim.rs` defines would stay an `.extern .func` that no
 //! image exports, and the CUDA link would fail at run time; [`compile`] refuses it at link
 //! time instead, naming the builtin. Features the device lacks by its configuration entry
-//! (half arithmetic, images, sub-group sizes) never get here: the aspect filter keeps those
-//! images out of the target.
+//! (images, sub-group sizes other than 32) never get here: the aspect filter keeps those
+//! images out of the target. Half (`fp16`) does: NVPTX compiles half arithmetic natively for
+//! sm_70, and `ptx/shim.rs` defines the builtins on half that libclc lacks through their float
+//! twins.
 
 mod mangle;
 mod retarget;

@@ -962,7 +962,8 @@ SYCL_EXTERNAL double lib_norm(double a, double b) { return sqrt(a * a + b * b); 
 /// builtins with pointer out-parameters, vload/vstore, the native_* and rsqrt functions, a
 /// kernel calling another (a `.entry` cannot be called), the
 /// work-item functions libclc lacks, work-group collectives, sub-groups of 32 (a barrier that
-/// only one sub-group reaches); and two kernels `ptx64` cannot run.
+/// only one sub-group reaches), half arithmetic and builtins on half (libclc has none; ours
+/// go through float); and a kernel `ptx64` cannot run.
 const PTX_APP: &str = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n\
 SYCL_EXTERNAL float lib_scale(float x, __global const float *table);\n\
 SYCL_EXTERNAL float lib_fract(float x, float *whole);\n\
@@ -1013,7 +1014,11 @@ __kernel SYCL_REQD_SUB_GROUP_SIZE(32) void warps(__global int *o) {\n\
   if (get_sub_group_id() == 0) sub_group_barrier(CLK_LOCAL_MEM_FENCE);\n\
   o[i] = v + sub_group_any(v) + (int)get_sub_group_local_id() + (int)get_num_sub_groups();\n\
 }\n\
-__kernel void halves(__global half *h) { h[0] = h[0] * (half)2.0; }\n\
+__kernel void halves(__global half *h, __global half2 *h2) {\n\
+  size_t i = get_global_id(0);\n\
+  h[i] = mad(h[i], (half)2.0, sqrt(h[i + 1])) + work_group_reduce_add(h[i]);\n\
+  h2[i] = fmax(h2[i] * h2[i + 1], (half2)(0.5h)) + select(h2[i], h2[i + 1], isless(h2[i], h2[i + 1]));\n\
+}\n\
 __kernel SYCL_REQD_SUB_GROUP_SIZE(16) void sub_sized(__global int *o) { o[0] = 1; }\n";
 
 /// C++ for OpenCL on both sides: the export and the import keep SPIR's mangled names (with
@@ -1130,8 +1135,18 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
     kernels.sort();
     assert_eq!(
         kernels,
-        ["distances", "dots", "histogram", "launch_info", "math", "tile_sum", "tile_sums", "warps"],
-        "no fp16, no sub-groups of 16 for ptx64"
+        [
+            "distances",
+            "dots",
+            "halves",
+            "histogram",
+            "launch_info",
+            "math",
+            "tile_sum",
+            "tile_sums",
+            "warps"
+        ],
+        "no sub-groups of 16 for ptx64"
     );
     let code = |kernel: &str| -> String {
         let image = set
@@ -1182,6 +1197,11 @@ fn ptx64_images_carry_exports_imports_and_kernels_as_ptx_linkage() {
         assert!(warps.contains(expected), "{expected}:\n{warps}");
     }
     assert!(!warps.contains("bar.sync"), "{warps}");
+    // Half: NVPTX's f16 instructions, and builtins through their float twins.
+    let halves = code("halves");
+    for expected in ["ld.global.b16", "add.rn.f16x2", "cvt.f32.f16", "cvt.rn.f16.f32", "bar.sync"] {
+        assert!(halves.contains(expected), "{expected}:\n{halves}");
+    }
 
     let text = Command::new(env!("CARGO_BIN_EXE_sycl-ld"))
         .arg("inspect")

@@ -6,8 +6,8 @@
 //! makes the PTX form of each image the GPU can run) into `fixtures/target/gpu`; the device
 //! library file `devlib-app` loads is made the same way. Each case below is then run here on
 //! both CPU devices: a case whose output is the same on Intel's runtime and on PoCL (or one
-//! whose kernels need fp16, which the GPU lacks as PoCL does, on PoCL) gets that output as its
-//! expected output on the GPU (paths written as `BIN`, for the directory the
+//! whose kernels need fp16, which the GPU has as Intel's runtime does, on Intel) gets that
+//! output as its expected output on the GPU (paths written as `BIN`, for the directory the
 //! programs run from, device names as `DEVICE`, image numbers as `image #`, since a PTX image's
 //! number is not its SPIR-V form's); a case whose output depends on the device is left out,
 //! and said so.
@@ -27,51 +27,51 @@ use sycl_format::Target;
 use crate::{cargo, repo_root, run_captured, run_checked};
 
 /// A case: its name, then environment variables (`NAME=value`), the program (from `bin/`)
-/// and its arguments, where `@BIN` is the directory the programs run from; `no_fp16`: the
-/// case has kernels that need fp16, which the GPU lacks as PoCL does, so PoCL's output is the
-/// expected one.
+/// and its arguments, where `@BIN` is the directory the programs run from; `fp16`: the case
+/// has kernels that need fp16, which the GPU has as Intel's runtime does (PoCL lacks it), so
+/// Intel's output is the expected one.
 struct Case {
     name: &'static str,
     argv: &'static [&'static str],
-    no_fp16: bool,
+    fp16: bool,
 }
 
 const CASES: &[Case] = &[
-    Case { name: "app", argv: &["app"], no_fp16: false },
+    Case { name: "app", argv: &["app"], fp16: false },
     Case {
         name: "app-preload",
         argv: &["LD_PRELOAD=@BIN/deps/libfast_helpers.so", "app"],
-        no_fp16: false,
+        fp16: false,
     },
-    Case { name: "static-app", argv: &["static-app"], no_fp16: false },
-    Case { name: "chain-app", argv: &["chain-app"], no_fp16: false },
-    Case { name: "cpp-app", argv: &["cpp-app"], no_fp16: false },
-    Case { name: "args-app", argv: &["args-app"], no_fp16: false },
-    Case { name: "unresolved-app", argv: &["unresolved-app"], no_fp16: false },
-    Case { name: "cycle-app", argv: &["cycle-app"], no_fp16: false },
-    Case { name: "dlopen-app", argv: &["dlopen-app"], no_fp16: false },
-    Case { name: "dlopen-app-cycles", argv: &["dlopen-app", "3"], no_fp16: false },
-    Case { name: "scoped-app", argv: &["scoped-app"], no_fp16: false },
-    Case { name: "fnptr-app", argv: &["fnptr-app"], no_fp16: false },
-    Case { name: "vfunc-app", argv: &["vfunc-app"], no_fp16: true },
-    Case { name: "vfunc-app-bundles", argv: &["vfunc-app", "bundle"], no_fp16: true },
-    Case { name: "threads-app", argv: &["threads-app"], no_fp16: false },
-    Case { name: "prebuilt-app", argv: &["prebuilt-app"], no_fp16: false },
-    Case { name: "features-app", argv: &["features-app"], no_fp16: false },
-    Case { name: "compile_once", argv: &["compile_once"], no_fp16: false },
-    Case { name: "devlib-app", argv: &["devlib-app", "@BIN/devlib.sydl"], no_fp16: false },
-    Case { name: "bundle-states", argv: &["bundle-app", "states"], no_fp16: false },
-    Case { name: "bundle-unresolved", argv: &["bundle-app", "unresolved"], no_fp16: false },
-    Case { name: "bundle-join", argv: &["bundle-app", "join"], no_fp16: false },
-    Case { name: "bundle-not-found", argv: &["bundle-app", "not_found"], no_fp16: false },
-    Case { name: "bundle-spec", argv: &["bundle-app", "spec"], no_fp16: false },
-    Case { name: "events-order", argv: &["events-app", "order"], no_fp16: false },
-    Case { name: "events-await", argv: &["events-app", "await"], no_fp16: false },
-    Case { name: "events-threads", argv: &["events-app", "threads"], no_fp16: false },
-    Case { name: "events-memory", argv: &["events-app", "memory"], no_fp16: false },
-    Case { name: "events-host", argv: &["events-app", "host"], no_fp16: false },
-    Case { name: "events-profile", argv: &["events-app", "profile"], no_fp16: false },
-    Case { name: "events-types", argv: &["events-app", "types"], no_fp16: true },
+    Case { name: "static-app", argv: &["static-app"], fp16: false },
+    Case { name: "chain-app", argv: &["chain-app"], fp16: false },
+    Case { name: "cpp-app", argv: &["cpp-app"], fp16: false },
+    Case { name: "args-app", argv: &["args-app"], fp16: false },
+    Case { name: "unresolved-app", argv: &["unresolved-app"], fp16: false },
+    Case { name: "cycle-app", argv: &["cycle-app"], fp16: false },
+    Case { name: "dlopen-app", argv: &["dlopen-app"], fp16: false },
+    Case { name: "dlopen-app-cycles", argv: &["dlopen-app", "3"], fp16: false },
+    Case { name: "scoped-app", argv: &["scoped-app"], fp16: false },
+    Case { name: "fnptr-app", argv: &["fnptr-app"], fp16: false },
+    Case { name: "vfunc-app", argv: &["vfunc-app"], fp16: true },
+    Case { name: "vfunc-app-bundles", argv: &["vfunc-app", "bundle"], fp16: true },
+    Case { name: "threads-app", argv: &["threads-app"], fp16: false },
+    Case { name: "prebuilt-app", argv: &["prebuilt-app"], fp16: false },
+    Case { name: "features-app", argv: &["features-app"], fp16: false },
+    Case { name: "compile_once", argv: &["compile_once"], fp16: false },
+    Case { name: "devlib-app", argv: &["devlib-app", "@BIN/devlib.sydl"], fp16: false },
+    Case { name: "bundle-states", argv: &["bundle-app", "states"], fp16: false },
+    Case { name: "bundle-unresolved", argv: &["bundle-app", "unresolved"], fp16: false },
+    Case { name: "bundle-join", argv: &["bundle-app", "join"], fp16: false },
+    Case { name: "bundle-not-found", argv: &["bundle-app", "not_found"], fp16: false },
+    Case { name: "bundle-spec", argv: &["bundle-app", "spec"], fp16: false },
+    Case { name: "events-order", argv: &["events-app", "order"], fp16: false },
+    Case { name: "events-await", argv: &["events-app", "await"], fp16: false },
+    Case { name: "events-threads", argv: &["events-app", "threads"], fp16: false },
+    Case { name: "events-memory", argv: &["events-app", "memory"], fp16: false },
+    Case { name: "events-host", argv: &["events-app", "host"], fp16: false },
+    Case { name: "events-profile", argv: &["events-app", "profile"], fp16: false },
+    Case { name: "events-types", argv: &["events-app", "types"], fp16: true },
     Case {
         name: "bundle-strict",
         argv: &[
@@ -80,7 +80,7 @@ const CASES: &[Case] = &[
             "bundle-app",
             "states",
         ],
-        no_fp16: false,
+        fp16: false,
     },
 ];
 
@@ -152,7 +152,7 @@ pub(crate) fn gpu_suite(dir: &Path) -> Result<()> {
     run_captured(&mut devlib)?;
     fs::copy(fixtures.join(BENCH_CUDA), stage.join("bench.cu"))?;
 
-    // Expected outputs: the same on both CPU devices.
+    // Expected outputs: the same on both CPU devices (Intel's where the case needs fp16).
     let bin = fs::canonicalize(&bin)?;
     fs::create_dir_all(stage.join("expected"))?;
     let mut cases = String::new();
@@ -160,11 +160,12 @@ pub(crate) fn gpu_suite(dir: &Path) -> Result<()> {
     for case in CASES {
         let intel = run_case(&bin, case, "intel")?;
         let pocl = run_case(&bin, case, "pocl")?;
-        if intel != pocl && !case.no_fp16 {
+        if intel != pocl && !case.fp16 {
             left_out.push(case.name);
             continue;
         }
-        fs::write(stage.join("expected").join(format!("{}.txt", case.name)), &pocl)?;
+        let expected = if case.fp16 { &intel } else { &pocl };
+        fs::write(stage.join("expected").join(format!("{}.txt", case.name)), expected)?;
         cases.push_str(&format!("{}\t{}\n", case.name, case.argv.join(" ")));
     }
     fs::write(stage.join("cases.txt"), cases)?;

@@ -142,11 +142,13 @@ fn enumerate() -> Result<Vec<DeviceInfo>, Error> {
 }
 
 /// What the PTX of the `ptx64` target can do on a GPU (the target's device-configuration
-/// entry, measured on an H100): double, 64-bit atomics, calls through pointers, sub-groups as
-/// warps; no half arithmetic, no images.
+/// entry, measured on an H100): half (every GPU the PTX runs on, compute capability 7.0 and
+/// up, has f16 instructions), double, 64-bit atomics, calls through pointers, sub-groups as
+/// warps; no images.
 fn capabilities(warp: u32, max_threads: usize) -> Capabilities {
     let mut aspects: std::collections::BTreeSet<u32> = [
         "gpu",
+        "fp16",
         "fp64",
         "atomic64",
         "online_compiler",

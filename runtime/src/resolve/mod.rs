@@ -136,7 +136,7 @@ pub(crate) fn plan_kernel(
 }
 
 /// The error for `kernel`, which no image of a form `device` takes defines. An ahead-of-time
-/// target's aspect filter leaves out what the target cannot run (`ptx64` has no fp16): when
+/// target's aspect filter leaves out what the target cannot run (`ptx64` has no images): when
 /// the kernel's SPIR-V image says the device cannot run it, that is the error
 /// (`kernel_not_supported`, as the check of optional kernel features words it), else
 /// `kernel_not_found`.

@@ -14,9 +14,13 @@
 //! | `atomic_*`, `atom_*` | 32-bit global and local only | `atomicrmw`/`cmpxchg` on any address space (generic: what OpenCL 2.0's `atomic_*_explicit` come back as), 32 and 64 bits |
 //! | `work_group_all`, `any`, `broadcast`, `reduce_*`, `scan_*` | missing | through a shared scratch array, between barriers |
 //! | sub-groups: `get_sub_group_*`, `get_num_sub_groups`, `sub_group_all`, `any`, `broadcast`, `reduce_*`, `scan_*`, `sub_group_barrier` | missing | CUDA's warps: sub-groups of 32 in linear local-id order, through `shfl.sync`, `vote.sync` and `bar.warp.sync` |
+//! | builtins on `half` and its vectors (`mad`, `sqrt`, `fmax`, `isnan`, `select`, `work_group_reduce_add`, …) | missing (only `vload_half`/`vstore_half` are there) | through the float twin: [`half_twin`] |
 //!
-//! What is not here and not in libclc (`printf`, half arithmetic, Intel's sub-group shuffles)
-//! stays an undefined function, which `super::compile` reports as a builtin the target lacks.
+//! Plain half arithmetic, comparisons and conversions are LLVM instructions, which NVPTX
+//! compiles natively from sm_53 on (`add.rn.f16`, `mul.rn.f16x2`, `setp.lt.f16`, `cvt`).
+//! What is not here and not in libclc (`printf`, half builtins with pointer parameters such as
+//! `fract(half, half *)`, conversions `convert_*` from half, Intel's sub-group shuffles) stays
+//! an undefined function, which `super::compile` reports as a builtin the target lacks.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -43,6 +47,7 @@ pub(crate) fn redirect(decl: &Declaration) -> Option<String> {
 pub(crate) fn shim(decls: &[Declaration]) -> String {
     let mut m = Module::default();
     for decl in decls {
+        // A half builtin's float twin may be among them, and defined already.
         if let Some(builtin) = Builtin::of(decl) {
             builtin.define(decl, &mut m);
         }
@@ -65,6 +70,8 @@ pub(crate) fn shim(decls: &[Declaration]) -> String {
 #[derive(Default)]
 struct Module {
     functions: String,
+    /// The builtins defined so far (a half builtin's float twin can be one the image declares).
+    defined: BTreeSet<String>,
     globals: BTreeSet<String>,
     declarations: BTreeSet<String>,
     helpers: BTreeSet<&'static str>,
@@ -140,6 +147,8 @@ enum Builtin {
     },
     WorkGroup(Collective),
     SubGroup(SubGroup),
+    /// A builtin on half through its float twin (see [`half_twin`]).
+    Half(Declaration),
 }
 
 /// A work-group or sub-group function over values.
@@ -194,6 +203,9 @@ impl Builtin {
             return Some(Builtin::SubGroup(SubGroup::Barrier));
         }
         let name = mangle::demangle(&decl.name)?;
+        if let Some(twin) = half_twin(decl, &name) {
+            return Some(Builtin::Half(twin));
+        }
         let first = name.params.first();
         let scalar = first.and_then(Type::scalar_code);
         let float = scalar == Some("f") && name.params.iter().all(|p| p.scalar_code() == Some("f"));
@@ -255,11 +267,26 @@ impl Builtin {
         })
     }
 
+    /// Whether the builtin is a collective that every work-item of a group (or sub-group)
+    /// must reach: its definition is `convergent`, so the optimiser moves no call to it
+    /// across control flow.
+    fn convergent(&self) -> bool {
+        match self {
+            Builtin::WorkGroup(_) | Builtin::SubGroup(_) => true,
+            Builtin::Half(twin) => mangle::demangle(&twin.name).is_some_and(|n| {
+                n.base.starts_with("work_group_") || n.base.starts_with("sub_group_")
+            }),
+            _ => false,
+        }
+    }
+
     fn define(&self, decl: &Declaration, m: &mut Module) {
+        if !m.defined.insert(decl.name.clone()) {
+            return;
+        }
         let signature: Vec<String> =
             decl.params.iter().enumerate().map(|(i, t)| format!("{t} %a{i}")).collect();
-        let convergent =
-            if matches!(self, Builtin::WorkGroup(_) | Builtin::SubGroup(_)) { " #0" } else { "" };
+        let convergent = if self.convergent() { " #0" } else { "" };
         let header = format!(
             "define {} @{PREFIX}{}({}){convergent} {{\nentry:\n",
             decl.ret,
@@ -326,10 +353,117 @@ impl Builtin {
                 m.sub_group_helpers();
                 sub_group(*function, &scalar_code(decl), decl, &mut b, m);
             }
+            Builtin::Half(twin) => {
+                // The twin is ours (a float collective, `native_sin`, …) or libclc's.
+                let callee = match Builtin::of(twin) {
+                    Some(builtin) => {
+                        builtin.define(twin, m);
+                        format!("{PREFIX}{}", twin.name)
+                    }
+                    None => {
+                        m.declare(&format!(
+                            "declare {} @{}({})",
+                            twin.ret,
+                            twin.name,
+                            twin.params.join(", ")
+                        ));
+                        twin.name.clone()
+                    }
+                };
+                let args: Vec<String> = decl
+                    .params
+                    .iter()
+                    .zip(&twin.params)
+                    .enumerate()
+                    .map(|(i, (ty, wide))| {
+                        let arg = format!("%a{i}");
+                        let v = match (ty == wide, ty.contains("half")) {
+                            (true, _) => arg,
+                            (false, true) => b.inst(&format!("fpext {ty} {arg} to {wide}")),
+                            (false, false) => b.inst(&format!("sext {ty} {arg} to {wide}")),
+                        };
+                        format!("{wide} {v}")
+                    })
+                    .collect();
+                let v = b.inst(&format!("call {} @{callee}({})", twin.ret, args.join(", ")));
+                let v = match (*ret == twin.ret, ret.contains("half")) {
+                    (true, _) => v,
+                    (false, true) => b.inst(&format!("fptrunc {} {v} to {ret}", twin.ret)),
+                    (false, false) => b.inst(&format!("trunc {} {v} to {ret}", twin.ret)),
+                };
+                b.line(&format!("ret {ret} {v}"));
+            }
         }
         m.functions.push_str(&header);
         m.functions.push_str(&b.text);
         m.functions.push_str("}\n\n");
+    }
+}
+
+/// The float twin of a builtin on half, which libclc 16's NVPTX library lacks (it has no half
+/// arithmetic): the same builtin with each `half` parameter (scalar or vector, `Dh`,
+/// `Dv4_Dh`) made `float`, called on the arguments widened (`fpext`, exact) and its result
+/// narrowed (`fptrunc`, rounding to nearest even): `mad(half2, half2, half2)` is
+/// `mad(float2, float2, float2)` between conversions, which `opt` folds to half instructions
+/// where NVPTX has them. Computing in float and rounding once is within OpenCL's half
+/// accuracy for every builtin (the float result is as accurate or more, relative to half's
+/// ulp).
+///
+/// A builtin qualifies if it has a half parameter, its other parameters are integers, and its
+/// result is half-typed or an integer (`ldexp(half, int)`, `isnan(half)`, `select(half2,
+/// half2, short2)`, `work_group_broadcast(half, size_t)`). Where a half builtin's integer types
+/// follow the element size, the float twin's are 32-bit: `short`/`ushort` parameters (the
+/// mask of `select` and `shuffle`) are sign-extended to `int`/`uint` (keeping a set top bit
+/// set), and a `shortn` result (the relational functions on half vectors: 0 or -1) is the
+/// `intn` result truncated. Conversions (`convert_short_sat(half)`, whose result size
+/// does not follow) and builtins with pointers (`fract(half, half *)`) do not qualify.
+fn half_twin(decl: &Declaration, name: &mangle::Name) -> Option<Declaration> {
+    if name.base.starts_with("convert_") || decl.params.len() != name.params.len() {
+        return None;
+    }
+    let widen = |ty: &Type, code: &str, wide: &str| match ty {
+        Type::Builtin(c) if c == code => Some(Type::Builtin(wide.into())),
+        Type::Vector(n, e) if e.scalar_code() == Some(code) => {
+            Some(Type::Vector(*n, Box::new(Type::Builtin(wide.into()))))
+        }
+        _ => None,
+    };
+    let mut params = Vec::new();
+    let mut ir_params = Vec::new();
+    for (ty, ir) in name.params.iter().zip(&decl.params) {
+        let (wide, ir) = if let Some(wide) = widen(ty, "Dh", "f") {
+            (wide, ir_widened(ir, "half", "float")?)
+        } else if let Some(wide) = widen(ty, "s", "i").or_else(|| widen(ty, "t", "j")) {
+            (wide, ir_widened(ir, "i16", "i32")?)
+        } else if matches!(ty, Type::Builtin(_) | Type::Vector(..))
+            && matches!(ty.scalar_code(), Some("i" | "j" | "l" | "m"))
+        {
+            (ty.clone(), ir.clone())
+        } else {
+            return None;
+        };
+        params.push(wide);
+        ir_params.push(ir);
+    }
+    if !name.params.iter().any(|p| p.scalar_code() == Some("Dh")) {
+        return None;
+    }
+    let ret = ir_widened(&decl.ret, "half", "float")
+        .or_else(|| ir_widened(&decl.ret, "i16", "i32").filter(|r| r.starts_with('<')))
+        .or_else(|| {
+            let element = vector_type(&decl.ret).map_or(decl.ret.as_str(), |(_, e)| e);
+            matches!(element, "i32" | "i64").then(|| decl.ret.clone())
+        })?;
+    let twin = mangle::Name { base: name.base.clone(), params };
+    Some(Declaration { name: mangle::mangle(&twin), ret, params: ir_params })
+}
+
+/// An IR type of element `from` (`half`, `<4 x half>`) with element `to`; `None` for others.
+fn ir_widened(ty: &str, from: &str, to: &str) -> Option<String> {
+    match vector_type(ty) {
+        Some((n, element)) if element == from => Some(format!("<{n} x {to}>")),
+        None if ty == from => Some(to.to_string()),
+        _ => None,
     }
 }
 
@@ -758,6 +892,24 @@ mod tests {
             decl("_Z20sub_group_reduce_maxm", "i64", &["i64"]),
             decl("_Z28sub_group_scan_exclusive_addd", "double", &["double"]),
             decl("_Z28sub_group_scan_inclusive_minf", "float", &["float"]),
+            decl("_Z3madDhDhDh", "half", &["half", "half", "half"]),
+            decl("_Z3madDv2_DhS_S_", "<2 x half>", &["<2 x half>", "<2 x half>", "<2 x half>"]),
+            decl("_Z4fmaxDv4_DhS_", "<4 x half>", &["<4 x half>", "<4 x half>"]),
+            decl("_Z4sqrtDv3_Dh", "<3 x half>", &["<3 x half>"]),
+            decl("_Z3expDh", "half", &["half"]),
+            decl("_Z5ldexpDhi", "half", &["half", "i32"]),
+            decl("_Z5isnanDh", "i32", &["half"]),
+            decl("_Z7isequalDv2_DhS_", "<2 x i16>", &["<2 x half>", "<2 x half>"]),
+            decl(
+                "_Z6selectDv2_DhS_Dv2_s",
+                "<2 x half>",
+                &["<2 x half>", "<2 x half>", "<2 x i16>"],
+            ),
+            decl("_Z10native_sinDh", "half", &["half"]),
+            decl("_Z21work_group_reduce_addDh", "half", &["half"]),
+            decl("_Z20work_group_broadcastDhm", "half", &["half", "i64"]),
+            decl("_Z19sub_group_broadcastDhj", "half", &["half", "i32"]),
+            decl("_Z28sub_group_scan_inclusive_maxDh", "half", &["half"]),
         ]
     }
 
@@ -770,8 +922,11 @@ mod tests {
             ("_Z13native_divideff", "float", &["float", "float"]),
             ("_Z8half_expf", "float", &["float"]),
             ("_Z7barrierj", "void", &["i32"]),
-            ("_Z3madDhDhDh", "half", &["half", "half", "half"]),
-            ("_Z21work_group_reduce_addDh", "half", &["half"]),
+            ("_Z10vload_halfmPU3AS1KDh", "float", &["i64", "ptr addrspace(1)"]),
+            ("_Z5fractDhPDh", "half", &["half", "ptr"]),
+            ("_Z17convert_short_satDh", "i16", &["half"]),
+            ("_Z11convert_intDh", "i32", &["half"]),
+            ("_Z3madfff", "float", &["float", "float", "float"]),
             ("printf", "i32", &["ptr addrspace(4)"]),
         ] {
             assert_eq!(redirect(&decl(name, ret, params)), None, "{name}");
@@ -779,6 +934,44 @@ mod tests {
         for d in ours() {
             assert_eq!(redirect(&d), Some(format!("{PREFIX}{}", d.name)));
         }
+    }
+
+    #[test]
+    fn half_builtins_call_their_float_twins() {
+        let twin =
+            |name: &str, ret: &str, params: &[&str]| match Builtin::of(&decl(name, ret, params)) {
+                Some(Builtin::Half(twin)) => Some((twin.name, twin.ret, twin.params.join(", "))),
+                _ => None,
+            };
+        let t = |name: &str, ret: &str, params: &str| {
+            Some((name.to_string(), ret.to_string(), params.to_string()))
+        };
+        assert_eq!(
+            twin("_Z3fmaDv8_DhS_S_", "<8 x half>", &["<8 x half>"; 3]),
+            t("_Z3fmaDv8_fS_S_", "<8 x float>", "<8 x float>, <8 x float>, <8 x float>")
+        );
+        assert_eq!(
+            twin("_Z5rootnDv2_DhDv2_i", "<2 x half>", &["<2 x half>", "<2 x i32>"]),
+            t("_Z5rootnDv2_fDv2_i", "<2 x float>", "<2 x float>, <2 x i32>")
+        );
+        assert_eq!(
+            twin("_Z7shuffleDv4_DhDv2_t", "<2 x half>", &["<4 x half>", "<2 x i16>"]),
+            t("_Z7shuffleDv4_fDv2_j", "<2 x float>", "<4 x float>, <2 x i32>")
+        );
+        assert_eq!(
+            twin("_Z9isgreaterDhDh", "i32", &["half", "half"]),
+            t("_Z9isgreaterff", "i32", "float, float")
+        );
+        assert_eq!(
+            twin("_Z5ilogbDv4_Dh", "<4 x i32>", &["<4 x half>"]),
+            t("_Z5ilogbDv4_f", "<4 x i32>", "<4 x float>")
+        );
+        // Not half builtins, or ones whose float twin's types do not follow.
+        assert_eq!(twin("_Z3madfff", "float", &["float"; 3]), None);
+        assert_eq!(twin("_Z3nant", "half", &["i16"]), None);
+        assert_eq!(twin("_Z18convert_ushort_satDh", "i16", &["half"]), None);
+        assert_eq!(twin("_Z4modfDhPDh", "half", &["half", "ptr"]), None);
+        assert_eq!(twin("_Z12vstore_half2Dv2_fmPDh", "void", &["<2 x float>", "i64", "ptr"]), None);
     }
 
     #[test]
@@ -802,6 +995,22 @@ mod tests {
             "call i1 @llvm.nvvm.vote.all.sync(i32 %t1, i1 %t2)",
             "call float @llvm.nvvm.shfl.sync.idx.f32(i32 %t1, float %a0, i32 %a1, i32 31)",
             "call void @llvm.nvvm.bar.warp.sync(i32 %t1)",
+            "define half @__sycl_ptx._Z3madDhDhDh(half %a0, half %a1, half %a2) {\nentry:\n  \
+             %t1 = fpext half %a0 to float\n  %t2 = fpext half %a1 to float\n  \
+             %t3 = fpext half %a2 to float\n  \
+             %t4 = call float @_Z3madfff(float %t1, float %t2, float %t3)\n  \
+             %t5 = fptrunc float %t4 to half\n  ret half %t5\n}",
+            "declare float @_Z3madfff(float, float, float)",
+            "call <2 x float> @_Z3madDv2_fS_S_(<2 x float> %t1, <2 x float> %t2, <2 x float> %t3)",
+            "call <2 x i32> @_Z7isequalDv2_fS_(<2 x float> %t1, <2 x float> %t2)",
+            "trunc <2 x i32> %t3 to <2 x i16>",
+            "sext <2 x i16> %a2 to <2 x i32>",
+            "call float @_Z5ldexpfi(float %t1, i32 %a1)",
+            "call i32 @_Z5isnanf(float %t1)\n  ret i32 %t2",
+            "call float @__sycl_ptx._Z10native_sinf(float %t1)",
+            "define half @__sycl_ptx._Z21work_group_reduce_addDh(half %a0) #0 {",
+            "call float @__sycl_ptx._Z21work_group_reduce_addf(float %t1)",
+            "call float @__sycl_ptx._Z19sub_group_broadcastfj(float %t1, i32 %a1)",
             "define i32 @__sycl_ptx._Z12get_work_dimv() {\nentry:\n  \
              %t1 = call i32 asm \"mov.u32 $0, %dynamic_smem_size;\", \"=r\"()\n  \
              %t2 = and i32 %t1, 3\n  %t3 = add i32 %t2, 1\n  ret i32 %t3\n}",
@@ -810,11 +1019,13 @@ mod tests {
         }
     }
 
-    /// Every definition is valid IR that NVPTX compiles: a module calling each is linked with
-    /// the shim and libclc, optimised and compiled as an image is, and no call is left
-    /// undefined.
+    /// Every definition is valid IR that NVPTX compiles for the target's architecture
+    /// ([`crate::ptx::cpu`], sm_70): a module calling each is linked with the shim and libclc,
+    /// optimised and compiled as an image is, and no call is left undefined (so libclc has
+    /// every half builtin's float twin we call). A float twin the image also declares is
+    /// defined once.
     #[test]
-    fn every_definition_compiles_for_sm_90() {
+    fn every_definition_compiles_for_the_target_cpu() {
         let tools = crate::ptx::Toolchain::find().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let decls = ours();
@@ -860,8 +1071,11 @@ mod tests {
             "shfl.sync.idx.b32",
             "vote.sync.any.pred",
             "bar.warp.sync",
+            "cvt.rn.f16.f32",
+            "cvt.f32.f16",
         ] {
             assert!(ptx.contains(instruction), "{instruction}");
         }
+        assert_eq!(summary.target, crate::ptx::cpu());
     }
 }
