@@ -24,6 +24,7 @@ fn a_launch_waits_for_an_event_of_another_queue_and_every_wait_works() {
                 "after the other queue's event: 42 x 1024",
                 "complete once waited: true true",
                 "wait_all: 44 x 1024",
+                "a copy after Queue::wait_for: 7 x 1024",
             ],
             "on {device}"
         );

@@ -937,6 +937,19 @@ impl Stream {
         })
     }
 
+    /// Makes the work enqueued on the stream from now on wait for the work `after` stands
+    /// for (events of this context).
+    pub(crate) fn wait_for(&self, after: &[&Event]) -> Result<(), Error> {
+        self.shared.context.bind()?;
+        for event in after {
+            // SAFETY: a live stream and a live event of its context.
+            check("cuStreamWaitEvent", unsafe {
+                sys::cuStreamWaitEvent(self.shared.raw, event.resolve()?.raw, 0)
+            })?;
+        }
+        Ok(())
+    }
+
     /// An event that completes when the stream's work before it has.
     pub(crate) fn marker(&self) -> Result<Event, Error> {
         self.shared.context.bind()?;

@@ -643,6 +643,20 @@ impl Queue {
         }
     }
 
+    /// Makes the commands enqueued from now on wait for those `after` stands for.
+    pub(crate) fn wait_for(&self, after: &[&Event]) -> Result<(), Error> {
+        match self {
+            Queue::OpenCl(q) => q.wait_for(&events_of(after, |e| match e {
+                Event::OpenCl(e) => Some(e),
+                Event::Cuda(_) => None,
+            })?),
+            Queue::Cuda(s) => s.wait_for(&events_of(after, |e| match e {
+                Event::Cuda(e) => Some(e),
+                Event::OpenCl(_) => None,
+            })?),
+        }
+    }
+
     /// An event that completes when everything enqueued before it has: what another queue
     /// waits for to come after this one's work.
     pub(crate) fn marker(&self) -> Result<Event, Error> {

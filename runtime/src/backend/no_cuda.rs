@@ -272,6 +272,10 @@ impl Stream {
     pub(crate) fn native(&self) -> super::native::NativeQueue {
         match *self {}
     }
+
+    pub(crate) fn wait_for(&self, _after: &[&Event]) -> Result<(), Error> {
+        match *self {}
+    }
 }
 
 impl Memory {

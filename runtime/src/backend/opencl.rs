@@ -482,6 +482,23 @@ impl Queue {
             .map_err(cl_err("clEnqueueMarkerWithWaitList"))
     }
 
+    /// Makes the commands enqueued from now on wait for those `after` stands for (events of
+    /// this queue's context): a barrier with them as its wait list.
+    pub(crate) fn wait_for(&self, after: &[&Event]) -> Result<(), Error> {
+        let waits: Vec<cl_event> = after.iter().map(|e| e.0).collect();
+        // SAFETY: a live queue; `waits` holds `waits.len()` live events (their owners hold
+        // them until this returns). The barrier's own event is released when it drops.
+        unsafe {
+            cl3::command_queue::enqueue_barrier_with_wait_list(
+                self.0,
+                waits.len() as u32,
+                if waits.is_empty() { ptr::null() } else { waits.as_ptr() },
+            )
+        }
+        .map(|barrier| drop(Event(barrier)))
+        .map_err(cl_err("clEnqueueBarrierWithWaitList"))
+    }
+
     /// Copies `size` bytes from `src` at `src_offset` to `dst` at `dst_offset` on the device,
     /// after everything enqueued before and the commands `after` stand for (events of this
     /// queue's context). `src` and `dst` may be one buffer when the ranges do not overlap.

@@ -258,6 +258,21 @@ impl Queue {
         Ok(buffer)
     }
 
+    /// Makes everything given to this queue from now on (launches, copies, fills, transfers
+    /// through host buffers) run after the commands `events` stand for: events of any queue
+    /// of this device. The host does not wait. An event of another device is refused, with
+    /// both devices named.
+    pub fn wait_for(&self, events: &[&Event]) -> Result<(), Error> {
+        if let Some(other) = events.iter().find(|e| !Arc::ptr_eq(&e.device, &self.inner.device)) {
+            return Err(Error::InvalidArgument(format!(
+                "a queue on {} cannot wait for an event of another device ({})",
+                self.inner.device.name, other.device.name
+            )));
+        }
+        let events: Vec<&backend::Event> = events.iter().map(|e| &e.event).collect();
+        self.inner.queue.wait_for(&events)
+    }
+
     /// Waits until everything submitted has finished.
     pub fn wait(&self) -> Result<(), Error> {
         self.inner.queue.finish()
