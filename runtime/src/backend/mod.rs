@@ -103,7 +103,22 @@ pub(crate) struct Limits {
 /// Every device of every backend: CUDA's first (when `libcuda.so.1` loads), then OpenCL's in
 /// the ICD loader's order. A backend that fails to enumerate is traced and skipped, so that
 /// one broken driver does not hide the others.
+///
+/// Found once per process, under a lock: PoCL crashes when threads enumerate its devices at
+/// once (16 threads opening queues together did, 1 run in 5, on the GPU machine). A failure
+/// is not kept: the next call looks again.
 pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
+    static FOUND: std::sync::Mutex<Option<Vec<DeviceInfo>>> = std::sync::Mutex::new(None);
+    let mut found = FOUND.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(all) = found.as_ref() {
+        return Ok(all.clone());
+    }
+    let all = enumerate()?;
+    *found = Some(all.clone());
+    Ok(all)
+}
+
+fn enumerate() -> Result<Vec<DeviceInfo>, Error> {
     let mut all = cuda::devices().unwrap_or_else(|e| {
         crate::trace::trace!("backend", "CUDA: {e}");
         Vec::new()
