@@ -138,11 +138,10 @@ pub fn declared_rust(c: &str) -> Option<&'static str> {
 /// know (`void`), is left to the size check.
 pub fn matches(c: &str, type_name: &str) -> bool {
     match CType::parse(c) {
-        CType::Number { .. } => CType::parse(c).rust_names().iter().any(|r| r == type_name),
+        number @ CType::Number { .. } => number.rust_names().iter().any(|r| r == type_name),
         // A struct's layout is the program's to match: by value its size is checked, and
         // memory of structs is often kept as numbers (a `Buffer<i32>` of objects).
-        CType::Struct(_) => true,
-        CType::Other => true,
+        CType::Struct(_) | CType::Other => true,
     }
 }
 

@@ -286,16 +286,14 @@ fn runs_ptx(ordinal: i32, name: &str, (major, minor): (u32, u32)) -> Result<(), 
 }
 
 impl Device {
-    pub(crate) fn open(ordinal: i32) -> Result<Device, Error> {
+    /// Device `ordinal`, which `info` describes, in its primary context.
+    pub(crate) fn open(ordinal: i32, info: &DeviceInfo) -> Result<Device, Error> {
+        runs_ptx(ordinal, &info.name, info.limits.compute_capability.unwrap_or((0, 0)))?;
         let mut device = 0;
         let mut raw = ptr::null_mut();
         // SAFETY: out-pointers to locals; the driver was initialised when the device was found.
         unsafe {
             check("cuDeviceGet", sys::cuDeviceGet(&mut device, ordinal))?;
-            let found = devices()?;
-            if let Some(info) = found.iter().find(|d| d.handle == DeviceHandle::Cuda(ordinal)) {
-                runs_ptx(ordinal, &info.name, info.limits.compute_capability.unwrap_or((0, 0)))?;
-            }
             check("cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut raw, device))?;
         }
         Ok(Device {
@@ -723,12 +721,7 @@ impl Stream {
         after: &[&Event],
     ) -> Result<Event, Error> {
         self.shared.context.bind()?;
-        for event in after {
-            // SAFETY: a live stream and a live event of its context.
-            check("cuStreamWaitEvent", unsafe {
-                sys::cuStreamWaitEvent(self.shared.raw, event.resolve()?.raw, 0)
-            })?;
-        }
+        self.wait_events(after)?;
         let local = match local {
             Some(given) => {
                 let mut l = [1; 3];
@@ -941,6 +934,11 @@ impl Stream {
     /// for (events of this context).
     pub(crate) fn wait_for(&self, after: &[&Event]) -> Result<(), Error> {
         self.shared.context.bind()?;
+        self.wait_events(after)
+    }
+
+    /// [`Stream::wait_for`], the context bound already.
+    fn wait_events(&self, after: &[&Event]) -> Result<(), Error> {
         for event in after {
             // SAFETY: a live stream and a live event of its context.
             check("cuStreamWaitEvent", unsafe {
@@ -986,12 +984,7 @@ impl Stream {
         after: &[&Event],
     ) -> Result<Event, Error> {
         self.shared.context.bind()?;
-        for event in after {
-            // SAFETY: a live stream and a live event of its context.
-            check("cuStreamWaitEvent", unsafe {
-                sys::cuStreamWaitEvent(self.shared.raw, event.resolve()?.raw, 0)
-            })?;
-        }
+        self.wait_events(after)?;
         self.submit(|| {
             // SAFETY: two allocations of this context; the caller checked both ranges.
             check("cuMemcpyDtoDAsync", unsafe {
@@ -1334,8 +1327,12 @@ impl Device {
     /// # Safety
     /// `context` is a live context of the device whose ordinal is `ordinal`, alive as long as
     /// anything made on it.
-    pub(crate) unsafe fn adopt(ordinal: i32, context: sys::CUcontext) -> Result<Device, Error> {
-        let opened = Device::open(ordinal)?;
+    pub(crate) unsafe fn adopt(
+        ordinal: i32,
+        info: &DeviceInfo,
+        context: sys::CUcontext,
+    ) -> Result<Device, Error> {
+        let opened = Device::open(ordinal, info)?;
         if opened.context.raw == context {
             return Ok(opened);
         }

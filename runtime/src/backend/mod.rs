@@ -307,7 +307,7 @@ impl Device {
     pub(crate) fn open(info: &DeviceInfo) -> Result<Device, Error> {
         Ok(match info.handle {
             DeviceHandle::OpenCl(id) => Device::OpenCl(opencl::Device::open(id)?),
-            DeviceHandle::Cuda(ordinal) => Device::Cuda(cuda::Device::open(ordinal)?),
+            DeviceHandle::Cuda(ordinal) => Device::Cuda(cuda::Device::open(ordinal, info)?),
         })
     }
 
@@ -835,7 +835,7 @@ impl Device {
                     Device::OpenCl(opencl::Device::adopt(id, context)?)
                 }
                 (DeviceHandle::Cuda(ordinal), NativeQueue::Cuda { context, .. }) => {
-                    Device::Cuda(cuda::Device::adopt(ordinal, context)?)
+                    Device::Cuda(cuda::Device::adopt(ordinal, info, context)?)
                 }
                 _ => {
                     return Err(Error::InvalidArgument(

@@ -15,12 +15,17 @@ pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
 /// A CUDA device, of which this build opens none.
 pub(crate) enum Device {}
 
+/// The error for anything asked of CUDA device `ordinal`.
+fn no_backend<T>(ordinal: i32) -> Result<T, Error> {
+    Err(Error::InvalidArgument(format!(
+        "CUDA device {ordinal}: this build of sycl-runtime has no CUDA backend (its `cuda` \
+         feature is off)"
+    )))
+}
+
 impl Device {
-    pub(crate) fn open(ordinal: i32) -> Result<Device, Error> {
-        Err(Error::InvalidArgument(format!(
-            "CUDA device {ordinal}: this build of sycl-runtime has no CUDA backend (its `cuda` \
-             feature is off)"
-        )))
+    pub(crate) fn open(ordinal: i32, _info: &DeviceInfo) -> Result<Device, Error> {
+        no_backend(ordinal)
     }
 
     pub(crate) fn compile(
@@ -228,20 +233,21 @@ impl Mapping {
 
 /// No CUDA device has a handle in this build.
 pub(crate) fn native_device(ordinal: i32) -> Result<super::native::NativeDevice, Error> {
-    Device::open(ordinal).map(|d| match d {})
+    no_backend(ordinal)
 }
 
 /// No CUDA device is known to this build.
 pub(crate) fn ordinal_of(_device: super::native::CUdevice) -> Result<i32, Error> {
-    Device::open(0).map(|d| match d {})
+    no_backend(0)
 }
 
 impl Device {
     pub(crate) unsafe fn adopt(
         ordinal: i32,
+        _info: &DeviceInfo,
         _context: super::native::CUcontext,
     ) -> Result<Device, Error> {
-        Device::open(ordinal)
+        no_backend(ordinal)
     }
 
     pub(crate) unsafe fn adopt_stream(

@@ -468,28 +468,30 @@ impl Queue {
             check_arguments(kernel, params, args)?;
         }
         for (i, ArgValue(arg)) in args.iter().enumerate() {
-            if let Arg::Mem(_, device, _) = arg {
-                if !Arc::ptr_eq(device, &self.inner.device)
-                    && device.info.handle == self.inner.device.info.handle
+            match arg {
+                Arg::Mem(_, device, _) if !Arc::ptr_eq(device, &self.inner.device) => {
+                    return Err(Error::InvalidArgument(
+                        if device.info.handle == self.inner.device.info.handle {
+                            format!(
+                                "kernel `{kernel}` argument {i}: a buffer made in another driver \
+                                 context of {} than the launch's queue (a queue adopted with \
+                                 Queue::from_native works in the program's context): make the \
+                                 buffer on a queue of the launch's context",
+                                device.name
+                            )
+                        } else {
+                            format!(
+                                "kernel `{kernel}` argument {i}: a buffer of {} given to a launch \
+                                 on {}: copy it to a buffer of the launch's device (read, then \
+                                 write)",
+                                device.name, self.inner.device.name
+                            )
+                        },
+                    ));
+                }
+                Arg::Native(_, context, _)
+                    if *context != self.inner.device.device.context_key() =>
                 {
-                    return Err(Error::InvalidArgument(format!(
-                        "kernel `{kernel}` argument {i}: a buffer made in another driver context \
-                         of {} than the launch's queue (a queue adopted with Queue::from_native \
-                         works in the program's context): make the buffer on a queue of the \
-                         launch's context",
-                        device.name
-                    )));
-                }
-                if !Arc::ptr_eq(device, &self.inner.device) {
-                    return Err(Error::InvalidArgument(format!(
-                        "kernel `{kernel}` argument {i}: a buffer of {} given to a launch on {}: \
-                         copy it to a buffer of the launch's device (read, then write)",
-                        device.name, self.inner.device.name
-                    )));
-                }
-            }
-            if let Arg::Native(_, context, _) = arg {
-                if *context != self.inner.device.device.context_key() {
                     return Err(Error::InvalidArgument(format!(
                         "kernel `{kernel}` argument {i}: memory of another driver context than \
                          the launch's queue on {}: make the queue from the library's own \
@@ -497,6 +499,7 @@ impl Queue {
                         self.inner.device.name
                     )));
                 }
+                _ => {}
             }
         }
         set_arguments(object, args).map_err(|(i, e)| {
