@@ -189,6 +189,7 @@ pub mod bench_support {
                 links_images: true,
                 target: None,
                 fma: false,
+                compute_capability: None,
             };
             SyntheticRegistry(Registry::from_binaries(binaries), device)
         }

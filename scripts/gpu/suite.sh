@@ -6,10 +6,12 @@
 #   cargo xtask gpu-suite target/gpu-suite                  # where the toolkit is built
 #   scripts/gpu/suite.sh target/gpu-suite/suite.tar.xz [CASE...]   # on the GPU machine
 #
-# Every case runs twice, in one persistent cache: cold (each program linked by the CUDA
-# driver's JIT linker) and warm (the linked cubins read back from the cache). Each run prints
-# `PASS name (cold|warm)` or `FAIL name (…)` with a diff; the last line is `N passed, M
-# failed`. Outputs are compared with `BIN` for the programs' directory, `DEVICE` for the
+# Every case runs for each build the archive carries: `bin` (PTX and native sm_90 objects:
+# the runtime links the native ones), `bin-ptx` (PTX only: the driver's JIT compiles it) and
+# `bin-native` (native objects only: no PTX to fall back to). Each runs twice, in one
+# persistent cache per build: cold (each program linked by the CUDA driver's linker) and warm
+# (the linked cubins read back from the cache). Each run prints `PASS name (build, cold|warm)`
+# or `FAIL name (…)` with a diff; the last line is `N passed, M failed`. Outputs are compared with `BIN` for the programs' directory, `DEVICE` for the
 # device's name and `image #` for image numbers (a PTX image's number is not its SPIR-V
 # form's). The demo also runs once with SYCL_TRACE=1, kept in OUT/app.trace. SYCL_DEVICE
 # (default `cuda:0`, the first GPU) picks the device. Logs go to $OUT (else ./gpu-suite-out): summary.txt, and
@@ -22,9 +24,8 @@ mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -xJf "$archive" -C "$work" || exit 1
-bin=$work/bin
 mkdir -p "$work/logs"
-export LD_LIBRARY_PATH=$bin/deps SYCL_DEVICE=${SYCL_DEVICE:-cuda:0} SYCL_CACHE_DIR=$work/cache
+export SYCL_DEVICE=${SYCL_DEVICE:-cuda:0}
 unset SYCL_TRACE SYCL_CACHE_DISABLE SYCL_STRICT_EXPORTS
 
 {
@@ -60,25 +61,32 @@ run_case() {
 
 passed=0
 failed=0
-while IFS=$'\t' read -r name argv; do
-    if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then
-        continue
-    fi
-    for run in cold warm; do
-        log=$work/logs/$name.$run
-        run_case "$name" "$argv" "$log"
-        if cmp -s "$log.out" "$work/expected/$name.txt"; then
-            echo "PASS $name ($run)" | tee -a "$out/summary.txt"
-            passed=$((passed + 1))
-        else
-            echo "FAIL $name ($run)" | tee -a "$out/summary.txt"
-            diff "$work/expected/$name.txt" "$log.out" | head -20 | sed 's/^/    /' | tee -a "$out/summary.txt"
-            head -5 "$log.stderr" | sed 's/^/    stderr: /' | tee -a "$out/summary.txt"
-            cp "$log.out" "$log.stderr" "$out/"
-            failed=$((failed + 1))
+for build in bin bin-ptx bin-native; do
+    [ -d "$work/$build" ] || continue
+    bin=$work/$build
+    export LD_LIBRARY_PATH=$bin/deps SYCL_CACHE_DIR=$work/cache-$build
+    while IFS=$'\t' read -r name argv; do
+        if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then
+            continue
         fi
-    done
-done <"$work/cases.txt"
+        for run in cold warm; do
+            log=$work/logs/$name.$build.$run
+            run_case "$name" "$argv" "$log"
+            if cmp -s "$log.out" "$work/expected/$name.txt"; then
+                echo "PASS $name ($build, $run)" | tee -a "$out/summary.txt"
+                passed=$((passed + 1))
+            else
+                echo "FAIL $name ($build, $run)" | tee -a "$out/summary.txt"
+                diff "$work/expected/$name.txt" "$log.out" | head -20 | sed 's/^/    /' | tee -a "$out/summary.txt"
+                head -5 "$log.stderr" | sed 's/^/    stderr: /' | tee -a "$out/summary.txt"
+                cp "$log.out" "$log.stderr" "$out/"
+                failed=$((failed + 1))
+            fi
+        done
+    done <"$work/cases.txt"
+done
+bin=$work/bin
+export LD_LIBRARY_PATH=$bin/deps SYCL_CACHE_DIR=$work/cache-bin
 
 SYCL_TRACE=1 SYCL_CACHE_DISABLE=1 "$bin/app" >"$out/app.trace" 2>&1
 echo "== the demo with SYCL_TRACE=1" | tee -a "$out/summary.txt"

@@ -36,14 +36,15 @@ use sycl_format::{
 use sycl_spirv::Features;
 
 pub use sycl_format::{SplitMode, Target, DEFAULT_DEVICE_CONFIG};
-pub use tool::{Tool, ToolFile};
+pub use tool::{Package, Tool, ToolFile};
 pub use translate::Untranslatable;
 
 /// Targets images can be built for ([`Target::BUILDABLE`]): `spir64` (SPIR-V, compiled by the
 /// driver at run time), `intel_cpu_x86_64` (the Intel CPU OpenCL runtime's program binaries,
 /// made at link time), `pocl_cpu` (SPIR bitcode, which PoCL builds), `ptx64` (PTX for NVIDIA
-/// GPUs through the CUDA driver, made at link time with LLVM 16 and libclc).
-pub const TARGETS: &[Target] = &Target::BUILDABLE;
+/// GPUs through the CUDA driver, made at link time with LLVM 16 and libclc), and
+/// `nvidia_gpu_sm_XX` (native code for one NVIDIA architecture, made from that PTX by `ptxas`).
+pub const TARGETS: &[Target] = Target::BUILDABLE;
 
 /// SPIR-V extensions the translator may use: function pointers, for virtual functions.
 const SPIRV_EXTENSIONS: &str = "--spirv-ext=+SPV_INTEL_function_pointers";
@@ -658,9 +659,13 @@ fn library_name(name: &str) -> String {
 /// Links the crate being built against the shared library that the dependency crate `name`
 /// builds (`crate-type = ["cdylib", ...]`): `lib{name}.so`, where `name` may be the package
 /// name (`my-lib`) or the crate's (`my_lib`). List that crate under `[dependencies]` too, so
-/// cargo builds it first; host code need not use it. The library's directory
-/// (`target/<profile>/deps`) goes into the run path so the binary finds it when run from
-/// anywhere.
+/// cargo builds it first; host code need not use it.
+///
+/// The library is found at link time in `target/<profile>/deps`, and at run time through a
+/// run path relative to the binary itself ([`RUN_PATH`]; examples also get
+/// [`RUN_PATH_EXAMPLES`]), never a build directory: the binary finds its libraries when run
+/// from anywhere in the build tree, and still when it is copied elsewhere with them in a
+/// `deps/` directory beside it (`cargo xtask pack` lays a program out so).
 pub fn link_device_library(name: &str) {
     let name = library_name(name);
     let out_dir = env::var_os("OUT_DIR").map(PathBuf::from).unwrap_or_default();
@@ -672,7 +677,68 @@ pub fn link_device_library(name: &str) {
     let deps = profile_dir.join("deps");
     println!("cargo:rustc-link-search=native={}", deps.display());
     println!("cargo:rustc-link-lib=dylib={name}");
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", deps.display());
+    let manifest_dir = env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_default();
+    for line in run_path_lines(&manifest_dir) {
+        println!("{line}");
+    }
+}
+
+/// The run path of every binary of a crate that links a device library: `$ORIGIN` (the
+/// library beside the binary: cargo's `deps/` holds tests, benches and the cdylibs themselves,
+/// `target/<profile>/` executables and the copies of workspace members' cdylibs), then
+/// `$ORIGIN/deps` (an executable in `target/<profile>/`, its dependencies in `deps/`). The
+/// dynamic loader expands `$ORIGIN` to the directory of the binary that names it; the text
+/// reaches `ld` literally (cargo, rustc, `sycl-ld` and `cc` pass arguments without a shell).
+pub const RUN_PATH: &str = "$ORIGIN:$ORIGIN/deps";
+
+/// What examples (`target/<profile>/examples/`) add to [`RUN_PATH`]: `deps/` is beside their
+/// directory. Only examples get it: in a program copied elsewhere, `$ORIGIN/../deps` would be
+/// a directory outside the program's own (`/tmp/deps` for `/tmp/app/`, which anyone may
+/// create).
+pub const RUN_PATH_EXAMPLES: &str = "$ORIGIN/../deps";
+
+/// The `cargo:` lines that give a package's binaries [`RUN_PATH`], and its examples, if it has
+/// any, [`RUN_PATH_EXAMPLES`] after it (cargo refuses `rustc-link-arg-examples` from a package
+/// without examples). With examples, also the `rerun-if-changed` lines that notice them go.
+fn run_path_lines(manifest_dir: &Path) -> Vec<String> {
+    let mut lines = vec![format!("cargo:rustc-link-arg=-Wl,-rpath,{RUN_PATH}")];
+    if has_examples(manifest_dir) {
+        lines.push(format!("cargo:rustc-link-arg-examples=-Wl,-rpath,{RUN_PATH_EXAMPLES}"));
+        for path in ["Cargo.toml", "examples"] {
+            let path = manifest_dir.join(path);
+            if path.exists() {
+                lines.push(format!("cargo:rerun-if-changed={}", path.display()));
+            }
+        }
+    }
+    lines
+}
+
+/// Whether the package in `manifest_dir` has example targets, as cargo finds them: an
+/// `[[example]]` table in its manifest, or (unless `autoexamples = false`) `examples/*.rs` or
+/// `examples/*/main.rs`.
+fn has_examples(manifest_dir: &Path) -> bool {
+    let manifest = fs::read_to_string(manifest_dir.join("Cargo.toml")).unwrap_or_default();
+    let lines =
+        manifest.lines().map(|l| l.split('#').next().unwrap_or("").replace([' ', '\t'], ""));
+    let (mut declared, mut auto) = (false, true);
+    for line in lines {
+        declared |= line == "[[example]]";
+        auto &= line != "autoexamples=false";
+    }
+    if declared {
+        return true;
+    }
+    let Ok(entries) = fs::read_dir(manifest_dir.join("examples")) else {
+        return false;
+    };
+    auto && entries.flatten().map(|e| e.path()).any(|p| {
+        if p.is_dir() {
+            p.join("main.rs").is_file()
+        } else {
+            p.extension().is_some_and(|e| e == "rs")
+        }
+    })
 }
 
 /// Whether the module has a function named for an LLVM intrinsic: `spirv.llvm_fshl_i32`, the
@@ -1389,6 +1455,27 @@ pub fn shift<'q, T1: sycl_runtime::Pod, T2: sycl_runtime::Pod>(queue: &'q sycl_r
         assert_eq!(library_name("s1_liba"), "s1_liba");
         assert_eq!(library_name("libs1_liba.so"), "s1_liba");
         assert_eq!(library_name("libfoo"), "libfoo", "a crate may be called lib-something");
+    }
+
+    #[test]
+    fn run_paths_are_relative_to_the_binary() {
+        let dir = tempdir().join("run-paths");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("Cargo.toml"), "[package]\nname = \"p\"\n").unwrap();
+        let rpath = "cargo:rustc-link-arg=-Wl,-rpath,$ORIGIN:$ORIGIN/deps";
+        assert_eq!(run_path_lines(&dir), [rpath], "no examples: no line of theirs");
+        fs::create_dir_all(dir.join("examples/data")).unwrap();
+        fs::write(dir.join("examples/input.txt"), "").unwrap();
+        assert_eq!(run_path_lines(&dir), [rpath], "a folder of data is no example");
+        fs::write(dir.join("examples/data/main.rs"), "fn main() {}").unwrap();
+        let lines = run_path_lines(&dir);
+        assert_eq!(lines[1], "cargo:rustc-link-arg-examples=-Wl,-rpath,$ORIGIN/../deps");
+        assert!(lines[2].ends_with("Cargo.toml") && lines[3].ends_with("examples"), "{lines:?}");
+        fs::write(dir.join("Cargo.toml"), "[package]\nautoexamples = false # none\n").unwrap();
+        assert_eq!(run_path_lines(&dir), [rpath], "autoexamples = false");
+        fs::write(dir.join("Cargo.toml"), "[package]\nautoexamples = false\n[[example]]\n")
+            .unwrap();
+        assert_eq!(run_path_lines(&dir).len(), 4, "a declared example");
     }
 
     #[test]

@@ -1,7 +1,7 @@
-//! Finding the compiler, the translator and the LLVM tools that make PTX: explicit setter, then
-//! environment variable, then PATH (for a file a tool reads, such as libclc's library, its place
-//! in the Debian package). A missing tool is an error that names it and the Debian package that
-//! provides it.
+//! Finding the compiler, the translator, the LLVM tools that make PTX and `ptxas`: explicit
+//! setter, then environment variable, then PATH, then (for a tool NVIDIA ships on PyPI) the
+//! installed wheel; for a file a tool reads, such as libclc's library, its place in the Debian
+//! package. A missing tool is an error that names it and the package that provides it.
 
 use std::path::{Path, PathBuf};
 
@@ -14,32 +14,78 @@ pub struct Tool {
     pub name: &'static str,
     /// The environment variable that names it instead (`SYCL_CLANG`).
     pub env: &'static str,
-    /// The Debian package that provides it, for the error when it is missing.
-    pub debian_package: &'static str,
+    /// The package that provides it, for the error when it is missing.
+    pub package: Package,
+}
+
+/// Where a tool comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Package {
+    /// A Debian package (`clang-15`).
+    Debian(&'static str),
+    /// A PyPI wheel (`nvidia-cuda-nvcc-cu12`), and the tool's path inside an installation's
+    /// `site-packages` (`nvidia/cuda_nvcc/bin/ptxas`), where it is looked for after PATH.
+    PyPi {
+        /// The wheel's name.
+        name: &'static str,
+        /// The tool's path below `site-packages`.
+        path: &'static str,
+    },
+}
+
+impl Package {
+    /// How to install it, for errors: `the Debian package `x` (apt-get install x)`.
+    fn install(&self) -> String {
+        match self {
+            Package::Debian(name) => {
+                format!("the Debian package `{name}` (apt-get install {name})")
+            }
+            Package::PyPi { name, .. } => {
+                format!("the PyPI package `{name}` (python3 -m pip install {name})")
+            }
+        }
+    }
 }
 
 impl Tool {
     /// The front end: OpenCL C and C++ for OpenCL to LLVM bitcode.
     pub const CLANG: Tool =
-        Tool { name: "clang-15", env: "SYCL_CLANG", debian_package: "clang-15" };
+        Tool { name: "clang-15", env: "SYCL_CLANG", package: Package::Debian("clang-15") };
     /// LLVM 15's optimiser, run between the front end and the translator.
-    pub const OPT: Tool = Tool { name: "opt-15", env: "SYCL_OPT", debian_package: "llvm-15" };
+    pub const OPT: Tool =
+        Tool { name: "opt-15", env: "SYCL_OPT", package: Package::Debian("llvm-15") };
     /// The translator between LLVM 15 bitcode and SPIR-V, both ways.
-    pub const LLVM_SPIRV: Tool =
-        Tool { name: "llvm-spirv-15", env: "SYCL_LLVM_SPIRV", debian_package: "llvm-spirv-15" };
+    pub const LLVM_SPIRV: Tool = Tool {
+        name: "llvm-spirv-15",
+        env: "SYCL_LLVM_SPIRV",
+        package: Package::Debian("llvm-spirv-15"),
+    };
     /// LLVM 16's tools make the `ptx64` target's images (`sycl-ld`): LLVM 15's NVPTX back end
     /// stops at sm_86 and PTX 7.5, and LLVM 16 reads `llvm-spirv-15 -r`'s typed-pointer
     /// bitcode as opaque pointers, which libclc's library has.
     pub const LLVM_DIS: Tool =
-        Tool { name: "llvm-dis-16", env: "SYCL_LLVM_DIS", debian_package: "llvm-16" };
+        Tool { name: "llvm-dis-16", env: "SYCL_LLVM_DIS", package: Package::Debian("llvm-16") };
     /// LLVM 16's bitcode linker, which links our builtins and libclc into a `ptx64` image (see
     /// [`Tool::LLVM_DIS`]).
     pub const LLVM_LINK: Tool =
-        Tool { name: "llvm-link-16", env: "SYCL_LLVM_LINK", debian_package: "llvm-16" };
+        Tool { name: "llvm-link-16", env: "SYCL_LLVM_LINK", package: Package::Debian("llvm-16") };
     /// LLVM 16's optimiser, for `ptx64` images (see [`Tool::LLVM_DIS`]).
-    pub const OPT_16: Tool = Tool { name: "opt-16", env: "SYCL_OPT_16", debian_package: "llvm-16" };
+    pub const OPT_16: Tool =
+        Tool { name: "opt-16", env: "SYCL_OPT_16", package: Package::Debian("llvm-16") };
     /// LLVM 16's code generator, which writes a `ptx64` image's PTX (see [`Tool::LLVM_DIS`]).
-    pub const LLC: Tool = Tool { name: "llc-16", env: "SYCL_LLC", debian_package: "llvm-16" };
+    pub const LLC: Tool =
+        Tool { name: "llc-16", env: "SYCL_LLC", package: Package::Debian("llvm-16") };
+    /// NVIDIA's PTX assembler, which makes the native `nvidia_gpu_sm_XX` images (`sycl-ld`):
+    /// `ptxas -c`, relocatable SASS objects. NVIDIA ships it in a PyPI wheel (the 12.9 one
+    /// targets sm_50 to sm_120), which needs no CUDA toolkit or driver.
+    pub const PTXAS: Tool = Tool {
+        name: "ptxas",
+        env: "SYCL_PTXAS",
+        package: Package::PyPi {
+            name: "nvidia-cuda-nvcc-cu12",
+            path: "nvidia/cuda_nvcc/bin/ptxas",
+        },
+    };
 
     /// The tool's path: `explicit` (a setter's), else `$env`, else PATH; an error naming the
     /// Debian package when none is an executable file. With `cargo`, prints
@@ -51,11 +97,26 @@ impl Tool {
         if let Some(path) = env_path(self.env, cargo) {
             return self.check(PathBuf::from(path), &format!("named by ${}", self.env));
         }
-        which::which(self.name).map_err(|_| Error::ToolNotFound {
+        if let Ok(path) = which::which(self.name) {
+            return Ok(path);
+        }
+        if let Package::PyPi { path, .. } = self.package {
+            if let Some(found) =
+                python_site_dirs().iter().map(|d| d.join(path)).find(|p| p.is_file())
+            {
+                return Ok(found);
+            }
+        }
+        let looked = match self.package {
+            Package::Debian(_) => "not on PATH",
+            Package::PyPi { .. } => "not on PATH nor in python3's site-packages",
+        };
+        Err(Error::ToolNotFound {
             tool: self.name,
             hint: format!(
-                "not on PATH; install the Debian package `{}` (apt-get install {}) or set ${} to its path",
-                self.debian_package, self.debian_package, self.env
+                "{looked}; install {} or set ${} to its path",
+                self.package.install(),
+                self.env
             ),
         })
     }
@@ -64,12 +125,27 @@ impl Tool {
         which::which(&path).map_err(|_| Error::ToolNotFound {
             tool: self.name,
             hint: format!(
-                "`{}` ({how}) is not an executable file; install the Debian package `{}`",
+                "`{}` ({how}) is not an executable file; install {}",
                 path.display(),
-                self.debian_package
+                self.package.install()
             ),
         })
     }
+}
+
+/// The `site-packages` directories of `python3` (its own and the user's), where pip installs
+/// wheels; none when there is no `python3`.
+fn python_site_dirs() -> Vec<PathBuf> {
+    const ASK: &str = "import site, sysconfig\nprint(sysconfig.get_paths()['purelib'])\n\
+                       print(sysconfig.get_paths()['platlib'])\nprint(site.getusersitepackages())";
+    std::process::Command::new("python3")
+        .args(["-c", ASK])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).lines().map(PathBuf::from).collect())
+        .unwrap_or_default()
 }
 
 /// A file a tool reads, found as tools are, with its place in the Debian package instead of a

@@ -28,6 +28,13 @@ pub const ASPECTS: &[(&str, u32)] = &[
     ("target_pocl_cpu", 1002),
     ("target_nvidia_gpu_sm_90", 1003),
     ("target_ptx64", 1004),
+    ("target_nvidia_gpu_sm_70", 1005),
+    ("target_nvidia_gpu_sm_75", 1006),
+    ("target_nvidia_gpu_sm_80", 1007),
+    ("target_nvidia_gpu_sm_86", 1008),
+    ("target_nvidia_gpu_sm_89", 1009),
+    ("target_nvidia_gpu_sm_100", 1010),
+    ("target_nvidia_gpu_sm_120", 1011),
 ];
 
 /// The number of the aspect called `name`.

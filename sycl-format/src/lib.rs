@@ -19,6 +19,7 @@
 
 pub mod aspects;
 pub mod c_types;
+pub mod cubin;
 mod codec;
 mod config;
 mod kernel_params;
@@ -36,7 +37,7 @@ pub use kernel_params::{
 pub use note::{elf_note, find_notes, payload_hash, scope_marker_symbol};
 pub use property::{Property, PropertySet, PropertyValue};
 pub use requirements::DeviceRequirements;
-pub use target::{Target, UnknownTarget};
+pub use target::{CudaArch, Target, UnknownTarget};
 pub use view::{ImageSetView, ImageView, PropertySetView, PropertyValueView};
 
 use codec::{Decoder, Encoder};

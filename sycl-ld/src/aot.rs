@@ -2,21 +2,102 @@
 //! a SPIR-V front end. `intel_cpu_x86_64` compiles with the Intel CPU OpenCL runtime (as
 //! `opencl-aot` does) into a compiled-object program binary, linkable at run time; `pocl_cpu`
 //! translates to the SPIR bitcode that PoCL builds; `ptx64` translates to PTX for the CUDA
-//! driver (`ptx.rs`).
+//! driver (`ptx.rs`); `nvidia_gpu_sm_XX` assembles that PTX into native objects
+//! (`native.rs`), the PTX made once per image for every NVIDIA target of a link ([`Gpu`]).
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use anyhow::{anyhow, bail, Context, Result};
-use sycl_format::Target;
+use sycl_format::{CudaArch, Target};
 use sycl_spirv::PostLinkImage;
 
-use crate::ptx;
+use crate::{native, ptx};
 
-/// Each image built for `target` (an ahead-of-time target), in order. PTX images are made side
-/// by side, one per core: each runs five LLVM tools.
-pub(crate) fn compile(target: Target, images: &[&PostLinkImage]) -> Result<Vec<Vec<u8>>> {
+/// What the NVIDIA targets of one link share: the tools, found once, and each image's PTX
+/// (and each twin's), made once whichever of `ptx64` and the native targets asks first.
+#[derive(Default)]
+pub(crate) struct Gpu {
+    tools: Option<ptx::Toolchain>,
+    ptxas: Option<PathBuf>,
+    /// By the image's address in the link's post-linked images (and, for a twin, its
+    /// providers' SPIR-V addresses).
+    ptx: HashMap<(usize, Vec<usize>), Vec<u8>>,
+}
+
+impl Gpu {
+    fn tools(&mut self) -> Result<&ptx::Toolchain> {
+        if self.tools.is_none() {
+            self.tools = Some(ptx::Toolchain::find()?);
+        }
+        Ok(self.tools.as_ref().expect("found above"))
+    }
+
+    fn ptxas(&mut self) -> Result<PathBuf> {
+        if self.ptxas.is_none() {
+            let found = sycl_build::Tool::PTXAS.find(None, false).with_context(|| {
+                "the nvidia_gpu_sm_XX targets assemble their images' PTX with NVIDIA's ptxas"
+            })?;
+            self.ptxas = Some(found);
+        }
+        Ok(self.ptxas.clone().expect("found above"))
+    }
+
+    /// The PTX of each `(image, providers compiled in)`, in order, made side by side (one
+    /// per core: each runs five LLVM tools) where not made before.
+    pub(crate) fn ptx(
+        &mut self,
+        items: &[(&PostLinkImage, &[ptx::Provider])],
+        target: Target,
+    ) -> Result<Vec<Vec<u8>>> {
+        let key = |(image, providers): &(&PostLinkImage, &[ptx::Provider])| {
+            let providers = providers.iter().map(|p| p.spirv.as_ptr() as usize).collect();
+            (*image as *const PostLinkImage as usize, providers)
+        };
+        let missing: Vec<&(&PostLinkImage, &[ptx::Provider])> =
+            items.iter().filter(|item| !self.ptx.contains_key(&key(item))).collect();
+        if !missing.is_empty() {
+            let tools = self.tools()?;
+            let made = in_parallel(&missing, |(image, providers)| {
+                ptx::compile_with(image, providers, tools)
+                    .with_context(|| format!("building image of {} for {target}", describe(image)))
+            })?;
+            for (item, ptx) in missing.into_iter().zip(made) {
+                self.ptx.insert(key(item), ptx);
+            }
+        }
+        Ok(items.iter().map(|item| self.ptx[&key(item)].clone()).collect())
+    }
+
+    /// Each `(image, providers compiled in)` as a native object for `arch`, from its PTX.
+    pub(crate) fn native(
+        &mut self,
+        items: &[(&PostLinkImage, &[ptx::Provider])],
+        arch: CudaArch,
+        target: Target,
+    ) -> Result<Vec<Vec<u8>>> {
+        let ptx = self.ptx(items, target)?;
+        let ptxas = self.ptxas()?;
+        let work: Vec<(&PostLinkImage, Vec<u8>)> =
+            items.iter().map(|(image, _)| *image).zip(ptx).collect();
+        in_parallel(&work, |(image, ptx)| {
+            native::assemble(ptx, arch, &ptxas, image)
+                .with_context(|| format!("building image of {} for {target}", describe(image)))
+        })
+    }
+}
+
+/// Each image built for `target` (an ahead-of-time target), in order.
+pub(crate) fn compile(
+    target: Target,
+    images: &[&PostLinkImage],
+    gpu: &mut Gpu,
+) -> Result<Vec<Vec<u8>>> {
+    let alone: Vec<(&PostLinkImage, &[ptx::Provider])> =
+        images.iter().map(|image| (*image, &[][..])).collect();
     let context =
         |image: &PostLinkImage| format!("building image of {} for {target}", describe(image));
     match target {
@@ -29,11 +110,9 @@ pub(crate) fn compile(target: Target, images: &[&PostLinkImage]) -> Result<Vec<V
             })
             .collect(),
         Target::PoclCpu => images.iter().map(|image| to_spir_bitcode(&image.spirv).with_context(|| context(image))).collect(),
-        ptx::TARGET => {
-            let tools = ptx::Toolchain::find()?;
-            in_parallel(images, |image| ptx::compile(image, &tools).with_context(|| context(image)))
-        }
-        Target::Spir64 | Target::Ptx64Inlined => {
+        ptx::TARGET => gpu.ptx(&alone, target),
+        Target::NvidiaGpu(arch) => gpu.native(&alone, arch, target),
+        Target::Spir64 | Target::Ptx64Inlined | Target::NvidiaGpuInlined(_) => {
             bail!("the {target} target's images are not compiled one by one ahead of time")
         }
     }

@@ -123,14 +123,15 @@ pub(crate) fn device_link(
 
 /// The post-linked images in the form of every target: SPIR-V for `spir64`, and for each
 /// ahead-of-time target the images its configuration entry accepts, compiled for it. For
-/// `ptx64`, each image whose imports the shared `libraries` on the link line export also gets
-/// a twin with those functions compiled in ([`inlined_twins`]).
+/// `ptx64` and the native NVIDIA targets, each image whose imports the shared `libraries` on
+/// the link line export also gets a twin with those functions compiled in ([`inlined_twins`]).
 pub(crate) fn images_for_targets(
     images: &[PostLinkImage],
     settings: &Settings,
     libraries: &[DeviceLibrary],
 ) -> Result<ImageSet> {
     let mut set = ImageSet::default();
+    let mut gpu = aot::Gpu::default();
     for &target in &settings.targets {
         let entry = if target.is_ahead_of_time() {
             Some(settings.config.target(target).ok_or_else(|| {
@@ -147,15 +148,16 @@ pub(crate) fn images_for_targets(
             .collect();
         let started = Instant::now();
         let data: Vec<Vec<u8>> = if target.is_ahead_of_time() {
-            aot::compile(target, &accepted.iter().map(|(image, _)| *image).collect::<Vec<_>>())?
+            let images: Vec<&PostLinkImage> = accepted.iter().map(|(image, _)| *image).collect();
+            aot::compile(target, &images, &mut gpu)?
         } else {
             accepted.iter().map(|(image, _)| image.spirv.clone()).collect()
         };
         report_cost(target, data.iter().map(Vec::len), started);
-        if target == ptx::TARGET {
+        if let Some(twin) = target.inlined() {
             let started = Instant::now();
-            let twins = inlined_twins(&accepted, libraries)?;
-            report_cost(Target::Ptx64Inlined, twins.iter().map(|t| t.data.len()), started);
+            let twins = inlined_twins(&accepted, libraries, target, &mut gpu)?;
+            report_cost(twin, twins.iter().map(|t| t.data.len()), started);
             set.images.extend(twins);
         }
         for ((image, requirements), data) in accepted.into_iter().zip(data) {
@@ -190,44 +192,51 @@ fn report_cost(target: Target, sizes: impl Iterator<Item = usize>, started: Inst
 }
 
 /// For each image with imports that the shared libraries on the link line export (the first
-/// that exports each, in link order, as the loader would pick them), from PTX images with no
-/// imports and no specialization constants of their own: a twin PTX image, target
-/// [`Target::Ptx64Inlined`], with those functions compiled in and inlined where LLVM would
-/// inline them, no imports, and `SYCL/inlined imports` naming the provider images by hash. A
-/// call into another module costs a real call on the GPU (twice the time of an n-body step
-/// with its body interaction in another library); the twin costs none, and the runtime uses
-/// it only when resolution picks those very images (no `LD_PRELOAD` or earlier library
-/// replaced them).
+/// that exports each, in link order, as the loader would pick them), from images of `target`
+/// with no imports and no specialization constants of their own: a twin image, of `target`'s
+/// twin target ([`Target::inlined`]), with those functions compiled in and inlined where LLVM
+/// would inline them, no imports, and `SYCL/inlined imports` naming the provider images of
+/// `target` by hash. A call into another module costs a real call on the GPU (twice the time
+/// of an n-body step with its body interaction in another library); the twin costs none, and
+/// the runtime uses it only when resolution picks those very images (no `LD_PRELOAD` or
+/// earlier library replaced them).
 fn inlined_twins(
     accepted: &[(&PostLinkImage, DeviceRequirements)],
     libraries: &[DeviceLibrary],
+    target: Target,
+    gpu: &mut aot::Gpu,
 ) -> Result<Vec<Image>> {
+    let Some(twin_target) = target.inlined() else { return Ok(Vec::new()) };
     let planned: Vec<Twin> = accepted
         .iter()
         .filter_map(|(image, requirements)| {
-            Some((*image, requirements, providers_of(image, libraries)?))
+            Some((*image, requirements, providers_of(image, libraries, target)?))
         })
         .collect();
     if planned.is_empty() {
         return Ok(Vec::new());
     }
-    let tools = ptx::Toolchain::find()?;
-    let data = aot::in_parallel(&planned, |(image, _, imports)| {
-        let mut providers: Vec<ptx::Provider> = Vec::new();
-        for (_, _, spirv) in imports {
-            if !providers.iter().any(|p| std::ptr::eq(p.spirv, spirv.data.as_slice())) {
-                providers.push(ptx::Provider {
-                    spirv: &spirv.data,
-                    exported: spirv.exported_symbols().map(str::to_string).collect(),
-                });
+    let providers: Vec<Vec<ptx::Provider>> = planned
+        .iter()
+        .map(|(_, _, imports)| {
+            let mut providers: Vec<ptx::Provider> = Vec::new();
+            for (_, _, spirv) in imports {
+                if !providers.iter().any(|p| std::ptr::eq(p.spirv, spirv.data.as_slice())) {
+                    providers.push(ptx::Provider {
+                        spirv: &spirv.data,
+                        exported: spirv.exported_symbols().map(str::to_string).collect(),
+                    });
+                }
             }
-        }
-        let names: Vec<&str> =
-            image.kernels.iter().chain(&image.exported).map(String::as_str).collect();
-        ptx::compile_with(image, &providers, &tools).with_context(|| {
-            format!("building image of {} for {}", names.join(", "), Target::Ptx64Inlined)
+            providers
         })
-    })?;
+        .collect();
+    let items: Vec<(&PostLinkImage, &[ptx::Provider])> =
+        planned.iter().zip(&providers).map(|((image, _, _), p)| (*image, p.as_slice())).collect();
+    let data = match target.cuda_arch() {
+        Some(arch) => gpu.native(&items, arch, twin_target)?,
+        None => gpu.ptx(&items, twin_target)?,
+    };
     Ok(planned
         .into_iter()
         .zip(data)
@@ -236,10 +245,13 @@ fn inlined_twins(
                 .into_iter()
                 .filter(|s| s.name != sets::IMPORTED_SYMBOLS)
                 .collect();
-            let hashes = imports.iter().map(|(symbol, ptx, _)| {
+            let hashes = imports.iter().map(|(symbol, provider, _)| {
                 Property::new(
                     *symbol,
-                    PropertyValue::String(format!("{:016x}", sycl_format::payload_hash(&ptx.data))),
+                    PropertyValue::String(format!(
+                        "{:016x}",
+                        sycl_format::payload_hash(&provider.data)
+                    )),
                 )
             });
             property_sets.push(PropertySet {
@@ -247,8 +259,8 @@ fn inlined_twins(
                 properties: hashes.collect(),
             });
             Image {
-                format: Target::Ptx64Inlined.format(),
-                target: Target::Ptx64Inlined.name().into(),
+                format: twin_target.format(),
+                target: twin_target.name().into(),
                 kernels: image.kernels.clone(),
                 property_sets,
                 data,
@@ -257,14 +269,16 @@ fn inlined_twins(
         .collect())
 }
 
-/// An image, its requirements, and each import with the PTX and SPIR-V images providing it.
+/// An image, its requirements, and each import with the provider image (of the twin's base
+/// target) and its SPIR-V form that export it.
 type Twin<'a> = (&'a PostLinkImage, &'a DeviceRequirements, Vec<(&'a str, &'a Image, &'a Image)>);
 
-/// Each of `image`'s imports with the PTX image and its SPIR-V form that export it, from the
-/// first library that exports it, if every import has one that can be compiled in.
+/// Each of `image`'s imports with the image of `target` and its SPIR-V form that export it,
+/// from the first library that exports it, if every import has one that can be compiled in.
 fn providers_of<'a>(
     image: &'a PostLinkImage,
     libraries: &'a [DeviceLibrary],
+    target: Target,
 ) -> Option<Vec<(&'a str, &'a Image, &'a Image)>> {
     if image.imported.is_empty() {
         return None;
@@ -273,22 +287,22 @@ fn providers_of<'a>(
     for symbol in &image.imported {
         let library = libraries.iter().find(|l| l.exports.contains(symbol))?;
         let exports = |i: &Image| i.exported_symbols().any(|e| e == symbol);
-        let ptx = library
+        let provider = library
             .images
             .iter()
-            .find(|i| i.format == ptx::TARGET.format() && i.target == ptx::TARGET && exports(i))?;
-        let self_contained = ptx.imported_symbols().next().is_none()
-            && ptx.property_set(sets::SPECIALIZATION_CONSTANTS).is_none()
-            && ptx.property_set(sets::VIRTUAL_FUNCTIONS).is_none();
+            .find(|i| i.format == target.format() && i.target == target && exports(i))?;
+        let self_contained = provider.imported_symbols().next().is_none()
+            && provider.property_set(sets::SPECIALIZATION_CONSTANTS).is_none()
+            && provider.property_set(sets::VIRTUAL_FUNCTIONS).is_none();
         if !self_contained {
             return None;
         }
         let spirv = library.images.iter().find(|i| {
             i.format == ImageFormat::SpirV
-                && i.exported_symbols().eq(ptx.exported_symbols())
-                && i.kernels == ptx.kernels
+                && i.exported_symbols().eq(provider.exported_symbols())
+                && i.kernels == provider.kernels
         })?;
-        providers.push((symbol.as_str(), ptx, spirv));
+        providers.push((symbol.as_str(), provider, spirv));
     }
     Some(providers)
 }

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{anyhow, Context, Result};
 use serde_json::{json, Map, Value};
 use sycl_format::aspects::aspect_name;
+use sycl_format::cubin::Cubin;
 use sycl_format::{ImageSet, ParamKind, PropertyValue};
 
 pub(crate) fn run(args: &[OsString]) -> Result<ExitCode> {
@@ -106,6 +107,15 @@ pub(crate) fn to_json(file: &str, set: &ImageSet) -> Value {
                 "imported": image.imported_symbols().collect::<Vec<_>>(),
                 "properties": properties,
             });
+            if let Some((cubin, [functions, externs, variables])) = sass_summary(image) {
+                out["sass"] = json!({
+                    "arch": format!("sm_{}", cubin.arch),
+                    "relocatable": cubin.relocatable,
+                    "functions": functions,
+                    "externs": externs,
+                    "variables": variables,
+                });
+            }
             if let Some(ptx) = ptx_summary(image) {
                 out["ptx"] = json!({
                     "version": ptx.version,
@@ -127,6 +137,15 @@ pub(crate) fn to_json(file: &str, set: &ImageSet) -> Value {
 fn ptx_summary(image: &sycl_format::Image) -> Option<crate::ptx::Summary> {
     (image.format == sycl_format::ImageFormat::Ptx)
         .then(|| crate::ptx::Summary::of(&String::from_utf8_lossy(&image.data)))
+}
+
+/// What a native NVIDIA image holds: its architecture, whether it is relocatable, and its
+/// defined functions, imported functions and visible variables, as its symbol table says.
+fn sass_summary(image: &sycl_format::Image) -> Option<(Cubin<'_>, [Vec<&str>; 3])> {
+    let native = sycl_format::Target::from_name(&image.target)?.cuda_arch().is_some();
+    let cubin = Cubin::parse(&image.data).ok().filter(|_| native)?;
+    let summary = cubin.summary();
+    Some((cubin, summary))
 }
 
 /// A kernel's parameters as declared, `(global int* out, int n, struct Pt p (12 bytes))`: a
@@ -173,6 +192,13 @@ pub(crate) fn to_text(file: &str, set: &ImageSet) -> String {
             let _ = writeln!(out, "    .visible .func:  {}", names(&ptx.functions));
             let _ = writeln!(out, "    .extern .func:   {}", names(&ptx.externs));
             let _ = writeln!(out, "    variables:       {}", names(&ptx.variables));
+        }
+        if let Some((cubin, [functions, externs, variables])) = sass_summary(image) {
+            let kind = if cubin.relocatable { "relocatable" } else { "executable" };
+            let _ = writeln!(out, "  sass:     sm_{} {kind} object", cubin.arch);
+            let _ = writeln!(out, "    functions:       {}", list(functions));
+            let _ = writeln!(out, "    undefined:       {}", list(externs));
+            let _ = writeln!(out, "    variables:       {}", list(variables));
         }
         for ps in &image.property_sets {
             let _ = writeln!(out, "  [{}]", ps.name);

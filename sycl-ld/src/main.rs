@@ -16,6 +16,7 @@ mod args;
 mod devlib;
 mod embed;
 mod inspect;
+mod native;
 mod ptx;
 mod scan;
 mod table;

@@ -29,7 +29,7 @@
 //! **Why `-nvptx-sched4reg`.** Measured 4% faster on SGEMM.
 //!
 //! A builtin neither libclc nor `ptx/shim.rs` defines would stay an `.extern .func` that no
-//! image exports, and the CUDA link would fail at run time; [`compile`] refuses it at link
+//! image exports, and the CUDA link would fail at run time; [`compile_with`] refuses it at link
 //! time instead, naming the builtin. Features the device lacks by its configuration entry
 //! (images, sub-group sizes other than 32) never get here: the aspect filter keeps those
 //! images out of the target. Half (`fp16`) does: NVPTX compiles half arithmetic natively for
@@ -96,13 +96,8 @@ pub(crate) struct Provider<'a> {
     pub exported: Vec<String>,
 }
 
-/// The PTX of one post-linked image.
-pub(crate) fn compile(image: &PostLinkImage, tools: &Toolchain) -> Result<Vec<u8>> {
-    compile_with(image, &[], tools)
-}
-
-/// The PTX of one post-linked image with `providers`' functions linked in before the
-/// optimiser runs, so that their calls are inlined as calls inside one image are: what
+/// The PTX of one post-linked image, with `providers`' functions (none for the image itself,
+/// some for a twin) linked in before the optimiser runs, so that their calls are inlined as calls inside one image are: what
 /// `cuLink` cannot do across modules (ptxas never inlines across them).
 pub(crate) fn compile_with(
     image: &PostLinkImage,

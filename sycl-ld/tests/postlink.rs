@@ -1308,6 +1308,95 @@ __kernel void scale(__global float *o) { o[0] = lib_scale(o[0]); }\n";
         .contains(".extern .func  (.param .b32 func_retval0) lib_scale"));
 }
 
+/// The native targets: for every PTX image, one per architecture asked for, with the same
+/// kernels and property sets; each a relocatable object for its architecture (as `ptxas -c`
+/// makes them) that defines the image's kernels and exports and leaves its imports undefined,
+/// for the CUDA driver's linker to resolve at run time. Twins get native forms too, naming the
+/// provider's native image of their own architecture.
+#[test]
+fn native_targets_are_relocatable_objects_for_their_architecture_with_imports_undefined() {
+    use sycl_format::cubin::Cubin;
+    use sycl_format::CudaArch;
+    let archs = [CudaArch::Sm80, CudaArch::Sm90];
+    let targets =
+        [Target::Spir64, Target::Ptx64, Target::NvidiaGpu(archs[0]), Target::NvidiaGpu(archs[1])];
+    let mut lib = Unit::new();
+    let scale = "SYCL_EXTERNAL float lib_scale(float x) { return x * 3.0f; }\n";
+    lib.build("lib", &[("scale.cl", scale)], |b| {
+        b.targets(targets);
+    });
+    let lib_set = lib.link_shared();
+    let lib_dir = format!("-L{}", lib.dir.path().display());
+    let mut app = Unit::new();
+    let app_source = "SYCL_EXTERNAL float lib_scale(float x);\n\
+__kernel void scale(__global float *o) { o[0] = lib_scale(o[0]); }\n\
+__kernel void alone(__global float *o) { o[0] = o[0] + 1.0f; }\n";
+    app.build("app", &[("app.cl", app_source)], |b| {
+        b.targets(targets).split(SplitMode::PerKernel);
+    });
+    let output = app.link_shared_against(&[lib_dir, "-lunit".into()], &[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let set = images_of(&app.dir.path().join("libunit.so"));
+    for (set, name) in [(&lib_set, "lib"), (&set, "app")] {
+        let ptx: Vec<&sycl_format::Image> =
+            set.images.iter().filter(|i| i.target == Target::Ptx64).collect();
+        assert!(!ptx.is_empty());
+        for arch in archs {
+            let native: Vec<&sycl_format::Image> =
+                set.images.iter().filter(|i| i.target == Target::NvidiaGpu(arch)).collect();
+            assert_eq!(native.len(), ptx.len(), "{name}: one {} image per PTX image", arch.name());
+            for (native, ptx) in native.iter().zip(&ptx) {
+                assert_eq!(native.format, ImageFormat::Native);
+                assert_eq!(native.kernels, ptx.kernels);
+                assert_eq!(native.property_sets, ptx.property_sets);
+                let cubin = Cubin::parse(&native.data).unwrap();
+                assert!(cubin.relocatable, "{name}: an ET_REL object");
+                assert_eq!(cubin.arch, arch.number(), "{name}: for {}", arch.name());
+                let [functions, undefined, _] = cubin.summary();
+                let mut defined: Vec<&str> = native
+                    .kernels
+                    .iter()
+                    .map(String::as_str)
+                    .chain(native.exported_symbols())
+                    .collect();
+                defined.sort();
+                let mut functions = functions.clone();
+                functions.sort();
+                assert_eq!(functions, defined, "{name}: its kernels and exports");
+                let imported: Vec<&str> = native.imported_symbols().collect();
+                assert_eq!(undefined, imported, "{name}: imports stay undefined");
+            }
+        }
+    }
+    for arch in archs {
+        let twin = set
+            .images
+            .iter()
+            .find(|i| i.target == Target::NvidiaGpuInlined(arch))
+            .expect("a native twin of `scale`");
+        assert_eq!(twin.kernels, ["scale"]);
+        assert_eq!(twin.imported_symbols().count(), 0);
+        let cubin = Cubin::parse(&twin.data).unwrap();
+        assert_eq!(cubin.summary()[1], Vec::<&str>::new(), "lib_scale compiled in");
+        let provider = lib_set
+            .images
+            .iter()
+            .find(|i| {
+                i.target == Target::NvidiaGpu(arch)
+                    && i.exported_symbols().any(|e| e == "lib_scale")
+            })
+            .unwrap();
+        let recorded = twin.property_set(sets::INLINED_IMPORTS).unwrap();
+        assert_eq!(
+            recorded.get("lib_scale"),
+            Some(&sycl_format::PropertyValue::String(format!(
+                "{:016x}",
+                sycl_format::payload_hash(&provider.data)
+            )))
+        );
+    }
+}
+
 #[test]
 fn ptx64_kernels_call_virtual_functions_through_pointers_across_images() {
     let mut unit = Unit::new();

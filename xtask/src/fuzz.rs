@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use crate::{cargo, repo_root, run_checked};
 
 /// The fuzz targets, one per decoder of untrusted bytes.
-const TARGETS: &[&str] = &["spirv_postlink", "device_object", "image_set", "cache_entry"];
+const TARGETS: &[&str] = &["spirv_postlink", "device_object", "image_set", "cache_entry", "cubin"];
 
 /// Installs cargo-fuzz when it is missing.
 fn ensure_cargo_fuzz() -> Result<()> {
@@ -102,7 +102,13 @@ fn seed_corpora(corpus: &Path) -> Result<()> {
         };
         put(&corpus.join("device_object"), &object.encode())?;
     }
-    for binary in read_dir(&fixtures)?.into_iter().chain(read_dir(&fixtures.join("deps"))?) {
+    // With the GPU suite's build (`cargo xtask gpu-suite`), where there is one: native images.
+    let gpu = repo_root().join("fixtures/target/gpu/release");
+    let binaries = [read_dir(&fixtures)?, read_dir(&fixtures.join("deps"))?]
+        .into_iter()
+        .chain([&gpu, &gpu.join("deps")].map(|d| read_dir(d).unwrap_or_default()))
+        .flatten();
+    for binary in binaries {
         let Ok(bytes) = std::fs::read(&binary) else { continue };
         if let Some(at) = bytes.windows(8).position(|w| w == sycl_format::IMAGE_SET_MAGIC) {
             // The note header before the payload holds its size.
@@ -111,6 +117,10 @@ fn seed_corpora(corpus: &Path) -> Result<()> {
                 .map(|h| u32::from_le_bytes(bytes[h..h + 4].try_into().unwrap()) as usize);
             if let Some(payload) = size.and_then(|n| bytes.get(at..at + n)) {
                 put(&corpus.join("image_set"), payload)?;
+                let set = sycl_format::ImageSet::decode(payload).unwrap_or_default();
+                for image in set.images.iter().filter(|i| i.data.starts_with(b"\x7fELF")) {
+                    put(&corpus.join("cubin"), &image.data)?;
+                }
             }
         }
     }

@@ -2,9 +2,10 @@
 //! GPU through the runtime's CUDA backend, packed for `scripts/gpu/suite.sh` on a machine
 //! without Rust or LLVM.
 //!
-//! The fixtures are built in release, stripped, with `SYCL_LD_TARGETS=ptx64` (every link also
-//! makes the PTX form of each image the GPU can run) into `fixtures/target/gpu`; the device
-//! library file `devlib-app` loads is made the same way. Each case below is then run here on
+//! The fixtures are built in release, stripped, three times ([`FLAVOURS`]): with
+//! `SYCL_LD_TARGETS=ptx64,nvidia_gpu_sm_90` (every link also makes the PTX and the native
+//! form of each image the GPU can run) into `fixtures/target/gpu`, and with each of the two
+//! alone; the device library file `devlib-app` loads is made the same way. Each case below is then run here on
 //! both CPU devices: a case whose output is the same on Intel's runtime and on PoCL (or one
 //! whose kernels need fp16, which the GPU has as Intel's runtime does, on Intel) gets that
 //! output as its expected output on the GPU (paths written as `BIN`, for the directory the
@@ -12,7 +13,8 @@
 //! number is not its SPIR-V form's); a case whose output depends on the device is left out,
 //! and said so.
 //!
-//! `DIR/suite.tar.xz` holds `bin/` (programs, examples, `deps/*.so`, the device library),
+//! `DIR/suite.tar.xz` holds `bin/` (programs, examples, `deps/*.so`, the device library;
+//! `bin-ptx/` and `bin-native/` the cases' programs of the other two builds),
 //! `cases.txt` (one case a line: `NAME<TAB>[VAR=value...] PROGRAM ARGS...`),
 //! `expected/NAME.txt` and `bench.cu` (for `scripts/gpu/bench.sh`), about a tenth of the
 //! programs' size: what travels to the GPU machine.
@@ -22,7 +24,7 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use sycl_format::Target;
+use sycl_format::{CudaArch, Target};
 
 use crate::{cargo, repo_root, run_captured, run_checked};
 
@@ -72,6 +74,7 @@ const CASES: &[Case] = &[
     Case { name: "events-host", argv: &["events-app", "host"], fp16: false },
     Case { name: "events-profile", argv: &["events-app", "profile"], fp16: false },
     Case { name: "events-types", argv: &["events-app", "types"], fp16: true },
+    Case { name: "half-app", argv: &["half-app"], fp16: true },
     Case {
         name: "bundle-strict",
         argv: &[
@@ -105,51 +108,84 @@ impl Case {
     }
 }
 
+/// The builds the suite carries: the directory each goes to in the archive, and the targets
+/// its links add. `bin` has both forms (the runtime prefers the native one); the other two
+/// prove each form alone: native objects with no PTX to fall back to, and PTX only.
+const FLAVOURS: &[(&str, &[Target])] = &[
+    ("bin", &[Target::Ptx64, Target::NvidiaGpu(GPU_ARCH)]),
+    ("bin-ptx", &[Target::Ptx64]),
+    ("bin-native", &[Target::NvidiaGpu(GPU_ARCH)]),
+];
+
+/// The architecture of the GPU machine's GPU (an H100).
+const GPU_ARCH: CudaArch = CudaArch::Sm90;
+
 pub(crate) fn gpu_suite(dir: &Path) -> Result<()> {
     let root = repo_root();
     let fixtures = root.join("fixtures");
-    let target = fixtures.join("target/gpu");
     run_checked(cargo().args(["build", "-q", "-p", "sycl-ld"]).current_dir(&root))?;
-    let mut build = cargo();
-    build
-        .args(["build", "-q", "--release", "--bins", "--examples"])
-        .current_dir(&fixtures)
-        .env("CARGO_TARGET_DIR", &target)
-        .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
-        .env("SYCL_LD_TARGETS", Target::Ptx64.name());
-    run_checked(&mut build)?;
-
     let stage = dir.join("suite");
     let _ = fs::remove_dir_all(&stage);
-    let bin = stage.join("bin");
-    fs::create_dir_all(bin.join("deps"))?;
-    let release = target.join("release");
-    let mut programs: Vec<&str> =
-        CASES.iter().map(|c| c.split().1[0]).chain(CARRIED.iter().copied()).collect();
-    programs.sort();
-    programs.dedup();
-    for program in programs {
-        let built = [release.join(program), release.join("examples").join(program)];
-        let path = built
-            .iter()
-            .find(|p| p.is_file())
-            .with_context(|| format!("no program {program} in {}", release.display()))?;
-        fs::copy(path, bin.join(program))?;
-    }
-    for entry in fs::read_dir(release.join("deps"))? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "so") {
-            fs::copy(&path, bin.join("deps").join(path.file_name().unwrap_or_default()))?;
+    for (i, (name, targets)) in FLAVOURS.iter().enumerate() {
+        let target =
+            fixtures.join(if i == 0 { "target/gpu".into() } else { format!("target/gpu-{name}") });
+        let targets: Vec<&str> = targets.iter().map(|t| t.name()).collect();
+        let targets = targets.join(",");
+        let mut build = cargo();
+        build
+            // `--lib`: the cdylibs no program depends on too (`LD_PRELOAD`ed, `dlopen`ed).
+            .args(["build", "-q", "--release", "--lib", "--bins", "--examples"])
+            .current_dir(&fixtures)
+            .env("CARGO_TARGET_DIR", &target)
+            .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
+            .env("SYCL_LD_TARGETS", &targets);
+        run_checked(&mut build)?;
+        let bin = stage.join(name);
+        fs::create_dir_all(bin.join("deps"))?;
+        let release = target.join("release");
+        let mut programs: Vec<&str> = CASES.iter().map(|c| c.split().1[0]).collect();
+        if i == 0 {
+            programs.extend(CARRIED);
+        }
+        if *name == "bin-ptx" {
+            // `gpu-bench --overheads` compares cold first launches with this build's.
+            programs.push("gpu-bench");
+        }
+        programs.sort();
+        programs.dedup();
+        for program in programs {
+            let built = [release.join(program), release.join("examples").join(program)];
+            let path = built
+                .iter()
+                .find(|p| p.is_file())
+                .with_context(|| format!("no program {program} in {}", release.display()))?;
+            fs::copy(path, bin.join(program))?;
+        }
+        for entry in fs::read_dir(release.join("deps"))? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "so") {
+                fs::copy(&path, bin.join("deps").join(path.file_name().unwrap_or_default()))?;
+            }
+        }
+        let mut devlib = Command::new(root.join("target/debug/sycl-ld"));
+        devlib
+            .arg("device-lib")
+            .arg("-o")
+            .arg(bin.join(DEVLIB))
+            .arg(fixtures.join("devlib-app/device/devlib.cl"))
+            .env("SYCL_LD_TARGETS", &targets);
+        run_captured(&mut devlib)?;
+        // A case's file that is not there would only be ignored (`LD_PRELOAD`) or fail alike
+        // on every device: the expected output would hide it.
+        for word in CASES.iter().flat_map(|c| c.argv.iter()) {
+            if let Some((_, file)) = word.split_once("@BIN/") {
+                if !bin.join(file).exists() {
+                    bail!("{name}/{file}, which a case names, was not built");
+                }
+            }
         }
     }
-    let mut devlib = Command::new(root.join("target/debug/sycl-ld"));
-    devlib
-        .arg("device-lib")
-        .arg("-o")
-        .arg(bin.join(DEVLIB))
-        .arg(fixtures.join("devlib-app/device/devlib.cl"))
-        .env("SYCL_LD_TARGETS", Target::Ptx64.name());
-    run_captured(&mut devlib)?;
+    let bin = stage.join("bin");
     fs::copy(fixtures.join(BENCH_CUDA), stage.join("bench.cu"))?;
 
     // Expected outputs: the same on both CPU devices (Intel's where the case needs fp16).
@@ -178,8 +214,7 @@ pub(crate) fn gpu_suite(dir: &Path) -> Result<()> {
 
     let archive = dir.join("suite.tar.xz");
     let mut tar = Command::new("tar");
-    tar.arg("-cJf").arg(&archive).arg("-C").arg(&stage).args([
-        "bin",
+    tar.arg("-cJf").arg(&archive).arg("-C").arg(&stage).args(FLAVOURS.iter().map(|f| f.0)).args([
         "cases.txt",
         "expected",
         "bench.cu",
@@ -223,16 +258,17 @@ fn run_case(bin: &Path, case: &Case, device: &str) -> Result<String> {
     let (env, argv) = case.split();
     let mut command = Command::new(bin.join(argv[0]));
     command.args(argv[1..].iter().map(|a| at_bin(a)));
-    for assignment in env {
-        let (name, value) = assignment.split_once('=').expect("an assignment");
-        command.env(name, at_bin(value));
-    }
+    // The case's own variables last: a case may set one removed here (strict mode).
     command
         .env("SYCL_DEVICE", device)
         .env("SYCL_CACHE_DISABLE", "1")
         .env("LD_LIBRARY_PATH", bin.join("deps"))
         .env("SYCL_TRACE", "1")
         .env_remove("SYCL_STRICT_EXPORTS");
+    for assignment in env {
+        let (name, value) = assignment.split_once('=').expect("an assignment");
+        command.env(name, at_bin(value));
+    }
     let out = command.output().with_context(|| format!("running case {}", case.name))?;
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {

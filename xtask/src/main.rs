@@ -2,7 +2,7 @@
 //!
 //! * `setup` makes the machine ready: the Debian packages (clang, llvm-spirv, SPIR-V tools,
 //!   the OpenCL ICD loader and PoCL), Intel's CPU OpenCL runtime from PyPI and its ICD
-//!   registration. It is idempotent and is run first by the tasks that build device code.
+//!   registration, NVIDIA's `ptxas` from PyPI (for the native GPU targets). It is idempotent and is run first by the tasks that build device code.
 //! * `demo` builds `sycl-ld`, then the fixture app (and `libhelpers.so`, which it links
 //!   against) with it, then runs the app: only what the demo runs is built.
 //! * `test` builds `sycl-ld` and the whole fixture workspace, then runs `cargo test
@@ -15,7 +15,11 @@
 //!   with a manifest, for `scripts/gpu/ptx-check.sh` to run on an NVIDIA GPU (see `gpu.rs`).
 //! * `gpu-suite DIR` packs the fixtures' programs, built with PTX, and their expected outputs,
 //!   for `scripts/gpu/suite.sh` to run on an NVIDIA GPU (see `gpu_suite.rs`).
+//! * `pack PROGRAM... --out DIR` copies built programs with their device libraries into a
+//!   directory that runs wherever it is copied, and `--tar ARCHIVE` archives it (see `pack.rs`).
 //! * `fuzz [SECONDS]` runs every fuzz target for SECONDS (see `fuzz.rs`).
+//! * `package` packages the crates, installs the packaged `sycl-ld` and builds and runs the
+//!   demo against them outside the repository; `test` runs it too (see `package.rs`).
 //! * `weight [ARGS]` builds the fixture workspace from clean and prints what device code costs
 //!   a workspace: build time, target size, each build script's size (see `weight.rs`).
 //! * `bench [ARGS]` builds `sycl-ld`, runs the benchmarks of `sycl-runtime` and `sycl-ld`
@@ -29,6 +33,8 @@ use anyhow::{bail, Context, Result};
 mod fuzz;
 mod gpu;
 mod gpu_suite;
+mod pack;
+mod package;
 mod style;
 #[cfg(test)]
 mod tidy;
@@ -77,14 +83,20 @@ commands:
   demo [ARGS]    setup, build the fixture app and run it with ARGS
   test [ARGS]    setup, build all the fixtures and run `cargo test --workspace ARGS`
                  (without ARGS: first the style checks, then the tests, then a 5-second
-                 smoke run of every fuzz target)
+                 smoke run of every fuzz target, then `package`)
   style          `cargo fmt --all --check` for this workspace, fixtures/ and fuzz/, then
                  `cargo clippy --workspace --all-targets --keep-going -- -D warnings`
   gpu-pack DIR   write the PTX the ptx64 target makes for the GPU check's kernels to DIR,
                  with a manifest (for scripts/gpu/ptx-check.sh on an NVIDIA machine)
   gpu-suite DIR  setup, build the fixtures in release with PTX, and pack them with their expected
                  outputs into DIR/suite.tar.xz (for scripts/gpu/suite.sh on an NVIDIA machine)
+  pack PROGRAM... [--lib LIBRARY]... --out DIR [--tar ARCHIVE]
+                 copy built programs with the shared libraries they need (and LIBRARY, one
+                 opened with dlopen or LD_PRELOADed) into DIR, laid out as their run paths
+                 expect; with --tar also write DIR as ARCHIVE
   fuzz [SECONDS] run every fuzz target for SECONDS each (default 60)
+  package        cargo package the crates, install the packaged sycl-ld, and build and run
+                 the demo against them in a workspace outside the repository
   bench [ARGS]   setup, build sycl-ld, run the sycl-runtime and sycl-ld benchmarks
                  (`cargo bench -p PACKAGE --bench '*' ARGS`), gpu-bench --across on both CPU
                  devices and, with an NVIDIA GPU and nvcc here, the GPU benchmark; print a
@@ -126,6 +138,15 @@ fn run() -> Result<ExitCode> {
         ("gpu-suite", [dir]) => {
             setup()?;
             gpu_suite::gpu_suite(Path::new(dir))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ("pack", args) => {
+            pack::pack(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ("package", []) => {
+            setup()?;
+            package::package()?;
             Ok(ExitCode::SUCCESS)
         }
         ("gpu-pack", [dir]) => {
@@ -189,6 +210,8 @@ fn run_tests(args: &[OsString]) -> Result<ExitStatus> {
     if status.success() && args.is_empty() {
         // A short smoke run of every fuzz target (the long runs are `cargo xtask fuzz`).
         fuzz::fuzz(FUZZ_SMOKE_SECONDS)?;
+        // The crates as a user outside gets them (see package.rs).
+        package::package()?;
         say_gpu_runs_skipped();
     }
     Ok(status)
@@ -424,7 +447,12 @@ fn print_ratio_table(rows: &[RatioRow]) {
 fn setup() -> Result<()> {
     let root = is_root()?;
     install_apt_packages(root)?;
-    install_intel_runtime()?;
+    pip_install(PIP_PACKAGES)?;
+    // NVIDIA's ptxas, for the native GPU targets (`nvidia_gpu_sm_XX`): the wheel `sycl-ld`
+    // looks for it in.
+    if let sycl_build::Package::PyPi { name, .. } = sycl_build::Tool::PTXAS.package {
+        pip_install(&[name])?;
+    }
     let lib = find_intel_lib()?;
     register_intel_icd(root, &lib)?;
     list_platforms()
@@ -466,19 +494,20 @@ fn dpkg_installed(package: &str) -> Result<bool> {
     Ok(String::from_utf8_lossy(&output.stdout).contains("install ok installed"))
 }
 
-/// Installs Intel's CPU OpenCL runtime with pip, which is where Intel ships it for Linux.
-fn install_intel_runtime() -> Result<()> {
+/// Installs `packages` with pip unless the first is there: Intel's CPU OpenCL runtime, and
+/// NVIDIA's ptxas, which is where their makers ship them for Linux.
+fn pip_install(packages: &[&str]) -> Result<()> {
     let shown = Command::new(PYTHON)
-        .args(["-m", "pip", "show", "intel-opencl-rt"])
+        .args(["-m", "pip", "show", packages[0]])
         .output()
-        .with_context(|| format!("running {PYTHON} -m pip show intel-opencl-rt"))?;
+        .with_context(|| format!("running {PYTHON} -m pip show {}", packages[0]))?;
     if shown.status.success() {
-        println!("xtask: pip package intel-opencl-rt already present");
+        println!("xtask: pip package {} already present", packages[0]);
         return Ok(());
     }
-    println!("xtask: installing pip packages: {}", PIP_PACKAGES.join(" "));
+    println!("xtask: installing pip packages: {}", packages.join(" "));
     let mut install = Command::new(PYTHON);
-    install.args(["-m", "pip", "install"]).args(PIP_PACKAGES);
+    install.args(["-m", "pip", "install"]).args(packages);
     let first = install.output().with_context(|| describe(&install))?;
     if first.status.success() {
         return Ok(());

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use sycl_format::aspects::aspect_name;
-use sycl_format::{DeviceRequirements, Target};
+use sycl_format::{CudaArch, DeviceRequirements, Target};
 
 pub(crate) const CL_DEVICE_TYPE_CPU: u64 = 1 << 1;
 pub(crate) const CL_DEVICE_TYPE_GPU: u64 = 1 << 2;
@@ -28,18 +28,38 @@ pub(crate) struct Capabilities {
     /// Fused multiply-add in hardware, which the device's own build of a source uses for
     /// `a * b + c`: the runtime then computes `mad` as `fma` too.
     pub fma: bool,
+    /// A CUDA GPU's compute capability, which says which native images it runs.
+    pub compute_capability: Option<(u32, u32)>,
 }
 
 impl Capabilities {
-    /// Image forms (targets) in order of preference: the device's own ahead-of-time form, then
-    /// the form it links at run time ([`Capabilities::linkable`], last).
+    /// Image forms (targets) in order of preference: the device's own ahead-of-time forms (a
+    /// GPU's native ones, the architecture closest to the GPU's first), then the form it
+    /// links at run time ([`Capabilities::linkable`], last).
     pub(crate) fn forms(&self) -> Vec<Target> {
         let mut out = Vec::new();
         if let Some(own @ (Target::IntelCpuX86_64 | Target::PoclCpu)) = self.target {
             out.push(own);
         }
+        out.extend(self.native_gpu_forms());
         out.push(self.linkable());
         out
+    }
+
+    /// The forms a kernel bundle may hold, in order of preference: forms the runtime
+    /// specializes and links itself (a GPU's native ones), then the linkable form.
+    pub(crate) fn bundle_forms(&self) -> Vec<Target> {
+        self.native_gpu_forms().chain([self.linkable()]).collect()
+    }
+
+    /// The native NVIDIA targets whose images this device runs, the closest architecture first.
+    pub(crate) fn native_gpu_forms(&self) -> impl Iterator<Item = Target> + '_ {
+        let cc = self.compute_capability.filter(|_| self.target == Some(Target::Ptx64));
+        CudaArch::ALL
+            .into_iter()
+            .rev()
+            .filter(move |arch| cc.is_some_and(|cc| arch.runs_on(cc)))
+            .map(Target::NvidiaGpu)
     }
 
     /// The form the device compiles, specializes and links at run time, which kernel bundles
@@ -107,6 +127,7 @@ mod tests {
             links_images: false,
             target,
             fma: true,
+            compute_capability: None,
         }
     }
 
@@ -147,5 +168,16 @@ mod tests {
         for r in [&fp16, &sg, &fixed] {
             assert!(intel.check(r).is_ok());
         }
+    }
+
+    #[test]
+    fn a_gpu_prefers_the_native_forms_it_runs_the_closest_first_then_ptx() {
+        let mut gpu = caps(&["gpu"], &[32], Some(Target::Ptx64));
+        assert_eq!(gpu.forms(), [Target::Ptx64]);
+        gpu.compute_capability = Some((8, 9));
+        let names: Vec<&str> = gpu.forms().iter().map(|t| t.name()).collect();
+        assert_eq!(names, ["nvidia_gpu_sm_89", "nvidia_gpu_sm_86", "nvidia_gpu_sm_80", "ptx64"]);
+        let intel = caps(&["cpu"], &[8], Some(Target::IntelCpuX86_64));
+        assert_eq!(intel.forms(), [Target::IntelCpuX86_64, Target::Spir64]);
     }
 }

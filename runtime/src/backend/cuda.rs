@@ -1,10 +1,12 @@
 //! The CUDA backend: NVIDIA GPUs through the CUDA driver API, with `cudarc`'s `sys` layer,
 //! which loads `libcuda.so.1` at run time (a process without it has no CUDA devices).
 //!
-//! An image's PTX form (what `sycl-ld` makes for the `ptx64` target) is the object: nothing is
-//! compiled before the link. A program is the PTX of every collected image linked by the
-//! driver's JIT linker (`cuLinkCreate`, `cuLinkAddData`, `cuLinkComplete`) for this GPU, then
-//! loaded as a module; the linked cubin is what the persistent cache keeps. Launches follow the
+//! An image's object is its native form where the GPU runs one (a relocatable SASS object
+//! that `sycl-ld` made with `ptxas -c` for an `nvidia_gpu_sm_XX` target: nothing is compiled
+//! at run time), else its PTX form (the `ptx64` target, compiled by the driver's JIT). A
+//! program is the objects of every collected image linked by the driver's linker
+//! (`cuLinkCreate`, `cuLinkAddData`, `cuLinkComplete`) for this GPU, then loaded as a module;
+//! the linked cubin is what the persistent cache keeps. Launches follow the
 //! conventions of the PTX `sycl-ld` makes:
 //! - grid = global size / local size in each dimension, block = local size; no offsets;
 //! - a `local` pointer parameter is an 8-byte byte offset into the launch's dynamic shared
@@ -14,8 +16,9 @@
 //!   `get_work_dim` reads (`sycl_format::ptx_dynamic_shared_size`), so nothing is written
 //!   between launches;
 //! - a specialization constant is a `.weak .const` variable whose initialiser the runtime
-//!   rewrites in each image's PTX before the link (so the linked cubin, cached like any
-//!   other under a key that includes the values, holds them).
+//!   rewrites before the link: in each image's PTX text, or in a native object's constant
+//!   bank (`sycl_format::cubin::set_initializer`), so the linked cubin, cached like any other
+//!   under a key that includes the values, holds them.
 //!
 //! Every call first makes the device's primary context current on the calling thread, so
 //! queues, buffers and programs work from any thread, as OpenCL's do.
@@ -123,7 +126,7 @@ fn enumerate() -> Result<Vec<DeviceInfo>, Error> {
                 handle: DeviceHandle::Cuda(ordinal),
                 backend: Backend::Cuda,
                 identity: format!("{PLATFORM}\n{name}\nsm_{major}{minor}\ndriver {version}"),
-                caps: capabilities(warp as u32, threads as usize),
+                caps: capabilities(warp as u32, threads as usize, (major as u32, minor as u32)),
                 takes_linkable: true,
                 limits: Limits {
                     global_mem_bytes: total as u64,
@@ -141,12 +144,13 @@ fn enumerate() -> Result<Vec<DeviceInfo>, Error> {
     }
 }
 
-/// What the PTX of the `ptx64` target can do on a GPU (the target's device-configuration
-/// entry, measured on an H100): half (every GPU the PTX runs on, compute capability 7.0 and
-/// up, has f16 instructions), double, 64-bit atomics, calls through pointers, sub-groups as
-/// warps; no images.
-fn capabilities(warp: u32, max_threads: usize) -> Capabilities {
-    let mut aspects: std::collections::BTreeSet<u32> = [
+/// What the PTX of the `ptx64` target, and the native images made from it, can do on a GPU of
+/// compute capability `cc` (the targets' device-configuration entries, measured on an H100):
+/// half (every GPU the PTX runs on, compute capability 7.0 and up, has f16 instructions),
+/// double, 64-bit atomics, calls through pointers, sub-groups as warps; no images. The GPU is
+/// each of those targets whose images it runs (their `target_*` aspects).
+fn capabilities(warp: u32, max_threads: usize, cc: (u32, u32)) -> Capabilities {
+    let aspects: std::collections::BTreeSet<u32> = [
         "gpu",
         "fp16",
         "fp64",
@@ -159,15 +163,18 @@ fn capabilities(warp: u32, max_threads: usize) -> Capabilities {
     .iter()
     .map(|a| aspect_number(a).expect("known aspect"))
     .collect();
-    aspects.extend(target_aspect(Target::Ptx64));
-    Capabilities {
+    let mut caps = Capabilities {
         aspects,
         sub_group_sizes: vec![warp],
         max_work_group_size: max_threads,
         links_images: true,
         target: Some(Target::Ptx64),
         fma: true,
-    }
+        compute_capability: Some(cc),
+    };
+    let targets: Vec<Target> = caps.forms();
+    caps.aspects.extend(targets.into_iter().filter_map(target_aspect));
+    caps
 }
 
 /// A device's primary context, current on a thread before each call.
@@ -315,7 +322,7 @@ impl Device {
         ptx: &[u8],
         spec: &[SpecValue],
         _flags: &str,
-    ) -> Result<Ptx, Failure> {
+    ) -> Result<Code, Failure> {
         let mut text = specialize(ptx, spec).map_err(|log| Failure {
             error: "specializing PTX".into(),
             log,
@@ -324,11 +331,46 @@ impl Device {
         if text.last() != Some(&0) {
             text.push(0);
         }
-        Ok(Ptx(text.into()))
+        Ok(Code {
+            input: sys::CUjitInputType::CU_JIT_INPUT_PTX,
+            bytes: text.into(),
+            complete: false,
+        })
     }
 
-    /// The objects linked by the driver's JIT linker for this GPU, and loaded.
-    pub(crate) fn link(&self, objects: &[&Ptx], _flags: &str) -> Result<Module, Failure> {
+    /// A native image (a relocatable SASS object for this GPU's architecture, which `sycl-ld`
+    /// made with `ptxas -c`): the object as it is, nothing compiled, with the specialization
+    /// values written into the initial values of the variables that hold them.
+    pub(crate) fn load_object(&self, object: &[u8], spec: &[SpecValue]) -> Result<Code, Failure> {
+        let failed = |log: String| Failure {
+            error: "reading a native image".into(),
+            log,
+            bad_options: false,
+        };
+        let cubin = sycl_format::cubin::Cubin::parse(object).map_err(|e| failed(e.to_string()))?;
+        if !cubin.relocatable {
+            return Err(failed("the image is not a relocatable object (ptxas -c)".into()));
+        }
+        // ptxas's own undefined symbols (`__UDT`, `.nv.reservedSmem…`) the driver provides.
+        let complete = cubin
+            .symbols
+            .iter()
+            .all(|s| s.defined || s.name.starts_with('.') || s.name.starts_with("__U"));
+        let mut bytes = object.to_vec();
+        for value in spec {
+            let name = format!("{PTX_SPEC_CONSTANT_PREFIX}{}", value.name);
+            sycl_format::cubin::set_initializer(&mut bytes, &name, value.bytes)
+                .map_err(|e| failed(format!("specialization constant `{}`: {e}", value.name)))?;
+        }
+        let input = sys::CUjitInputType::CU_JIT_INPUT_CUBIN;
+        Ok(Code { input, bytes: bytes.into(), complete })
+    }
+
+    /// The objects linked by the driver's linker for this GPU (compiling PTX, taking native
+    /// objects as they are), and loaded. One native object that needs nothing from another is
+    /// loaded as it is: the driver takes a relocatable object whole, and its linker's first
+    /// use in a process costs about 2 ms (measured on an H200), most of a native first launch.
+    pub(crate) fn link(&self, objects: &[&Code], _flags: &str) -> Result<Module, Failure> {
         const LOG: usize = 64 << 10;
         let fail = |error: Error, log: &[u8]| Failure {
             error: error.to_string(),
@@ -337,6 +379,11 @@ impl Device {
                 .to_string(),
             bad_options: false,
         };
+        if let [only] = objects {
+            if only.complete {
+                return self.module(only.bytes.to_vec()).map_err(|e| fail(e, &[]));
+            }
+        }
         self.context.bind().map_err(|e| fail(e, &[]))?;
         let mut error_log = vec![0u8; LOG];
         let mut options = [
@@ -346,7 +393,8 @@ impl Device {
         let mut values = [error_log.as_mut_ptr().cast::<c_void>(), LOG as *mut c_void];
         let mut state = ptr::null_mut();
         // SAFETY: the option values are a buffer of LOG bytes and its size, alive until the
-        // state is destroyed below; each PTX is NUL-terminated and outlives the link.
+        // state is destroyed below; each PTX is NUL-terminated, and each object outlives the
+        // link.
         unsafe {
             check(
                 "cuLinkCreate",
@@ -359,15 +407,15 @@ impl Device {
             )
             .map_err(|e| fail(e, &[]))?;
             let linked = (|| {
-                for (i, ptx) in objects.iter().enumerate() {
+                for (i, code) in objects.iter().enumerate() {
                     let name = format!("image{i}\0");
                     check(
                         "cuLinkAddData",
                         sys::cuLinkAddData_v2(
                             state,
-                            sys::CUjitInputType::CU_JIT_INPUT_PTX,
-                            ptx.0.as_ptr() as *mut c_void,
-                            ptx.0.len(),
+                            code.input,
+                            code.bytes.as_ptr() as *mut c_void,
+                            code.bytes.len(),
                             name.as_ptr().cast(),
                             0,
                             ptr::null_mut(),
@@ -487,8 +535,14 @@ fn spec_variable<'l>(line: &'l str, name: &str) -> Option<(&'l str, usize)> {
     Some((&line[..line.find(" = ").or_else(|| line.find(';'))?], size))
 }
 
-/// An image's PTX, NUL-terminated.
-pub(crate) struct Ptx(Arc<[u8]>);
+/// An image's code as the driver's linker takes it: PTX (NUL-terminated), or a native
+/// relocatable object.
+pub(crate) struct Code {
+    input: sys::CUjitInputType,
+    bytes: Arc<[u8]>,
+    /// A native object with no undefined symbol of ours: loadable without a link.
+    complete: bool,
+}
 
 /// A loaded module: the linked program.
 pub(crate) struct Module(Arc<Loaded>);

@@ -157,6 +157,7 @@ mod tests {
                 links_images: true,
                 target: Some(Target::Ptx64),
                 fma: true,
+                compute_capability: Some((9, 0)),
             },
             limits,
         }

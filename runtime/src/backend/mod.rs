@@ -216,7 +216,7 @@ pub(crate) enum Device {
 /// One image compiled for the device, ready to link.
 pub(crate) enum Object {
     OpenCl(opencl::Program),
-    Cuda(cuda::Ptx),
+    Cuda(cuda::Code),
 }
 
 /// A specialization constant's value for one image: by `SpecId` in SPIR-V, by name in PTX
@@ -338,14 +338,13 @@ impl Device {
         }
     }
 
-    /// An object compiled ahead of time for this device (an OpenCL program binary).
-    pub(crate) fn load_object(&self, binary: &[u8]) -> Result<Object, Failure> {
+    /// An object compiled ahead of time for this device: an OpenCL program binary, or a
+    /// native NVIDIA image (a relocatable SASS object) with the specialization values written
+    /// into it. An OpenCL binary takes none: only an image's SPIR-V form is specialized.
+    pub(crate) fn load_object(&self, binary: &[u8], spec: &[SpecValue]) -> Result<Object, Failure> {
         match self {
             Device::OpenCl(d) => d.load_object(binary).map(Object::OpenCl),
-            Device::Cuda(_) => Err(Failure::unsupported(
-                "loading an ahead-of-time object",
-                "the CUDA backend links PTX; it has no ahead-of-time objects",
-            )),
+            Device::Cuda(d) => d.load_object(binary, spec).map(Object::Cuda),
         }
     }
 
@@ -382,7 +381,8 @@ impl Device {
                 d.link(&objects, flags).map(Program::OpenCl)
             }
             Device::Cuda(d) => {
-                let objects: Vec<&cuda::Ptx> = objects.iter().filter_map(|o| o.as_cuda()).collect();
+                let objects: Vec<&cuda::Code> =
+                    objects.iter().filter_map(|o| o.as_cuda()).collect();
                 d.link(&objects, flags).map(Program::Cuda)
             }
         }
@@ -423,13 +423,13 @@ impl Device {
 
 impl Object {
     /// The object as its driver stores it, for [`Device::load_object`] to take back: an OpenCL
-    /// program binary. A PTX object has none (what CUDA stores is a linked program's cubin,
-    /// [`Program::binary`]).
+    /// program binary. A CUDA object has none apart from its image (what CUDA stores is a
+    /// linked program's cubin, [`Program::binary`]).
     pub(crate) fn binary(&self) -> Result<Vec<u8>, Error> {
         match self {
             Object::OpenCl(p) => p.binary(),
             Object::Cuda(_) => Err(Error::InvalidArgument(
-                "a PTX object has no binary apart from its image's text".into(),
+                "a CUDA object has no binary apart from its image".into(),
             )),
         }
     }
@@ -441,7 +441,7 @@ impl Object {
         }
     }
 
-    fn as_cuda(&self) -> Option<&cuda::Ptx> {
+    fn as_cuda(&self) -> Option<&cuda::Code> {
         match self {
             Object::Cuda(p) => Some(p),
             Object::OpenCl(_) => None,

@@ -33,11 +33,15 @@ impl Device {
         _ptx: &[u8],
         _spec: &[SpecValue],
         _flags: &str,
-    ) -> Result<Ptx, Failure> {
+    ) -> Result<Code, Failure> {
         match *self {}
     }
 
-    pub(crate) fn link(&self, _objects: &[&Ptx], _flags: &str) -> Result<Module, Failure> {
+    pub(crate) fn load_object(&self, _object: &[u8], _spec: &[SpecValue]) -> Result<Code, Failure> {
+        match *self {}
+    }
+
+    pub(crate) fn link(&self, _objects: &[&Code], _flags: &str) -> Result<Module, Failure> {
         match *self {}
     }
 
@@ -58,8 +62,8 @@ impl Device {
     }
 }
 
-/// An image's PTX, of which this build has none.
-pub(crate) enum Ptx {}
+/// An image's code, of which this build has none.
+pub(crate) enum Code {}
 
 /// A loaded module, of which this build has none.
 pub(crate) enum Module {}

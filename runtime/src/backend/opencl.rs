@@ -1089,6 +1089,7 @@ impl Capabilities {
             fma: info.single_fp_config & CL_FP_FMA != 0
                 || (matches!(target, Some(Target::IntelCpuX86_64 | Target::PoclCpu))
                     && host_has_fma()),
+            compute_capability: None,
         }
     }
 }

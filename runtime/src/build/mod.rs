@@ -50,6 +50,8 @@ pub(crate) struct DeviceState {
     pub caps: Capabilities,
     /// `caps.forms()`, computed once: the linkable form last.
     forms: Vec<Target>,
+    /// `caps.bundle_forms()`, computed once: the forms specialization values can be given to.
+    specializable: Vec<Target>,
     pub device: backend::Device,
     caches: Mutex<Caches>,
 }
@@ -122,6 +124,7 @@ impl DeviceState {
             info,
             identity: found.identity.clone(),
             forms: found.caps.forms(),
+            specializable: found.caps.bundle_forms(),
             caps: found.caps.clone(),
             device,
             caches: Mutex::default(),
@@ -217,13 +220,14 @@ impl DeviceState {
         ForDevice { name: &self.name, caps: &self.caps }
     }
 
-    /// Image forms to try: with specialization constants set, only the linkable form
-    /// (ahead-of-time images cannot be specialized).
+    /// Image forms to try: with specialization constants set, only those the runtime can
+    /// give values to (a GPU's native objects, the linkable form; an OpenCL driver's
+    /// ahead-of-time binaries cannot be specialized).
     pub(crate) fn forms(&self, options: &Options) -> &[Target] {
         if options.spec.0.is_empty() {
             &self.forms
         } else {
-            &self.forms[self.forms.len() - 1..]
+            &self.specializable
         }
     }
 
@@ -374,7 +378,8 @@ impl DeviceState {
                         registry.describe(id),
                         self.name
                     );
-                    self.device.load_object(&image.data).map_err(failed)?
+                    let spec = options.spec.for_image(image);
+                    self.device.load_object(&image.data, &spec).map_err(failed)?
                 }
                 format => {
                     trace!("compile", "{} on {}", registry.describe(id), self.name);

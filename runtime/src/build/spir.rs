@@ -78,6 +78,8 @@ pub(super) fn link_to_spir(
     spec: &SpecValues,
     caps: &Capabilities,
 ) -> Result<Vec<u8>, Error> {
+    // The translator first: without it nothing below is of use (its error names the package).
+    let tool = llvm_spirv()?;
     let mut inputs = Vec::with_capacity(images.len());
     for &id in images {
         let module = sycl_spirv::load(&registry.image(id).data)
@@ -123,7 +125,6 @@ pub(super) fn link_to_spir(
         }
     }
     let spirv = sycl_spirv::assemble(&linked.module);
-    let tool = llvm_spirv()?;
     let dir =
         tempfile::tempdir().map_err(|e| Error::Translate(format!("temporary directory: {e}")))?;
     let (input, output) = (dir.path().join("program.spv"), dir.path().join("program.bc"));
@@ -168,15 +169,17 @@ pub(crate) fn can_translate() -> bool {
     llvm_spirv().is_ok()
 }
 
-/// `$SYCL_LLVM_SPIRV`, or `llvm-spirv-15` on PATH.
+/// `$SYCL_LLVM_SPIRV`, or `llvm-spirv-15` on PATH: the one build tool the runtime runs, for
+/// PoCL (README, "Deployment"); its error names the Debian package.
 fn llvm_spirv() -> Result<PathBuf, Error> {
     if let Some(path) = std::env::var_os("SYCL_LLVM_SPIRV").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(path));
     }
     which::which("llvm-spirv-15").map_err(|_| {
         Error::Translate(
-            "llvm-spirv-15 not found on PATH (Debian package llvm-spirv-15, or set SYCL_LLVM_SPIRV); \
-             it translates SPIR-V for devices without SPIR-V support"
+            "llvm-spirv-15 not found on PATH: a device without SPIR-V (PoCL) needs it at run time, \
+             to translate the programs the runtime links for it; install the Debian package \
+             llvm-spirv-15 (`apt-get install llvm-spirv-15`), or set SYCL_LLVM_SPIRV to the translator"
                 .into(),
         )
     })

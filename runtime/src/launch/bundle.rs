@@ -9,12 +9,16 @@
 //! resolved, kernels ready to launch). [`compile`], [`link`], [`build`] and [`join`] move
 //! between them, as the design's free functions do. Two bundles are equal when they are for the
 //! same device, in the same state, with the same images.
+//!
+//! A bundle's images are of one form, the first the device specializes and links at run time
+//! that has them: a GPU's native objects where the binaries carry them for its architecture,
+//! else its linkable form (SPIR-V, PTX).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use sycl_format::{Image, ImageFormat};
+use sycl_format::{Image, ImageFormat, Target};
 
 use super::queue::{as_bytes, Pod, Queue};
 use crate::backend::{self, Program};
@@ -400,13 +404,23 @@ impl KernelBundle<Executable> {
     }
 }
 
+/// The one image form of a bundle's images on a device: the first of the device's
+/// [`bundle_forms`](crate::backend::Capabilities::bundle_forms) (a GPU's native forms, then its
+/// linkable form: SPIR-V, PTX) in which `wanted` finds what it looks for.
+fn bundle_form(queue: &Queue, wanted: impl Fn(Target) -> bool) -> Target {
+    let caps = &queue.state().caps;
+    caps.bundle_forms().into_iter().find(|&form| wanted(form)).unwrap_or_else(|| caps.linkable())
+}
+
+fn is_of(registry: &Registry, id: ImageId, form: Target) -> bool {
+    registry.image(id).format == form.format() && registry.image(id).target == form
+}
+
 fn input(queue: &Queue, registry: Arc<Registry>, mut images: Vec<ImageId>) -> KernelBundle<Input> {
-    // Only the device's linkable form (SPIR-V, PTX): bundles are compiled and linked for their
-    // device at run time.
-    let linkable = queue.state().caps.linkable();
-    images.retain(|&id| {
-        registry.image(id).format == linkable.format() && registry.image(id).target == linkable
-    });
+    // Only one form the device compiles, specializes and links at run time: bundles are
+    // compiled and linked for their device at run time.
+    let form = bundle_form(queue, |form| images.iter().any(|&id| is_of(&registry, id, form)));
+    images.retain(|&id| is_of(&registry, id, form));
     images.sort();
     images.dedup();
     bundle(Inner {
@@ -441,10 +455,12 @@ pub fn get_kernel_bundle_for(
 ) -> Result<KernelBundle<Input>, Error> {
     let registry = runtime().registry();
     let device = queue.state();
-    let linkable = device.caps.linkable();
+    let form = bundle_form(queue, |form| {
+        kernels.iter().all(|kernel| !registry.kernel_images(form, kernel).is_empty())
+    });
     let mut images = Vec::new();
     for kernel in kernels {
-        let found = registry.kernel_images(linkable, kernel);
+        let found = registry.kernel_images(form, kernel);
         if found.is_empty() {
             return Err(resolve::not_found(&registry, kernel, device.for_device()));
         }
@@ -504,18 +520,25 @@ pub fn link(
         ));
     }
     let registry = first.inner.registry.clone();
-    let linkable = device.caps.linkable();
     let mut images: Vec<ImageId> =
         objects.iter().flat_map(|o| o.inner.images.iter().copied()).collect();
     images.sort();
     images.dedup();
-    if images.is_empty() {
+    let Some(&any) = images.first() else {
         return Err(Error::InvalidObject("link of empty bundles".into()));
+    };
+    let form = Target::from_name(&registry.image(any).target).unwrap_or(device.caps.linkable());
+    if !images.iter().all(|&id| is_of(&registry, id, form)) {
+        return Err(Error::InvalidObject(
+            "link of bundles of different image forms (native code and PTX): make them all \
+             from the same binaries"
+                .into(),
+        ));
     }
 
     // Every import resolved within the bundle first, then against the loaded libraries'
     // exports, by the one resolver launches use (sets, strict mode, the checks).
-    let plan = resolve::plan_bundle(&registry, &images, linkable, device.for_device())?;
+    let plan = resolve::plan_bundle(&registry, &images, form, device.for_device())?;
     let flags = [first.inner.flags.clone(), flags_of(properties)].join(" ").trim().to_string();
     let options =
         Options { flags: flags.clone(), spec: spec.without_defaults(&registry, plan.images()) };

@@ -1,6 +1,7 @@
-//! The PTX twin swap: `sycl-ld` makes, beside a `ptx64` kernel image whose imports shared
-//! libraries on its link line export, a `ptx64+inlined` twin with those providers compiled in,
-//! recording each provider's hash (`SYCL/inlined imports`). A plan takes the twin instead of
+//! The twin swap: `sycl-ld` makes, beside a `ptx64` (or native `nvidia_gpu_sm_XX`) kernel
+//! image whose imports shared libraries on its link line export, a `ptx64+inlined` (or
+//! `nvidia_gpu_sm_XX+inlined`) twin with those providers compiled in, recording each
+//! provider's hash (`SYCL/inlined imports`, of the provider's image of the same form). A plan takes the twin instead of
 //! the kernel's image and those providers only when resolution picked exactly the images the
 //! twin compiled in, so `LD_PRELOAD`, `dlopen` and `RTLD_LOCAL` keep their meaning.
 
@@ -9,20 +10,19 @@ use sycl_format::{PropertyValue, Target};
 use crate::registry::{ImageId, Registry};
 use crate::trace::trace;
 
-/// `images` (of a PTX plan for `kernel`, the kernel's image first) with the kernel's twin from
-/// the same binary in place of its image and of the providers the twin compiled in, when
-/// resolution picked exactly those (by hash); otherwise `None`. Providers that the rest of
-/// the plan still imports from stay.
+/// `images` (of a plan for `kernel` whose form has twins of form `twin_target`, the kernel's
+/// image first) with the kernel's twin from the same binary in place of its image and of the
+/// providers the twin compiled in, when resolution picked exactly those (by hash); otherwise
+/// `None`. Providers that the rest of the plan still imports from stay.
 pub(super) fn swap_in_twin(
     registry: &Registry,
     kernel: &str,
     images: &[ImageId],
+    twin_target: Target,
 ) -> Option<(Target, Vec<ImageId>)> {
     let (&root, rest) = images.split_first()?;
-    let &twin = registry
-        .kernel_images(Target::Ptx64Inlined, kernel)
-        .iter()
-        .find(|t| t.binary == root.binary)?;
+    let &twin =
+        registry.kernel_images(twin_target, kernel).iter().find(|t| t.binary == root.binary)?;
     let recorded = registry.image(twin).property_set(sycl_format::sets::INLINED_IMPORTS)?;
     let exports =
         |id: ImageId, symbol: &str| registry.image(id).exported_symbols().any(|e| e == symbol);
@@ -58,5 +58,5 @@ pub(super) fn swap_in_twin(
     trace!("inline", "{kernel}: {} has {} compiled in", registry.describe(twin), names.join(" + "));
     let mut swapped = vec![twin];
     swapped.extend(rest.iter().copied().filter(|&id| !inlined.contains(&id) || still_imported(id)));
-    Some((Target::Ptx64Inlined, swapped))
+    Some((twin_target, swapped))
 }

@@ -11,8 +11,8 @@
 //! 3. the checks: every image against the device's capabilities (optional kernel features:
 //!    the aspect, sub-group or work-group size, fixed target it needs), call cycles across the
 //!    images (`cycles`), and that every import of every image is exported by one of them;
-//! 4. for a kernel's PTX, the twin with its imports compiled in, when resolution picked
-//!    exactly what it compiled in (`inline`).
+//! 4. for a kernel's GPU image (PTX or native), the twin with its imports compiled in, when
+//!    resolution picked exactly what it compiled in (`inline`).
 //!
 //! A plan is only made complete: nothing incomplete is ever handed to `build`.
 
@@ -122,10 +122,9 @@ pub(crate) fn plan_kernel(
         match collect::collect(registry, target, subject, &[root], &can_run) {
             Ok(images) => {
                 check(registry, subject, device, target, &images)?;
-                let twin = match target.format() {
-                    ImageFormat::Ptx => inline::swap_in_twin(registry, kernel, &images),
-                    _ => None,
-                };
+                let twin = target
+                    .inlined()
+                    .and_then(|twin| inline::swap_in_twin(registry, kernel, &images, twin));
                 let (target, images) = twin.unwrap_or((target, images));
                 return Ok(Plan { target, images });
             }

@@ -19,6 +19,7 @@ fn caps(aspects: &[&str]) -> Capabilities {
         links_images: true,
         target: None,
         fma: true,
+        compute_capability: None,
     }
 }
 

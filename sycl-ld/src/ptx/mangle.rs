@@ -278,6 +278,18 @@ impl Type {
         }
     }
 
+    /// The type with builtin type `from` made `to` wherever it is (`PU3AS1KDv4_Dh` →
+    /// `PU3AS1KDv4_t`).
+    pub(crate) fn with_builtin(&self, from: &str, to: &str) -> Type {
+        match self {
+            Type::Builtin(code) if code == from => Type::Builtin(to.to_string()),
+            Type::Builtin(_) | Type::Named(_) => self.clone(),
+            Type::Vector(n, e) => Type::Vector(*n, Box::new(e.with_builtin(from, to))),
+            Type::Pointer(k, p) => Type::Pointer(*k, Box::new(p.with_builtin(from, to))),
+            Type::Qualified(q, t) => Type::Qualified(q.clone(), Box::new(t.with_builtin(from, to))),
+        }
+    }
+
     /// The type under qualifiers and pointers: `PU3AS1Vi` → `i`.
     pub(crate) fn innermost(&self) -> &Type {
         match self {

@@ -14,13 +14,18 @@
 //! | `atomic_*`, `atom_*` | 32-bit global and local only | `atomicrmw`/`cmpxchg` on any address space (generic: what OpenCL 2.0's `atomic_*_explicit` come back as), 32 and 64 bits |
 //! | `work_group_all`, `any`, `broadcast`, `reduce_*`, `scan_*` | missing | through a shared scratch array, between barriers |
 //! | sub-groups: `get_sub_group_*`, `get_num_sub_groups`, `sub_group_all`, `any`, `broadcast`, `reduce_*`, `scan_*`, `sub_group_barrier` | missing | CUDA's warps: sub-groups of 32 in linear local-id order, through `shfl.sync`, `vote.sync` and `bar.warp.sync` |
-//! | builtins on `half` and its vectors (`mad`, `sqrt`, `fmax`, `isnan`, `select`, `work_group_reduce_add`, …) | missing (only `vload_half`/`vstore_half` are there) | through the float twin: [`half_twin`] |
+//! | builtins on `half` and its vectors (`sqrt`, `fmax`, `isnan`, `fract(half, half *)`, `nan(ushort)`, `convert_int_sat_rtz(half)`, `work_group_reduce_add`, …) | missing (only `vload_half`/`vstore_half` are there) | through the float twin: [`half_twin`] |
+//! | `fma`, `mad` on half | missing | `llvm.fma`, `llvm.fmuladd` on half: `fma.rn.f16` |
+//! | `vloadN`, `vstoreN` of half vectors; `async_work_group_copy`, `prefetch` of half | missing | a load or store of the vector; the same builtin on `ushort` |
+//! | `convert_halfN{_rte,_rtz,_rtp,_rtn}` from any type | missing | LLVM's conversions; PTX's `cvt.rz`, `cvt.rp`, `cvt.rm` |
+//! | `select`, `bitselect`, `isnormal`, `nextafter` on half | missing | on the halves' bits: [`HalfBits`] |
 //!
 //! Plain half arithmetic, comparisons and conversions are LLVM instructions, which NVPTX
 //! compiles natively from sm_53 on (`add.rn.f16`, `mul.rn.f16x2`, `setp.lt.f16`, `cvt`).
-//! What is not here and not in libclc (`printf`, half builtins with pointer parameters such as
-//! `fract(half, half *)`, conversions `convert_*` from half, Intel's sub-group shuffles) stays
-//! an undefined function, which `super::compile` reports as a builtin the target lacks.
+//! What is not here and not in libclc (`printf`, Intel's sub-group shuffles, bf16, which
+//! clang-15's OpenCL C does not have) stays an undefined function, which `super::compile`
+//! reports as a builtin the target lacks. `fixtures/half-app` runs every OpenCL C builtin on
+//! half against host references.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -78,6 +83,13 @@ struct Module {
 }
 
 impl Module {
+    /// A function, from its header and body.
+    fn add(&mut self, header: &str, body: Body) {
+        self.functions.push_str(header);
+        self.functions.push_str(&body.text);
+        self.functions.push_str("}\n\n");
+    }
+
     fn declare(&mut self, declaration: &str) {
         self.declarations.insert(declaration.to_string());
     }
@@ -148,7 +160,46 @@ enum Builtin {
     WorkGroup(Collective),
     SubGroup(SubGroup),
     /// A builtin on half through its float twin (see [`half_twin`]).
-    Half(Declaration),
+    Half(Twin),
+    /// `vloadN`/`vstoreN` of half vectors: one load or store of `n` halves, aligned as a half.
+    HalfVector {
+        store: bool,
+        n: u32,
+    },
+    /// `fma` and `mad` on half: LLVM's `fma` and `fmuladd` on half, which NVPTX compiles to
+    /// `fma.rn.f16` (`f16x2` on pairs), rounding once as `fma` must.
+    HalfFma {
+        intrinsic: &'static str,
+    },
+    /// What is about a half's bits rather than its value (which its float twin would get
+    /// wrong or change): see [`HalfBits`].
+    HalfBits(HalfBits),
+    /// `convert_halfN` and `convert_halfN_rte`, `_rtz`, `_rtp`, `_rtn` from any type (its
+    /// builtin type code): LLVM's conversions (rounding to nearest even), or PTX's `cvt` with
+    /// the rounding mode.
+    ToHalf {
+        from: String,
+        rounding: Option<&'static str>,
+    },
+}
+
+/// Builtins on half defined on its bits: `select` and `bitselect` (which keep every value as
+/// it is, NaNs too), `isnormal` (a subnormal half is a normal float) and `nextafter` (the next
+/// float rounds back to the half it came from).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum HalfBits {
+    Select,
+    Bitselect,
+    IsNormal,
+    NextAfter,
+}
+
+/// The float twin of a builtin on half, and for each parameter that points to where the
+/// builtin writes a second result (`fract(half, half *)`), the IR type it points to (`half`,
+/// `<4 x i32>`).
+struct Twin {
+    decl: Declaration,
+    pointees: Vec<Option<String>>,
 }
 
 /// A work-group or sub-group function over values.
@@ -203,8 +254,8 @@ impl Builtin {
             return Some(Builtin::SubGroup(SubGroup::Barrier));
         }
         let name = mangle::demangle(&decl.name)?;
-        if let Some(twin) = half_twin(decl, &name) {
-            return Some(Builtin::Half(twin));
+        if let Some(builtin) = half_builtin(decl, &name) {
+            return Some(builtin);
         }
         let first = name.params.first();
         let scalar = first.and_then(Type::scalar_code);
@@ -273,8 +324,10 @@ impl Builtin {
     fn convergent(&self) -> bool {
         match self {
             Builtin::WorkGroup(_) | Builtin::SubGroup(_) => true,
-            Builtin::Half(twin) => mangle::demangle(&twin.name).is_some_and(|n| {
-                n.base.starts_with("work_group_") || n.base.starts_with("sub_group_")
+            Builtin::Half(twin) => mangle::demangle(&twin.decl.name).is_some_and(|n| {
+                ["work_group_", "sub_group_", "async_work_group_"]
+                    .iter()
+                    .any(|group| n.base.starts_with(group))
             }),
             _ => false,
         }
@@ -353,7 +406,7 @@ impl Builtin {
                 m.sub_group_helpers();
                 sub_group(*function, &scalar_code(decl), decl, &mut b, m);
             }
-            Builtin::Half(twin) => {
+            Builtin::Half(Twin { decl: twin, pointees }) => {
                 // The twin is ours (a float collective, `native_sin`, …) or libclc's.
                 let callee = match Builtin::of(twin) {
                     Some(builtin) => {
@@ -370,13 +423,24 @@ impl Builtin {
                         twin.name.clone()
                     }
                 };
+                // A second result goes to a private temporary of the twin's type, then
+                // (narrowed) where the builtin's pointer points.
+                let mut written = Vec::new();
                 let args: Vec<String> = decl
                     .params
                     .iter()
                     .zip(&twin.params)
+                    .zip(pointees)
                     .enumerate()
-                    .map(|(i, (ty, wide))| {
+                    .map(|(i, ((ty, wide), pointee))| {
                         let arg = format!("%a{i}");
+                        if let Some(narrow) = pointee {
+                            let temp_ty = ir_widened(narrow, "half", "float")
+                                .unwrap_or_else(|| narrow.clone());
+                            let temp = b.inst(&format!("alloca {temp_ty}"));
+                            written.push((arg, ty, temp.clone(), temp_ty, narrow));
+                            return format!("{wide} {temp}");
+                        }
                         let v = match (ty == wide, ty.contains("half")) {
                             (true, _) => arg,
                             (false, true) => b.inst(&format!("fpext {ty} {arg} to {wide}")),
@@ -385,18 +449,169 @@ impl Builtin {
                         format!("{wide} {v}")
                     })
                     .collect();
-                let v = b.inst(&format!("call {} @{callee}({})", twin.ret, args.join(", ")));
-                let v = match (*ret == twin.ret, ret.contains("half")) {
+                let call = format!("call {} @{callee}({})", twin.ret, args.join(", "));
+                if twin.ret == "void" {
+                    b.line(&call);
+                    b.line("ret void");
+                    return m.add(&header, b);
+                }
+                let v = b.inst(&call);
+                for (pointer, pointer_ty, temp, temp_ty, narrow) in written {
+                    let w = b.inst(&format!("load {temp_ty}, ptr {temp}"));
+                    let w = match temp_ty == *narrow {
+                        true => w,
+                        false => b.inst(&format!("fptrunc {temp_ty} {w} to {narrow}")),
+                    };
+                    b.line(&format!("store {narrow} {w}, {pointer_ty} {pointer}"));
+                }
+                let mut v = match (*ret == twin.ret, ret.contains("half")) {
                     (true, _) => v,
                     (false, true) => b.inst(&format!("fptrunc {} {v} to {ret}", twin.ret)),
                     (false, false) => b.inst(&format!("trunc {} {v} to {ret}", twin.ret)),
                 };
+                if mangle::demangle(&decl.name).is_some_and(|n| n.base == "fract") {
+                    // fract's float result below 1 can round to 1 in half: the largest half
+                    // below 1 (0x1.ffcp-1) instead, as OpenCL has it (NaN stays NaN).
+                    let below_one = splat(ret, "half", "0xH3BFF");
+                    let above = b.inst(&format!("fcmp ogt {ret} {v}, {below_one}"));
+                    v = b.inst(&format!(
+                        "select {} {above}, {ret} {below_one}, {ret} {v}",
+                        ret.replace("half", "i1")
+                    ));
+                }
+                b.line(&format!("ret {ret} {v}"));
+            }
+            Builtin::HalfVector { store, n } => {
+                let (value, offset, pointer) = match store {
+                    true => (decl.params[0].as_str(), "%a1", &decl.params[2]),
+                    false => (ret.as_str(), "%a0", &decl.params[1]),
+                };
+                let index = b.inst(&format!("mul i64 {offset}, {n}"));
+                let p = b.inst(&format!(
+                    "getelementptr half, {pointer} %a{}, i64 {index}",
+                    if *store { 2 } else { 1 }
+                ));
+                if *store {
+                    b.line(&format!("store {value} %a0, {pointer} {p}, align 2"));
+                    b.line("ret void");
+                } else {
+                    let v = b.inst(&format!("load {value}, {pointer} {p}, align 2"));
+                    b.line(&format!("ret {ret} {v}"));
+                }
+            }
+            Builtin::HalfBits(op) => half_bits(*op, decl, &mut b),
+            Builtin::HalfFma { intrinsic } => {
+                let suffix = match vector_type(ret) {
+                    Some((n, _)) => format!("v{n}f16"),
+                    None => "f16".to_string(),
+                };
+                m.declare(&format!(
+                    "declare {ret} @llvm.{intrinsic}.{suffix}({ret}, {ret}, {ret})"
+                ));
+                let v = b.inst(&format!(
+                    "call {ret} @llvm.{intrinsic}.{suffix}({ret} %a0, {ret} %a1, {ret} %a2)"
+                ));
+                b.line(&format!("ret {ret} {v}"));
+            }
+            Builtin::ToHalf { from, rounding } => {
+                let source = &decl.params[0];
+                let v = match rounding {
+                    None => match conversion_to_half(from) {
+                        Some(op) => b.inst(&format!("{op} {source} %a0 to {ret}")),
+                        None => "%a0".to_string(),
+                    },
+                    Some(mode) => {
+                        let lanes = vector_type(ret).map(|(n, _)| n);
+                        let element = |ty: &str| {
+                            vector_type(ty).map_or(ty.to_string(), |(_, e)| e.to_string())
+                        };
+                        let source_element = element(source);
+                        let mut acc = "poison".to_string();
+                        for lane in 0..lanes.unwrap_or(1) {
+                            let x = match lanes {
+                                Some(_) => {
+                                    b.inst(&format!("extractelement {source} %a0, i32 {lane}"))
+                                }
+                                None => "%a0".to_string(),
+                            };
+                            let h = rounded_to_half(&mut b, from, &source_element, &x, mode);
+                            if lanes.is_none() {
+                                acc = h;
+                            } else {
+                                acc = b.inst(&format!(
+                                    "insertelement {ret} {acc}, half {h}, i32 {lane}"
+                                ));
+                            }
+                        }
+                        acc
+                    }
+                };
                 b.line(&format!("ret {ret} {v}"));
             }
         }
-        m.functions.push_str(&header);
-        m.functions.push_str(&b.text);
-        m.functions.push_str("}\n\n");
+        m.add(&header, b);
+    }
+}
+
+/// The builtins on half that libclc lacks, as we define them: vector loads and stores,
+/// conversions to half, and the rest through their float twins.
+fn half_builtin(decl: &Declaration, name: &mangle::Name) -> Option<Builtin> {
+    let base = name.base.as_str();
+    let first = name.params.first()?;
+    let vector = |prefix: &str| {
+        let n = base.strip_prefix(prefix)?;
+        let n: u32 = n.parse().ok()?;
+        [2, 3, 4, 8, 16].contains(&n).then_some(n)
+    };
+    if let Some(n) = vector("vload") {
+        let half =
+            matches!(name.params.as_slice(), [_, p] if p.innermost().scalar_code() == Some("Dh"));
+        return half.then_some(Builtin::HalfVector { store: false, n });
+    }
+    if let Some(n) = vector("vstore") {
+        return (first.scalar_code() == Some("Dh"))
+            .then_some(Builtin::HalfVector { store: true, n });
+    }
+    if matches!(base, "async_work_group_copy" | "async_work_group_strided_copy" | "prefetch") {
+        // Copies move bits: the same builtin on ushort, the same IR.
+        let params: Vec<Type> = name.params.iter().map(|p| p.with_builtin("Dh", "t")).collect();
+        if params == name.params {
+            return None;
+        }
+        let twin = mangle::Name { base: base.to_string(), params };
+        let decl = Declaration { name: mangle::mangle(&twin), ..decl.clone() };
+        let pointees = vec![None; decl.params.len()];
+        return Some(Builtin::Half(Twin { decl, pointees }));
+    }
+    let all_half = name.params.iter().all(|p| p.scalar_code() == Some("Dh"));
+    if matches!(base, "fma" | "mad") && all_half && name.params.len() == 3 {
+        let intrinsic = if base == "fma" { "fma" } else { "fmuladd" };
+        return Some(Builtin::HalfFma { intrinsic });
+    }
+    let bits = match base {
+        "select" => Some(HalfBits::Select),
+        "bitselect" => Some(HalfBits::Bitselect),
+        "isnormal" => Some(HalfBits::IsNormal),
+        "nextafter" => Some(HalfBits::NextAfter),
+        _ => None,
+    };
+    if let Some(bits) = bits {
+        return (first.scalar_code() == Some("Dh")).then_some(Builtin::HalfBits(bits));
+    }
+    if let Some(rest) = base.strip_prefix("convert_half") {
+        let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+        let rounding = match rest {
+            "" | "_rte" => None,
+            "_rtz" => Some("rz"),
+            "_rtp" => Some("rp"),
+            "_rtn" => Some("rm"),
+            _ => return None,
+        };
+        let from = first.scalar_code()?.to_string();
+        (name.params.len() == 1 && conversion_code(&from).is_some())
+            .then_some(Builtin::ToHalf { from, rounding })
+    } else {
+        half_twin(decl, name).map(Builtin::Half)
     }
 }
 
@@ -409,16 +624,26 @@ impl Builtin {
 /// accuracy for every builtin (the float result is as accurate or more, relative to half's
 /// ulp).
 ///
-/// A builtin qualifies if it has a half parameter, its other parameters are integers, and its
-/// result is half-typed or an integer (`ldexp(half, int)`, `isnan(half)`, `select(half2,
-/// half2, short2)`, `work_group_broadcast(half, size_t)`). Where a half builtin's integer types
-/// follow the element size, the float twin's are 32-bit: `short`/`ushort` parameters (the
-/// mask of `select` and `shuffle`) are sign-extended to `int`/`uint` (keeping a set top bit
-/// set), and a `shortn` result (the relational functions on half vectors: 0 or -1) is the
-/// `intn` result truncated. Conversions (`convert_short_sat(half)`, whose result size
-/// does not follow) and builtins with pointers (`fract(half, half *)`) do not qualify.
-fn half_twin(decl: &Declaration, name: &mangle::Name) -> Option<Declaration> {
-    if name.base.starts_with("convert_") || decl.params.len() != name.params.len() {
+/// A builtin qualifies if it has a half parameter (or, as `nan(ushort)`, a half result), its
+/// other parameters are integers or pointers where it writes a second result, and its result
+/// is half-typed or an integer (`ldexp(half, int)`, `isnan(half)`, `select(half2, half2,
+/// short2)`, `work_group_broadcast(half, size_t)`, `frexp(half4, int4 *)`). Where a half
+/// builtin's integer types follow the element size, the float twin's are 32-bit:
+/// `short`/`ushort` parameters (the mask of `select` and `shuffle`) are sign-extended to
+/// `int`/`uint` (keeping a set top bit set), and a `shortn` result (the relational functions
+/// on half vectors: 0 or -1) is the `intn` result truncated. A pointer parameter (to half or
+/// int, in any address space: `fract(half, global half *)`, `remquo(half4, half4, int4 *)`) is
+/// a private pointer to a temporary of the twin's type (`float`, `int4`) in the twin, whose
+/// value is then narrowed and stored where the builtin's points. A conversion from half
+/// (`convert_short_sat_rtz(half4)`) calls the same conversion from float (the widening is
+/// exact) and keeps its result type. Vector loads and stores (`vload4(size_t, const half *)`)
+/// do not qualify: [`half_builtin`] defines them.
+fn half_twin(decl: &Declaration, name: &mangle::Name) -> Option<Twin> {
+    let conversion = name.base.starts_with("convert_");
+    if name.base.starts_with("vload")
+        || name.base.starts_with("vstore")
+        || decl.params.len() != name.params.len()
+    {
         return None;
     }
     let widen = |ty: &Type, code: &str, wide: &str| match ty {
@@ -428,34 +653,202 @@ fn half_twin(decl: &Declaration, name: &mangle::Name) -> Option<Declaration> {
         }
         _ => None,
     };
+    let integer = |ty: &Type| {
+        matches!(ty, Type::Builtin(_) | Type::Vector(..))
+            && matches!(ty.scalar_code(), Some("i" | "j" | "l" | "m"))
+    };
     let mut params = Vec::new();
     let mut ir_params = Vec::new();
+    let mut pointees = Vec::new();
+    let mut half = false;
     for (ty, ir) in name.params.iter().zip(&decl.params) {
+        let mut pointee = None;
         let (wide, ir) = if let Some(wide) = widen(ty, "Dh", "f") {
+            half = true;
             (wide, ir_widened(ir, "half", "float")?)
         } else if let Some(wide) = widen(ty, "s", "i").or_else(|| widen(ty, "t", "j")) {
             (wide, ir_widened(ir, "i16", "i32")?)
-        } else if matches!(ty, Type::Builtin(_) | Type::Vector(..))
-            && matches!(ty.scalar_code(), Some("i" | "j" | "l" | "m"))
-        {
+        } else if integer(ty) {
             (ty.clone(), ir.clone())
+        } else if let Type::Pointer('P', to) = ty {
+            // A pointer where the builtin writes: no `const`, no `volatile`.
+            let to = match to.as_ref() {
+                Type::Qualified(qualifiers, to) => {
+                    let address_space_only = qualifiers
+                        .iter()
+                        .all(|q| matches!(q, mangle::Qualifier::Vendor(v) if v.starts_with("AS")));
+                    address_space_only.then_some(to.as_ref())?
+                }
+                to => to,
+            };
+            let wide = match widen(to, "Dh", "f") {
+                Some(wide) => {
+                    half = true;
+                    wide
+                }
+                None if integer(to) && to.scalar_code() == Some("i") => to.clone(),
+                None => return None,
+            };
+            pointee = Some(ir_type(to)?);
+            (Type::Pointer('P', Box::new(wide)), "ptr".to_string())
         } else {
             return None;
         };
         params.push(wide);
         ir_params.push(ir);
+        pointees.push(pointee);
     }
-    if !name.params.iter().any(|p| p.scalar_code() == Some("Dh")) {
+    let half_result = ir_widened(&decl.ret, "half", "float");
+    if !half && (half_result.is_none() || conversion) {
         return None;
     }
-    let ret = ir_widened(&decl.ret, "half", "float")
-        .or_else(|| ir_widened(&decl.ret, "i16", "i32").filter(|r| r.starts_with('<')))
-        .or_else(|| {
+    let ret = if conversion {
+        decl.ret.clone()
+    } else {
+        half_result
+            .or_else(|| ir_widened(&decl.ret, "i16", "i32").filter(|r| r.starts_with('<')))
+            .or_else(|| {
             let element = vector_type(&decl.ret).map_or(decl.ret.as_str(), |(_, e)| e);
             matches!(element, "i32" | "i64").then(|| decl.ret.clone())
-        })?;
+        })?
+    };
     let twin = mangle::Name { base: name.base.clone(), params };
-    Some(Declaration { name: mangle::mangle(&twin), ret, params: ir_params })
+    Some(Twin {
+        decl: Declaration { name: mangle::mangle(&twin), ret, params: ir_params },
+        pointees,
+    })
+}
+
+/// The body of a builtin on half's bits (scalars or vectors alike: the instructions are
+/// elementwise).
+fn half_bits(op: HalfBits, decl: &Declaration, b: &mut Body) {
+    let half = decl.params[0].as_str();
+    let bits = half.replace("half", "i16");
+    let flags = half.replace("half", "i1");
+    let all = |value: &str| splat(half, "i16", value);
+    let a = b.inst(&format!("bitcast {half} %a0 to {bits}"));
+    let v = match op {
+        HalfBits::Select => {
+            // A vector's lane takes the second where its mask's top bit is set, a scalar
+            // where its mask is not 0.
+            let mask = &decl.params[2];
+            let take = match vector_type(half) {
+                Some(_) => b.inst(&format!("icmp slt {mask} %a2, zeroinitializer")),
+                None => b.inst(&format!("icmp ne {mask} %a2, 0")),
+            };
+            b.inst(&format!("select {flags} {take}, {half} %a1, {half} %a0"))
+        }
+        HalfBits::Bitselect => {
+            // a ^ ((a ^ b) & c): b's bits where c's are set, a's elsewhere.
+            let [y, mask] = [1, 2].map(|i| b.inst(&format!("bitcast {half} %a{i} to {bits}")));
+            let differ = b.inst(&format!("xor {bits} {a}, {y}"));
+            let taken = b.inst(&format!("and {bits} {differ}, {mask}"));
+            let v = b.inst(&format!("xor {bits} {a}, {taken}"));
+            b.inst(&format!("bitcast {bits} {v} to {half}"))
+        }
+        HalfBits::IsNormal => {
+            // An exponent neither 0 (zeros, subnormals) nor 31 (infinities, NaNs).
+            let exponent = b.inst(&format!("and {bits} {a}, {}", all("31744")));
+            let low = b.inst(&format!("icmp ne {bits} {exponent}, zeroinitializer"));
+            let high = b.inst(&format!("icmp ne {bits} {exponent}, {}", all("31744")));
+            let normal = b.inst(&format!("and {flags} {low}, {high}"));
+            // 1 for a scalar, -1 (every bit set) for a vector's lane, as the twin has it.
+            let extend = if vector_type(half).is_some() { "sext" } else { "zext" };
+            b.inst(&format!("{extend} {flags} {normal} to {}", decl.ret))
+        }
+        HalfBits::NextAfter => {
+            // One step of the bits away from zero where x moves away from it, toward zero
+            // otherwise; from a zero, the smallest subnormal of y's sign; y where x == y;
+            // a NaN where either is.
+            let y = b.inst(&format!("bitcast {half} %a1 to {bits}"));
+            let up = b.inst(&format!("fcmp olt {half} %a0, %a1"));
+            let negative = b.inst(&format!("icmp slt {bits} {a}, zeroinitializer"));
+            let away = b.inst(&format!("xor {flags} {up}, {negative}"));
+            let plus = b.inst(&format!("add {bits} {a}, {}", all("1")));
+            let minus = b.inst(&format!("sub {bits} {a}, {}", all("1")));
+            let step = b.inst(&format!("select {flags} {away}, {bits} {plus}, {bits} {minus}"));
+            let sign = b.inst(&format!("and {bits} {y}, {}", all("-32768")));
+            let tiny = b.inst(&format!("or {bits} {sign}, {}", all("1")));
+            let zero = b.inst(&format!("fcmp oeq {half} %a0, zeroinitializer"));
+            let v = b.inst(&format!("select {flags} {zero}, {bits} {tiny}, {bits} {step}"));
+            let equal = b.inst(&format!("fcmp oeq {half} %a0, %a1"));
+            let v = b.inst(&format!("select {flags} {equal}, {bits} {y}, {bits} {v}"));
+            let v = b.inst(&format!("bitcast {bits} {v} to {half}"));
+            let unordered = b.inst(&format!("fcmp uno {half} %a0, %a1"));
+            let nan = b.inst(&format!("fadd {half} %a0, %a1"));
+            b.inst(&format!("select {flags} {unordered}, {half} {nan}, {half} {v}"))
+        }
+    };
+    b.line(&format!("ret {} {v}", decl.ret));
+}
+
+/// The IR type of a half or int scalar or vector (`Dv4_Dh` → `<4 x half>`).
+fn ir_type(ty: &Type) -> Option<String> {
+    let element = match ty.scalar_code()? {
+        "Dh" => "half",
+        "i" => "i32",
+        _ => return None,
+    };
+    Some(match ty {
+        Type::Vector(n, _) => format!("<{n} x {element}>"),
+        _ => element.to_string(),
+    })
+}
+
+/// `value` (a scalar or a vector constant) in every lane of `ty`.
+fn splat(ty: &str, element: &str, value: &str) -> String {
+    match vector_type(ty) {
+        Some((n, _)) => {
+            let lanes = vec![format!("{element} {value}"); n as usize];
+            format!("<{}>", lanes.join(", "))
+        }
+        None => value.to_string(),
+    }
+}
+
+/// How a value of builtin type `code` converts to half: the LLVM instruction (rounding to
+/// nearest even), and the PTX type it is in a `cvt` with another rounding mode (`None` for
+/// half itself, and for types outside OpenCL's conversions).
+fn conversion_code(code: &str) -> Option<(Option<&'static str>, &'static str)> {
+    Some(match code {
+        "Dh" => (None, "f16"),
+        "f" => (Some("fptrunc"), "f32"),
+        "d" => (Some("fptrunc"), "f64"),
+        "c" | "a" | "s" | "i" => (Some("sitofp"), "s32"),
+        "h" | "t" | "j" => (Some("uitofp"), "u32"),
+        "l" => (Some("sitofp"), "s64"),
+        "m" => (Some("uitofp"), "u64"),
+        _ => return None,
+    })
+}
+
+/// The LLVM instruction that converts builtin type `code` to half, rounding to nearest even.
+fn conversion_to_half(code: &str) -> Option<&'static str> {
+    conversion_code(code)?.0
+}
+
+/// A scalar `x` of builtin type `code` (IR type `ty`) rounded to half by PTX's `cvt` with
+/// rounding `mode` (`rz`, `rp`, `rm`); 8- and 16-bit integers widened to 32 bits first.
+fn rounded_to_half(b: &mut Body, code: &str, ty: &str, x: &str, mode: &str) -> String {
+    let Some((_, ptx)) = conversion_code(code) else { return x.to_string() };
+    if ptx == "f16" {
+        return x.to_string();
+    }
+    let (x, ty) = match (ty, ptx) {
+        ("i8" | "i16", "s32") => (b.inst(&format!("sext {ty} {x} to i32")), "i32"),
+        ("i8" | "i16", _) => (b.inst(&format!("zext {ty} {x} to i32")), "i32"),
+        _ => (x.to_string(), ty),
+    };
+    let constraint = match ptx {
+        "f32" => "f",
+        "f64" => "d",
+        "s32" | "u32" => "r",
+        _ => "l",
+    };
+    let bits = b.inst(&format!(
+        "call i16 asm \"cvt.{mode}.f16.{ptx} $0, $1;\", \"=h,{constraint}\"({ty} {x})"
+    ));
+    b.inst(&format!("bitcast i16 {bits} to half"))
 }
 
 /// An IR type of element `from` (`half`, `<4 x half>`) with element `to`; `None` for others.
@@ -910,6 +1303,29 @@ mod tests {
             decl("_Z20work_group_broadcastDhm", "half", &["half", "i64"]),
             decl("_Z19sub_group_broadcastDhj", "half", &["half", "i32"]),
             decl("_Z28sub_group_scan_inclusive_maxDh", "half", &["half"]),
+            decl("_Z3fmaDhDhDh", "half", &["half", "half", "half"]),
+            decl("_Z5fractDhPU3AS1Dh", "half", &["half", "ptr addrspace(1)"]),
+            decl("_Z5frexpDv4_DhPDv4_i", "<4 x half>", &["<4 x half>", "ptr"]),
+            decl("_Z6remquoDhDhPU3AS3i", "half", &["half", "half", "ptr addrspace(3)"]),
+            decl("_Z3nant", "half", &["i16"]),
+            decl("_Z17convert_short_satDh", "i16", &["half"]),
+            decl("_Z16convert_int4_rtpDv4_Dh", "<4 x i32>", &["<4 x half>"]),
+            decl("_Z16convert_half_rtzf", "half", &["float"]),
+            decl("_Z17convert_half4_rtpDv4_i", "<4 x half>", &["<4 x i32>"]),
+            decl("_Z16convert_half_rtnm", "half", &["i64"]),
+            decl("_Z13convert_half2Dv2_t", "<2 x half>", &["<2 x i16>"]),
+            decl("_Z6vload4mPU3AS1KDh", "<4 x half>", &["i64", "ptr addrspace(1)"]),
+            decl("_Z7vstore3Dv3_DhmPDh", "void", &["<3 x half>", "i64", "ptr"]),
+            decl("_Z9bitselectDv2_DhS_S_", "<2 x half>", &["<2 x half>"; 3]),
+            decl("_Z8isnormalDh", "i32", &["half"]),
+            decl("_Z8isnormalDv4_Dh", "<4 x i16>", &["<4 x half>"]),
+            decl("_Z9nextafterDv2_DhS_", "<2 x half>", &["<2 x half>"; 2]),
+            decl("_Z8prefetchPU3AS1KDhm", "void", &["ptr addrspace(1)", "i64"]),
+            decl(
+                "_Z29async_work_group_strided_copyPU3AS3DhPU3AS1KDhmm9ocl_event",
+                "ptr",
+                &["ptr addrspace(3)", "ptr addrspace(1)", "i64", "i64", "ptr"],
+            ),
         ]
     }
 
@@ -923,9 +1339,9 @@ mod tests {
             ("_Z8half_expf", "float", &["float"]),
             ("_Z7barrierj", "void", &["i32"]),
             ("_Z10vload_halfmPU3AS1KDh", "float", &["i64", "ptr addrspace(1)"]),
-            ("_Z5fractDhPDh", "half", &["half", "ptr"]),
-            ("_Z17convert_short_satDh", "i16", &["half"]),
-            ("_Z11convert_intDh", "i32", &["half"]),
+            ("_Z6vload4mPU3AS1Kf", "<4 x float>", &["i64", "ptr addrspace(1)"]),
+            ("_Z14convert_float4Dv4_i", "<4 x float>", &["<4 x i32>"]),
+            ("_Z6selectffi", "float", &["float", "float", "i32"]),
             ("_Z3madfff", "float", &["float", "float", "float"]),
             ("printf", "i32", &["ptr addrspace(4)"]),
         ] {
@@ -940,15 +1356,17 @@ mod tests {
     fn half_builtins_call_their_float_twins() {
         let twin =
             |name: &str, ret: &str, params: &[&str]| match Builtin::of(&decl(name, ret, params)) {
-                Some(Builtin::Half(twin)) => Some((twin.name, twin.ret, twin.params.join(", "))),
+                Some(Builtin::Half(Twin { decl: twin, .. })) => {
+                    Some((twin.name, twin.ret, twin.params.join(", ")))
+                }
                 _ => None,
             };
         let t = |name: &str, ret: &str, params: &str| {
             Some((name.to_string(), ret.to_string(), params.to_string()))
         };
         assert_eq!(
-            twin("_Z3fmaDv8_DhS_S_", "<8 x half>", &["<8 x half>"; 3]),
-            t("_Z3fmaDv8_fS_S_", "<8 x float>", "<8 x float>, <8 x float>, <8 x float>")
+            twin("_Z3powDv8_DhS_", "<8 x half>", &["<8 x half>"; 2]),
+            t("_Z3powDv8_fS_", "<8 x float>", "<8 x float>, <8 x float>")
         );
         assert_eq!(
             twin("_Z5rootnDv2_DhDv2_i", "<2 x half>", &["<2 x half>", "<2 x i32>"]),
@@ -966,11 +1384,32 @@ mod tests {
             twin("_Z5ilogbDv4_Dh", "<4 x i32>", &["<4 x half>"]),
             t("_Z5ilogbDv4_f", "<4 x i32>", "<4 x float>")
         );
-        // Not half builtins, or ones whose float twin's types do not follow.
+        // A half result only; conversions keep their result; pointers to where a second
+        // result goes become private pointers to the twin's type.
+        assert_eq!(twin("_Z3nant", "half", &["i16"]), t("_Z3nanj", "float", "i32"));
+        assert_eq!(
+            twin("_Z18convert_ushort_satDh", "i16", &["half"]),
+            t("_Z18convert_ushort_satf", "i16", "float")
+        );
+        assert_eq!(
+            twin("_Z4modfDhPDh", "half", &["half", "ptr"]),
+            t("_Z4modffPf", "float", "float, ptr")
+        );
+        assert_eq!(
+            twin("_Z5frexpDv4_DhPU3AS1Dv4_i", "<4 x half>", &["<4 x half>", "ptr addrspace(1)"]),
+            t("_Z5frexpDv4_fPDv4_i", "<4 x float>", "<4 x float>, ptr")
+        );
+        assert_eq!(
+            twin("_Z8prefetchPU3AS1KDv4_Dhm", "void", &["ptr addrspace(1)", "i64"]),
+            t("_Z8prefetchPU3AS1KDv4_tm", "void", "ptr addrspace(1), i64")
+        );
+        // Not half builtins, or ones defined otherwise.
         assert_eq!(twin("_Z3madfff", "float", &["float"; 3]), None);
-        assert_eq!(twin("_Z3nant", "half", &["i16"]), None);
-        assert_eq!(twin("_Z18convert_ushort_satDh", "i16", &["half"]), None);
-        assert_eq!(twin("_Z4modfDhPDh", "half", &["half", "ptr"]), None);
+        assert_eq!(twin("_Z3madDhDhDh", "half", &["half"; 3]), None);
+        assert_eq!(twin("_Z6vload4mPKDh", "<4 x half>", &["i64", "ptr"]), None);
+        assert_eq!(twin("_Z16convert_half_rtzf", "half", &["float"]), None);
+        assert_eq!(twin("_Z9nextafterDhDh", "half", &["half"; 2]), None);
+        assert_eq!(twin("_Z5fractDhPKDh", "half", &["half", "ptr"]), None);
         assert_eq!(twin("_Z12vstore_half2Dv2_fmPDh", "void", &["<2 x float>", "i64", "ptr"]), None);
     }
 
@@ -996,15 +1435,34 @@ mod tests {
             "call float @llvm.nvvm.shfl.sync.idx.f32(i32 %t1, float %a0, i32 %a1, i32 31)",
             "call void @llvm.nvvm.bar.warp.sync(i32 %t1)",
             "define half @__sycl_ptx._Z3madDhDhDh(half %a0, half %a1, half %a2) {\nentry:\n  \
-             %t1 = fpext half %a0 to float\n  %t2 = fpext half %a1 to float\n  \
-             %t3 = fpext half %a2 to float\n  \
-             %t4 = call float @_Z3madfff(float %t1, float %t2, float %t3)\n  \
-             %t5 = fptrunc float %t4 to half\n  ret half %t5\n}",
-            "declare float @_Z3madfff(float, float, float)",
-            "call <2 x float> @_Z3madDv2_fS_S_(<2 x float> %t1, <2 x float> %t2, <2 x float> %t3)",
+             %t1 = call half @llvm.fmuladd.f16(half %a0, half %a1, half %a2)\n  ret half %t1\n}",
+            "declare half @llvm.fmuladd.f16(half, half, half)",
+            "call <2 x half> @llvm.fmuladd.v2f16(<2 x half> %a0, <2 x half> %a1, <2 x half> %a2)",
+            "call half @llvm.fma.f16(half %a0, half %a1, half %a2)",
+            "define half @__sycl_ptx._Z3expDh(half %a0) {\nentry:\n  \
+             %t1 = fpext half %a0 to float\n  %t2 = call float @_Z3expf(float %t1)\n  \
+             %t3 = fptrunc float %t2 to half\n  ret half %t3\n}",
+            "declare float @_Z3expf(float)",
             "call <2 x i32> @_Z7isequalDv2_fS_(<2 x float> %t1, <2 x float> %t2)",
             "trunc <2 x i32> %t3 to <2 x i16>",
-            "sext <2 x i16> %a2 to <2 x i32>",
+            "icmp slt <2 x i16> %a2, zeroinitializer",
+            "%t2 = alloca float\n  %t3 = call float @_Z5fractfPf(float %t1, ptr %t2)\n  \
+             %t4 = load float, ptr %t2\n  %t5 = fptrunc float %t4 to half\n  \
+             store half %t5, ptr addrspace(1) %a1",
+            "select i1 %t7, half 0xH3BFF, half %t6",
+            "call <4 x float> @_Z5frexpDv4_fPDv4_i(<4 x float> %t1, ptr %t2)",
+            "store <4 x i32> %t4, ptr %a1",
+            "call float @_Z3nanj(i32 %t1)",
+            "call i16 @_Z17convert_short_satf(float %t1)\n  ret i16 %t2",
+            "call i16 asm \"cvt.rz.f16.f32 $0, $1;\", \"=h,f\"(float %a0)",
+            "call i16 asm \"cvt.rm.f16.u64 $0, $1;\", \"=h,l\"(i64 %a0)",
+            "call i16 asm \"cvt.rp.f16.s32 $0, $1;\", \"=h,r\"(i32 %t1)",
+            "uitofp <2 x i16> %a0 to <2 x half>",
+            "load <4 x half>, ptr addrspace(1) %t2, align 2",
+            "store <3 x half> %a0, ptr %t2, align 2",
+            "call void @_Z8prefetchPU3AS1Ktm(ptr addrspace(1) %a0, i64 %a1)\n  ret void",
+            "define ptr @__sycl_ptx._Z29async_work_group_strided_copyPU3AS3DhPU3AS1KDhmm9ocl_event(\
+             ptr addrspace(3) %a0, ptr addrspace(1) %a1, i64 %a2, i64 %a3, ptr %a4) #0 {",
             "call float @_Z5ldexpfi(float %t1, i32 %a1)",
             "call i32 @_Z5isnanf(float %t1)\n  ret i32 %t2",
             "call float @__sycl_ptx._Z10native_sinf(float %t1)",
@@ -1073,6 +1531,9 @@ mod tests {
             "bar.warp.sync",
             "cvt.rn.f16.f32",
             "cvt.f32.f16",
+            "cvt.rz.f16.f32",
+            "cvt.rp.f16.s32",
+            "fma.rn.f16",
         ] {
             assert!(ptx.contains(instruction), "{instruction}");
         }
