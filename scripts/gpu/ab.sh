@@ -33,7 +33,7 @@ unset SYCL_DEVICE SYCL_TRACE SYCL_CACHE_DISABLE
 for round in 1 2; do
     for side in a b; do
         bin=$work/$side/${build[$side]}
-        LD_LIBRARY_PATH=$bin/deps SYCL_CACHE_DIR=$work/$side/cache \
+        SYCL_CACHE_DIR=$work/$side/cache \
             "$bin/gpu-bench" "$work/bench.cubin" >"$out/$side-$round.txt" 2>&1
         grep RATIO "$out/$side-$round.txt" | sed "s/^/$side$round /"
     done

@@ -24,7 +24,7 @@ trap 'rm -rf "$work"' EXIT
 tar -xJf "$archive" -C "$work"
 arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 nvcc -O3 -arch="$arch" -cubin -Xptxas -v -o "$work/bench.cubin" "$work/bench.cu" 2>"$out/nvcc.txt"
-export LD_LIBRARY_PATH=$work/bin/deps SYCL_CACHE_DIR=$work/cache
+export SYCL_CACHE_DIR=$work/cache
 unset SYCL_DEVICE SYCL_TRACE SYCL_CACHE_DISABLE
 "$work/bin/gpu-bench" "$work/bench.cubin" | tee "$out/bench.txt"
 "$work/bin/gpu-bench" --overheads | tee -a "$out/bench.txt"

@@ -64,7 +64,8 @@ failed=0
 for build in bin bin-ptx bin-native; do
     [ -d "$work/$build" ] || continue
     bin=$work/$build
-    export LD_LIBRARY_PATH=$bin/deps SYCL_CACHE_DIR=$work/cache-$build
+    # No LD_LIBRARY_PATH: each program finds its libraries in deps/ by its run path ($ORIGIN).
+    export SYCL_CACHE_DIR=$work/cache-$build
     while IFS=$'\t' read -r name argv; do
         if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then
             continue
@@ -86,7 +87,7 @@ for build in bin bin-ptx bin-native; do
     done <"$work/cases.txt"
 done
 bin=$work/bin
-export LD_LIBRARY_PATH=$bin/deps SYCL_CACHE_DIR=$work/cache-bin
+export SYCL_CACHE_DIR=$work/cache-bin
 
 SYCL_TRACE=1 SYCL_CACHE_DISABLE=1 "$bin/app" >"$out/app.trace" 2>&1
 echo "== the demo with SYCL_TRACE=1" | tee -a "$out/summary.txt"

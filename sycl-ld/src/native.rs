@@ -5,6 +5,13 @@
 //! PTX, with no JIT. The object carries the same kernels, exports, imports and property sets
 //! as the image's other forms.
 //!
+//! An image that neither imports nor exports anything (a self-contained kernel image, a twin
+//! with its providers compiled in) is never linked with another: `ptxas` without `-c` makes
+//! it a whole program (`ET_EXEC`), which the driver loads as it is. The driver's linker is
+//! then never used, and its first use in a process costs about 2 ms (measured on an H200),
+//! most of a native first launch. (A relocatable object loaded as it is fails as soon as
+//! it calls a function of its own: its relocations are the linker's to apply.)
+//!
 //! A specialization constant keeps its variable (see `sycl_format::PTX_SPEC_CONSTANT_PREFIX`):
 //! every one gets an explicit initialiser in the PTX handed to `ptxas` (`llc` writes none for
 //! zeros), so that its default lies in the object's constant bank, where the runtime writes
@@ -33,20 +40,36 @@ pub(crate) fn assemble(
     let (input, output) = (dir.path().join("image.ptx"), dir.path().join("image.cubin"));
     std::fs::write(&input, with_initialisers(ptx)?)
         .with_context(|| format!("writing {}", input.display()))?;
+    let whole = is_whole_program(ptx, image)?;
     let mut cmd = Command::new(ptxas);
-    cmd.args(["-c", "-O3", "-arch", arch.name()]).arg(&input).arg("-o").arg(&output);
+    if !whole {
+        cmd.arg("-c");
+    }
+    cmd.args(["-O3", "-arch", arch.name()]).arg(&input).arg("-o").arg(&output);
     let out = cmd.output().with_context(|| format!("running {}", ptxas.display()))?;
     if !out.status.success() {
-        bail!(
-            "{} -c -arch {} failed:\n{}",
-            ptxas.display(),
-            arch.name(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        bail!("{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr).trim());
     }
     let object = std::fs::read(&output).with_context(|| format!("reading {}", output.display()))?;
-    check(&object, arch, image)?;
+    check(&object, arch, image, whole)?;
     Ok(object)
+}
+
+/// Whether the image's code is all of its program: it imports nothing (no `.extern` but the
+/// dynamic shared memory), exports nothing, and its only visible variables are its
+/// specialization constants.
+fn is_whole_program(ptx: &[u8], image: &PostLinkImage) -> Result<bool> {
+    let text = std::str::from_utf8(ptx).context("the PTX is not UTF-8 text")?;
+    let summary = crate::ptx::Summary::of(text);
+    let imports = text.lines().any(|line| {
+        let line = line.trim_start();
+        line.starts_with(".extern") && !line.starts_with(".extern .shared")
+    });
+    // A twin's imports are compiled in: its PTX says what it still imports.
+    Ok(image.exported.is_empty()
+        && !imports
+        && summary.functions.is_empty()
+        && summary.variables.iter().all(|v| v.starts_with(PTX_SPEC_CONSTANT_PREFIX)))
 }
 
 /// `ptx` with an initialiser on each specialization constant's variable that has none:
@@ -76,15 +99,17 @@ fn with_initialisers(ptx: &[u8]) -> Result<String> {
     Ok(out)
 }
 
-/// The object `ptxas` wrote is what the runtime will take for `image`: relocatable, for `arch`,
-/// defining the image's kernels and exports as functions.
-fn check(object: &[u8], arch: CudaArch, image: &PostLinkImage) -> Result<()> {
+/// The object `ptxas` wrote is what the runtime will take for `image`: relocatable (or a
+/// `whole` program), for `arch`, defining the image's kernels and exports as functions.
+fn check(object: &[u8], arch: CudaArch, image: &PostLinkImage, whole: bool) -> Result<()> {
     let cubin = Cubin::parse(object).context("reading the object ptxas wrote")?;
-    if !cubin.relocatable || cubin.arch != arch.number() {
+    let kind = |relocatable| if relocatable { "a relocatable object" } else { "a whole program" };
+    if cubin.relocatable == whole || cubin.arch != arch.number() {
         bail!(
-            "ptxas wrote a{} object for sm_{}, not a relocatable one for {}",
-            if cubin.relocatable { " relocatable" } else { "n executable" },
+            "ptxas wrote {} for sm_{}, not {} for {}",
+            kind(cubin.relocatable),
             cubin.arch,
+            kind(!whole),
             arch.name()
         );
     }

@@ -1309,10 +1309,11 @@ __kernel void scale(__global float *o) { o[0] = lib_scale(o[0]); }\n";
 }
 
 /// The native targets: for every PTX image, one per architecture asked for, with the same
-/// kernels and property sets; each a relocatable object for its architecture (as `ptxas -c`
-/// makes them) that defines the image's kernels and exports and leaves its imports undefined,
-/// for the CUDA driver's linker to resolve at run time. Twins get native forms too, naming the
-/// provider's native image of their own architecture.
+/// kernels and property sets; each an object for its architecture that defines the image's
+/// kernels and exports: relocatable (`ptxas -c`) with its imports undefined, for the CUDA
+/// driver's linker to resolve at run time, or a whole program when it neither imports nor
+/// exports. Twins get native forms too (whole programs), naming the provider's native image of
+/// their own architecture.
 #[test]
 fn native_targets_are_relocatable_objects_for_their_architecture_with_imports_undefined() {
     use sycl_format::cubin::Cubin;
@@ -1350,7 +1351,10 @@ __kernel void alone(__global float *o) { o[0] = o[0] + 1.0f; }\n";
                 assert_eq!(native.kernels, ptx.kernels);
                 assert_eq!(native.property_sets, ptx.property_sets);
                 let cubin = Cubin::parse(&native.data).unwrap();
-                assert!(cubin.relocatable, "{name}: an ET_REL object");
+                // Linked with others at run time: relocatable; else a whole program.
+                let alone = native.imported_symbols().next().is_none()
+                    && native.exported_symbols().next().is_none();
+                assert_eq!(cubin.relocatable, !alone, "{name}: {:?}", native.kernels);
                 assert_eq!(cubin.arch, arch.number(), "{name}: for {}", arch.name());
                 let [functions, undefined, _] = cubin.summary();
                 let mut defined: Vec<&str> = native
@@ -1377,6 +1381,7 @@ __kernel void alone(__global float *o) { o[0] = o[0] + 1.0f; }\n";
         assert_eq!(twin.kernels, ["scale"]);
         assert_eq!(twin.imported_symbols().count(), 0);
         let cubin = Cubin::parse(&twin.data).unwrap();
+        assert!(!cubin.relocatable, "a whole program, loaded without a link");
         assert_eq!(cubin.summary()[1], Vec::<&str>::new(), "lib_scale compiled in");
         let provider = lib_set
             .images

@@ -190,7 +190,7 @@ fn build_unit(unit: &Unit, root: &Path, work: &Path, sycl_ld: &Path) -> Result<P
 }
 
 /// The image set a binary carries in its note section.
-fn image_set(file: &Path) -> Result<ImageSet> {
+pub(crate) fn image_set(file: &Path) -> Result<ImageSet> {
     let bytes = fs::read(file)?;
     let obj = object::File::parse(&*bytes)?;
     let section =

@@ -126,6 +126,7 @@ pub(crate) fn gpu_suite(dir: &Path) -> Result<()> {
     run_checked(cargo().args(["build", "-q", "-p", "sycl-ld"]).current_dir(&root))?;
     let stage = dir.join("suite");
     let _ = fs::remove_dir_all(&stage);
+    let mut built_in = Vec::new();
     for (i, (name, targets)) in FLAVOURS.iter().enumerate() {
         let target =
             fixtures.join(if i == 0 { "target/gpu".into() } else { format!("target/gpu-{name}") });
@@ -139,7 +140,9 @@ pub(crate) fn gpu_suite(dir: &Path) -> Result<()> {
             .env("CARGO_TARGET_DIR", &target)
             .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
             .env("SYCL_LD_TARGETS", &targets);
+        let started = std::time::Instant::now();
         run_checked(&mut build)?;
+        built_in.push(started.elapsed().as_secs_f64());
         let bin = stage.join(name);
         fs::create_dir_all(bin.join("deps"))?;
         let release = target.join("release");
@@ -185,6 +188,7 @@ pub(crate) fn gpu_suite(dir: &Path) -> Result<()> {
             }
         }
     }
+    report_costs(&stage, &built_in)?;
     let bin = stage.join("bin");
     fs::copy(fixtures.join(BENCH_CUDA), stage.join("bench.cu"))?;
 
@@ -231,6 +235,40 @@ pub(crate) fn gpu_suite(dir: &Path) -> Result<()> {
         archive.display(),
         size >> 10
     );
+    Ok(())
+}
+
+/// What the native forms cost: each build's time (incremental: what changed since the last
+/// run of this command) and programs' size, and the bytes of each target's images in `bin/`.
+fn report_costs(stage: &Path, built_in: &[f64]) -> Result<()> {
+    let mut per_target: std::collections::BTreeMap<String, (usize, u64)> = Default::default();
+    for ((name, _), seconds) in FLAVOURS.iter().zip(built_in) {
+        let mut bytes = 0;
+        for dir in [stage.join(name), stage.join(name).join("deps")] {
+            for entry in fs::read_dir(&dir)? {
+                let path = entry?.path();
+                if !path.is_file() {
+                    continue;
+                }
+                bytes += fs::metadata(&path)?.len();
+                if *name == "bin" {
+                    for image in crate::gpu::image_set(&path).map(|s| s.images).unwrap_or_default()
+                    {
+                        let entry = per_target.entry(image.target).or_default();
+                        entry.0 += 1;
+                        entry.1 += image.data.len() as u64;
+                    }
+                }
+            }
+        }
+        println!(
+            "xtask: {name}: built in {seconds:.0} s, programs and libraries {} KiB",
+            bytes >> 10
+        );
+    }
+    for (target, (count, bytes)) in per_target {
+        println!("xtask: bin/ {target}: {count} images, {} KiB", bytes >> 10);
+    }
     Ok(())
 }
 

@@ -338,9 +338,10 @@ impl Device {
         })
     }
 
-    /// A native image (a relocatable SASS object for this GPU's architecture, which `sycl-ld`
-    /// made with `ptxas -c`): the object as it is, nothing compiled, with the specialization
-    /// values written into the initial values of the variables that hold them.
+    /// A native image (SASS for this GPU's architecture, which `sycl-ld` made with `ptxas`: a
+    /// relocatable object, or a whole program for an image that neither imports nor exports):
+    /// the object as it is, nothing compiled, with the specialization values written into
+    /// the initial values of the variables that hold them.
     pub(crate) fn load_object(&self, object: &[u8], spec: &[SpecValue]) -> Result<Code, Failure> {
         let failed = |log: String| Failure {
             error: "reading a native image".into(),
@@ -348,14 +349,8 @@ impl Device {
             bad_options: false,
         };
         let cubin = sycl_format::cubin::Cubin::parse(object).map_err(|e| failed(e.to_string()))?;
-        if !cubin.relocatable {
-            return Err(failed("the image is not a relocatable object (ptxas -c)".into()));
-        }
-        // ptxas's own undefined symbols (`__UDT`, `.nv.reservedSmem…`) the driver provides.
-        let complete = cubin
-            .symbols
-            .iter()
-            .all(|s| s.defined || s.name.starts_with('.') || s.name.starts_with("__U"));
+        // A whole program (`ptxas` without `-c`: no imports, no exports) is loaded as it is.
+        let complete = !cubin.relocatable;
         let mut bytes = object.to_vec();
         for value in spec {
             let name = format!("{PTX_SPEC_CONSTANT_PREFIX}{}", value.name);
@@ -367,10 +362,28 @@ impl Device {
     }
 
     /// The objects linked by the driver's linker for this GPU (compiling PTX, taking native
-    /// objects as they are), and loaded. One native object that needs nothing from another is
-    /// loaded as it is: the driver takes a relocatable object whole, and its linker's first
-    /// use in a process costs about 2 ms (measured on an H200), most of a native first launch.
-    pub(crate) fn link(&self, objects: &[&Code], _flags: &str) -> Result<Module, Failure> {
+    /// objects as they are), and loaded. A native whole program needs no link: it is loaded as
+    /// a module of its own (the linker's first use in a process costs about 2 ms, measured on
+    /// an H200: most of a native first launch), and the program is its modules together.
+    pub(crate) fn link(&self, objects: &[&Code], flags: &str) -> Result<Module, Failure> {
+        let failed = |error: Error| Failure {
+            error: error.to_string(),
+            log: String::new(),
+            bad_options: false,
+        };
+        let (whole, linked): (Vec<&Code>, Vec<&Code>) = objects.iter().partition(|c| c.complete);
+        let mut parts = Vec::with_capacity(whole.len() + 1);
+        for code in whole {
+            parts.extend(self.module(code.bytes.to_vec()).map_err(failed)?.0);
+        }
+        if !linked.is_empty() {
+            parts.extend(self.link_objects(&linked, flags)?.0);
+        }
+        Ok(Module(parts))
+    }
+
+    /// `objects` linked by the driver's linker into one module.
+    fn link_objects(&self, objects: &[&Code], _flags: &str) -> Result<Module, Failure> {
         const LOG: usize = 64 << 10;
         let fail = |error: Error, log: &[u8]| Failure {
             error: error.to_string(),
@@ -379,11 +392,6 @@ impl Device {
                 .to_string(),
             bad_options: false,
         };
-        if let [only] = objects {
-            if only.complete {
-                return self.module(only.bytes.to_vec()).map_err(|e| fail(e, &[]));
-            }
-        }
         self.context.bind().map_err(|e| fail(e, &[]))?;
         let mut error_log = vec![0u8; LOG];
         let mut options = [
@@ -435,13 +443,18 @@ impl Device {
         }
     }
 
-    /// A linked cubin (from the persistent cache), loaded.
-    pub(crate) fn load(&self, cubin: &[u8]) -> Result<Module, Failure> {
-        self.module(cubin.to_vec()).map_err(|e| Failure {
-            error: e.to_string(),
+    /// A program's [`Module::image`] (from the persistent cache), loaded.
+    pub(crate) fn load(&self, image: &[u8]) -> Result<Module, Failure> {
+        let failed = |error: Error| Failure {
+            error: error.to_string(),
             log: String::new(),
             bad_options: false,
-        })
+        };
+        let mut parts = Vec::new();
+        for cubin in split_modules(image).map_err(failed)? {
+            parts.extend(self.module(cubin.to_vec()).map_err(failed)?.0);
+        }
+        Ok(Module(parts))
     }
 
     fn module(&self, cubin: Vec<u8>) -> Result<Module, Error> {
@@ -458,7 +471,7 @@ impl Device {
         check("cuModuleLoadData", unsafe {
             sys::cuModuleLoadData(&mut raw, cubin.as_ptr().cast())
         })?;
-        Ok(Module(Arc::new(Loaded { context: self.context.clone(), raw, cubin })))
+        Ok(Module(vec![Arc::new(Loaded { context: self.context.clone(), raw, cubin })]))
     }
 
     /// A stream; with `profiled`, each launch's event carries timing (an event recorded at
@@ -544,8 +557,34 @@ pub(crate) struct Code {
     complete: bool,
 }
 
-/// A loaded module: the linked program.
-pub(crate) struct Module(Arc<Loaded>);
+/// A program: its loaded modules (one linked module, and a module of each native whole
+/// program), kernels looked up in each.
+pub(crate) struct Module(Vec<Arc<Loaded>>);
+
+/// What [`Module::image`] starts with when a program is several modules: then a `u32` count
+/// and each module's cubin as a `u64` length and its bytes, little-endian.
+const MODULES_MAGIC: &[u8; 8] = b"SYCLMODS";
+
+/// The cubins of a program's image: one cubin, or those [`MODULES_MAGIC`] frames.
+fn split_modules(image: &[u8]) -> Result<Vec<&[u8]>, Error> {
+    let Some(mut rest) = image.strip_prefix(MODULES_MAGIC) else { return Ok(vec![image]) };
+    let malformed = || Error::Driver {
+        call: "cuModuleLoadData",
+        error: "a malformed program of modules".into(),
+    };
+    let mut take = |n: usize| -> Result<&[u8], Error> {
+        let (head, tail) = rest.split_at_checked(n).ok_or_else(malformed)?;
+        rest = tail;
+        Ok(head)
+    };
+    let count = u32::from_le_bytes(take(4)?.try_into().map_err(|_| malformed())?);
+    let mut cubins = Vec::new();
+    for _ in 0..count {
+        let len = u64::from_le_bytes(take(8)?.try_into().map_err(|_| malformed())?);
+        cubins.push(take(usize::try_from(len).map_err(|_| malformed())?)?);
+    }
+    Ok(cubins)
+}
 
 struct Loaded {
     context: Arc<Context>,
@@ -570,26 +609,45 @@ impl Drop for Loaded {
 }
 
 impl Module {
-    /// The linked cubin, which the persistent cache keeps.
-    pub(crate) fn image(&self) -> &[u8] {
-        &self.0.cubin
+    /// What the persistent cache keeps: the linked cubin, or with several modules each
+    /// module's, framed ([`MODULES_MAGIC`]).
+    pub(crate) fn image(&self) -> Vec<u8> {
+        if let [only] = self.0.as_slice() {
+            return only.cubin.clone();
+        }
+        let mut out = MODULES_MAGIC.to_vec();
+        out.extend((self.0.len() as u32).to_le_bytes());
+        for part in &self.0 {
+            out.extend((part.cubin.len() as u64).to_le_bytes());
+            out.extend(&part.cubin);
+        }
+        out
     }
 
     pub(crate) fn kernel(&self, name: &str) -> Result<Kernel, Error> {
-        self.0.context.bind()?;
         let c_name = std::ffi::CString::new(name)
             .map_err(|_| Error::KernelNotFound { kernel: name.into(), searched: vec![] })?;
-        let mut function = ptr::null_mut();
-        // SAFETY: a live module and a NUL-terminated name.
-        check("cuModuleGetFunction", unsafe {
-            sys::cuModuleGetFunction(&mut function, self.0.raw, c_name.as_ptr())
-        })?;
-        Ok(Kernel {
-            module: self.0.clone(),
-            function,
-            args: Vec::new(),
-            max_dynamic_shared: Cell::new(48 << 10),
-        })
+        let mut last = None;
+        for part in &self.0 {
+            part.context.bind()?;
+            let mut function = ptr::null_mut();
+            // SAFETY: a live module and a NUL-terminated name.
+            let found = check("cuModuleGetFunction", unsafe {
+                sys::cuModuleGetFunction(&mut function, part.raw, c_name.as_ptr())
+            });
+            match found {
+                Ok(()) => {
+                    return Ok(Kernel {
+                        module: part.clone(),
+                        function,
+                        args: Vec::new(),
+                        max_dynamic_shared: Cell::new(48 << 10),
+                    })
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::KernelNotFound { kernel: name.into(), searched: vec![] }))
     }
 }
 
@@ -1558,6 +1616,22 @@ mod tests {
 .weak .const .align 4 .b8 __sycl_spec_constant_scale_2[4] = {9, 0, 0, 0};\n\
 .weak .const .align 8 .b8 __sycl_spec_constant_zero[8];\n\
 .weak .const .align 4 .u32 __sycl_other;\n\tld.const.u32 %r5, [__sycl_spec_constant_scale];\n";
+
+    #[test]
+    fn a_program_of_several_modules_frames_each_and_malformed_frames_are_errors() {
+        let cubin = b"\x7fELF one".as_slice();
+        assert_eq!(split_modules(cubin).unwrap(), [cubin]);
+        let mut framed = MODULES_MAGIC.to_vec();
+        framed.extend(2u32.to_le_bytes());
+        for part in [&b"\x7fELF a"[..], b"\x7fELF bc"] {
+            framed.extend((part.len() as u64).to_le_bytes());
+            framed.extend(part);
+        }
+        assert_eq!(split_modules(&framed).unwrap(), [&b"\x7fELF a"[..], b"\x7fELF bc"]);
+        for len in MODULES_MAGIC.len()..framed.len() {
+            assert!(split_modules(&framed[..len]).is_err(), "cut at {len}");
+        }
+    }
 
     #[test]
     fn gpus_older_than_the_ptx_are_refused_naming_both() {

@@ -454,7 +454,7 @@ impl Program {
     pub(crate) fn binary(&self) -> Result<Vec<u8>, Error> {
         match self {
             Program::OpenCl(p) => p.binary(),
-            Program::Cuda(m) => Ok(m.image().to_vec()),
+            Program::Cuda(m) => Ok(m.image()),
         }
     }
 

@@ -69,7 +69,7 @@ pub(crate) enum Code {}
 pub(crate) enum Module {}
 
 impl Module {
-    pub(crate) fn image(&self) -> &[u8] {
+    pub(crate) fn image(&self) -> Vec<u8> {
         match *self {}
     }
 

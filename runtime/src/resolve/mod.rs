@@ -23,7 +23,7 @@ mod inline;
 use std::collections::HashSet;
 use std::fmt;
 
-use sycl_format::{ImageFormat, Target};
+use sycl_format::{CudaArch, ImageFormat, Target};
 
 pub use collect::STRICT_ENV;
 
@@ -143,6 +143,25 @@ pub(crate) fn not_found(registry: &Registry, kernel: &str, device: ForDevice<'_>
     if let Some(&spirv) = registry.kernel_images(Target::Spir64, kernel).first() {
         if let Err(e) = check_requirements(registry, Subject::Kernel(kernel), device, &[spirv]) {
             return e;
+        }
+    }
+    // A GPU the binaries carry only other architectures' native code for.
+    if let Some((major, minor)) = device.caps.compute_capability {
+        let carried: Vec<&str> = CudaArch::ALL
+            .into_iter()
+            .filter(|&a| !registry.kernel_images(Target::NvidiaGpu(a), kernel).is_empty())
+            .map(CudaArch::name)
+            .collect();
+        if !carried.is_empty() {
+            return Error::KernelNotSupported {
+                kernel: kernel.to_string(),
+                device: device.name.to_string(),
+                reason: format!(
+                    "the binaries carry native code for {} and no PTX, and this GPU is of compute \
+                     capability {major}.{minor}: build with the ptx64 target, or nvidia_gpu_sm_{major}{minor}",
+                    carried.join(", ")
+                ),
+            };
         }
     }
     Error::KernelNotFound { kernel: kernel.to_string(), searched: registry.searched() }

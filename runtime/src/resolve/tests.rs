@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 
 use sycl_format::aspects::aspect_number;
 use sycl_format::{
-    sets, DeviceRequirements, Image, ImageFormat, ImageSet, Property, PropertySet, PropertyValue,
-    Target,
+    sets, CudaArch, DeviceRequirements, Image, ImageFormat, ImageSet, Property, PropertySet,
+    PropertyValue, Target,
 };
 
 use super::*;
@@ -223,4 +223,62 @@ fn the_inlined_twin_replaces_exactly_the_images_it_compiled_in() {
     assert_eq!(plan.target(), Target::Ptx64);
     assert_eq!(names(&registry, &plan), ["app image 1", "preloaded.so image 0"]);
     assert_eq!(registry.image(plan.images[1]).data, b"another f");
+}
+
+fn native(arch: CudaArch, kernels: &[&str], sets: Vec<PropertySet>, data: &[u8]) -> Image {
+    let target = Target::NvidiaGpu(arch);
+    Image { data: data.to_vec(), ..image(ImageFormat::Native, target, kernels, sets) }
+}
+
+/// An app whose kernel imports `f` from `libf.so`, both with PTX; the app also with native
+/// code for sm_90, the library with native code for `lib_archs`.
+fn gpu_app(lib_archs: &[CudaArch]) -> Registry {
+    let app = ImageSet {
+        images: vec![
+            ptx(Target::Ptx64, &["k"], vec![imports(&["f"])], b"k ptx"),
+            native(CudaArch::Sm90, &["k"], vec![imports(&["f"])], b"k sm_90"),
+        ],
+    };
+    let mut lib = vec![ptx(Target::Ptx64, &[], vec![exports(&["f"])], b"f ptx")];
+    lib.extend(
+        lib_archs.iter().map(|&a| native(a, &[], vec![exports(&["f"])], a.name().as_bytes())),
+    );
+    Registry::from_binaries(vec![("app".into(), app), ("libf.so".into(), ImageSet { images: lib })])
+}
+
+#[test]
+fn native_code_comes_first_and_a_library_without_it_makes_the_program_ptx() {
+    let mut caps = caps(&["gpu"]);
+    caps.target = Some(Target::Ptx64);
+    caps.compute_capability = Some((9, 0));
+    let device = ForDevice { name: "gpu", caps: &caps };
+    let forms = caps.forms();
+    let registry = gpu_app(&[CudaArch::Sm90]);
+    let plan = plan_kernel(&registry, "k", &forms, device).unwrap();
+    assert_eq!(plan.target(), Target::NvidiaGpu(CudaArch::Sm90));
+    let data: Vec<&[u8]> = plan.images.iter().map(|&id| &registry.image(id).data[..]).collect();
+    assert_eq!(data, [&b"k sm_90"[..], b"sm_90"]);
+
+    // The library has native code for another architecture only: all of it from PTX.
+    let registry = gpu_app(&[CudaArch::Sm80]);
+    let plan = plan_kernel(&registry, "k", &forms, device).unwrap();
+    assert_eq!(plan.target(), Target::Ptx64);
+    let data: Vec<&[u8]> = plan.images.iter().map(|&id| &registry.image(id).data[..]).collect();
+    assert_eq!(data, [&b"k ptx"[..], b"f ptx"]);
+}
+
+#[test]
+fn a_gpu_only_other_architectures_native_code_serves_is_told_so() {
+    let mut caps = caps(&["gpu"]);
+    caps.target = Some(Target::Ptx64);
+    caps.compute_capability = Some((8, 0));
+    let device = ForDevice { name: "A100", caps: &caps };
+    let app = ImageSet { images: vec![native(CudaArch::Sm90, &["k"], vec![], b"k sm_90")] };
+    let registry = Registry::from_binaries(vec![("app".into(), app)]);
+    let e = plan_kernel(&registry, "k", &caps.forms(), device).unwrap_err();
+    assert!(matches!(e, Error::KernelNotSupported { .. }), "{e}");
+    assert!(e.to_string().contains(
+        "the binaries carry native code for sm_90 and no PTX, and this GPU is of compute \
+         capability 8.0: build with the ptx64 target, or nvidia_gpu_sm_80"
+    ));
 }
