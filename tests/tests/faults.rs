@@ -70,6 +70,10 @@ fn a_bit_flipped_image_fails_its_own_build_cleanly() {
     }
     std::fs::write(&copy, bytes).unwrap();
     std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // Its library where its run path ($ORIGIN/deps) finds it.
+    std::fs::create_dir(dir.path().join("deps")).unwrap();
+    std::fs::copy(fixtures().join("deps/libhelpers.so"), dir.path().join("deps/libhelpers.so"))
+        .unwrap();
     let out = Command::new(&copy)
         .env("SYCL_CACHE_DISABLE", "1")
         .env("SYCL_DEVICE", "intel")

@@ -14,10 +14,11 @@
 //! | `atomic_*`, `atom_*` | 32-bit global and local only | `atomicrmw`/`cmpxchg` on any address space (generic: what OpenCL 2.0's `atomic_*_explicit` come back as), 32 and 64 bits |
 //! | `work_group_all`, `any`, `broadcast`, `reduce_*`, `scan_*` | missing | through a shared scratch array, between barriers |
 //! | sub-groups: `get_sub_group_*`, `get_num_sub_groups`, `sub_group_all`, `any`, `broadcast`, `reduce_*`, `scan_*`, `sub_group_barrier` | missing | CUDA's warps: sub-groups of 32 in linear local-id order, through `shfl.sync`, `vote.sync` and `bar.warp.sync` |
-//! | builtins on `half` and its vectors (`sqrt`, `fmax`, `isnan`, `fract(half, half *)`, `nan(ushort)`, `convert_int_sat_rtz(half)`, `work_group_reduce_add`, …) | missing (only `vload_half`/`vstore_half` are there) | through the float twin: [`half_twin`] |
+//! | builtins on `half` and its vectors (`sqrt`, `fmax`, `isnan`, `fract(half, half *)`, `nan(ushort)`, `convert_int_sat_rtz(half)`, `work_group_reduce_add`, …) | missing (only `vload_half`/`vstore_half` are there; the latter ours, below) | through the float twin: [`half_twin`] |
 //! | `fma`, `mad` on half | missing | `llvm.fma`, `llvm.fmuladd` on half: `fma.rn.f16` |
 //! | `vloadN`, `vstoreN` of half vectors; `async_work_group_copy`, `prefetch` of half | missing | a load or store of the vector; the same builtin on `ushort` |
 //! | `convert_halfN{_rte,_rtz,_rtp,_rtn}` from any type | missing | LLVM's conversions; PTX's `cvt.rz`, `cvt.rp`, `cvt.rm` |
+//! | `vstore_half`, `vstore_halfN`, `vstorea_halfN` (and `_rte`, `_rtz`, `_rtp`, `_rtn`) from float and double | wrong: its rounding code flushes float subnormals (`vstore_half_rtp` of a tiny positive float stores 0, not 0x0001) | each element through PTX's `cvt.rn`, `cvt.rz`, `cvt.rp`, `cvt.rm` (`.f16.f32`, `.f16.f64`; no `.ftz`), stored as `i16`s: [`Builtin::StoreHalf`] |
 //! | `select`, `bitselect`, `isnormal`, `nextafter` on half | missing | on the halves' bits: [`HalfBits`] |
 //!
 //! Plain half arithmetic, comparisons and conversions are LLVM instructions, which NVPTX
@@ -180,6 +181,17 @@ enum Builtin {
     ToHalf {
         from: String,
         rounding: Option<&'static str>,
+    },
+    /// `vstore_halfN` and `vstorea_halfN` (N: none, 2, 3, 4, 8, 16) from float or double (its type
+    /// code), with rounding `mode` (`rn` for no suffix and `_rte`, `rz`, `rp`, `rm`): each
+    /// element through PTX's `cvt.{mode}.f16.f32` (`.f64`), never `.ftz`, stored as `i16` at
+    /// `p + offset * stride`, aligned as a half (`stride` is N, but 4 for `vstorea_half3`).
+    /// libclc's generic rounding code flushes float subnormals on NVPTX: `vstore_half_rtp` of
+    /// a positive float below half's smallest subnormal stored 0, not 0x0001, on an H200.
+    StoreHalf {
+        from: String,
+        mode: &'static str,
+        stride: u32,
     },
 }
 
@@ -548,6 +560,36 @@ impl Builtin {
                 };
                 b.line(&format!("ret {ret} {v}"));
             }
+            Builtin::StoreHalf { from, mode, stride } => {
+                let (value, pointer) = (&decl.params[0], &decl.params[2]);
+                let (lanes, element) = match vector_type(value) {
+                    Some((n, e)) => (Some(n), e.to_string()),
+                    None => (None, value.clone()),
+                };
+                let ptx = conversion_code(from).map_or("f32", |(_, ptx)| ptx);
+                let mut bits = "poison".to_string();
+                for lane in 0..lanes.unwrap_or(1) {
+                    let x = match lanes {
+                        Some(_) => b.inst(&format!("extractelement {value} %a0, i32 {lane}")),
+                        None => "%a0".to_string(),
+                    };
+                    let h = rounded_to_half_bits(&mut b, ptx, &element, &x, mode);
+                    bits = match lanes {
+                        Some(n) => b.inst(&format!(
+                            "insertelement <{n} x i16> {bits}, i16 {h}, i32 {lane}"
+                        )),
+                        None => h,
+                    };
+                }
+                let bits_ty = match lanes {
+                    Some(n) => format!("<{n} x i16>"),
+                    None => "i16".to_string(),
+                };
+                let index = b.inst(&format!("mul i64 %a1, {stride}"));
+                let p = b.inst(&format!("getelementptr i16, {pointer} %a2, i64 {index}"));
+                b.line(&format!("store {bits_ty} {bits}, {pointer} {p}, align 2"));
+                b.line("ret void");
+            }
         }
         m.add(&header, b);
     }
@@ -571,6 +613,9 @@ fn half_builtin(decl: &Declaration, name: &mangle::Name) -> Option<Builtin> {
     if let Some(n) = vector("vstore") {
         return (first.scalar_code() == Some("Dh"))
             .then_some(Builtin::HalfVector { store: true, n });
+    }
+    if base.starts_with("vstore_half") || base.starts_with("vstorea_half") {
+        return store_half(name);
     }
     if matches!(base, "async_work_group_copy" | "async_work_group_strided_copy" | "prefetch") {
         // Copies move bits: the same builtin on ushort, the same IR.
@@ -613,6 +658,41 @@ fn half_builtin(decl: &Declaration, name: &mangle::Name) -> Option<Builtin> {
     } else {
         half_twin(decl, name).map(Builtin::Half)
     }
+}
+
+/// `vstore_half`, `vstore_halfN`, `vstorea_halfN` and their `_rte`, `_rtz`, `_rtp`, `_rtn`
+/// forms, from float or double, to a half pointer in any address space
+/// (`_Z16vstore_half4_rtpDv4_fmPU3AS1Dh`): see [`Builtin::StoreHalf`].
+fn store_half(name: &mangle::Name) -> Option<Builtin> {
+    let base = name.base.as_str();
+    let (aligned, rest) = match base.strip_prefix("vstorea_half") {
+        Some(rest) => (true, rest),
+        None => (false, base.strip_prefix("vstore_half")?),
+    };
+    let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let (n, suffix) = rest.split_at(digits);
+    let n: u32 = if n.is_empty() { 1 } else { n.parse().ok()? };
+    let mode = match suffix {
+        "" | "_rte" => "rn",
+        "_rtz" => "rz",
+        "_rtp" => "rp",
+        "_rtn" => "rm",
+        _ => return None,
+    };
+    let [value, offset, pointer] = name.params.as_slice() else { return None };
+    let lanes = match value {
+        Type::Vector(lanes, _) => *lanes,
+        _ => 1,
+    };
+    let from = value.scalar_code()?;
+    let valid = [1, 2, 3, 4, 8, 16].contains(&n)
+        && lanes == n
+        && matches!(from, "f" | "d")
+        && offset.scalar_code() == Some("m")
+        && matches!(pointer, Type::Pointer('P', _))
+        && pointer.innermost().scalar_code() == Some("Dh");
+    let stride = if aligned && n == 3 { 4 } else { n };
+    valid.then(|| Builtin::StoreHalf { from: from.to_string(), mode, stride })
 }
 
 /// The float twin of a builtin on half, which libclc 16's NVPTX library lacks (it has no half
@@ -839,16 +919,21 @@ fn rounded_to_half(b: &mut Body, code: &str, ty: &str, x: &str, mode: &str) -> S
         ("i8" | "i16", _) => (b.inst(&format!("zext {ty} {x} to i32")), "i32"),
         _ => (x.to_string(), ty),
     };
+    let bits = rounded_to_half_bits(b, ptx, ty, &x, mode);
+    b.inst(&format!("bitcast i16 {bits} to half"))
+}
+
+/// The bits (an `i16`) of scalar `x` (IR type `ty`, PTX type `ptx`: `f32`, `f64`, `s32`,
+/// `u32`, `s64`, `u64`) rounded to half by PTX's `cvt` with rounding `mode` (`rn`, `rz`,
+/// `rp`, `rm`; never `.ftz`, so float subnormals round as they are).
+fn rounded_to_half_bits(b: &mut Body, ptx: &str, ty: &str, x: &str, mode: &str) -> String {
     let constraint = match ptx {
         "f32" => "f",
         "f64" => "d",
         "s32" | "u32" => "r",
         _ => "l",
     };
-    let bits = b.inst(&format!(
-        "call i16 asm \"cvt.{mode}.f16.{ptx} $0, $1;\", \"=h,{constraint}\"({ty} {x})"
-    ));
-    b.inst(&format!("bitcast i16 {bits} to half"))
+    b.inst(&format!("call i16 asm \"cvt.{mode}.f16.{ptx} $0, $1;\", \"=h,{constraint}\"({ty} {x})"))
 }
 
 /// An IR type of element `from` (`half`, `<4 x half>`) with element `to`; `None` for others.
@@ -1321,6 +1406,19 @@ mod tests {
             decl("_Z8isnormalDv4_Dh", "<4 x i16>", &["<4 x half>"]),
             decl("_Z9nextafterDv2_DhS_", "<2 x half>", &["<2 x half>"; 2]),
             decl("_Z8prefetchPU3AS1KDhm", "void", &["ptr addrspace(1)", "i64"]),
+            decl("_Z11vstore_halffmPDh", "void", &["float", "i64", "ptr"]),
+            decl("_Z15vstore_half_rtpfmPU3AS1Dh", "void", &["float", "i64", "ptr addrspace(1)"]),
+            decl(
+                "_Z16vstore_half4_rtnDv4_fmPU3AS3Dh",
+                "void",
+                &["<4 x float>", "i64", "ptr addrspace(3)"],
+            ),
+            decl("_Z17vstorea_half3_rtzDv3_dmPDh", "void", &["<3 x double>", "i64", "ptr"]),
+            decl(
+                "_Z17vstorea_half2_rtpDv2_dmPU3AS1Dh",
+                "void",
+                &["<2 x double>", "i64", "ptr addrspace(1)"],
+            ),
             decl(
                 "_Z29async_work_group_strided_copyPU3AS3DhPU3AS1KDhmm9ocl_event",
                 "ptr",
@@ -1414,6 +1512,37 @@ mod tests {
     }
 
     #[test]
+    fn every_vstore_half_is_ours_with_its_rounding_and_stride() {
+        let store = |name: &str| match mangle::demangle(name).as_ref().and_then(store_half) {
+            Some(Builtin::StoreHalf { from, mode, stride }) => Some((from, mode, stride)),
+            _ => None,
+        };
+        let s =
+            |from: &str, mode: &'static str, stride: u32| Some((from.to_string(), mode, stride));
+        assert_eq!(store("_Z11vstore_halffmPDh"), s("f", "rn", 1));
+        assert_eq!(store("_Z15vstore_half_rtefmPU3AS1Dh"), s("f", "rn", 1));
+        assert_eq!(store("_Z15vstore_half_rtzdmPU3AS3Dh"), s("d", "rz", 1));
+        assert_eq!(store("_Z15vstore_half_rtpfmPDh"), s("f", "rp", 1));
+        assert_eq!(store("_Z15vstore_half_rtnfmPDh"), s("f", "rm", 1));
+        assert_eq!(store("_Z12vstore_half2Dv2_fmPDh"), s("f", "rn", 2));
+        assert_eq!(store("_Z12vstore_half3Dv3_fmPU3AS1Dh"), s("f", "rn", 3));
+        assert_eq!(store("_Z13vstorea_half3Dv3_fmPU3AS3Dh"), s("f", "rn", 4));
+        assert_eq!(store("_Z17vstorea_half4_rtpDv4_fmPU3AS1Dh"), s("f", "rp", 4));
+        assert_eq!(store("_Z17vstore_half16_rtnDv16_dmPDh"), s("d", "rm", 16));
+        // Lengths that disagree, other suffixes, and what is not a store of floats to halves.
+        assert_eq!(store("_Z12vstore_half4Dv2_fmPDh"), None);
+        assert_eq!(store("_Z15vstore_half_rtqfmPDh"), None);
+        assert_eq!(store("_Z12vstore_half5Dv5_fmPDh"), None);
+        assert_eq!(store("_Z11vstore_halfDhmPDh"), None);
+        assert_eq!(store("_Z11vstore_halffmPf"), None);
+        assert_eq!(store("_Z10vload_halfmPU3AS1KDh"), None);
+        assert!(matches!(
+            Builtin::of(&decl("_Z16vstore_half4_rtnDv4_fmPU3AS3Dh", "void", &[])),
+            Some(Builtin::StoreHalf { .. })
+        ));
+    }
+
+    #[test]
     fn the_definitions_say_what_they_do() {
         let shim = shim(&ours());
         for expected in [
@@ -1463,6 +1592,20 @@ mod tests {
             "call void @_Z8prefetchPU3AS1Ktm(ptr addrspace(1) %a0, i64 %a1)\n  ret void",
             "define ptr @__sycl_ptx._Z29async_work_group_strided_copyPU3AS3DhPU3AS1KDhmm9ocl_event(\
              ptr addrspace(3) %a0, ptr addrspace(1) %a1, i64 %a2, i64 %a3, ptr %a4) #0 {",
+            "define void @__sycl_ptx._Z15vstore_half_rtpfmPU3AS1Dh(float %a0, i64 %a1, \
+             ptr addrspace(1) %a2) {\nentry:\n  \
+             %t1 = call i16 asm \"cvt.rp.f16.f32 $0, $1;\", \"=h,f\"(float %a0)\n  \
+             %t2 = mul i64 %a1, 1\n  %t3 = getelementptr i16, ptr addrspace(1) %a2, i64 %t2\n  \
+             store i16 %t1, ptr addrspace(1) %t3, align 2\n  ret void\n}",
+            "call i16 asm \"cvt.rn.f16.f32 $0, $1;\", \"=h,f\"(float %a0)",
+            "call i16 asm \"cvt.rm.f16.f32 $0, $1;\", \"=h,f\"(float %t1)",
+            "%t12 = insertelement <4 x i16> %t9, i16 %t11, i32 3",
+            "%t13 = mul i64 %a1, 4\n  %t14 = getelementptr i16, ptr addrspace(3) %a2, i64 %t13\n  \
+             store <4 x i16> %t12, ptr addrspace(3) %t14, align 2",
+            "call i16 asm \"cvt.rz.f16.f64 $0, $1;\", \"=h,d\"(double %t1)",
+            "mul i64 %a1, 4\n  %t11 = getelementptr i16, ptr %a2, i64 %t10\n  \
+             store <3 x i16> %t9, ptr %t11, align 2",
+            "call i16 asm \"cvt.rp.f16.f64 $0, $1;\", \"=h,d\"(double %t1)",
             "call float @_Z5ldexpfi(float %t1, i32 %a1)",
             "call i32 @_Z5isnanf(float %t1)\n  ret i32 %t2",
             "call float @__sycl_ptx._Z10native_sinf(float %t1)",
@@ -1533,6 +1676,10 @@ mod tests {
             "cvt.f32.f16",
             "cvt.rz.f16.f32",
             "cvt.rp.f16.s32",
+            "cvt.rp.f16.f32",
+            "cvt.rm.f16.f32",
+            "cvt.rz.f16.f64",
+            "cvt.rp.f16.f64",
             "fma.rn.f16",
         ] {
             assert!(ptx.contains(instruction), "{instruction}");
