@@ -265,6 +265,8 @@ impl DeviceState {
     }
 
     /// The program of `plan`, for `kernel`: from the persistent cache, or linked (then stored).
+    /// A program that is one native whole program is neither: loading it is cheaper than
+    /// hashing it for the cache's key (0.04 ms against about 0.5 ms, measured on an H200).
     pub(crate) fn build(
         &self,
         registry: &Registry,
@@ -273,6 +275,7 @@ impl DeviceState {
         plan: &Plan,
         options: &Options,
     ) -> Result<Program, Error> {
+        let disk = disk.filter(|_| !is_whole_native_program(registry, plan));
         let disk_key = disk.map(|_| self.disk_key(registry, plan, options));
         if let (Some(disk), Some(key)) = (disk, &disk_key) {
             if let Some(binary) = disk.get(key) {
@@ -455,5 +458,17 @@ impl DeviceState {
             key.part(image);
         }
         key.finish()
+    }
+}
+
+/// Whether `plan` is one native NVIDIA image that `ptxas` made a whole program (an ELF
+/// executable: it neither imports nor exports), which the driver loads without a link.
+fn is_whole_native_program(registry: &Registry, plan: &Plan) -> bool {
+    const ET_EXEC: [u8; 2] = [2, 0];
+    match plan.images() {
+        [only] if plan.target().cuda_arch().is_some() => {
+            registry.image(*only).data.get(16..18) == Some(&ET_EXEC[..])
+        }
+        _ => false,
     }
 }
