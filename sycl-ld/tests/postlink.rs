@@ -1438,3 +1438,35 @@ fn a_builtin_ptx64_lacks_fails_the_link_and_is_named() {
         "{stderr}"
     );
 }
+
+/// The sub-group builtins on half link for ptx64: the shuffles of cl_khr_subgroup_shuffle and
+/// cl_khr_subgroup_shuffle_relative and `sub_group_broadcast` move the halves' bits through
+/// `shfl.sync` (no conversion to float), the collectives go through their float twins.
+#[test]
+fn ptx64_half_sub_group_builtins_link() {
+    let source = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n\
+__kernel void half_warps(__global half *h, uint c) {\n\
+  size_t i = get_global_id(0);\n\
+  half x = h[i];\n\
+  x = sub_group_shuffle(x, c);\n\
+  x = sub_group_shuffle_xor(x, c);\n\
+  x = sub_group_shuffle_up(x, c);\n\
+  x = sub_group_shuffle_down(x, c);\n\
+  x = sub_group_broadcast(x, c);\n\
+  x += sub_group_reduce_add(x) + sub_group_reduce_min(x) + sub_group_reduce_max(x);\n\
+  x += sub_group_scan_inclusive_add(x) + sub_group_scan_exclusive_max(x);\n\
+  h[i] = x;\n\
+}\n";
+    let mut unit = Unit::new();
+    unit.build("hw", &[("hw.cl", source)], |b| {
+        b.targets([Target::Spir64, Target::Ptx64]);
+    });
+    let set = unit.link_shared();
+    let image = set.images.iter().find(|i| i.target == Target::Ptx64).unwrap();
+    let code = String::from_utf8(image.data.clone()).unwrap();
+    for expected in
+        ["shfl.sync.idx.b32", "shfl.sync.bfly.b32", "shfl.sync.up.b32", "shfl.sync.down.b32"]
+    {
+        assert!(code.contains(expected), "{expected}:\n{code}");
+    }
+}

@@ -13,7 +13,7 @@
 //! | `rsqrt`, `native_rsqrt`, `half_rsqrt` (float) | IEEE `1/sqrt` (2.26 times slower on n-body) | `rsqrt.approx.f32` (within OpenCL's 2 ulp) |
 //! | `atomic_*`, `atom_*` | 32-bit global and local only | `atomicrmw`/`cmpxchg` on any address space (generic: what OpenCL 2.0's `atomic_*_explicit` come back as), 32 and 64 bits |
 //! | `work_group_all`, `any`, `broadcast`, `reduce_*`, `scan_*` | missing | through a shared scratch array, between barriers |
-//! | sub-groups: `get_sub_group_*`, `get_num_sub_groups`, `sub_group_all`, `any`, `broadcast`, `reduce_*`, `scan_*`, `sub_group_barrier` | missing | CUDA's warps: sub-groups of 32 in linear local-id order, through `shfl.sync`, `vote.sync` and `bar.warp.sync` |
+//! | sub-groups: `get_sub_group_*`, `get_num_sub_groups`, `sub_group_all`, `any`, `broadcast`, `reduce_*`, `scan_*`, `sub_group_barrier`; `sub_group_shuffle`, `_xor`, `_up`, `_down` (cl_khr_subgroup_shuffle, `_relative`) | missing | CUDA's warps: sub-groups of 32 in linear local-id order, through `shfl.sync`, `vote.sync` and `bar.warp.sync`; shuffles and broadcasts move bits (char, short and half as the low bits of an i32, never through float) |
 //! | builtins on `half` and its vectors (`sqrt`, `fmax`, `isnan`, `fract(half, half *)`, `nan(ushort)`, `convert_int_sat_rtz(half)`, `work_group_reduce_add`, …) | missing (only `vload_half`/`vstore_half` are there; the latter ours, below) | through the float twin: [`half_twin`] |
 //! | `fma`, `mad` on half | missing | `llvm.fma`, `llvm.fmuladd` on half: `fma.rn.f16` |
 //! | `vloadN`, `vstoreN` of half vectors; `async_work_group_copy`, `prefetch` of half | missing | a load or store of the vector; the same builtin on `ushort` |
@@ -23,9 +23,9 @@
 //!
 //! Plain half arithmetic, comparisons and conversions are LLVM instructions, which NVPTX
 //! compiles natively from sm_53 on (`add.rn.f16`, `mul.rn.f16x2`, `setp.lt.f16`, `cvt`).
-//! What is not here and not in libclc (`printf`, Intel's sub-group shuffles, bf16, which
-//! clang-15's OpenCL C does not have) stays an undefined function, which `super::compile`
-//! reports as a builtin the target lacks. `fixtures/half-app` runs every OpenCL C builtin on
+//! What is not here and not in libclc (`printf`; Intel's sub-group shuffles, which the
+//! builtin declarations clang-15's driver gives OpenCL C lack, as they lack bf16) stays an
+//! undefined function, which `super::compile` reports as a builtin the target lacks. `fixtures/half-app` runs every OpenCL C builtin on
 //! half against host references.
 
 use std::collections::BTreeSet;
@@ -258,6 +258,10 @@ enum SubGroup {
     Count,
     Barrier,
     Collective(Collective),
+    /// `sub_group_shuffle`, `_xor`, `_up`, `_down` (cl_khr_subgroup_shuffle and
+    /// cl_khr_subgroup_shuffle_relative): `shfl.sync` of that kind (`idx`, `bfly`, `up`,
+    /// `down`).
+    Shuffle(&'static str),
 }
 
 impl Builtin {
@@ -314,6 +318,22 @@ impl Builtin {
             "get_max_sub_group_size" => Builtin::SubGroup(SubGroup::MaxSize),
             "get_num_sub_groups" | "get_enqueued_num_sub_groups" => {
                 Builtin::SubGroup(SubGroup::Count)
+            }
+            _ if base == "sub_group_broadcast" || base.starts_with("sub_group_shuffle") => {
+                // They move bits: any scalar of 8 to 64 bits, half included, never through
+                // float (a NaN's payload stays as it is).
+                let scalars = ["i8", "i16", "i32", "i64", "half", "float", "double"];
+                if !scalars.contains(&decl.ret.as_str()) || decl.params.len() != 2 {
+                    return None;
+                }
+                Builtin::SubGroup(match base {
+                    "sub_group_broadcast" => SubGroup::Collective(Collective::Broadcast),
+                    "sub_group_shuffle" => SubGroup::Shuffle("idx"),
+                    "sub_group_shuffle_xor" => SubGroup::Shuffle("bfly"),
+                    "sub_group_shuffle_up" => SubGroup::Shuffle("up"),
+                    "sub_group_shuffle_down" => SubGroup::Shuffle("down"),
+                    _ => return None,
+                })
             }
             _ if base.starts_with("work_group_") || base.starts_with("sub_group_") => {
                 if !matches!(scalar?, "i" | "j" | "l" | "m" | "f" | "d") {
@@ -600,6 +620,10 @@ impl Builtin {
 fn half_builtin(decl: &Declaration, name: &mangle::Name) -> Option<Builtin> {
     let base = name.base.as_str();
     let first = name.params.first()?;
+    if base == "sub_group_broadcast" || base.starts_with("sub_group_shuffle") {
+        // Moves the halves' bits: [`Builtin::of`] defines them.
+        return None;
+    }
     let vector = |prefix: &str| {
         let n = base.strip_prefix(prefix)?;
         let n: u32 = n.parse().ok()?;
@@ -1230,6 +1254,11 @@ fn sub_group(function: SubGroup, code: &str, decl: &Declaration, b: &mut Body, m
             };
             shuffle(b, m, "idx", ty, "%a0", &lane, &mask)
         }
+        SubGroup::Shuffle(kind) => {
+            // The lane, the distance (`up`, `down`) or the lane mask (`bfly`).
+            let mask = helper(b, "sub_group_mask");
+            shuffle(b, m, kind, ty, "%a0", "%a1", &mask)
+        }
         SubGroup::Collective(
             Collective::Reduce(op) | Collective::ScanInclusive(op) | Collective::ScanExclusive(op),
         ) => {
@@ -1263,8 +1292,10 @@ fn sub_group(function: SubGroup, code: &str, decl: &Declaration, b: &mut Body, m
     b.line(&format!("ret {ty} {result}"));
 }
 
-/// `value` of type `ty` from another lane of the sub-group: `shfl.sync.idx` from lane `lane`
-/// or `shfl.sync.up` from `lane` lanes below; 64-bit values as two 32-bit halves.
+/// `value` of type `ty` from another lane of the sub-group: `shfl.sync.idx` from lane `lane`,
+/// `shfl.sync.up` (`down`) from `lane` lanes below (above), or `shfl.sync.bfly` from the lane
+/// whose index is ours xor `lane`; 64-bit values as two 32-bit halves, 8- and 16-bit ones
+/// (half's bits) zero-extended to 32.
 fn shuffle(
     b: &mut Body,
     m: &mut Module,
@@ -1274,8 +1305,8 @@ fn shuffle(
     lane: &str,
     mask: &str,
 ) -> String {
-    // The clamp operand: the highest lane for idx, the lowest for up.
-    let clamp = if kind == "idx" { 31 } else { 0 };
+    // The clamp operand: the lowest lane for up, the highest for the others.
+    let clamp = if kind == "up" { 0 } else { 31 };
     let mut shfl32 = |b: &mut Body, t: &str, v: &str| {
         let suffix = if t == "float" { "f32" } else { "i32" };
         m.declare(&format!("declare {t} @llvm.nvvm.shfl.sync.{kind}.{suffix}(i32, {t}, i32, i32)"));
@@ -1283,6 +1314,19 @@ fn shuffle(
     };
     match ty {
         "i32" | "float" => shfl32(b, ty, value),
+        "i8" | "i16" | "half" => {
+            let (bits, bits_ty) = match ty {
+                "half" => (b.inst(&format!("bitcast half {value} to i16")), "i16"),
+                _ => (value.to_string(), ty),
+            };
+            let wide = b.inst(&format!("zext {bits_ty} {bits} to i32"));
+            let v = shfl32(b, "i32", &wide);
+            let v = b.inst(&format!("trunc i32 {v} to {bits_ty}"));
+            match ty {
+                "half" => b.inst(&format!("bitcast i16 {v} to half")),
+                _ => v,
+            }
+        }
         _ => {
             let bits = if ty == "double" {
                 b.inst(&format!("bitcast double {value} to i64"))
@@ -1387,6 +1431,14 @@ mod tests {
             decl("_Z21work_group_reduce_addDh", "half", &["half"]),
             decl("_Z20work_group_broadcastDhm", "half", &["half", "i64"]),
             decl("_Z19sub_group_broadcastDhj", "half", &["half", "i32"]),
+            decl("_Z17sub_group_shuffleDhj", "half", &["half", "i32"]),
+            decl("_Z21sub_group_shuffle_xorDhj", "half", &["half", "i32"]),
+            decl("_Z20sub_group_shuffle_upDhj", "half", &["half", "i32"]),
+            decl("_Z22sub_group_shuffle_downDhj", "half", &["half", "i32"]),
+            decl("_Z17sub_group_shufflefj", "float", &["float", "i32"]),
+            decl("_Z21sub_group_shuffle_xorcj", "i8", &["i8", "i32"]),
+            decl("_Z20sub_group_shuffle_uptj", "i16", &["i16", "i32"]),
+            decl("_Z22sub_group_shuffle_downdj", "double", &["double", "i32"]),
             decl("_Z28sub_group_scan_inclusive_maxDh", "half", &["half"]),
             decl("_Z3fmaDhDhDh", "half", &["half", "half", "half"]),
             decl("_Z5fractDhPU3AS1Dh", "half", &["half", "ptr addrspace(1)"]),
@@ -1441,6 +1493,7 @@ mod tests {
             ("_Z14convert_float4Dv4_i", "<4 x float>", &["<4 x i32>"]),
             ("_Z6selectffi", "float", &["float", "float", "i32"]),
             ("_Z3madfff", "float", &["float", "float", "float"]),
+            ("_Z17sub_group_shuffleDv2_fj", "<2 x float>", &["<2 x float>", "i32"]),
             ("printf", "i32", &["ptr addrspace(4)"]),
         ] {
             assert_eq!(redirect(&decl(name, ret, params)), None, "{name}");
@@ -1611,7 +1664,19 @@ mod tests {
             "call float @__sycl_ptx._Z10native_sinf(float %t1)",
             "define half @__sycl_ptx._Z21work_group_reduce_addDh(half %a0) #0 {",
             "call float @__sycl_ptx._Z21work_group_reduce_addf(float %t1)",
-            "call float @__sycl_ptx._Z19sub_group_broadcastfj(float %t1, i32 %a1)",
+            // Shuffles and broadcasts of half move its bits, through an i32.
+            "define half @__sycl_ptx._Z19sub_group_broadcastDhj(half %a0, i32 %a1) #0 {\n\
+             entry:\n  %t1 = call i32 @__sycl_ptx.sub_group_mask()\n  \
+             %t2 = bitcast half %a0 to i16\n  %t3 = zext i16 %t2 to i32\n  \
+             %t4 = call i32 @llvm.nvvm.shfl.sync.idx.i32(i32 %t1, i32 %t3, i32 %a1, i32 31)\n  \
+             %t5 = trunc i32 %t4 to i16\n  %t6 = bitcast i16 %t5 to half\n  ret half %t6\n}",
+            "call i32 @llvm.nvvm.shfl.sync.bfly.i32(i32 %t1, i32 %t3, i32 %a1, i32 31)",
+            "call i32 @llvm.nvvm.shfl.sync.up.i32(i32 %t1, i32 %t3, i32 %a1, i32 0)",
+            "call i32 @llvm.nvvm.shfl.sync.down.i32(i32 %t1, i32 %t3, i32 %a1, i32 31)",
+            "call float @llvm.nvvm.shfl.sync.idx.f32(i32 %t1, float %a0, i32 %a1, i32 31)",
+            "%t2 = zext i8 %a0 to i32",
+            "%t2 = zext i16 %a0 to i32",
+            "declare i32 @llvm.nvvm.shfl.sync.down.i32(i32, i32, i32, i32)",
             "define i32 @__sycl_ptx._Z12get_work_dimv() {\nentry:\n  \
              %t1 = call i32 asm \"mov.u32 $0, %dynamic_smem_size;\", \"=r\"()\n  \
              %t2 = and i32 %t1, 3\n  %t3 = add i32 %t2, 1\n  ret i32 %t3\n}",
@@ -1670,6 +1735,8 @@ mod tests {
             "bar.sync",
             "shfl.sync.up.b32",
             "shfl.sync.idx.b32",
+            "shfl.sync.bfly.b32",
+            "shfl.sync.down.b32",
             "vote.sync.any.pred",
             "bar.warp.sync",
             "cvt.rn.f16.f32",
