@@ -44,6 +44,10 @@ pub fn fixtures() -> &'static Path {
 /// `sycl-ld device-lib OPTIONS... -o OUT SOURCES...` with the built `sycl-ld`: a device
 /// library file from sources (compiler options such as `-D`, `-I`, `-cl-std=` in `options`).
 pub fn device_lib(options: &[&str], out: &Path, sources: &[&Path]) -> Output {
+    // PoCL calls `setenv` while it loads; a process spawned meanwhile from another test's
+    // thread can read a moving environment (`execve` failed with EFAULT, "Bad address"). The
+    // drivers are loaded once, under the runtime's lock: wait for that first.
+    let _ = sycl_runtime::devices();
     Command::new(built_sycl_ld())
         .arg("device-lib")
         .args(options)
