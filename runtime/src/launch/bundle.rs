@@ -407,9 +407,25 @@ impl KernelBundle<Executable> {
 /// The one image form of a bundle's images on a device: the first of the device's
 /// [`bundle_forms`](crate::backend::Capabilities::bundle_forms) (a GPU's native forms, then its
 /// linkable form: SPIR-V, PTX) in which `wanted` finds what it looks for.
-fn bundle_form(queue: &Queue, wanted: impl Fn(Target) -> bool) -> Target {
+///
+/// A native form only serves when every binary with images of the linkable form has images
+/// of it too: a bundle's imports resolve within its one form, so a library built without the
+/// native target makes the bundle PTX (as it makes a launch's program PTX).
+fn bundle_form(queue: &Queue, registry: &Registry, wanted: impl Fn(Target) -> bool) -> Target {
     let caps = &queue.state().caps;
-    caps.bundle_forms().into_iter().find(|&form| wanted(form)).unwrap_or_else(|| caps.linkable())
+    let linkable = caps.linkable();
+    let everywhere = |form: Target| {
+        form == linkable
+            || registry.binaries.iter().all(|b| {
+                let image = |image| ImageId { binary: b.id, image };
+                let of = |form| (0..b.image_count).any(|i| is_of(registry, image(i), form));
+                !of(linkable) || of(form)
+            })
+    };
+    caps.bundle_forms()
+        .into_iter()
+        .find(|&form| everywhere(form) && wanted(form))
+        .unwrap_or(linkable)
 }
 
 fn is_of(registry: &Registry, id: ImageId, form: Target) -> bool {
@@ -419,7 +435,8 @@ fn is_of(registry: &Registry, id: ImageId, form: Target) -> bool {
 fn input(queue: &Queue, registry: Arc<Registry>, mut images: Vec<ImageId>) -> KernelBundle<Input> {
     // Only one form the device compiles, specializes and links at run time: bundles are
     // compiled and linked for their device at run time.
-    let form = bundle_form(queue, |form| images.iter().any(|&id| is_of(&registry, id, form)));
+    let form =
+        bundle_form(queue, &registry, |form| images.iter().any(|&id| is_of(&registry, id, form)));
     images.retain(|&id| is_of(&registry, id, form));
     images.sort();
     images.dedup();
@@ -455,7 +472,7 @@ pub fn get_kernel_bundle_for(
 ) -> Result<KernelBundle<Input>, Error> {
     let registry = runtime().registry();
     let device = queue.state();
-    let form = bundle_form(queue, |form| {
+    let form = bundle_form(queue, &registry, |form| {
         kernels.iter().all(|kernel| !registry.kernel_images(form, kernel).is_empty())
     });
     let mut images = Vec::new();
