@@ -11,6 +11,7 @@ use crate::DecodeError;
 /// `EM_CUDA`: the ELF machine of NVIDIA GPU code.
 pub const EM_CUDA: u16 = 190;
 const ET_REL: u16 = 1;
+const ET_EXEC: u16 = 2;
 const SHT_SYMTAB: u32 = 2;
 const SHT_NOBITS: u32 = 8;
 const STT_FUNC: u8 = 2;
@@ -73,6 +74,14 @@ fn u32_at(bytes: &[u8], at: u64) -> Result<u32, DecodeError> {
 
 fn u64_at(bytes: &[u8], at: u64) -> Result<u64, DecodeError> {
     read::<8>(bytes, at).map(u64::from_le_bytes)
+}
+
+/// Whether `bytes` are a whole program (an `ET_EXEC` cubin for `EM_CUDA`, which the driver
+/// loads without a link), from the header alone.
+pub fn is_whole_program(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\x7fELF\x02\x01")
+        && u16_at(bytes, 18).is_ok_and(|m| m == EM_CUDA)
+        && u16_at(bytes, 16).is_ok_and(|t| t == ET_EXEC)
 }
 
 impl<'a> Cubin<'a> {
@@ -265,6 +274,10 @@ mod tests {
         assert_eq!(names, [("spec", false, true), ("kernel", true, true), ("import", true, false)]);
         assert_eq!(cubin.summary(), [vec!["kernel"], vec!["import"], vec!["spec"]]);
         assert_eq!(Cubin::parse(&object(8, 0x6007802)).unwrap().arch, 120);
+        assert!(!is_whole_program(&bytes));
+        let mut whole = bytes.clone();
+        whole[16..18].copy_from_slice(&ET_EXEC.to_le_bytes());
+        assert!(is_whole_program(&whole) && !Cubin::parse(&whole).unwrap().relocatable);
     }
 
     #[test]

@@ -59,6 +59,45 @@ pub const DEVICE_OBJECT_MEMBER_PREFIX: &str = "sycl-device-";
 /// `OpSpecConstant`, and no translator runs at run time).
 pub const PTX_SPEC_CONSTANT_PREFIX: &str = "__sycl_spec_constant_";
 
+/// A PTX line that declares a specialization constant's variable, as `sycl-ld` writes it:
+/// `.weak .const .align 4 .b8 __sycl_spec_constant_scale[4] = {2, 0, 0, 0};`, or without an
+/// initialiser (`llc` writes none for zeros). The one reader of that form: the runtime writes
+/// values into it, and `sycl-ld` gives each an explicit initialiser before `ptxas`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PtxSpecConstant<'l> {
+    /// The constant's name (without [`PTX_SPEC_CONSTANT_PREFIX`]).
+    pub name: &'l str,
+    /// Its size in bytes.
+    pub size: usize,
+    /// The declaration up to its size's `]`, without initialiser.
+    pub declaration: &'l str,
+    /// Whether the line gives an initial value.
+    pub initialised: bool,
+}
+
+impl<'l> PtxSpecConstant<'l> {
+    /// The constant `line` declares, if it declares one.
+    pub fn of(line: &'l str) -> Option<PtxSpecConstant<'l>> {
+        let line = line.trim_end();
+        let rest = line.strip_prefix(".weak .const ")?;
+        let named = &rest[rest.find(PTX_SPEC_CONSTANT_PREFIX)? + PTX_SPEC_CONSTANT_PREFIX.len()..];
+        let (name, sized) = named.split_once('[')?;
+        let (size, after) = sized.split_once(']')?;
+        let initialised = after.trim_start().starts_with('=');
+        if !(initialised || after.trim_start() == ";") || name.contains(char::is_whitespace) {
+            return None;
+        }
+        let declaration = &line[..line.len() - after.len()];
+        Some(PtxSpecConstant { name, size: size.parse().ok()?, declaration, initialised })
+    }
+
+    /// The declaration with `bytes` as its initialiser, as a line (no newline).
+    pub fn with_value(&self, bytes: &[u8]) -> String {
+        let bytes: Vec<String> = bytes.iter().map(u8::to_string).collect();
+        format!("{} = {{{}}};", self.declaration, bytes.join(", "))
+    }
+}
+
 /// The compute capability a PTX image (the `ptx64` target) is written for, and the oldest
 /// NVIDIA GPU that runs it: 7.0 (`sm_70`), the first with the warp-synchronous instructions
 /// sub-groups use. The CUDA driver compiles the PTX for the GPU at hand.
@@ -473,6 +512,28 @@ fn len_u32(len: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spec_constant_declarations_are_read_with_or_without_an_initialiser() {
+        let line = ".weak .const .align 4 .b8 __sycl_spec_constant_scale[4] = {2, 0, 0, 0};\n";
+        let c = PtxSpecConstant::of(line).unwrap();
+        assert_eq!((c.name, c.size, c.initialised), ("scale", 4, true));
+        assert_eq!(c.declaration, ".weak .const .align 4 .b8 __sycl_spec_constant_scale[4]");
+        assert_eq!(
+            c.with_value(&[3, 0, 0, 0]),
+            ".weak .const .align 4 .b8 __sycl_spec_constant_scale[4] = {3, 0, 0, 0};"
+        );
+        let bare =
+            PtxSpecConstant::of(".weak .const .align 8 .b8 __sycl_spec_constant_z[8];").unwrap();
+        assert_eq!((bare.name, bare.size, bare.initialised), ("z", 8, false));
+        for other in [
+            ".global .align 4 .b8 __sycl_spec_constant_s[4];",
+            ".weak .const .align 4 .b8 table[4];",
+            ".weak .const .align 4 .b8 __sycl_spec_constant_s[x];",
+        ] {
+            assert_eq!(PtxSpecConstant::of(other), None, "{other}");
+        }
+    }
 
     fn sample_set() -> ImageSet {
         ImageSet {

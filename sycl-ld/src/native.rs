@@ -22,7 +22,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use sycl_format::cubin::Cubin;
-use sycl_format::{CudaArch, PTX_SPEC_CONSTANT_PREFIX};
+use sycl_format::{CudaArch, PtxSpecConstant, PTX_SPEC_CONSTANT_PREFIX};
 use sycl_spirv::PostLinkImage;
 
 /// `ptx` (the image's PTX form) assembled for `arch` with `ptxas`, and checked: a relocatable
@@ -78,20 +78,10 @@ fn with_initialisers(ptx: &[u8]) -> Result<String> {
     let text = std::str::from_utf8(ptx).context("the PTX is not UTF-8 text")?;
     let mut out = String::with_capacity(text.len());
     for line in text.split_inclusive('\n') {
-        let declaration = line.trim_end();
-        let size = declaration
-            .strip_prefix(".weak .const ")
-            .filter(|rest| rest.contains(PTX_SPEC_CONSTANT_PREFIX) && !rest.contains('='))
-            .and_then(|rest| rest.strip_suffix("];"))
-            .and_then(|rest| rest.rsplit_once('['))
-            .and_then(|(_, size)| size.parse::<usize>().ok());
-        match size {
-            Some(size) => {
-                let zeros = vec!["0"; size].join(", ");
-                out.push_str(&format!(
-                    "{} = {{{zeros}}};\n",
-                    &declaration[..declaration.len() - 1]
-                ));
+        match PtxSpecConstant::of(line).filter(|c| !c.initialised) {
+            Some(constant) => {
+                out.push_str(&constant.with_value(&vec![0; constant.size]));
+                out.push('\n');
             }
             None => out.push_str(line),
         }

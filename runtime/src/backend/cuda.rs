@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
 use sycl_format::aspects::{aspect_number, target_aspect};
-use sycl_format::{Target, PTX_SPEC_CONSTANT_PREFIX};
+use sycl_format::{PtxSpecConstant, Target, PTX_SPEC_CONSTANT_PREFIX};
 
 use super::caps::CL_DEVICE_TYPE_GPU;
 use super::native::{NativeBuffer, NativeDevice, NativeEvent, NativeQueue};
@@ -519,33 +519,27 @@ fn specialize(ptx: &[u8], spec: &[SpecValue]) -> Result<Vec<u8>, String> {
     let text = std::str::from_utf8(ptx).map_err(|_| "the PTX is not UTF-8 text".to_string())?;
     let mut out = String::with_capacity(text.len() + 16 * spec.len());
     for line in text.split_inclusive('\n') {
-        let Some((value, (declaration, size))) =
-            spec.iter().find_map(|v| Some((v, spec_variable(line, v.name)?)))
+        let declared = PtxSpecConstant::of(line);
+        let Some((value, constant)) =
+            declared.and_then(|c| Some((spec.iter().find(|v| v.name == c.name)?, c)))
         else {
             out.push_str(line);
             continue;
         };
-        if size != value.bytes.len() {
+        if constant.size != value.bytes.len() {
             return Err(format!(
-                "specialization constant `{}`: {} byte(s) given, the image's holds {size}",
+                "specialization constant `{}`: {} byte(s) given, the image's holds {}",
                 value.name,
-                value.bytes.len()
+                value.bytes.len(),
+                constant.size
             ));
         }
-        let bytes: Vec<String> = value.bytes.iter().map(u8::to_string).collect();
-        let newline = if line.ends_with('\n') { "\n" } else { "" };
-        out.push_str(&format!("{declaration} = {{{}}};{newline}", bytes.join(", ")));
+        out.push_str(&constant.with_value(value.bytes));
+        if line.ends_with('\n') {
+            out.push('\n');
+        }
     }
     Ok(out.into_bytes())
-}
-
-/// The declaration (without its initialiser: `llc` writes none for zeros) and size of the
-/// variable of constant `name`, if `line` declares it.
-fn spec_variable<'l>(line: &'l str, name: &str) -> Option<(&'l str, usize)> {
-    let rest = line.strip_prefix(".weak .const ")?;
-    let size = &rest[rest.find(&format!(" {PTX_SPEC_CONSTANT_PREFIX}{name}["))?..];
-    let size = size[size.find('[')? + 1..size.find(']')?].parse().ok()?;
-    Some((&line[..line.find(" = ").or_else(|| line.find(';'))?], size))
 }
 
 /// An image's code as the driver's linker takes it: PTX (NUL-terminated), or a native

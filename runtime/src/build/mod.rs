@@ -464,10 +464,9 @@ impl DeviceState {
 /// Whether `plan` is one native NVIDIA image that `ptxas` made a whole program (an ELF
 /// executable: it neither imports nor exports), which the driver loads without a link.
 fn is_whole_native_program(registry: &Registry, plan: &Plan) -> bool {
-    const ET_EXEC: [u8; 2] = [2, 0];
     match plan.images() {
         [only] if plan.target().cuda_arch().is_some() => {
-            registry.image(*only).data.get(16..18) == Some(&ET_EXEC[..])
+            sycl_format::cubin::is_whole_program(&registry.image(*only).data)
         }
         _ => false,
     }
