@@ -1,4 +1,5 @@
-//! `sycl-ld inspect FILE [--json]`: the user's window into a binary's device images.
+//! `sycl-ld inspect FILE [--json] [--extract DIR]`: the user's window into a binary's device
+//! images.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -15,9 +16,16 @@ pub(crate) fn run(args: &[OsString]) -> Result<ExitCode> {
     let command = &crate::usage::INSPECT;
     let mut json_out = false;
     let mut file = None;
-    for arg in args {
+    let mut extract = None;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
         match arg.to_str() {
             Some("--json") => json_out = true,
+            Some("--extract") => {
+                let dir =
+                    args.next().ok_or_else(|| command.error("--extract needs a directory"))?;
+                extract = Some(PathBuf::from(dir));
+            }
             Some(s) if s.starts_with('-') => {
                 return Err(command.error(format!("unknown option `{s}`")))
             }
@@ -39,7 +47,31 @@ pub(crate) fn run(args: &[OsString]) -> Result<ExitCode> {
     } else {
         print!("{}", to_text(&file, &set));
     }
+    if let Some(dir) = extract {
+        let written = extract_images(&set, &dir)?;
+        eprintln!("sycl-ld inspect: wrote {written} image(s) to {}", dir.display());
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes each image's code to `dir` (made if missing) as `image-N.TARGET.EXT`, the extension
+/// its format's tools expect (`spv`, `ptx`, `cubin` for an NVIDIA object, `bc`, `bin`), so
+/// that `spirv-dis`, `ptxas` or `cuobjdump` read it. Returns how many it wrote.
+fn extract_images(set: &ImageSet, dir: &std::path::Path) -> Result<usize> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (i, image) in set.images.iter().enumerate() {
+        let extension = match image.format {
+            sycl_format::ImageFormat::SpirV => "spv",
+            sycl_format::ImageFormat::Ptx => "ptx",
+            sycl_format::ImageFormat::SpirBitcode => "bc",
+            sycl_format::ImageFormat::Native if sass_summary(image).is_some() => "cubin",
+            sycl_format::ImageFormat::Native => "bin",
+        };
+        let path = dir.join(format!("image-{i}.{}.{extension}", image.target));
+        std::fs::write(&path, &image.data)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(set.images.len())
 }
 
 /// A property's value for people: device requirements decoded (aspect names, sizes), other

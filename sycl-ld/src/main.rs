@@ -3,7 +3,8 @@
 //! device code it becomes the real linker (`exec`), on the command line as given.
 //!
 //! Commands (a linker is never given these words first), each described in `usage.rs`:
-//! - `sycl-ld inspect FILE [--json]` lists the images embedded in a binary;
+//! - `sycl-ld inspect FILE [--json] [--extract DIR]` lists the images embedded in a binary (and
+//!   writes their code out);
 //! - `sycl-ld post-link [--split MODE] -o DIR INPUT...` writes a unit's images as a file table;
 //! - `sycl-ld aspect-filter --target T [--device-config FILE] [-o OUT] TABLE` keeps the rows
 //!   a target can run (DPC++'s `sycl-aspect-filter`);

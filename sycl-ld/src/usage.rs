@@ -27,7 +27,7 @@ pub(crate) struct Command {
 
 pub(crate) const INSPECT: Command = Command {
     name: "inspect",
-    args: "FILE [--json]",
+    args: "FILE [--json] [--extract DIR]",
     summary: "list the device images embedded in a binary",
     details: "\
 For each image: its format and target, its kernels, exported and imported symbols, and every
@@ -36,7 +36,9 @@ declare (.version, .target, .visible .entry and .func, .extern .func, visible va
 is an executable, a shared library or an object file; one without images lists none.
 
 options:
-    --json    print JSON instead of text
+    --json           print JSON instead of text
+    --extract DIR    also write each image's code to DIR as image-N.TARGET.EXT (spv, ptx,
+                     cubin for an NVIDIA object, bc, bin), for spirv-dis, ptxas or cuobjdump
 ",
 };
 

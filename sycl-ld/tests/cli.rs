@@ -520,6 +520,7 @@ fn wrong_arguments_are_named_and_answered_with_the_usage() {
         &["inspect"],
         &["inspect", "--bogus"],
         &["inspect", "notes.txt", "notes.txt"],
+        &["inspect", "notes.txt", "--extract"],
         &["inspect", "missing.bin"],
         &["inspect", "notes.txt"],
         &["post-link"],

@@ -69,6 +69,39 @@ fn inspect_text_of_the_demo_app() {
 }
 
 #[test]
+fn extract_writes_each_image_as_its_tools_read_it() {
+    let path = fixtures().join("deps/libhelpers.so");
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(sycl_ld())
+        .args(["inspect", "--json"])
+        .arg(&path)
+        .arg("--extract")
+        .arg(dir.path().join("images"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let images = listed["images"].as_array().unwrap();
+    assert!(!images.is_empty());
+    for (i, image) in images.iter().enumerate() {
+        let (format, target) =
+            (image["format"].as_str().unwrap(), image["target"].as_str().unwrap());
+        let extension = match format {
+            "spirv" => "spv",
+            "ptx" => "ptx",
+            other => panic!("a fixture image in {other}"),
+        };
+        let file = dir.path().join("images").join(format!("image-{i}.{target}.{extension}"));
+        let code = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        match extension {
+            "spv" => assert_eq!(code[..4], 0x0723_0203u32.to_le_bytes(), "{}", file.display()),
+            _ => assert!(String::from_utf8_lossy(&code).contains(".version"), "{}", file.display()),
+        }
+    }
+    assert_eq!(std::fs::read_dir(dir.path().join("images")).unwrap().count(), images.len());
+}
+
+#[test]
 fn inspect_of_a_binary_without_device_code_lists_nothing() {
     let out = Command::new(sycl_ld()).args(["inspect", "--json"]).arg(sycl_ld()).output().unwrap();
     assert!(out.status.success());
