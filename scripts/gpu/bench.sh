@@ -12,8 +12,9 @@
 # against cold) and start-up with 1,000 kernels against 1, in new processes; `gpu-bench --gpus`
 # runs the kernels on every GPU, then on all at once (skipped with one GPU); `gpu-bench
 # --host-api` compares launch throughput, copies, overlap and profiling with the driver API. Then the register
-# and spill counts of both sides' kernels (`cuobjdump -res-usage`: nvcc's cubin, and the cubins
-# the runtime linked, from its persistent cache) and the SASS of both SGEMMs. Logs go to $OUT
+# and spill counts of both sides' kernels (`cuobjdump -res-usage`: nvcc's cubin, and our native
+# objects, which `sycl-ld inspect --extract` writes out of the programs) and the SASS of both
+# SGEMMs. Logs go to $OUT
 # (else ./gpu-bench-out): bench.txt, resources.txt, sass-*.txt.
 set -euo pipefail
 archive=${1:?usage: bench.sh SUITE.tar.xz}
@@ -34,12 +35,14 @@ unset SYCL_DEVICE SYCL_TRACE SYCL_CACHE_DISABLE
 {
     echo "== nvcc ($arch)"
     cuobjdump -res-usage "$work/bench.cubin"
-    for entry in "$work"/cache/*; do
-        # A cache entry: a 116-byte header, then the linked cubin.
-        tail -c +117 "$entry" >"$work/ours.cubin"
-        echo "== ours: $(basename "$entry")"
-        cuobjdump -res-usage "$work/ours.cubin" 2>&1 || true
-        if cuobjdump -sass -fun sgemm "$work/ours.cubin" >"$work/sass.txt" 2>/dev/null; then
+    # Ours: the native objects the runtime loads, written out of the program and its library.
+    for binary in "$work/bin/gpu-bench" "$work/bin/deps/libgpu_bench_lib.so"; do
+        "$work/sycl-ld" inspect "$binary" --extract "$work/ours/$(basename "$binary")" >/dev/null 2>&1
+    done
+    for cubin in "$work"/ours/*/*.cubin; do
+        echo "== ours: $(basename "$(dirname "$cubin")") $(basename "$cubin")"
+        cuobjdump -res-usage "$cubin" 2>&1 || true
+        if cuobjdump -sass -fun sgemm "$cubin" >"$work/sass.txt" 2>/dev/null && [ -s "$work/sass.txt" ]; then
             cp "$work/sass.txt" "$out/sass-ours-sgemm.txt"
         fi
     done

@@ -16,8 +16,9 @@
 //! `DIR/suite.tar.xz` holds `bin/` (programs, examples, `deps/*.so`, the device library;
 //! `bin-ptx/` and `bin-native/` the cases' programs of the other two builds),
 //! `cases.txt` (one case a line: `NAME<TAB>[VAR=value...] PROGRAM ARGS...`),
-//! `expected/NAME.txt` and `bench.cu` (for `scripts/gpu/bench.sh`), about a tenth of the
-//! programs' size: what travels to the GPU machine.
+//! `expected/NAME.txt`, `bench.cu` (for `scripts/gpu/bench.sh`) and `sycl-ld` (stripped, for
+//! `sycl-ld inspect --extract` in `scripts/gpu/sass.sh`), about a tenth of the programs' size:
+//! what travels to the GPU machine.
 
 use std::fs;
 use std::path::Path;
@@ -62,6 +63,12 @@ const CASES: &[Case] = &[
     Case { name: "features-app", argv: &["features-app"], fp16: false },
     Case { name: "compile_once", argv: &["compile_once"], fp16: false },
     Case { name: "devlib-app", argv: &["devlib-app", "@BIN/devlib.sydl"], fp16: false },
+    // Native objects the GPU refuses: the runtime links the PTX beside them instead.
+    Case {
+        name: "devlib-native-fallback",
+        argv: &["devlib-app", "@BIN/devlib-other-arch.sydl"],
+        fp16: false,
+    },
     Case { name: "bundle-states", argv: &["bundle-app", "states"], fp16: false },
     Case { name: "bundle-unresolved", argv: &["bundle-app", "unresolved"], fp16: false },
     Case { name: "bundle-join", argv: &["bundle-app", "join"], fp16: false },
@@ -89,6 +96,10 @@ const CASES: &[Case] = &[
 
 /// The device library file's name in `bin/`.
 const DEVLIB: &str = "devlib.sydl";
+
+/// The device library file again, its native objects made to claim another architecture
+/// where PTX is beside them ([`other_arch_devlib`]).
+const DEVLIB_OTHER_ARCH: &str = "devlib-other-arch.sydl";
 
 /// Programs carried for runs outside the cases: `two_devices cuda pocl` uses the GPU and
 /// another device from one process; `gpu-bench` is `scripts/gpu/bench.sh`'s, with the CUDA C
@@ -178,6 +189,7 @@ pub(crate) fn gpu_suite(dir: &Path) -> Result<()> {
             .arg(fixtures.join("devlib-app/device/devlib.cl"))
             .env("SYCL_LD_TARGETS", &targets);
         run_captured(&mut devlib)?;
+        other_arch_devlib(&bin.join(DEVLIB), &bin.join(DEVLIB_OTHER_ARCH))?;
         // A case's file that is not there would only be ignored (`LD_PRELOAD`) or fail alike
         // on every device: the expected output would hide it.
         for word in CASES.iter().flat_map(|c| c.argv.iter()) {
@@ -191,6 +203,13 @@ pub(crate) fn gpu_suite(dir: &Path) -> Result<()> {
     report_costs(&stage, &built_in)?;
     let bin = stage.join("bin");
     fs::copy(fixtures.join(BENCH_CUDA), stage.join("bench.cu"))?;
+    // `sycl-ld inspect --extract` there writes the native objects out for cuobjdump.
+    run_captured(
+        Command::new("strip")
+            .arg("-o")
+            .arg(stage.join("sycl-ld"))
+            .arg(root.join("target/debug/sycl-ld")),
+    )?;
 
     // Expected outputs: the same on both CPU devices (Intel's where the case needs fp16).
     let bin = fs::canonicalize(&bin)?;
@@ -222,6 +241,7 @@ pub(crate) fn gpu_suite(dir: &Path) -> Result<()> {
         "cases.txt",
         "expected",
         "bench.cu",
+        "sycl-ld",
     ]);
     run_captured(&mut tar)?;
     fs::remove_dir_all(&stage)?;
@@ -269,6 +289,29 @@ fn report_costs(stage: &Path, built_in: &[f64]) -> Result<()> {
     for (target, (count, bytes)) in per_target {
         println!("xtask: bin/ {target}: {count} images, {} KiB", bytes >> 10);
     }
+    Ok(())
+}
+
+/// `from`'s images written to `to`, each native NVIDIA object's header made to say the SASS is
+/// for sm_120 (which no GPU of another major version runs) when the set also carries PTX: the
+/// runtime refuses such an object before the driver sees it and links the PTX instead. A set
+/// without PTX (the native-only build's) is copied as it is, since it has nothing to fall
+/// back to.
+fn other_arch_devlib(from: &Path, to: &Path) -> Result<()> {
+    let mut set = sycl_format::ImageSet::decode(&fs::read(from)?)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", from.display()))?;
+    if set.images.iter().any(|i| i.target == Target::Ptx64.name()) {
+        for image in &mut set.images {
+            let native = Target::from_name(&image.target).and_then(Target::cuda_arch).is_some();
+            if native && image.data.len() >= 52 {
+                // ELF64 `e_flags` (offset 48): ABI version 7 (byte 8) keeps the architecture
+                // in the low byte, later versions in the next one.
+                let at = if image.data[8] >= 8 { 49 } else { 48 };
+                image.data[at] = 120;
+            }
+        }
+    }
+    fs::write(to, set.encode())?;
     Ok(())
 }
 

@@ -275,6 +275,8 @@ impl Drop for Context {
 /// A CUDA device opened for use: its primary context.
 pub(crate) struct Device {
     context: Arc<Context>,
+    /// The GPU's compute capability, which says what native objects it runs.
+    compute_capability: (u32, u32),
 }
 
 /// Whether a GPU of compute capability `(major, minor)` runs the `ptx64` target's PTX; the
@@ -312,6 +314,7 @@ impl Device {
                 idle_events: Mutex::new(Vec::new()),
                 spare_event: std::sync::atomic::AtomicPtr::new(ptr::null_mut()),
             }),
+            compute_capability: info.limits.compute_capability.unwrap_or((0, 0)),
         })
     }
 
@@ -349,6 +352,16 @@ impl Device {
             bad_options: false,
         };
         let cubin = sycl_format::cubin::Cubin::parse(object).map_err(|e| failed(e.to_string()))?;
+        // SASS runs on GPUs of its major version and the same or a later minor one: the
+        // driver would refuse anything else, and a mislabelled object never reaches it.
+        let (major, minor) = self.compute_capability;
+        if cubin.arch / 10 != major || cubin.arch % 10 > minor {
+            return Err(failed(format!(
+                "the object holds SASS for sm_{}, which this GPU (compute capability \
+                 {major}.{minor}) cannot run",
+                cubin.arch
+            )));
+        }
         // A whole program (`ptxas` without `-c`: no imports, no exports) is loaded as it is.
         let complete = !cubin.relocatable;
         let mut bytes = object.to_vec();
@@ -1464,6 +1477,7 @@ impl Device {
                 idle_events: Mutex::new(Vec::new()),
                 spare_event: std::sync::atomic::AtomicPtr::new(ptr::null_mut()),
             }),
+            compute_capability: info.limits.compute_capability.unwrap_or((0, 0)),
         })
     }
 

@@ -187,7 +187,13 @@ impl DeviceState {
                     program.clone()
                 }
                 None => {
-                    let program = Arc::new(self.build(registry, disk, kernel, &plan, options)?);
+                    let program = match self.build(registry, disk, kernel, &plan, options) {
+                        Err(e) if plan.target().cuda_arch().is_some() => {
+                            self.build_without_native(registry, disk, kernel, forms, options, e)?
+                        }
+                        built => built?,
+                    };
+                    let program = Arc::new(program);
                     *built = Some(program.clone());
                     program
                 }
@@ -213,6 +219,27 @@ impl DeviceState {
             }
         }
         Ok(program)
+    }
+
+    /// `kernel` built again from the forms after the native ones, when its native objects
+    /// failed (`native`): a driver older than the `ptxas` that made them refuses them, and
+    /// the PTX beside them serves every driver. The PTX's error when it fails too.
+    fn build_without_native(
+        &self,
+        registry: &Registry,
+        disk: Option<&DiskCache>,
+        kernel: &str,
+        forms: &[Target],
+        options: &Options,
+        native: Error,
+    ) -> Result<Program, Error> {
+        let rest: Vec<Target> = forms.iter().copied().filter(|t| t.cuda_arch().is_none()).collect();
+        let plan = match resolve::plan_kernel(registry, kernel, &rest, self.for_device()) {
+            Ok(plan) => plan,
+            Err(_) => return Err(native),
+        };
+        trace!("native-fallback", "{kernel} on {}: {native}; linking {}", self.name, plan.target().name());
+        self.build(registry, disk, kernel, &plan, options)
     }
 
     /// The device as resolution sees it.
