@@ -4,10 +4,12 @@
 //! were opened, then device-library files), so the first provider is the one the loader would
 //! pick for a host symbol. `discovery` finds the binaries and keeps the registry up to date.
 //!
-//! A registry is an immutable snapshot. Each binary is read and indexed once, when it is first
-//! found ([`Binary::read`]): what its images define is kept as names pointing into its copied
-//! payloads, so the registry that follows a library's opening or closing is assembled from the
-//! binaries that stay without reading or parsing them again. A binary keeps its id while it
+//! A registry is an immutable snapshot. Each binary is read once, when it is first found
+//! ([`Binary::read`]): what its images define is kept as names pointing into its copied
+//! payloads, and each image form's index is made from those at the form's first lookup (a
+//! process whose devices take one form of three indexes a third of the images). The registry
+//! that follows a library's opening or closing is assembled from the binaries that stay
+//! without reading or parsing them again. A binary keeps its id while it
 //! stays loaded, so programs built from it stay cached; a closed one's id disappears, and with
 //! it every program built from it. A binary whose payload is malformed is recorded with its
 //! error and contributes no images; every other binary works as usual.
@@ -88,6 +90,9 @@ struct Records {
     at: Vec<(u32, u32)>,
     names: Vec<Span>,
     uses_function_pointers: bool,
+    /// The last image's target as written, and what it names: images come grouped by form,
+    /// so most are told apart from the previous one without searching the targets.
+    last_target: Option<(String, Option<Target>)>,
 }
 
 impl Records {
@@ -108,7 +113,15 @@ impl Records {
         uses: Range<u32>,
         set: Option<Span>,
     ) {
-        let target = Target::from_name(target).filter(|t| t.format() == format);
+        let named = match &self.last_target {
+            Some((name, named)) if name == target => *named,
+            _ => {
+                let named = Target::from_name(target);
+                self.last_target = Some((target.to_string(), named));
+                named
+            }
+        };
+        let target = named.filter(|t| t.format() == format);
         let set = set.map(|name| {
             self.names.push(name);
             self.names.len() as u32 - 1
@@ -380,14 +393,6 @@ impl Ids {
     }
 }
 
-/// The position of `target`'s index in `maps` (one per image form: a short list).
-fn by_name(maps: &mut Vec<(Target, ByName)>, target: Target) -> usize {
-    maps.iter().position(|(t, _)| *t == target).unwrap_or_else(|| {
-        maps.push((target, ByName::new()));
-        maps.len() - 1
-    })
-}
-
 /// Adds image `id` under the name at `span` of the binary at `binary` in `binaries`.
 fn insert(
     names: &mut ByName,
@@ -408,19 +413,35 @@ fn insert(
     }
 }
 
-/// The images `name` names in `maps`' index of `target`.
+/// The images `name` names in `names`.
 fn lookup<'r>(
-    maps: &'r [(Target, ByName)],
+    names: &'r ByName,
     hasher: &Hasher,
     binaries: &[Arc<Binary>],
-    target: Target,
     name: &str,
 ) -> &'r [ImageId] {
-    let Some((_, names)) = maps.iter().find(|(t, _)| *t == target) else { return &[] };
     let bytes = name.as_bytes();
     let hash = hasher.hash_one(bytes);
     let same = |named: &Named| named.hash == hash && bytes_of(binaries, named) == bytes;
     names.find(hash, same).map_or(&[], |named| named.ids.as_slice())
+}
+
+/// The index of one image form, made at its first lookup.
+#[derive(Default)]
+struct FormIndex {
+    kernels: ByName,
+    exports: ByName,
+    /// Virtual-function set → the images that provide it (real and dummy).
+    sets: HashMap<String, Vec<ImageId>>,
+    /// Virtual-function set → the images whose kernels use it.
+    set_users: HashMap<String, Vec<ImageId>>,
+}
+
+/// An image form of a registry: how many of its images there are, and its index once made.
+struct Form {
+    target: Target,
+    images: usize,
+    index: OnceLock<FormIndex>,
 }
 
 /// The binaries of a registry, in resolution order, each with its `RTLD_LOCAL` group: `None`
@@ -435,14 +456,11 @@ pub(crate) struct Registry {
     position: HashMap<BinaryId, usize, foldhash::fast::RandomState>,
     /// The groups of the binaries that have one (see [`Members`]); usually none.
     local_groups: HashMap<BinaryId, Box<[BinaryId]>, foldhash::fast::RandomState>,
-    /// By image form, then by name: looked up on every launch without building a key.
-    kernels: Vec<(Target, ByName)>,
-    exports: Vec<(Target, ByName)>,
+    /// By image form, then by name: looked up on every launch without building a key. A
+    /// form's index is made when it is first looked up: a process whose devices take one form
+    /// of three indexes a third of the images.
+    forms: Vec<Form>,
     hasher: Hasher,
-    /// Virtual-function set → the images that provide it (real and dummy).
-    sets: HashMap<(Target, String), Vec<ImageId>>,
-    /// Virtual-function set → the images whose kernels use it.
-    set_users: HashMap<(Target, String), Vec<ImageId>>,
     /// Binary id of each loaded device-library file, by load id.
     pub file_binaries: HashMap<u64, BinaryId>,
     /// Whether any image calls through function pointers (needs aspect `function_pointers`).
@@ -454,18 +472,13 @@ impl Registry {
     /// read: nothing is parsed here.
     pub(crate) fn assemble(members: Members, file_binaries: HashMap<u64, BinaryId>) -> Registry {
         let mut registry = Registry { file_binaries, ..Registry::default() };
-        // Each form's kernel index sized once for its images (most define one kernel each):
-        // a binary with 1,000 kernels in SPIR-V and PTX fills two tables without growing them.
-        let mut planned: Vec<usize> = Vec::new();
         for (binary, _) in &members {
             for target in binary.records.iter().filter_map(|r| r.target) {
-                let table = by_name(&mut registry.kernels, target);
-                planned.resize(registry.kernels.len(), 0);
-                planned[table] += 1;
+                match registry.forms.iter_mut().find(|f| f.target == target) {
+                    Some(form) => form.images += 1,
+                    None => registry.forms.push(Form { target, images: 1, index: OnceLock::new() }),
+                }
             }
-        }
-        for ((_, table), images) in registry.kernels.iter_mut().zip(planned) {
-            table.reserve(images, |named| named.hash);
         }
         registry.position.reserve(members.len());
         registry.binaries.reserve(members.len());
@@ -473,9 +486,9 @@ impl Registry {
             if let Some(group) = group {
                 registry.local_groups.insert(binary.id, group);
             }
+            registry.uses_function_pointers |= binary.uses_function_pointers;
             registry.position.insert(binary.id, registry.binaries.len());
             registry.binaries.push(binary);
-            registry.index(registry.binaries.len() - 1);
         }
         registry
     }
@@ -491,30 +504,41 @@ impl Registry {
         Registry::assemble(members, HashMap::new())
     }
 
-    /// Indexes the images of the binary at `position`.
-    fn index(&mut self, position: usize) {
-        let binary = &self.binaries[position];
-        let at = position as u32;
-        for (image, record) in binary.records.iter().enumerate() {
-            let Some(target) = record.target else { continue };
-            let id = ImageId { binary: binary.id, image: image as u32 };
-            let (kernels, exports) =
-                (by_name(&mut self.kernels, target), by_name(&mut self.exports, target));
-            for &span in binary.names(&record.kernels) {
-                insert(&mut self.kernels[kernels].1, &self.hasher, &self.binaries, at, span, id);
-            }
-            for &span in binary.names(&record.exports) {
-                insert(&mut self.exports[exports].1, &self.hasher, &self.binaries, at, span, id);
-            }
-            if let Some(set) = record.set {
-                let set = binary.text(binary.names[set as usize]);
-                self.sets.entry((target, set)).or_default().push(id);
-            }
-            for &set in binary.names(&record.uses) {
-                self.set_users.entry((target, binary.text(set))).or_default().push(id);
+    /// The index of `target`'s images, made at the first call (`None` when no image has
+    /// that form).
+    fn form(&self, target: Target) -> Option<&FormIndex> {
+        let form = self.forms.iter().find(|f| f.target == target)?;
+        Some(form.index.get_or_init(|| self.index(target, form.images)))
+    }
+
+    /// Indexes the images of form `target` (`images` of them) of every binary, in order.
+    fn index(&self, target: Target, images: usize) -> FormIndex {
+        let mut index = FormIndex::default();
+        // Most images define one kernel: the table is sized once.
+        index.kernels.reserve(images, |named| named.hash);
+        for (at, binary) in self.binaries.iter().enumerate() {
+            let at = at as u32;
+            for (image, record) in binary.records.iter().enumerate() {
+                if record.target != Some(target) {
+                    continue;
+                }
+                let id = ImageId { binary: binary.id, image: image as u32 };
+                for &span in binary.names(&record.kernels) {
+                    insert(&mut index.kernels, &self.hasher, &self.binaries, at, span, id);
+                }
+                for &span in binary.names(&record.exports) {
+                    insert(&mut index.exports, &self.hasher, &self.binaries, at, span, id);
+                }
+                if let Some(set) = record.set {
+                    let set = binary.text(binary.names[set as usize]);
+                    index.sets.entry(set).or_default().push(id);
+                }
+                for &set in binary.names(&record.uses) {
+                    index.set_users.entry(binary.text(set)).or_default().push(id);
+                }
             }
         }
-        self.uses_function_pointers |= binary.uses_function_pointers;
+        index
     }
 
     /// The `RTLD_LOCAL` group of `binary`, when it has one.
@@ -564,22 +588,22 @@ impl Registry {
 
     /// Images of this form that define `kernel`, in loader order.
     pub(crate) fn kernel_images(&self, target: Target, kernel: &str) -> &[ImageId] {
-        lookup(&self.kernels, &self.hasher, &self.binaries, target, kernel)
+        self.form(target).map_or(&[], |f| lookup(&f.kernels, &self.hasher, &self.binaries, kernel))
     }
 
     /// Images of this form that export `symbol`, in loader order.
     pub(crate) fn providers(&self, target: Target, symbol: &str) -> &[ImageId] {
-        lookup(&self.exports, &self.hasher, &self.binaries, target, symbol)
+        self.form(target).map_or(&[], |f| lookup(&f.exports, &self.hasher, &self.binaries, symbol))
     }
 
     /// Images of this form that provide virtual-function set `set` (real and dummy).
     pub(crate) fn set_images(&self, target: Target, set: &str) -> &[ImageId] {
-        self.sets.get(&(target, set.to_string())).map_or(&[], Vec::as_slice)
+        self.form(target).and_then(|f| f.sets.get(set)).map_or(&[], Vec::as_slice)
     }
 
     /// Images of this form whose kernels use virtual-function set `set`.
     pub(crate) fn set_users(&self, target: Target, set: &str) -> &[ImageId] {
-        self.set_users.get(&(target, set.to_string())).map_or(&[], Vec::as_slice)
+        self.form(target).and_then(|f| f.set_users.get(set)).map_or(&[], Vec::as_slice)
     }
 
     /// The binaries searched for symbols, for error messages (unreadable ones say so).

@@ -238,7 +238,12 @@ impl DeviceState {
             Ok(plan) => plan,
             Err(_) => return Err(native),
         };
-        trace!("native-fallback", "{kernel} on {}: {native}; linking {}", self.name, plan.target().name());
+        trace!(
+            "native-fallback",
+            "{kernel} on {}: {native}; linking {}",
+            self.name,
+            plan.target().name()
+        );
         self.build(registry, disk, kernel, &plan, options)
     }
 
