@@ -43,8 +43,13 @@ first_with() {
     done
     return 1
 }
-kernels=$(cuobjdump -elf "$work"/native/gpu-bench/*.cubin 2>/dev/null |
+kernels=$(for cubin in "$work"/native/gpu-bench/*.cubin; do cuobjdump -elf "$cubin"; done 2>/dev/null |
     grep -oE '\.text\.[A-Za-z_][A-Za-z0-9_]*' | sed 's/^\.text\.//' | sort -u)
+if [ -z "$kernels" ]; then
+    echo "sass.sh: no native objects in $work/bin/gpu-bench (a build without nvidia_gpu_sm_XX?)" >&2
+    ls -R "$work/native" >&2
+    exit 1
+fi
 for kernel in $kernels; do
     native=$out/$kernel.native.sass jit=$out/$kernel.jit.sass
     # Prefer whole programs (the twins, the images without imports): what the runtime loads.

@@ -27,6 +27,7 @@ use crate::discovery::files::DeviceLibrary;
 use crate::process::runtime;
 use crate::registry::{ImageId, Registry};
 use crate::resolve;
+use crate::trace::trace;
 use crate::Error;
 
 mod sealed {
@@ -329,6 +330,11 @@ impl DeviceLibrary {
 }
 
 impl Inner {
+    /// The form of its images (all have one), when it has any.
+    fn form(&self) -> Option<Target> {
+        Target::from_name(&self.registry.image(*self.images.first()?).target)
+    }
+
     fn shallow(&self) -> Inner {
         Inner {
             queue: self.queue.clone(),
@@ -572,13 +578,51 @@ pub fn link(
     Ok(bundle(Inner { images, flags, objects: vec![], programs, ..first.inner.shallow() }))
 }
 
-/// Compiles and links an input bundle.
+/// Compiles and links an input bundle. A bundle of native NVIDIA objects that fail (the GPU
+/// cannot run them, or its driver refuses them) is built again from the same binaries' PTX,
+/// as a launch would be.
 pub fn build(
     input: &KernelBundle<Input>,
     properties: &[BuildProperty],
 ) -> Result<KernelBundle<Executable>, Error> {
-    let object = compile(input, properties)?;
-    link(&[&object], properties)
+    let build = |input| compile(input, properties).and_then(|object| link(&[&object], properties));
+    match build(input) {
+        Err(native) if input.inner.form().is_some_and(|f| f.cuda_arch().is_some()) => {
+            let Some(linkable) = in_linkable_form(input) else { return Err(native) };
+            let device = input.device();
+            trace!(
+                "native-fallback",
+                "(bundle) on {}: {native}; building {}",
+                device.name,
+                device.caps.linkable().name()
+            );
+            build(&linkable)
+        }
+        built => built,
+    }
+}
+
+/// `input` with each image replaced by the image of the device's linkable form in the same
+/// binary that defines the same kernels and exports; `None` when one has no such image.
+fn in_linkable_form(input: &KernelBundle<Input>) -> Option<KernelBundle<Input>> {
+    let registry = &input.inner.registry;
+    let form = input.device().caps.linkable();
+    let same = |a: &Image, b: &Image| {
+        a.kernels == b.kernels && a.exported_symbols().eq(b.exported_symbols())
+    };
+    let mut images = Vec::with_capacity(input.inner.images.len());
+    for &id in &input.inner.images {
+        let binary = registry.binary(id.binary);
+        let found = (0..binary.image_count)
+            .map(|image| ImageId { binary: id.binary, image })
+            .find(|&other| {
+                is_of(registry, other, form) && same(registry.image(id), registry.image(other))
+            })?;
+        images.push(found);
+    }
+    images.sort();
+    images.dedup();
+    Some(bundle(Inner { images, ..input.inner.shallow() }))
 }
 
 /// One bundle with the images of all. Joining nothing or bundles of different devices is an
