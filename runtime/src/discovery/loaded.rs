@@ -4,6 +4,7 @@
 //!
 //! Its `unsafe` blocks read what the loader hands out; see `docs/ARCHITECTURE.md` for the modules that have any.
 
+use std::collections::HashMap;
 use std::ffi::CStr;
 use std::sync::Arc;
 
@@ -31,9 +32,6 @@ pub(crate) struct Contents {
     /// whatever happens to it later), the executable's where they are mapped; or why the
     /// notes could not be read.
     pub payloads: Result<Vec<Payload>, DecodeError>,
-    /// `DT_NEEDED` entries, the libraries it depends on, each followed by a NUL (which no
-    /// name contains): one allocation for all.
-    pub needed: String,
     /// Address ranges of its loaded segments.
     pub ranges: Vec<(usize, usize)>,
 }
@@ -175,20 +173,14 @@ unsafe extern "C" fn callback(
         walk.out.push(LoadedObject { name, base, payload_hashes, contents: None });
         return 0;
     }
-    let mut needed = String::new();
-    let mut ranges = Vec::new();
-    for ph in phdrs {
-        let start = info.dlpi_addr.wrapping_add(ph.p_vaddr) as usize;
-        match ph.p_type {
-            libc::PT_LOAD => ranges.push((start, start + ph.p_memsz as usize)),
-            libc::PT_DYNAMIC => {
-                // SAFETY: PT_DYNAMIC is mapped at its run-time address while the object is
-                // loaded.
-                needed = unsafe { needed_libraries(start, ph.p_memsz as usize, base) }
-            }
-            _ => {}
-        }
-    }
+    let ranges = phdrs
+        .iter()
+        .filter(|ph| ph.p_type == libc::PT_LOAD)
+        .map(|ph| {
+            let start = info.dlpi_addr.wrapping_add(ph.p_vaddr) as usize;
+            (start, start + ph.p_memsz as usize)
+        })
+        .collect();
     let payloads = match error {
         Some(e) => Err(e),
         // The executable: the loader's first object, without a name.
@@ -204,8 +196,58 @@ unsafe extern "C" fn callback(
         name,
         base,
         payload_hashes,
-        contents: Some(Contents { payloads, needed, ranges }),
+        contents: Some(Contents { payloads, ranges }),
     });
+    0
+}
+
+/// Each loaded object's `DT_NEEDED` entries (the libraries it depends on, each followed by a
+/// NUL, which no name contains), by load address and name. Read only when some library was
+/// opened `RTLD_LOCAL`, whose group they give: reading them touches every object's dynamic
+/// section, a cost worth sparing the first launch of a process that has none.
+pub(crate) fn needed_by_object() -> HashMap<(usize, String), String> {
+    let mut out = HashMap::new();
+    // SAFETY: the callback only reads what the loader hands it for the duration of the call,
+    // and `data` is `out` above, alive and exclusively borrowed for the whole iteration.
+    unsafe {
+        libc::dl_iterate_phdr(Some(needed_callback), (&mut out as *mut NeededByObject).cast());
+    }
+    out
+}
+
+type NeededByObject = HashMap<(usize, String), String>;
+
+unsafe extern "C" fn needed_callback(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut libc::c_void,
+) -> libc::c_int {
+    // SAFETY: `data` is the map `needed_by_object` passed; `info` is valid during the call.
+    let (out, info) = unsafe { (&mut *data.cast::<NeededByObject>(), &*info) };
+    let name = if info.dlpi_name.is_null() {
+        String::new()
+    } else {
+        // SAFETY: a non-null `dlpi_name` is a NUL-terminated string owned by the loader.
+        unsafe { CStr::from_ptr(info.dlpi_name) }.to_string_lossy().into_owned()
+    };
+    let phdrs: &[libc::Elf64_Phdr] = if info.dlpi_phdr.is_null() {
+        &[]
+    } else {
+        // SAFETY: the loader gives `dlpi_phnum` program headers at `dlpi_phdr`.
+        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
+    };
+    let base = info.dlpi_addr as usize;
+    let needed = phdrs
+        .iter()
+        .find(|ph| ph.p_type == libc::PT_DYNAMIC)
+        .map(|ph| {
+            let start = info.dlpi_addr.wrapping_add(ph.p_vaddr) as usize;
+            // SAFETY: PT_DYNAMIC is mapped at its run-time address while the object is
+            // loaded, which it stays for the callback (the loader holds its lock).
+            unsafe { needed_libraries(start, ph.p_memsz as usize, base) }
+        })
+        .unwrap_or_default();
+    out.insert((base, name), needed);
     0
 }
 

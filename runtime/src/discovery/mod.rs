@@ -51,8 +51,9 @@ struct Seen {
     payload_hashes: Vec<u64>,
     /// The last component of its path, which `DT_NEEDED` entries name.
     file_name: String,
-    /// Its `DT_NEEDED` entries, each followed by a NUL.
-    needed: String,
+    /// Its `DT_NEEDED` entries, each followed by a NUL: read only once some library is
+    /// opened `RTLD_LOCAL` ([`Discovery::read_needed`]).
+    needed: Option<String>,
     /// Its binary, when it has device images (or a malformed payload).
     binary: Option<Arc<Binary>>,
     /// Opened `RTLD_LOCAL`: its exports serve its own group only.
@@ -259,12 +260,13 @@ impl Discovery {
                 name: object.name,
                 base: object.base,
                 payload_hashes: object.payload_hashes,
-                needed: contents.needed,
+                needed: None,
                 binary,
                 local,
             });
         }
         changes.went.extend(before.into_values().filter_map(|gone| gone.binary));
+        self.read_needed();
         // A library opened RTLD_LOCAL becomes global when one opened RTLD_GLOBAL needs it, and
         // one closed and opened again at the same address may come back global.
         if self.objects.iter().any(|seen| seen.local) {
@@ -279,6 +281,21 @@ impl Discovery {
                     changes.now_global.push(seen.binary.clone().expect("checked"));
                 }
             }
+        }
+    }
+
+    /// Reads the `DT_NEEDED` entries of the objects not read yet, when some object is opened
+    /// `RTLD_LOCAL` (its group is what it needs): otherwise nothing reads them.
+    fn read_needed(&mut self) {
+        let local = self.objects.iter().any(|seen| seen.local);
+        if !local || self.objects.iter().all(|seen| seen.needed.is_some()) {
+            return;
+        }
+        let mut all = loaded::needed_by_object();
+        for seen in self.objects.iter_mut().filter(|seen| seen.needed.is_none()) {
+            // An object closed since the walk has none: the loader's counters moved, and the
+            // next look reads the objects again.
+            seen.needed = all.remove(&(seen.base, seen.name.clone()));
         }
     }
 
@@ -321,7 +338,8 @@ impl Discovery {
                 let mut group = vec![i];
                 let mut next = 0;
                 while next < group.len() {
-                    for needed in self.objects[group[next]].needed.split_terminator('\0') {
+                    let needed = self.objects[group[next]].needed.as_deref().unwrap_or_default();
+                    for needed in needed.split_terminator('\0') {
                         if let Some(&j) = by_file.get(needed) {
                             if !group.contains(&j) {
                                 group.push(j);
