@@ -1,5 +1,5 @@
-//! `sycl-ld inspect FILE [--json] [--extract DIR]`: the user's window into a binary's device
-//! images.
+//! `sycl-ld inspect FILE [--json] [--extract DIR]`: the user's window into the device images
+//! of a binary or a device library file.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -36,11 +36,15 @@ pub(crate) fn run(args: &[OsString]) -> Result<ExitCode> {
     let path = file.ok_or_else(|| command.error("no file given"))?;
     command.existing(&path)?;
     let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    let object = object::File::parse(&*bytes)
-        .map_err(|e| anyhow!("{}: not an object file: {e}", path.display()))?;
-    let set = crate::scan::embedded_images(&object)
-        .with_context(|| format!("{}: malformed embedded device images", path.display()))?
-        .unwrap_or_default();
+    let set = match object::File::parse(&*bytes) {
+        Ok(object) => crate::scan::embedded_images(&object)
+            .with_context(|| format!("{}: malformed embedded device images", path.display()))?
+            .unwrap_or_default(),
+        // A device library file (`sycl-ld device-lib`) is an image set as it is.
+        Err(e) => ImageSet::decode(&bytes).map_err(|_| {
+            anyhow!("{}: not an object file or a device library file: {e}", path.display())
+        })?,
+    };
     let file = path.display().to_string();
     if json_out {
         println!("{}", serde_json::to_string_pretty(&to_json(&file, &set))?);

@@ -33,7 +33,8 @@ pub(crate) const INSPECT: Command = Command {
 For each image: its format and target, its kernels, exported and imported symbols, and every
 property set, with the device requirements decoded; for a PTX image, also what its directives
 declare (.version, .target, .visible .entry and .func, .extern .func, visible variables). FILE
-is an executable, a shared library or an object file; one without images lists none.
+is an executable, a shared library, an object file or a device library file (device-lib's);
+one without images lists none.
 
 options:
     --json           print JSON instead of text

@@ -63,6 +63,20 @@ fn a_device_library_file_satisfies_imports_while_it_is_loaded() {
     // The file is an image set in the embedded encoding.
     let set = sycl_format::ImageSet::decode(&std::fs::read(&file).unwrap()).unwrap();
     assert!(set.images.iter().any(|i| i.exported_symbols().any(|s| s == "devlib_func")));
+    // `sycl-ld inspect` lists it as it lists a binary's.
+    let out = std::process::Command::new(sycl_tests::sycl_ld())
+        .args(["inspect", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed["images"].as_array().unwrap().len(), set.images.len());
+    assert!(listed["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| i["exported"] == serde_json::json!(["devlib_func"])));
 }
 
 #[test]
