@@ -170,6 +170,10 @@ impl Runtime {
         trace!("device", "{} / {}", info.platform, info.name);
         let state = Arc::new(DeviceState::new(info, describe(devices, i))?);
         map.insert((info.handle, 0), state.clone());
+        drop(map);
+        // Opening a device loads its driver's libraries: the registry looks at them now
+        // rather than at the device's first launch, whose latency is the one that counts.
+        self.current();
         Ok(state)
     }
 
