@@ -250,9 +250,11 @@ impl Binary {
                 let table = copied.get_or_init(|| at.iter().map(|_| OnceLock::new()).collect());
                 table[index as usize].get_or_init(|| {
                     let (source, offset) = at[index as usize];
-                    ImageSetView::image_at(&self.sources[source as usize], offset as usize)
-                        .expect("an image of a payload checked when it was indexed")
-                        .to_image()
+                    Box::new(
+                        ImageSetView::image_at(&self.sources[source as usize], offset as usize)
+                            .expect("an image of a payload checked when it was indexed")
+                            .to_image(),
+                    )
                 })
             }
         }
@@ -295,10 +297,12 @@ impl std::ops::Deref for Payload {
 enum Images {
     Given(Arc<[Image]>),
     /// Where each image lies (its payload, its offset there), and the images copied so far:
-    /// the table made at the first copy, so that discovery allocates none.
+    /// the table made at the first copy, so that discovery allocates none. Each entry is a
+    /// pointer's size: the table of a binary with thousands of images is a few pages, not
+    /// the hundreds of kilobytes of as many empty images (each page written costs a fault).
     InPayloads {
         at: Vec<(u32, u32)>,
-        copied: OnceLock<Box<[OnceLock<Image>]>>,
+        copied: OnceLock<Box<[OnceLock<Box<Image>>]>>,
     },
 }
 
