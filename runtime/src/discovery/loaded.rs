@@ -124,18 +124,8 @@ unsafe extern "C" fn callback(
     // SAFETY: `data` is the `&mut Walk` passed by `loaded_objects`; `info` is valid during the
     // call, as the loader guarantees.
     let (walk, info) = unsafe { (&mut *data.cast::<Walk<'_>>(), &*info) };
-    let name = if info.dlpi_name.is_null() {
-        String::new()
-    } else {
-        // SAFETY: a non-null `dlpi_name` is a NUL-terminated string owned by the loader.
-        unsafe { CStr::from_ptr(info.dlpi_name) }.to_string_lossy().into_owned()
-    };
-    let phdrs: &[libc::Elf64_Phdr] = if info.dlpi_phdr.is_null() {
-        &[]
-    } else {
-        // SAFETY: the loader gives `dlpi_phnum` program headers at `dlpi_phdr`.
-        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
-    };
+    // SAFETY: `info` is what the loader handed the callback, valid during the call.
+    let (name, phdrs) = unsafe { name_and_headers(info) };
     let base = info.dlpi_addr as usize;
     // The image-set payloads of every PT_NOTE segment, read in place, and their hashes.
     let mut payloads: Vec<&[u8]> = Vec::new();
@@ -224,18 +214,8 @@ unsafe extern "C" fn needed_callback(
 ) -> libc::c_int {
     // SAFETY: `data` is the map `needed_by_object` passed; `info` is valid during the call.
     let (out, info) = unsafe { (&mut *data.cast::<NeededByObject>(), &*info) };
-    let name = if info.dlpi_name.is_null() {
-        String::new()
-    } else {
-        // SAFETY: a non-null `dlpi_name` is a NUL-terminated string owned by the loader.
-        unsafe { CStr::from_ptr(info.dlpi_name) }.to_string_lossy().into_owned()
-    };
-    let phdrs: &[libc::Elf64_Phdr] = if info.dlpi_phdr.is_null() {
-        &[]
-    } else {
-        // SAFETY: the loader gives `dlpi_phnum` program headers at `dlpi_phdr`.
-        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
-    };
+    // SAFETY: `info` is what the loader handed the callback, valid during the call.
+    let (name, phdrs) = unsafe { name_and_headers(info) };
     let base = info.dlpi_addr as usize;
     let needed = phdrs
         .iter()
@@ -249,6 +229,26 @@ unsafe extern "C" fn needed_callback(
         .unwrap_or_default();
     out.insert((base, name), needed);
     0
+}
+
+/// A loaded object's name (empty for the executable) and program headers.
+///
+/// # Safety
+/// `info` is what the loader handed a `dl_iterate_phdr` callback, used during the call.
+unsafe fn name_and_headers(info: &libc::dl_phdr_info) -> (String, &[libc::Elf64_Phdr]) {
+    let name = if info.dlpi_name.is_null() {
+        String::new()
+    } else {
+        // SAFETY: a non-null `dlpi_name` is a NUL-terminated string owned by the loader.
+        unsafe { CStr::from_ptr(info.dlpi_name) }.to_string_lossy().into_owned()
+    };
+    let phdrs: &[libc::Elf64_Phdr] = if info.dlpi_phdr.is_null() {
+        &[]
+    } else {
+        // SAFETY: the loader gives `dlpi_phnum` program headers at `dlpi_phdr`.
+        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
+    };
+    (name, phdrs)
 }
 
 /// The `DT_NEEDED` names of a loaded object's dynamic section, each followed by a NUL.
