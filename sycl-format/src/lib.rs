@@ -37,7 +37,7 @@ pub use kernel_params::{
 pub use note::{elf_note, find_notes, payload_hash, scope_marker_symbol};
 pub use property::{Property, PropertySet, PropertyValue};
 pub use requirements::DeviceRequirements;
-pub use target::{CudaArch, Target, UnknownTarget};
+pub use target::{sass_runs_on, CudaArch, Target, UnknownTarget};
 pub use view::{ImageSetView, ImageView, PropertySetView, PropertyValueView};
 
 use codec::{Decoder, Encoder};

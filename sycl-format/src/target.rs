@@ -65,6 +65,13 @@ pub enum CudaArch {
     Sm120,
 }
 
+/// Whether SASS for the architecture numbered `arch` (90 for sm_90, as a cubin's header says)
+/// runs on a GPU of compute capability `(major, minor)`: the same major version, and at least
+/// the minor version (CUDA's rule for SASS).
+pub const fn sass_runs_on(arch: u32, (major, minor): (u32, u32)) -> bool {
+    arch / 10 == major && arch % 10 <= minor
+}
+
 impl CudaArch {
     /// Every architecture, oldest first.
     pub const ALL: [CudaArch; 8] = [
@@ -112,11 +119,10 @@ impl CudaArch {
         major * 10 + minor
     }
 
-    /// Whether the architecture's code runs on a GPU of compute capability `(major, minor)`:
-    /// the same major version, and at least the minor version.
-    pub const fn runs_on(self, (major, minor): (u32, u32)) -> bool {
-        let (m, n) = self.compute_capability();
-        m == major && n <= minor
+    /// Whether the architecture's code runs on a GPU of compute capability `cc` (see
+    /// [`sass_runs_on`]).
+    pub const fn runs_on(self, cc: (u32, u32)) -> bool {
+        sass_runs_on(self.number(), cc)
     }
 
     /// The architecture whose code a GPU of compute capability `cc` runs best: the newest that
@@ -396,6 +402,7 @@ mod tests {
         assert!(CudaArch::Sm80.runs_on((8, 6)) && CudaArch::Sm86.runs_on((8, 9)));
         assert!(!CudaArch::Sm86.runs_on((8, 0)) && !CudaArch::Sm80.runs_on((9, 0)));
         assert!(!CudaArch::Sm90.runs_on((10, 0)));
+        assert!(sass_runs_on(120, (12, 1)) && !sass_runs_on(120, (9, 0)));
         assert_eq!(CudaArch::best_for((9, 0)), Some(CudaArch::Sm90));
         assert_eq!(CudaArch::best_for((8, 7)), Some(CudaArch::Sm86));
         assert_eq!(CudaArch::best_for((12, 1)), Some(CudaArch::Sm120));

@@ -352,10 +352,10 @@ impl Device {
             bad_options: false,
         };
         let cubin = sycl_format::cubin::Cubin::parse(object).map_err(|e| failed(e.to_string()))?;
-        // SASS runs on GPUs of its major version and the same or a later minor one: the
-        // driver would refuse anything else, and a mislabelled object never reaches it.
-        let (major, minor) = self.compute_capability;
-        if cubin.arch / 10 != major || cubin.arch % 10 > minor {
+        // The driver would refuse SASS this GPU cannot run: a mislabelled object never
+        // reaches it.
+        if !sycl_format::sass_runs_on(cubin.arch, self.compute_capability) {
+            let (major, minor) = self.compute_capability;
             return Err(failed(format!(
                 "the object holds SASS for sm_{}, which this GPU (compute capability \
                  {major}.{minor}) cannot run",
