@@ -1291,14 +1291,7 @@ __kernel void scale(__global float *o) { o[0] = lib_scale(o[0]); }\n";
     let twin = twins[0];
     assert_eq!(twin.kernels, ["scale"]);
     assert_eq!(twin.imported_symbols().count(), 0);
-    let recorded = twin.property_set(sets::INLINED_IMPORTS).unwrap();
-    assert_eq!(
-        recorded.get("lib_scale"),
-        Some(&sycl_format::PropertyValue::String(format!(
-            "{:016x}",
-            sycl_format::payload_hash(&provider.data)
-        )))
-    );
+    assert_compiled_in(twin, "lib_scale", provider);
     let code = String::from_utf8(twin.data.clone()).unwrap();
     assert!(!code.contains(".extern") && !code.contains("call"), "{code}");
     assert!(code.contains("0f40400000"), "lib_scale's 3.0f, inlined: {code}");
@@ -1391,14 +1384,7 @@ __kernel void alone(__global float *o) { o[0] = o[0] + 1.0f; }\n";
                     && i.exported_symbols().any(|e| e == "lib_scale")
             })
             .unwrap();
-        let recorded = twin.property_set(sets::INLINED_IMPORTS).unwrap();
-        assert_eq!(
-            recorded.get("lib_scale"),
-            Some(&sycl_format::PropertyValue::String(format!(
-                "{:016x}",
-                sycl_format::payload_hash(&provider.data)
-            )))
-        );
+        assert_compiled_in(twin, "lib_scale", provider);
     }
 }
 
@@ -1469,4 +1455,16 @@ __kernel void half_warps(__global half *h, uint c) {\n\
     {
         assert!(code.contains(expected), "{expected}:\n{code}");
     }
+}
+
+/// `twin` records `provider` (by its hash) as what it compiled in for `symbol`.
+fn assert_compiled_in(twin: &sycl_format::Image, symbol: &str, provider: &sycl_format::Image) {
+    let recorded = twin.property_set(sets::INLINED_IMPORTS).unwrap();
+    assert_eq!(
+        recorded.get(symbol),
+        Some(&sycl_format::PropertyValue::String(format!(
+            "{:016x}",
+            sycl_format::payload_hash(&provider.data)
+        )))
+    );
 }
