@@ -580,6 +580,13 @@ impl Registry {
         &self.binaries[self.position[&id]]
     }
 
+    /// The form of image `id` (`None` for a target this runtime does not know, or a format
+    /// that is not its target's), from what was recorded when its binary was read: the image
+    /// is not copied out of its payload.
+    pub(crate) fn form_of(&self, id: ImageId) -> Option<Target> {
+        self.binary(id.binary).records[id.image as usize].target
+    }
+
     pub(crate) fn image(&self, id: ImageId) -> &Image {
         self.binary(id.binary).image(id.image)
     }

@@ -332,7 +332,7 @@ impl DeviceLibrary {
 impl Inner {
     /// The form of its images (all have one), when it has any.
     fn form(&self) -> Option<Target> {
-        Target::from_name(&self.registry.image(*self.images.first()?).target)
+        self.registry.form_of(*self.images.first()?)
     }
 
     fn shallow(&self) -> Inner {
@@ -435,7 +435,7 @@ fn bundle_form(queue: &Queue, registry: &Registry, wanted: impl Fn(Target) -> bo
 }
 
 fn is_of(registry: &Registry, id: ImageId, form: Target) -> bool {
-    registry.image(id).format == form.format() && registry.image(id).target == form
+    registry.form_of(id) == Some(form)
 }
 
 fn input(queue: &Queue, registry: Arc<Registry>, mut images: Vec<ImageId>) -> KernelBundle<Input> {
@@ -550,7 +550,7 @@ pub fn link(
     let Some(&any) = images.first() else {
         return Err(Error::InvalidObject("link of empty bundles".into()));
     };
-    let form = Target::from_name(&registry.image(any).target).unwrap_or(device.caps.linkable());
+    let form = registry.form_of(any).unwrap_or(device.caps.linkable());
     if !images.iter().all(|&id| is_of(&registry, id, form)) {
         return Err(Error::InvalidObject(
             "link of bundles of different image forms (native code and PTX): make them all \
