@@ -189,7 +189,7 @@ impl DeviceState {
                 None => {
                     let program = match self.build(registry, disk, kernel, &plan, options) {
                         Err(e) if plan.target().cuda_arch().is_some() => {
-                            self.build_without_native(registry, disk, kernel, forms, options, e)?
+                            self.build_without_native(registry, disk, kernel, options, e)?
                         }
                         built => built?,
                     };
@@ -221,7 +221,7 @@ impl DeviceState {
         Ok(program)
     }
 
-    /// `kernel` built again from the forms after the native ones, when its native objects
+    /// `kernel` built again from the device's linkable form (PTX), when its native objects
     /// failed (`native`): a driver older than the `ptxas` that made them refuses them, and
     /// the PTX beside them serves every driver. The PTX's error when it fails too.
     fn build_without_native(
@@ -229,12 +229,11 @@ impl DeviceState {
         registry: &Registry,
         disk: Option<&DiskCache>,
         kernel: &str,
-        forms: &[Target],
         options: &Options,
         native: Error,
     ) -> Result<Program, Error> {
-        let rest: Vec<Target> = forms.iter().copied().filter(|t| t.cuda_arch().is_none()).collect();
-        let plan = match resolve::plan_kernel(registry, kernel, &rest, self.for_device()) {
+        let linkable = [self.caps.linkable()];
+        let plan = match resolve::plan_kernel(registry, kernel, &linkable, self.for_device()) {
             Ok(plan) => plan,
             Err(_) => return Err(native),
         };
