@@ -203,19 +203,32 @@ unsafe impl Send for Context {}
 // SAFETY: as above.
 unsafe impl Sync for Context {}
 
+thread_local! {
+    /// The context [`Context::bind`] last found or made current on this thread. Other code
+    /// (cudarc, a library, the program) may have changed it since: only a launch trusts it,
+    /// and binds and tries again when the driver refuses the launch for its context.
+    static BOUND: Cell<sys::CUcontext> = const { Cell::new(ptr::null_mut()) };
+}
+
 impl Context {
     /// Makes the context current on this thread (when it is not already: asking is cheaper
-    /// than setting, and a launch binds on every call).
+    /// than setting).
     fn bind(&self) -> Result<(), Error> {
         let mut current = ptr::null_mut();
         // SAFETY: an out-pointer to a local.
-        if unsafe { sys::cuCtxGetCurrent(&mut current) } == CUresult::CUDA_SUCCESS
-            && current == self.raw
+        if unsafe { sys::cuCtxGetCurrent(&mut current) } != CUresult::CUDA_SUCCESS
+            || current != self.raw
         {
-            return Ok(());
+            // SAFETY: the context is retained until this value drops.
+            check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.raw) })?;
         }
-        // SAFETY: the context is retained until this value drops.
-        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.raw) })
+        BOUND.with(|bound| bound.set(self.raw));
+        Ok(())
+    }
+
+    /// Whether [`Context::bind`] last bound this context on this thread (see [`BOUND`]).
+    fn was_bound(&self) -> bool {
+        BOUND.with(|bound| bound.get() == self.raw)
     }
 
     /// The callback stream (the context is bound).
@@ -648,6 +661,9 @@ impl Module {
                         module: part.clone(),
                         function,
                         args: Vec::new(),
+                        params: Vec::new(),
+                        offsets: Vec::new(),
+                        local_bytes: 0,
                         max_dynamic_shared: Cell::new(48 << 10),
                     })
                 }
@@ -670,6 +686,15 @@ pub(crate) struct Kernel {
     module: Arc<Loaded>,
     function: sys::CUfunction,
     args: Vec<Slot>,
+    /// What `cuLaunchKernel` reads, made again whenever an argument is set (a launch in a
+    /// loop reuses it): one pointer per parameter, to the bytes of a value in `args` or to a
+    /// local argument's offset in `offsets`. Both live in heap buffers that stay put until the
+    /// next set.
+    params: Vec<*mut c_void>,
+    /// Each local argument's offset in the dynamic shared memory (0 for the others).
+    offsets: Vec<u64>,
+    /// The local arguments' bytes in all.
+    local_bytes: usize,
     /// The dynamic shared memory the function is allowed (48 KiB until raised); a kernel is
     /// used by one thread at a time.
     max_dynamic_shared: Cell<usize>,
@@ -689,7 +714,42 @@ impl Kernel {
     }
 
     pub(crate) fn set_bytes(&mut self, index: u32, bytes: &[u8]) {
-        *self.slot(index) = Slot::Bytes(bytes.to_vec());
+        match self.slot(index) {
+            // The same buffer again: a value that changes every launch allocates nothing.
+            Slot::Bytes(was) => {
+                was.clear();
+                was.extend_from_slice(bytes);
+            }
+            slot => *slot = Slot::Bytes(bytes.to_vec()),
+        }
+        self.prepare();
+    }
+
+    /// Makes `params`, `offsets` and `local_bytes` of the arguments as now set. Local
+    /// arguments become offsets into the dynamic shared memory, each aligned to 16 bytes.
+    fn prepare(&mut self) {
+        let mut shared = 0usize;
+        self.offsets.clear();
+        for arg in &self.args {
+            let offset = match arg {
+                Slot::Bytes(_) => 0,
+                Slot::Local(size) => {
+                    shared = shared.next_multiple_of(16);
+                    let at = shared as u64;
+                    shared += size;
+                    at
+                }
+            };
+            self.offsets.push(offset);
+        }
+        self.local_bytes = shared;
+        self.params.clear();
+        for (arg, offset) in self.args.iter_mut().zip(&mut self.offsets) {
+            self.params.push(match arg {
+                Slot::Bytes(bytes) => bytes.as_mut_ptr().cast(),
+                Slot::Local(_) => (offset as *mut u64).cast(),
+            });
+        }
     }
 
     /// The function's largest block (`CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`, which its
@@ -723,6 +783,7 @@ impl Kernel {
 
     pub(crate) fn set_local(&mut self, index: u32, size: usize) {
         *self.slot(index) = Slot::Local(size);
+        self.prepare();
     }
 }
 
@@ -839,8 +900,14 @@ impl Stream {
         local: Option<&[usize]>,
         after: &[&Event],
     ) -> Result<Event, Error> {
-        self.shared.context.bind()?;
-        self.wait_events(after)?;
+        // Asking the driver for the current context costs a launch in a loop about 2 %: a
+        // launch without events to wait for or to time trusts the thread's last bind, and
+        // binds and tries again if the driver refuses the launch for its context.
+        let trusted = after.is_empty() && self.origin.is_none() && self.shared.context.was_bound();
+        if !trusted {
+            self.shared.context.bind()?;
+            self.wait_events(after)?;
+        }
         let local = match local {
             Some(given) => {
                 let mut l = [1; 3];
@@ -857,25 +924,9 @@ impl Stream {
             })?;
             block[d] = local[d] as u32;
         }
-        // Local arguments become offsets into the dynamic shared memory.
-        let mut shared = 0usize;
-        // On the stack for up to 16 parameters: a launch allocates nothing.
-        let mut offsets: smallvec::SmallVec<[u64; 16]> =
-            smallvec::smallvec![0u64; kernel.args.len()];
-        let mut params: smallvec::SmallVec<[*mut c_void; 16]> = smallvec::SmallVec::new();
-        for (i, arg) in kernel.args.iter().enumerate() {
-            match arg {
-                Slot::Bytes(bytes) => params.push(bytes.as_ptr() as *mut c_void),
-                Slot::Local(size) => {
-                    shared = shared.next_multiple_of(16);
-                    offsets[i] = shared as u64;
-                    shared += size;
-                    params.push((&mut offsets[i] as *mut u64).cast());
-                }
-            }
-        }
-        let shared = sycl_format::ptx_dynamic_shared_size(shared, global.len());
+        let shared = sycl_format::ptx_dynamic_shared_size(kernel.local_bytes, global.len());
         if shared > kernel.max_dynamic_shared.get() {
+            self.shared.context.bind()?;
             // SAFETY: a live function; the driver checks the size against the device.
             check("cuFuncSetAttribute", unsafe {
                 sys::cuFuncSetAttribute(
@@ -887,24 +938,41 @@ impl Stream {
             kernel.max_dynamic_shared.set(shared);
         }
         let start = self.start()?;
-        // SAFETY: `params` holds one pointer per kernel parameter, each to a value of the
-        // parameter's size (the argument check compared them with the kernel's record), alive
-        // until the call returns (the driver copies them at launch).
-        check("cuLaunchKernel", unsafe {
-            sys::cuLaunchKernel(
-                kernel.function,
-                grid[0],
-                grid[1],
-                grid[2],
-                block[0],
-                block[1],
-                block[2],
-                shared as u32,
-                self.shared.raw,
-                params.as_mut_ptr(),
-                ptr::null_mut(),
+        let launch = || {
+            // SAFETY: `params` holds one pointer per kernel parameter, each to a value of the
+            // parameter's size (the argument check compared them with the kernel's record),
+            // alive until the call returns (the driver copies them at launch and writes
+            // nothing through them).
+            unsafe {
+                sys::cuLaunchKernel(
+                    kernel.function,
+                    grid[0],
+                    grid[1],
+                    grid[2],
+                    block[0],
+                    block[1],
+                    block[2],
+                    shared as u32,
+                    self.shared.raw,
+                    kernel.params.as_ptr().cast_mut(),
+                    ptr::null_mut(),
+                )
+            }
+        };
+        let mut code = launch();
+        if trusted
+            && matches!(
+                code,
+                CUresult::CUDA_ERROR_INVALID_CONTEXT
+                    | CUresult::CUDA_ERROR_INVALID_HANDLE
+                    | CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED
             )
-        })?;
+        {
+            // Another context was made current since this thread's last bind.
+            self.shared.context.bind()?;
+            code = launch();
+        }
+        check("cuLaunchKernel", code)?;
         if let Some(start) = start {
             return self.timed(start);
         }

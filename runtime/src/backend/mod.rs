@@ -197,6 +197,9 @@ fn events_of<'a, E>(
     after: &[&'a Event],
     own: impl Fn(&'a Event) -> Option<&'a E>,
 ) -> Result<Vec<&'a E>, Error> {
+    if after.is_empty() {
+        return Ok(Vec::new()); // most launches: no iterator to run
+    }
     after
         .iter()
         .map(|&e| {

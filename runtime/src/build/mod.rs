@@ -69,9 +69,29 @@ pub(crate) struct PooledKernel {
     pub signature: Option<Signature>,
 }
 
-/// A kernel's parameters as its image records them (`None`: no record, the driver alone
-/// checks the arguments).
-pub(crate) struct Signature(pub Option<Arc<[sycl_format::KernelParam]>>);
+/// A kernel's parameters as its image records them (`params: None`: no record, the driver
+/// alone checks the arguments), and what the check read of the last arguments it accepted.
+pub(crate) struct Signature {
+    pub params: Option<Arc<[sycl_format::KernelParam]>>,
+    /// One key per argument of the last launch the check accepted: a launch whose arguments
+    /// have the same keys passes without the check, which parses type names (a launch in a
+    /// loop reads no string).
+    pub accepted: Vec<ArgKey>,
+}
+
+/// What the argument check reads of one argument: its kind (a number the launch code gives
+/// each kind), its Rust type's name, and a value's size in bytes.
+#[derive(Clone, Copy, Eq)]
+pub(crate) struct ArgKey(pub u8, pub &'static str, pub usize);
+
+impl PartialEq for ArgKey {
+    fn eq(&self, other: &ArgKey) -> bool {
+        // One type's name is one string in the binary: its address answers first.
+        self.0 == other.0
+            && self.2 == other.2
+            && (std::ptr::eq(self.1, other.1) || self.1 == other.1)
+    }
+}
 
 /// An argument as it was set: the buffer (held weakly, so a pooled kernel never keeps a
 /// buffer alive, and compared by identity, which the weak reference keeps unique) or the bytes.

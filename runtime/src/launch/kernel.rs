@@ -12,7 +12,9 @@ use super::event::Event;
 use super::queue::{as_bytes, Buffer, BufferView, LastLaunch, Pod, Queue};
 use crate::backend::native::NativeBuffer;
 use crate::backend::{self, Memory, Program};
-use crate::build::{ArgBytes, DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues};
+use crate::build::{
+    ArgBytes, ArgKey, DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues,
+};
 use crate::discovery::LoadState;
 use crate::process::runtime;
 use crate::registry::Registry;
@@ -30,6 +32,7 @@ impl Queue {
     /// q.launch("k").arg(out).run()?;
     /// # Ok(()) }
     /// ```
+    #[inline]
     pub fn launch<'q>(&'q self, kernel: &'q str) -> Launch<'q, NoGlobalRange> {
         Launch {
             queue: self,
@@ -38,7 +41,7 @@ impl Queue {
             global: Range::new(&[]),
             local: None,
             offset: None,
-            spec: SpecValues::default(),
+            spec: None,
             bundle: None,
             after: Vec::new(),
             _range: PhantomData,
@@ -97,6 +100,16 @@ impl<'a> ArgValue<'a> {
 }
 
 impl Arg<'_> {
+    /// What [`check_arguments`] reads of it.
+    fn key(&self) -> ArgKey {
+        match self {
+            Arg::Mem(.., ty) => ArgKey(0, ty, 0),
+            Arg::Bytes(bytes, ty) => ArgKey(1, ty, bytes.len()),
+            Arg::Local(_, ty) => ArgKey(2, ty, 0),
+            Arg::Native(.., ty) => ArgKey(3, ty, 0),
+        }
+    }
+
     fn describe(&self) -> String {
         match self {
             Arg::Mem(.., ty) | Arg::Native(.., ty) => format!("a buffer of {ty}"),
@@ -148,6 +161,43 @@ impl<T: Pod> KernelArg<'_> for Local<T> {
     fn to_arg(&self) -> ArgValue<'static> {
         ArgValue(Arg::Local(self.len * std::mem::size_of::<T>(), std::any::type_name::<T>()))
     }
+}
+
+/// The error of a launch on `own` told to wait for an event of `other`; out of the launch's
+/// path.
+#[cold]
+#[inline(never)]
+fn foreign_event(kernel: &str, own: &DeviceState, other: &DeviceState) -> Error {
+    Error::InvalidArgument(format!(
+        "kernel `{kernel}` on {}: it cannot wait for an event of another device ({})",
+        own.name, other.name
+    ))
+}
+
+/// The error of argument `i`, memory of another device or driver context than the launch's
+/// (`own`); out of the launch's path.
+#[cold]
+#[inline(never)]
+fn foreign_argument(kernel: &str, i: usize, arg: &Arg<'_>, own: &DeviceState) -> Error {
+    Error::InvalidArgument(match arg {
+        Arg::Mem(_, device, _) if device.info.handle == own.info.handle => format!(
+            "kernel `{kernel}` argument {i}: a buffer made in another driver context of {} than \
+             the launch's queue (a queue adopted with Queue::from_native works in the program's \
+             context): make the buffer on a queue of the launch's context",
+            device.name
+        ),
+        Arg::Mem(_, device, _) => format!(
+            "kernel `{kernel}` argument {i}: a buffer of {} given to a launch on {}: copy it to a \
+             buffer of the launch's device (read, then write)",
+            device.name, own.name
+        ),
+        _ => format!(
+            "kernel `{kernel}` argument {i}: memory of another driver context than the launch's \
+             queue on {}: make the queue from the library's own (Queue::from_native, or the \
+             cudarc/opencl3 conversions)",
+            own.name
+        ),
+    })
 }
 
 /// Checks a launch's arguments against the kernel's parameters as its image records them,
@@ -256,7 +306,8 @@ pub struct Launch<'q, R = GlobalRange> {
     local: Option<Range>,
     /// Where the global ids start (zero by default).
     offset: Option<Range>,
-    spec: SpecValues,
+    /// Specialization values (`None` until one is set: a launch drops nothing for them).
+    spec: Option<SpecValues>,
     bundle: Option<(KernelBundle<Executable>, Option<Selector>)>,
     /// Events the launch waits for (empty for most: nothing is allocated).
     after: Vec<Event>,
@@ -272,17 +323,20 @@ pub struct GlobalRange;
 impl<'q, R> Launch<'q, R> {
     /// Appends the next argument.
     #[allow(clippy::should_implement_trait)]
+    #[inline]
     pub fn arg(mut self, arg: impl KernelArg<'q>) -> Self {
         self.push_arg(arg.to_arg());
         self
     }
 
     /// Appends an argument made already.
+    #[inline]
     pub(crate) fn push_arg(&mut self, arg: ArgValue<'q>) {
         self.args.push(arg);
     }
 
     /// The global range: one to three dimensions (`[n]`, `[w, h]`, `[w, h, d]`).
+    #[inline]
     pub fn global<const N: usize>(self, dims: [usize; N]) -> Launch<'q, GlobalRange> {
         let Launch { queue, kernel, args, local, offset, spec, bundle, after, .. } = self;
         Launch {
@@ -300,6 +354,7 @@ impl<'q, R> Launch<'q, R> {
     }
 
     /// The work-group size (by default the driver chooses).
+    #[inline]
     pub fn local<const N: usize>(mut self, dims: [usize; N]) -> Self {
         self.local = Some(Range::new(&dims));
         self
@@ -316,6 +371,7 @@ impl<'q, R> Launch<'q, R> {
     /// Sets a specialization constant for this launch (part of the program's cache key).
     pub fn spec_constant<T: Pod>(mut self, constant: SpecConstant<T>, value: T) -> Self {
         self.spec
+            .get_or_insert_default()
             .0
             .insert(constant.name().to_string(), as_bytes(std::slice::from_ref(&value)).to_vec());
         self
@@ -353,28 +409,32 @@ impl Launch<'_, GlobalRange> {
     /// completion. The host does not wait for the kernel: [`Event::wait`], a read of a buffer
     /// (which waits for everything the queue was given before it), or [`Queue::wait`] does.
     pub fn run(self) -> Result<Event, Error> {
-        let Launch { queue, kernel, args, global, local, offset, spec, bundle, after, .. } = self;
-        check_ranges(kernel, &global, local.as_ref(), offset.as_ref())?;
-        if let Some(other) = after.iter().find(|e| !Arc::ptr_eq(&e.device, &queue.inner.device)) {
-            return Err(Error::InvalidArgument(format!(
-                "kernel `{kernel}` on {}: it cannot wait for an event of another device ({})",
-                queue.inner.device.name, other.device.name
-            )));
+        // Read in place: moving the launch's fields out would copy its inline arguments.
+        let (queue, kernel) = (self.queue, self.kernel);
+        check_ranges(kernel, &self.global, self.local.as_ref(), self.offset.as_ref())?;
+        if let Some(other) =
+            self.after.iter().find(|e| !Arc::ptr_eq(&e.device, &queue.inner.device))
+        {
+            return Err(foreign_event(kernel, &queue.inner.device, &other.device));
         }
-        let after: Vec<&backend::Event> = after.iter().map(|e| &e.event).collect();
-        let (global, local) = (global.dims(), local.as_ref().map(Range::dims));
-        let ranges = Ranges { global, local, offset: offset.as_ref().map(Range::dims) };
-        if bundle.is_none() && spec.0.is_empty() {
-            return queue.launch_plain(kernel, &args, ranges, &after);
+        let after: Vec<&backend::Event> = self.after.iter().map(|e| &e.event).collect();
+        let ranges = Ranges {
+            global: self.global.dims(),
+            local: self.local.as_ref().map(Range::dims),
+            offset: self.offset.as_ref().map(Range::dims),
+        };
+        let spec = self.spec.as_ref().filter(|s| !s.0.is_empty());
+        if self.bundle.is_none() && spec.is_none() {
+            return queue.launch_plain(kernel, &self.args, ranges, &after);
         }
-        let (registry, program) = match bundle {
+        let (registry, program) = match &self.bundle {
             Some((bundle, select)) => {
                 if !bundle.device_is(queue) {
                     return Err(Error::InvalidArgument(format!(
                         "kernel {kernel}: the bundle is for another device"
                     )));
                 }
-                if !spec.0.is_empty() {
+                if spec.is_some() {
                     return Err(Error::InvalidArgument(format!(
                         "kernel {kernel}: set specialization constants on the bundle's input, not on a launch that uses a bundle"
                     )));
@@ -383,7 +443,8 @@ impl Launch<'_, GlobalRange> {
             }
             None => {
                 let rt = runtime();
-                let options = Options { flags: String::new(), spec };
+                let options =
+                    Options { flags: String::new(), spec: spec.cloned().unwrap_or_default() };
                 let registry = rt.registry();
                 let program = queue.inner.device.program_for(
                     &registry,
@@ -396,7 +457,7 @@ impl Launch<'_, GlobalRange> {
         };
         let device = &queue.inner.device;
         let mut k = device.take_kernel(&program, kernel)?;
-        let event = queue.enqueue(&registry, kernel, &mut k, &args, ranges, &after)?;
+        let event = queue.enqueue(&registry, kernel, &mut k, &self.args, ranges, &after)?;
         device.return_kernel(&program, kernel, k);
         Ok(Event::new(event, device.clone()))
     }
@@ -461,46 +522,25 @@ impl Queue {
         Ranges { global, local, offset }: Ranges<'_>,
         after: &[&backend::Event],
     ) -> Result<backend::Event, Error> {
-        let signature = object
-            .signature
-            .get_or_insert_with(|| Signature(signature(&self.inner.device, registry, kernel)));
-        if let Signature(Some(params)) = signature {
-            check_arguments(kernel, params, args)?;
-        }
-        for (i, ArgValue(arg)) in args.iter().enumerate() {
-            match arg {
-                Arg::Mem(_, device, _) if !Arc::ptr_eq(device, &self.inner.device) => {
-                    return Err(Error::InvalidArgument(
-                        if device.info.handle == self.inner.device.info.handle {
-                            format!(
-                                "kernel `{kernel}` argument {i}: a buffer made in another driver \
-                                 context of {} than the launch's queue (a queue adopted with \
-                                 Queue::from_native works in the program's context): make the \
-                                 buffer on a queue of the launch's context",
-                                device.name
-                            )
-                        } else {
-                            format!(
-                                "kernel `{kernel}` argument {i}: a buffer of {} given to a launch \
-                                 on {}: copy it to a buffer of the launch's device (read, then \
-                                 write)",
-                                device.name, self.inner.device.name
-                            )
-                        },
-                    ));
-                }
-                Arg::Native(_, context, _)
-                    if *context != self.inner.device.device.context_key() =>
-                {
-                    return Err(Error::InvalidArgument(format!(
-                        "kernel `{kernel}` argument {i}: memory of another driver context than \
-                         the launch's queue on {}: make the queue from the library's own \
-                         (Queue::from_native, or the cudarc/opencl3 conversions)",
-                        self.inner.device.name
-                    )));
-                }
-                _ => {}
+        let signature = object.signature.get_or_insert_with(|| Signature {
+            params: signature(&self.inner.device, registry, kernel),
+            accepted: Vec::new(),
+        });
+        if let Some(params) = &signature.params {
+            let accepted = &mut signature.accepted;
+            if !accepted.iter().copied().eq(args.iter().map(|a| a.0.key())) {
+                check_arguments(kernel, params, args)?;
+                accepted.clear();
+                accepted.extend(args.iter().map(|a| a.0.key()));
             }
+        }
+        let own = &self.inner.device;
+        if let Some(i) = args.iter().position(|ArgValue(arg)| match arg {
+            Arg::Mem(_, device, _) => !Arc::ptr_eq(device, own),
+            Arg::Native(_, context, _) => *context != own.device.context_key(),
+            _ => false,
+        }) {
+            return Err(foreign_argument(kernel, i, &args[i].0, own));
         }
         set_arguments(object, args).map_err(|(i, e)| {
             Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
@@ -551,6 +591,7 @@ struct Range {
 }
 
 impl Range {
+    #[inline]
     fn new(dims: &[usize]) -> Range {
         let mut out = Range { dims: [0; 3], len: dims.len() };
         for (slot, d) in out.dims.iter_mut().zip(dims) {
@@ -559,6 +600,7 @@ impl Range {
         out
     }
 
+    #[inline]
     fn dims(&self) -> &[usize] {
         &self.dims[..self.len.min(3)]
     }
