@@ -36,6 +36,7 @@ use sycl_format::{PtxSpecConstant, Target, PTX_SPEC_CONSTANT_PREFIX};
 use super::caps::CL_DEVICE_TYPE_GPU;
 use super::native::{NativeBuffer, NativeDevice, NativeEvent, NativeQueue};
 use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, Limits, SpecValue};
+use crate::trace::trace;
 use crate::Error;
 
 /// The platform name CUDA devices are listed under (`SYCL_DEVICE=cuda` picks them).
@@ -969,6 +970,10 @@ impl Stream {
             )
         {
             // Another context was made current since this thread's last bind.
+            trace!(
+                "rebind",
+                "{code:?}: another context was current; launched again in the queue's"
+            );
             self.shared.context.bind()?;
             code = launch();
         }
