@@ -522,3 +522,20 @@ fn is_whole_native_program(registry: &Registry, plan: &Plan) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ArgKey;
+
+    #[test]
+    fn argument_keys_compare_type_names_by_text_and_kinds_and_sizes_exactly() {
+        // The same name at two addresses (a type named in two crates' strings) is one type.
+        let here: &'static str = "i32";
+        let elsewhere: &'static str = String::from("i32").leak();
+        assert!(!std::ptr::eq(here, elsewhere));
+        assert!(ArgKey(1, here, 4) == ArgKey(1, elsewhere, 4));
+        assert!(ArgKey(1, here, 4) != ArgKey(1, "u32", 4));
+        assert!(ArgKey(1, here, 4) != ArgKey(0, here, 4), "a value is not a buffer");
+        assert!(ArgKey(1, here, 4) != ArgKey(1, here, 8), "nor a value of another size");
+    }
+}
