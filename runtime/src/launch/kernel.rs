@@ -9,7 +9,7 @@ use sycl_format::{c_types, KernelParam, ParamKind};
 
 use super::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
 use super::event::Event;
-use super::queue::{as_bytes, Buffer, BufferView, LastLaunch, Pod, Queue};
+use super::queue::{as_bytes, Buffer, BufferView, LastLaunch, Pod, Queue, KEPT_KERNELS};
 use crate::backend::native::NativeBuffer;
 use crate::backend::{self, Memory, Program};
 use crate::build::{
@@ -464,10 +464,10 @@ impl Launch<'_, GlobalRange> {
 }
 
 impl Queue {
-    /// A launch without bundle or specialization values: the kernel resolved by the last such
-    /// launch when it is the same kernel and nothing was loaded or unloaded since (enqueued
-    /// under the queue's lock, with no other lock or reference count taken), otherwise
-    /// resolved now (and then kept for the next launch).
+    /// A launch without bundle or specialization values: the kernel as one of the queue's last
+    /// such launches resolved it, when nothing was loaded or unloaded since (enqueued under
+    /// the queue's lock, with no other lock taken), otherwise resolved now (and then kept for
+    /// the next launches).
     fn launch_plain(
         &self,
         kernel: &str,
@@ -477,36 +477,44 @@ impl Queue {
     ) -> Result<Event, Error> {
         let device = &self.inner.device;
         let seen = LoadState::now();
-        let mut slot = self.inner.last.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(last) = slot.as_mut().filter(|l| l.kernel == kernel && l.seen == seen) {
+        let mut kept = self.inner.last.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = kept.iter().rposition(|l| l.seen == seen && l.kernel == kernel) {
             trace!("cache-hit", "{kernel} on {}", device.name);
+            let last = &mut kept[i];
             let enqueued =
                 self.enqueue(&last.registry, kernel, &mut last.object, args, ranges, after);
             if enqueued.is_err() {
-                *slot = None; // its arguments may be half set: never launched again
+                kept.remove(i); // its arguments may be half set: never launched again
             }
             return Ok(Event::new(enqueued?, device.clone()));
         }
-        // The previous kernel's object goes back to its pool, unless its registry is gone.
-        let previous = slot.take();
-        drop(slot);
+        drop(kept);
         let rt = runtime();
         let (registry, seen) = rt.current();
-        if let Some(l) = previous.filter(|l| Arc::ptr_eq(&l.registry, &registry)) {
-            device.return_kernel(&l.program, &l.kernel, l.object);
-        }
         let program =
             device.program_for(&registry, rt.disk.as_ref(), kernel, &Options::default())?;
         let mut object = device.take_kernel(&program, kernel)?;
         let event = self.enqueue(&registry, kernel, &mut object, args, ranges, after)?;
         let now = LastLaunch { kernel: kernel.to_string(), registry, seen, program, object };
-        let mut slot = self.inner.last.lock().unwrap_or_else(|e| e.into_inner());
-        // Another thread's launch may have filled the slot meanwhile: its object is pooled
-        // (unless it was resolved in a registry that is gone).
-        if let Some(other) = slot.replace(now) {
-            if Arc::ptr_eq(&other.registry, &slot.as_ref().expect("just set").registry) {
-                device.return_kernel(&other.program, &other.kernel, other.object);
+        let mut kept = self.inner.last.lock().unwrap_or_else(|e| e.into_inner());
+        // Kept kernels resolved before libraries were opened or closed, one another thread
+        // kept meanwhile for this kernel, and the oldest beyond the limit go back to their
+        // pools (unless their registry is gone).
+        let mut gone = Vec::new();
+        for l in std::mem::take(&mut *kept) {
+            match l.seen == now.seen && l.kernel != now.kernel {
+                true => kept.push(l),
+                false => gone.push(l),
             }
+        }
+        kept.push(now);
+        if kept.len() > KEPT_KERNELS {
+            gone.push(kept.remove(0));
+        }
+        let current = kept.last().expect("just kept").registry.clone();
+        drop(kept);
+        for l in gone.into_iter().filter(|l| Arc::ptr_eq(&l.registry, &current)) {
+            device.return_kernel(&l.program, &l.kernel, l.object);
         }
         Ok(Event::new(event, device.clone()))
     }

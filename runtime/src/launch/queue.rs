@@ -111,8 +111,9 @@ pub struct Queue {
 pub(super) struct QueueInner {
     pub(super) device: Arc<DeviceState>,
     pub(super) queue: backend::Queue,
-    /// The last plain launch (no bundle, no specialization values), ready to go again.
-    pub(super) last: Mutex<Option<LastLaunch>>,
+    /// The kernels of the last plain launches (no bundle, no specialization values), ready
+    /// to go again: up to [`KEPT_KERNELS`], the most recent last.
+    pub(super) last: Mutex<Vec<LastLaunch>>,
     /// For a queue adopted from another library's object (a cudarc stream, an opencl3
     /// queue), that object: kept alive as long as the queue.
     _owner: Option<Owner>,
@@ -121,7 +122,11 @@ pub(super) struct QueueInner {
 /// Another library's object that a queue or buffer was made from, kept alive with it.
 pub(crate) type Owner = Box<dyn std::any::Any + Send + Sync>;
 
-/// A kernel as the last launch resolved it: launching it again while the registry is the
+/// How many kernels a queue keeps ready for its next launches: a loop that launches a few
+/// kernels in turn finds each of them there, as a loop of one kernel does.
+pub(super) const KEPT_KERNELS: usize = 8;
+
+/// A kernel as a recent launch resolved it: launching it again while the registry is the
 /// same one (no library opened or closed since) needs no lookup, no pool and, for unchanged
 /// arguments, no `clSetKernelArg`.
 pub(super) struct LastLaunch {
@@ -178,7 +183,12 @@ impl Queue {
 
     fn made(device: Arc<DeviceState>, queue: backend::Queue, owner: Option<Owner>) -> Queue {
         Queue {
-            inner: Arc::new(QueueInner { device, queue, last: Mutex::new(None), _owner: owner }),
+            inner: Arc::new(QueueInner {
+                device,
+                queue,
+                last: Mutex::new(Vec::new()),
+                _owner: owner,
+            }),
         }
     }
 
