@@ -500,18 +500,13 @@ impl Queue {
         // Kept kernels resolved before libraries were opened or closed, one another thread
         // kept meanwhile for this kernel, and the oldest beyond the limit go back to their
         // pools (unless their registry is gone).
-        let mut gone = Vec::new();
-        for l in std::mem::take(&mut *kept) {
-            match l.seen == now.seen && l.kernel != now.kernel {
-                true => kept.push(l),
-                false => gone.push(l),
-            }
-        }
+        let mut gone: Vec<LastLaunch> =
+            kept.extract_if(.., |l| l.seen != now.seen || l.kernel == now.kernel).collect();
+        let current = now.registry.clone();
         kept.push(now);
         if kept.len() > KEPT_KERNELS {
             gone.push(kept.remove(0));
         }
-        let current = kept.last().expect("just kept").registry.clone();
         drop(kept);
         for l in gone.into_iter().filter(|l| Arc::ptr_eq(&l.registry, &current)) {
             device.return_kernel(&l.program, &l.kernel, l.object);
