@@ -149,6 +149,12 @@ pub mod bench_support {
     use crate::registry::Registry;
     use crate::resolve::ForDevice;
 
+    /// The look every launch makes for libraries opened or closed and device-library files
+    /// loaded or unloaded since the kernel it keeps was resolved, for benchmarks that price it.
+    pub fn look_for_loads() {
+        std::hint::black_box(crate::discovery::LoadState::now());
+    }
+
     /// Finds and indexes the images of every loaded binary from scratch, as a process's
     /// first discovery does; returns how many images there are.
     pub fn discover() -> usize {

@@ -8,11 +8,11 @@
 # nvcc compiles bench.cu there; `gpu-bench --launch-probe` then launches one 1x1 kernel in
 # batches of 1,000 and 100,000 through the runtime and through bare `cuLaunchKernel` loops
 # (nvcc's kernel on its own stream and on the runtime queue's, our PTX linked by hand, the
-# runtime on a queue adopted from nvcc's stream, loops that ask `cuCtxGetCurrent` or call
-# `dl_iterate_phdr` before each launch), rounds interleaved, and prints each one's time per
-# launch (see fixtures/gpu-bench/src/host_api.rs). Run twice: the hosts' own speed moves 10 %
-# between runs; compare within one run. Output goes to $OUT (else ./gpu-probe-out):
-# probe.txt.
+# runtime on a queue adopted from nvcc's stream, loops that ask `cuCtxGetCurrent` or make
+# the runtime's look for loaded libraries before each launch), rounds interleaved, and prints
+# each one's time per launch (see fixtures/gpu-bench/src/host_api.rs). Run twice: the hosts'
+# own speed moves 10 % between runs; compare within one run. Output goes to $OUT (else
+# ./gpu-probe-out): probe.txt.
 #
 # For a profile of one submitter, carry perf and its libraries and run
 # `PROBE_ONLY=0 perf record -F 20000 bin/gpu-bench --launch-probe bench.cubin`.
