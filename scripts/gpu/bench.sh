@@ -11,7 +11,8 @@
 # --overheads` compares first launches (against the same cuLink calls by hand, warm cache
 # against cold) and start-up with 1,000 kernels against 1, in new processes; `gpu-bench --gpus`
 # runs the kernels on every GPU, then on all at once (skipped with one GPU); `gpu-bench
-# --host-api` compares launch throughput, copies, overlap and profiling with the driver API. Then the register
+# --host-api` compares launch throughput, copies, overlap and profiling with the driver API
+# (`gpu-bench --host-api bench.cubin throughput` runs one of those sections alone). Then the register
 # and spill counts of both sides' kernels (`cuobjdump -res-usage`: nvcc's cubin, and our native
 # objects, which `sycl-ld inspect --extract` writes out of the programs) and the SASS of both
 # SGEMMs. Logs go to $OUT

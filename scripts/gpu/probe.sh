@@ -8,8 +8,9 @@
 # nvcc compiles bench.cu there; `gpu-bench --launch-probe` then launches one 1x1 kernel in
 # batches of 1,000 and 100,000 through the runtime and through bare `cuLaunchKernel` loops
 # (nvcc's kernel on its own stream and on the runtime queue's, our PTX linked by hand, the
-# runtime on a queue adopted from nvcc's stream, loops that ask `cuCtxGetCurrent` or make
-# the runtime's look for loaded libraries before each launch), rounds interleaved, and prints
+# runtime on a queue adopted from nvcc's stream, loops that ask `cuCtxGetCurrent`, make the
+# runtime's look for loaded libraries, or take and give back two reference counts (what a
+# launch's event costs in atomic operations) before each launch), rounds interleaved, and prints
 # each one's time per launch (see fixtures/gpu-bench/src/host_api.rs). Run twice: the hosts'
 # own speed moves 10 % between runs; compare within one run. Output goes to $OUT (else
 # ./gpu-probe-out): probe.txt.
