@@ -1,9 +1,11 @@
 //! Events on both CPU devices: launches on two queues ordered by an event alone, every kind
-//! of wait, an event awaited as a future, an event of another device refused, one queue
-//! shared by threads (kernels compiled once, 1-D and 2-D ranges of one module at once), and
-//! memory: copies in place, host buffers with asynchronous transfers, maps; driver handles
-//! handed to the program and the program's own adopted; a bytemuck struct, half precision,
-//! and the mistaken argument types a launch refuses.
+//! of wait, an event awaited as a future (and clones of it, each by a task of its own), an
+//! event of another device refused, one queue shared by threads (kernels compiled once, 1-D
+//! and 2-D ranges of one module at once), and memory: copies in place, host buffers with
+//! asynchronous transfers, maps, views (empty ones too); driver handles handed to the program
+//! and the program's own adopted; a bytemuck struct, half precision, and the mistaken
+//! argument types a launch refuses; local memory, and the sizes and ranges a launch or an
+//! allocation refuses before the driver sees them.
 
 use sycl_tests::{run_fixture_args, stderr, stdout};
 
@@ -35,7 +37,12 @@ fn a_launch_waits_for_an_event_of_another_queue_and_every_wait_works() {
 fn an_event_is_a_future_woken_by_the_driver() {
     for device in ["intel", "pocl"] {
         let (out, _) = scenario(device, &["await"]);
-        assert_eq!(out, "awaited: 7 x 1024 (polls: few)\n", "on {device}");
+        assert_eq!(
+            out,
+            "awaited: 7 x 1024 (polls: few)\n\
+             clones of a polled event awaited on two threads: both woken\n",
+            "on {device}"
+        );
     }
 }
 
@@ -95,7 +102,8 @@ fn buffers_read_write_copy_and_fill_in_place_and_refuse_mistakes() {
         );
         assert!(
             lines[11].starts_with("a buffer of another device: invalid argument: kernel `add_one` argument 0: a buffer of ")
-                && lines[11].contains(" given to a launch on "),
+                && lines[11].contains(&format!(" (`{other}`) given to a launch on "))
+                && lines[11].contains(&format!(" (`{device}`): copy it to a buffer")),
             "{}",
             lines[11]
         );
@@ -179,15 +187,43 @@ fn a_view_of_part_of_a_buffer_is_a_kernel_argument() {
         let (out, _) = scenario(device, &["slice"]);
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines[0], "a view of 256..512: 256 ones, from 256 to 511", "on {device}");
+        assert_eq!(lines[1], "empty views: 0..0 ok, 5..5 ok, 1024..1024 ok", "on {device}");
         assert!(
-            lines[1].starts_with("a view from value 1: invalid argument: a view from byte 4: an OpenCL device takes views only from offsets that are multiples of its base address alignment"),
+            lines[2].starts_with("a view from value 1: invalid argument: a view from value 1 (byte 4): ")
+                && lines[2].contains(&format!("(`{device}`) starts views only at multiples of 128 bytes (DeviceInfo::view_align_bytes; 32 values of i32)")),
             "on {device}: {out}"
         );
         assert_eq!(
-            lines[2],
+            lines[3],
             "a view past the end: invalid argument: viewing values 1000..2000 of a buffer of 1024",
             "on {device}"
         );
+    }
+}
+
+#[test]
+fn a_launch_refuses_local_memory_ranges_and_sizes_the_device_cannot_take_naming_both() {
+    for device in ["intel", "pocl"] {
+        let (out, _) = scenario(device, &["limits"]);
+        let lines: Vec<&str> = out.lines().collect();
+        let on = format!("(`{device}`)");
+        assert_eq!(lines[0], "group sums through local memory: right", "on {device}");
+        let expect = [
+            ("local memory of no values: invalid argument: kernel `group_sum` argument 2: local memory of no i32 values", ""),
+            ("local memory past the address space: invalid argument: kernel `group_sum` argument 2: local memory of i32 values whose size overflows the address space", "gives a work-group at most"),
+            ("local memory beyond the device's: invalid argument: kernel `group_sum` argument 2: local memory of ", "gives a work-group ("),
+            ("a first launch without arguments: invalid argument: kernel `add_one` takes 1 argument (global int*); got 0", ""),
+            ("a work-group twice the kernel's largest: invalid argument: kernel `add_one`: a work-group of ", "(at most "),
+            ("a global range past a size: invalid argument: kernel `add_one`: the global range [8589934592, 8589934592] has more work-items than a size holds", ""),
+            ("a buffer past the largest allocation: invalid argument: a buffer of ", "allocates at most "),
+        ];
+        assert_eq!(lines.len(), 1 + expect.len(), "on {device}: {out}");
+        for (line, (start, names)) in lines[1..].iter().zip(expect) {
+            assert!(line.starts_with(start), "on {device}: {line}");
+            if !names.is_empty() {
+                assert!(line.contains(&format!("{on} {names}")), "on {device}: {line}");
+            }
+        }
     }
 }
 

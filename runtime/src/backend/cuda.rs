@@ -132,6 +132,8 @@ fn enumerate() -> Result<Vec<DeviceInfo>, Error> {
                 limits: Limits {
                     global_mem_bytes: total as u64,
                     local_mem_bytes: shared as u64,
+                    max_alloc_bytes: total as u64,
+                    view_align_bytes: 1,
                     compute_units: units as u32,
                     compute_capability: Some((major as u32, minor as u32)),
                 },

@@ -40,6 +40,13 @@ pub struct DeviceInfo {
     /// The local (shared) memory a work-group may have, in bytes: on a CUDA GPU the opt-in
     /// limit, to which a launch raises a kernel's.
     pub local_mem_bytes: u64,
+    /// The most bytes one buffer may hold (OpenCL's `CL_DEVICE_MAX_MEM_ALLOC_SIZE`, often a
+    /// quarter of the global memory; on CUDA the global memory).
+    pub max_alloc_bytes: u64,
+    /// Where a view ([`Buffer::slice`](crate::Buffer::slice)) may start: its first byte's
+    /// offset in the buffer is a multiple of this (OpenCL's `CL_DEVICE_MEM_BASE_ADDR_ALIGN`, in
+    /// bytes: often 128; 1 on CUDA, whose views are pointers).
+    pub view_align_bytes: u64,
     /// Its compute units (OpenCL compute units; a GPU's streaming multiprocessors).
     pub compute_units: u32,
     /// A CUDA GPU's compute capability, (major, minor): `Some((9, 0))` on an H100. `None` on
@@ -110,6 +117,8 @@ impl DeviceInfo {
             max_work_group_size: found.caps.max_work_group_size,
             global_mem_bytes: limits.global_mem_bytes,
             local_mem_bytes: limits.local_mem_bytes,
+            max_alloc_bytes: limits.max_alloc_bytes,
+            view_align_bytes: limits.view_align_bytes,
             compute_units: limits.compute_units,
             compute_capability: limits.compute_capability,
             selector,
@@ -168,6 +177,8 @@ mod tests {
         let limits = Limits {
             global_mem_bytes: 80 << 30,
             local_mem_bytes: 227 << 10,
+            max_alloc_bytes: 80 << 30,
+            view_align_bytes: 1,
             compute_units: 132,
             compute_capability: Some((9, 0)),
         };
@@ -181,6 +192,7 @@ mod tests {
         assert_eq!((info.sub_group_sizes.as_slice(), info.max_work_group_size), (&[32][..], 1024));
         assert_eq!((info.global_mem_bytes, info.local_mem_bytes), (80 << 30, 227 << 10));
         assert_eq!((info.compute_units, info.compute_capability), (132, Some((9, 0))));
+        assert_eq!((info.max_alloc_bytes, info.view_align_bytes), (80 << 30, 1));
         assert_eq!(info.selector, "cuda:1");
         assert_eq!(info.handle, DeviceHandle::Cuda(3));
         assert_eq!(info.clone(), info);

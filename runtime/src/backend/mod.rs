@@ -94,6 +94,11 @@ pub(crate) struct Limits {
     /// `CL_DEVICE_LOCAL_MEM_SIZE`; `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`
     /// (the most a launch can raise a kernel's to), else `..._MAX_SHARED_MEMORY_PER_BLOCK`.
     pub local_mem_bytes: u64,
+    /// `CL_DEVICE_MAX_MEM_ALLOC_SIZE`; on CUDA `cuDeviceTotalMem` (no other limit).
+    pub max_alloc_bytes: u64,
+    /// `CL_DEVICE_MEM_BASE_ADDR_ALIGN` in bytes (where a sub-buffer may start); 1 on CUDA,
+    /// whose views are pointers.
+    pub view_align_bytes: u64,
     /// `CL_DEVICE_MAX_COMPUTE_UNITS`; `CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`.
     pub compute_units: u32,
     /// The compute capability (major, minor) of a CUDA GPU; `None` elsewhere.

@@ -141,6 +141,9 @@ fn queried_devices() -> Result<Vec<(DeviceId, Queried)>, Error> {
                     limits: Limits {
                         global_mem_bytes: word(cl3::device::CL_DEVICE_GLOBAL_MEM_SIZE),
                         local_mem_bytes: word(cl3::device::CL_DEVICE_LOCAL_MEM_SIZE),
+                        max_alloc_bytes: word(cl3::device::CL_DEVICE_MAX_MEM_ALLOC_SIZE),
+                        // Reported in bits.
+                        view_align_bytes: word(cl3::device::CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8,
                         compute_units: word(cl3::device::CL_DEVICE_MAX_COMPUTE_UNITS) as u32,
                         compute_capability: None,
                     },
@@ -248,9 +251,13 @@ impl Event {
             cl3::event::get_event_info(self.0, cl3::event::CL_EVENT_COMMAND_EXECUTION_STATUS)
                 .map_err(cl_err("clGetEventInfo"))?;
         match status {
-            cl3::info_type::InfoType::Int(s) if s < 0 => {
-                Err(Error::Driver { call: "the enqueued command", error: error_name(s) })
-            }
+            cl3::info_type::InfoType::Int(s) if s < 0 => Err(Error::Driver {
+                call: "the enqueued command",
+                error: format!(
+                    "execution status {} (it, or a command it waited for, ended abnormally)",
+                    error_name(s)
+                ),
+            }),
             cl3::info_type::InfoType::Int(s) => Ok(s == cl3::event::CL_COMPLETE),
             _ => Ok(false),
         }
@@ -679,7 +686,12 @@ impl Mem {
     /// `size` bytes of this buffer from `offset`, as a sub-buffer (which keeps this one
     /// alive). The offset must be a multiple of the device's base address alignment.
     pub(crate) fn sub(&self, offset: usize, size: usize) -> Result<Mem, Error> {
-        let region = cl3::types::cl_buffer_region { origin: offset, size: size.max(1) };
+        // OpenCL has no empty sub-buffer: an empty view is the buffer's first byte, which a
+        // kernel given no values reads nothing of (every buffer holds at least one byte).
+        let region = match size {
+            0 => cl3::types::cl_buffer_region { origin: 0, size: 1 },
+            _ => cl3::types::cl_buffer_region { origin: offset, size },
+        };
         // SAFETY: a live buffer; `region` is a `cl_buffer_region` that lives for the call.
         unsafe {
             cl3::memory::create_sub_buffer(

@@ -73,10 +73,10 @@ pub(crate) struct PooledKernel {
 /// alone checks the arguments), and what the check read of the last arguments it accepted.
 pub(crate) struct Signature {
     pub params: Option<Arc<[sycl_format::KernelParam]>>,
-    /// One key per argument of the last launch the check accepted: a launch whose arguments
-    /// have the same keys passes without the check, which parses type names (a launch in a
-    /// loop reads no string).
-    pub accepted: Vec<ArgKey>,
+    /// One key per argument of the last launch the check accepted (`None` until one was): a
+    /// launch whose arguments have the same keys passes without the check, which parses type
+    /// names (a launch in a loop reads no string).
+    pub accepted: Option<Vec<ArgKey>>,
 }
 
 /// What the argument check reads of one argument: its kind (a number the launch code gives
@@ -149,6 +149,12 @@ impl DeviceState {
             device,
             caches: Mutex::default(),
         }
+    }
+
+    /// The device as error messages name it: its driver's name and the selector that picks
+    /// it (`AMD EPYC 7B13 (`intel`)`), since two devices of one machine may share a name.
+    pub(crate) fn describe(&self) -> String {
+        format!("{} (`{}`)", self.name, self.info.selector)
     }
 
     fn caches(&self) -> std::sync::MutexGuard<'_, Caches> {

@@ -24,14 +24,27 @@ use crate::Error;
 /// event is recorded when first waited for, asked, awaited or given to [`crate::Launch::after`],
 /// and then also covers what the queue was given since. It never completes too early; it may
 /// complete later than its own kernel would have.
-#[derive(Clone)]
+///
+/// A command that ends abnormally (a command it waits for failed) completes with its error.
+/// PoCL 3.1 calls no completion callback for such a command: a task awaiting its event there
+/// is not woken by the driver ([`Event::wait`] and [`Event::is_complete`] see the error).
 pub struct Event {
     pub(crate) event: backend::Event,
     /// The device the command runs on: an event orders only launches of the same device.
     pub(crate) device: Arc<DeviceState>,
     /// The waker of the task awaiting the event, made when one first polls it (a launch
-    /// allocates nothing for it); a clone polled first registers its own.
+    /// allocates nothing for it). Each clone has its own: two tasks awaiting two clones are
+    /// each woken.
     wakeup: OnceLock<Arc<Wakeup>>,
+}
+
+impl Clone for Event {
+    /// The same command's event, awaited apart from this one: a task awaiting the clone
+    /// registers its own waker (sharing this one's slot, the second task's waker would
+    /// replace the first's, and the first would never be woken).
+    fn clone(&self) -> Event {
+        Event { event: self.event.clone(), device: self.device.clone(), wakeup: OnceLock::new() }
+    }
 }
 
 /// Where the driver's completion callback finds the task to wake.

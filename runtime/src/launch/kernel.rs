@@ -159,7 +159,10 @@ impl<T: Pod> Local<T> {
 
 impl<T: Pod> KernelArg<'_> for Local<T> {
     fn to_arg(&self) -> ArgValue<'static> {
-        ArgValue(Arg::Local(self.len * std::mem::size_of::<T>(), std::any::type_name::<T>()))
+        // A size past the address space saturates: no device has that much, and the launch
+        // refuses it.
+        let bytes = self.len.saturating_mul(std::mem::size_of::<T>());
+        ArgValue(Arg::Local(bytes, std::any::type_name::<T>()))
     }
 }
 
@@ -170,34 +173,99 @@ impl<T: Pod> KernelArg<'_> for Local<T> {
 fn foreign_event(kernel: &str, own: &DeviceState, other: &DeviceState) -> Error {
     Error::InvalidArgument(format!(
         "kernel `{kernel}` on {}: it cannot wait for an event of another device ({})",
-        own.name, other.name
+        own.describe(),
+        other.describe()
     ))
 }
 
-/// The error of argument `i`, memory of another device or driver context than the launch's
-/// (`own`); out of the launch's path.
+/// Whether argument `arg` cannot go to a launch on `own`: memory of another device or driver
+/// context, or local memory of no bytes or more than a work-group of the device may have.
+#[inline]
+fn refused(arg: &Arg<'_>, own: &Arc<DeviceState>) -> bool {
+    match arg {
+        Arg::Mem(_, device, _) => !Arc::ptr_eq(device, own),
+        Arg::Native(_, context, _) => *context != own.device.context_key(),
+        Arg::Local(bytes, _) => *bytes == 0 || local_limit(own).is_some_and(|l| *bytes as u64 > l),
+        Arg::Bytes(..) => false,
+    }
+}
+
+/// The local memory a work-group may have on `device`, when its driver says.
+fn local_limit(device: &DeviceState) -> Option<u64> {
+    Some(device.info.local_mem_bytes).filter(|&l| l > 0)
+}
+
+/// The error of argument `i`, which [`refused`] refuses on `own`; out of the launch's path.
 #[cold]
 #[inline(never)]
-fn foreign_argument(kernel: &str, i: usize, arg: &Arg<'_>, own: &DeviceState) -> Error {
+fn refused_argument(kernel: &str, i: usize, arg: &Arg<'_>, own: &DeviceState) -> Error {
     Error::InvalidArgument(match arg {
+        Arg::Local(0, ty) => format!(
+            "kernel `{kernel}` argument {i}: local memory of no {ty} values: a local argument \
+             takes at least one (Local::<{ty}>::new(len) with len > 0)"
+        ),
+        Arg::Local(usize::MAX, ty) => format!(
+            "kernel `{kernel}` argument {i}: local memory of {ty} values whose size overflows \
+             the address space; {} gives a work-group at most {} bytes",
+            own.describe(),
+            own.info.local_mem_bytes
+        ),
+        Arg::Local(bytes, ty) => format!(
+            "kernel `{kernel}` argument {i}: local memory of {bytes} bytes ({ty} values) is more \
+             than {} gives a work-group ({} bytes, the kernel's own local variables included)",
+            own.describe(),
+            own.info.local_mem_bytes
+        ),
         Arg::Mem(_, device, _) if device.info.handle == own.info.handle => format!(
             "kernel `{kernel}` argument {i}: a buffer made in another driver context of {} than \
              the launch's queue (a queue adopted with Queue::from_native works in the program's \
              context): make the buffer on a queue of the launch's context",
-            device.name
+            device.describe()
         ),
         Arg::Mem(_, device, _) => format!(
             "kernel `{kernel}` argument {i}: a buffer of {} given to a launch on {}: copy it to a \
              buffer of the launch's device (read, then write)",
-            device.name, own.name
+            device.describe(),
+            own.describe()
         ),
         _ => format!(
             "kernel `{kernel}` argument {i}: memory of another driver context than the launch's \
              queue on {}: make the queue from the library's own (Queue::from_native, or the \
              cudarc/opencl3 conversions)",
-            own.name
+            own.describe()
         ),
     })
+}
+
+/// The error of a launch the driver refused: a work-group larger than the kernel takes on
+/// the device named with both sizes (the driver says only that the size is invalid), any
+/// other error of the driver with the kernel's name; out of the launch's path.
+#[cold]
+#[inline(never)]
+fn launch_error(
+    kernel: &str,
+    error: Error,
+    object: &backend::Kernel,
+    local: Option<&[usize]>,
+    own: &DeviceState,
+) -> Error {
+    let items = local.map(|l| l.iter().product::<usize>());
+    if let (Some(items), Ok((most, _))) = (items, object.work_group_sizes(&own.device)) {
+        if items > most {
+            return Error::InvalidArgument(format!(
+                "kernel `{kernel}`: a work-group of {items} work-items ({:?}) is more than it \
+                 takes on {} (at most {most}: Queue::kernel_work_group_sizes)",
+                local.unwrap_or_default(),
+                own.describe()
+            ));
+        }
+    }
+    match error {
+        Error::Driver { call, error } => {
+            Error::KernelCall { kernel: kernel.to_string(), call, error }
+        }
+        e => e,
+    }
 }
 
 /// Checks a launch's arguments against the kernel's parameters as its image records them,
@@ -527,35 +595,28 @@ impl Queue {
     ) -> Result<backend::Event, Error> {
         let signature = object.signature.get_or_insert_with(|| Signature {
             params: signature(&self.inner.device, registry, kernel),
-            accepted: Vec::new(),
+            accepted: None,
         });
         if let Some(params) = &signature.params {
-            let accepted = &mut signature.accepted;
-            if !accepted.iter().copied().eq(args.iter().map(|a| a.0.key())) {
+            let keys = || args.iter().map(|a| a.0.key());
+            if !signature.accepted.as_ref().is_some_and(|a| a.iter().copied().eq(keys())) {
                 check_arguments(kernel, params, args)?;
+                let accepted = signature.accepted.get_or_insert_default();
                 accepted.clear();
-                accepted.extend(args.iter().map(|a| a.0.key()));
+                accepted.extend(keys());
             }
         }
         let own = &self.inner.device;
-        if let Some(i) = args.iter().position(|ArgValue(arg)| match arg {
-            Arg::Mem(_, device, _) => !Arc::ptr_eq(device, own),
-            Arg::Native(_, context, _) => *context != own.device.context_key(),
-            _ => false,
-        }) {
-            return Err(foreign_argument(kernel, i, &args[i].0, own));
+        if let Some(i) = args.iter().position(|ArgValue(arg)| refused(arg, own)) {
+            return Err(refused_argument(kernel, i, &args[i].0, own));
         }
         set_arguments(object, args).map_err(|(i, e)| {
             Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
         })?;
-        self.inner.queue.enqueue(&object.kernel, global, local, offset, after).map_err(
-            |e| match e {
-                Error::Driver { call, error } => {
-                    Error::KernelCall { kernel: kernel.to_string(), call, error }
-                }
-                e => e,
-            },
-        )
+        self.inner
+            .queue
+            .enqueue(&object.kernel, global, local, offset, after)
+            .map_err(|e| launch_error(kernel, e, &object.kernel, local, own))
     }
 }
 
@@ -624,6 +685,14 @@ fn check_ranges(
             global.len
         )));
     }
+    if global.dims().iter().try_fold(1usize, |n, &d| n.checked_mul(d)).is_none() {
+        return Err(Error::InvalidArgument(format!(
+            "kernel `{kernel}`: the global range {:?} has more work-items than a size holds \
+             ({})",
+            global.dims(),
+            usize::MAX
+        )));
+    }
     for (what, range) in [("the work-group size", local), ("the offset", offset)] {
         if let Some(range) = range.filter(|r| r.len != global.len) {
             return Err(Error::InvalidArgument(format!(
@@ -636,9 +705,14 @@ fn check_ranges(
         }
     }
     let Some(local) = local else { return Ok(()) };
-    if let Some(d) = (0..global.len)
-        .find(|&d| local.dims[d] == 0 || !global.dims[d].is_multiple_of(local.dims[d]))
-    {
+    if let Some(d) = (0..global.len).find(|&d| local.dims[d] == 0) {
+        return Err(Error::InvalidArgument(format!(
+            "kernel `{kernel}`: the work-group size {:?} is 0 in dimension {d}: a work-group has \
+             at least one work-item in each dimension",
+            local.dims()
+        )));
+    }
+    if let Some(d) = (0..global.len).find(|&d| !global.dims[d].is_multiple_of(local.dims[d])) {
         return Err(Error::InvalidArgument(format!(
             "kernel `{kernel}`: the work-group size {:?} does not divide the global range {:?} (dimension {d}: {} is not a \
              multiple of {}); round the global range up to a multiple and skip the extra work-items in the kernel",
@@ -756,7 +830,10 @@ mod tests {
         );
         assert!(check(&[64, 64], Some(&[8, 0]))
             .unwrap_err()
-            .contains("dimension 1: 64 is not a multiple of 0"));
+            .contains("the work-group size [8, 0] is 0 in dimension 1"));
+        assert!(check(&[1 << 33, 1 << 33], None).unwrap_err().contains(
+            "the global range [8589934592, 8589934592] has more work-items than a size holds"
+        ));
         assert!(check(&[64, 64], Some(&[8])).unwrap_err().contains(
             "the work-group size [8] has 1 dimension(s), the global range [64, 64] has 2"
         ));

@@ -249,7 +249,19 @@ impl Queue {
 
     /// A buffer of `len` elements, uninitialised on the device.
     pub fn buffer<T: Pod>(&self, len: usize) -> Result<Buffer<T>, Error> {
-        let mem = self.inner.device.device.alloc(byte_size::<T>(len)?)?;
+        let bytes = byte_size::<T>(len)?;
+        let device = &self.inner.device;
+        let most = device.info.max_alloc_bytes;
+        if most > 0 && bytes as u64 > most {
+            return Err(Error::InvalidArgument(format!(
+                "a buffer of {len} values of {} ({bytes} bytes): {} allocates at most {most} \
+                 bytes at once (DeviceInfo::max_alloc_bytes); split it into buffers of at most \
+                 that size",
+                std::any::type_name::<T>(),
+                device.describe()
+            )));
+        }
+        let mem = device.device.alloc(bytes)?;
         Ok(Buffer { mem: Arc::new(mem), len, queue: self.clone(), _t: PhantomData })
     }
 
@@ -276,7 +288,8 @@ impl Queue {
         if let Some(other) = events.iter().find(|e| !Arc::ptr_eq(&e.device, &self.inner.device)) {
             return Err(Error::InvalidArgument(format!(
                 "a queue on {} cannot wait for an event of another device ({})",
-                self.inner.device.name, other.device.name
+                self.inner.device.describe(),
+                other.device.describe()
             )));
         }
         let events: Vec<&backend::Event> = events.iter().map(|e| &e.event).collect();
@@ -396,7 +409,8 @@ impl<T: Pod> Buffer<T> {
             return Err(Error::InvalidArgument(format!(
                 "copying a buffer of {} into a buffer of {}: copies between devices go \
                  through the host (read, then write)",
-                src.queue.inner.device.name, self.queue.inner.device.name
+                src.queue.inner.device.describe(),
+                self.queue.inner.device.describe()
             )));
         }
         if src.len != self.len {
@@ -447,11 +461,27 @@ impl<T: Pod> Buffer<T> {
 
     /// The values at `range`, as a kernel argument of their own (an OpenCL sub-buffer, a
     /// CUDA address plus the offset): `q.launch(k).arg(&buffer.slice(10..20)?)`. On OpenCL the
-    /// view must start at a multiple of the device's base address alignment (128 bytes on
-    /// most devices); a misaligned start is refused, saying so.
+    /// view must start at a multiple of the device's base address alignment
+    /// ([`DeviceInfo::view_align_bytes`](crate::DeviceInfo::view_align_bytes): 128 bytes on
+    /// most devices); a misaligned start is refused, saying so. An empty range anywhere in the
+    /// buffer is a view of no values.
     pub fn slice(&self, range: std::ops::Range<usize>) -> Result<BufferView<'_, T>, Error> {
         self.check_range("viewing", &range, range.len())?;
         let size = std::mem::size_of::<T>();
+        let device = &self.queue().inner.device;
+        let align = device.info.view_align_bytes.max(1);
+        if !range.is_empty() && !((range.start * size) as u64).is_multiple_of(align) {
+            return Err(Error::InvalidArgument(format!(
+                "a view from value {} (byte {}): {} starts views only at multiples of {align} \
+                 bytes (DeviceInfo::view_align_bytes; {} values of {}): start the view there, or \
+                 pass the offset to the kernel",
+                range.start,
+                range.start * size,
+                device.describe(),
+                align / size as u64,
+                std::any::type_name::<T>()
+            )));
+        }
         let mem = Memory::view(&self.mem, range.start * size, range.len() * size)?;
         Ok(BufferView { mem: Arc::new(mem), len: range.len(), buffer: self })
     }
