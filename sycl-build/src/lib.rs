@@ -369,7 +369,12 @@ impl Build {
         let work = out_dir.join("sycl-device").join(name);
         create_dir(&work)?;
         let include_dir = out_dir.join("sycl-include");
-        write_file(&include_dir.join("sycl").join("device.h"), DEVICE_HEADER.as_bytes())?;
+        // Written only when it differs: cargo watches the headers a source includes, and a
+        // header written anew on every run would make every build run this script again.
+        let header = include_dir.join("sycl").join("device.h");
+        if fs::read(&header).ok().as_deref() != Some(DEVICE_HEADER.as_bytes()) {
+            write_file(&header, DEVICE_HEADER.as_bytes())?;
+        }
 
         let mut members = Vec::new();
         let mut kernels = Vec::new();
@@ -399,8 +404,11 @@ impl Build {
             compiler_warnings.extend(warnings);
             if cargo {
                 println!("cargo:rerun-if-changed={}", source.display());
+                // Not the compiler's own headers (`/usr/lib/llvm-15/…`, which change with
+                // the package) nor ours (`sycl/device.h`, which changes with this crate).
                 for header in read_depfile(&dep)? {
-                    if !header.starts_with("/usr/lib/llvm-") {
+                    let theirs = header.to_string_lossy().starts_with("/usr/lib/llvm-");
+                    if !theirs && !header.starts_with(&include_dir) {
                         println!("cargo:rerun-if-changed={}", header.display());
                     }
                 }
@@ -683,13 +691,15 @@ pub fn link_device_library(name: &str) {
     }
 }
 
-/// The run path of every binary of a crate that links a device library: `$ORIGIN` (the
-/// library beside the binary: cargo's `deps/` holds tests, benches and the cdylibs themselves,
-/// `target/<profile>/` executables and the copies of workspace members' cdylibs), then
-/// `$ORIGIN/deps` (an executable in `target/<profile>/`, its dependencies in `deps/`). The
-/// dynamic loader expands `$ORIGIN` to the directory of the binary that names it; the text
-/// reaches `ld` literally (cargo, rustc, `sycl-ld` and `cc` pass arguments without a shell).
-pub const RUN_PATH: &str = "$ORIGIN:$ORIGIN/deps";
+/// The run path of every binary of a crate that links a device library: `$ORIGIN/deps` (an
+/// executable in `target/<profile>/`, its dependencies in `deps/`), then `$ORIGIN` (the
+/// library beside the binary: cargo's `deps/` holds tests, benches and the cdylibs
+/// themselves). `deps/` comes first because cargo refreshes only it when a build names some
+/// packages (`cargo build -p app`): the copy of a workspace member's cdylib in
+/// `target/<profile>/` is then an older build, which `$ORIGIN` first would load. The dynamic
+/// loader expands `$ORIGIN` to the directory of the binary that names it; the text reaches
+/// `ld` literally (cargo, rustc, `sycl-ld` and `cc` pass arguments without a shell).
+pub const RUN_PATH: &str = "$ORIGIN/deps:$ORIGIN";
 
 /// What examples (`target/<profile>/examples/`) add to [`RUN_PATH`]: `deps/` is beside their
 /// directory. Only examples get it: in a program copied elsewhere, `$ORIGIN/../deps` would be
@@ -1330,6 +1340,27 @@ pub fn shift<'q, T1: sycl_runtime::Pod, T2: sycl_runtime::Pod>(queue: &'q sycl_r
     }
 
     #[test]
+    fn a_second_build_leaves_the_generated_header_as_it_was() {
+        // Cargo reruns a build script when a header it was told to watch is newer than the
+        // last run: a header written anew by every run would rerun every build.
+        let dir = tempdir().join("rebuild");
+        fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("k.cl");
+        fs::write(
+            &src,
+            "#include <sycl/device.h>\n__kernel void k(__global int *o) { o[0] = 1; }\n",
+        )
+        .unwrap();
+        let build = || Build::new().file(&src).out_dir(&dir).cargo_metadata(false).try_compile("t");
+        build().unwrap();
+        let header = dir.join("sycl-include/sycl/device.h");
+        let written = fs::metadata(&header).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        build().unwrap();
+        assert_eq!(fs::metadata(&header).unwrap().modified().unwrap(), written);
+    }
+
+    #[test]
     fn a_failed_compile_shows_the_compiler_message() {
         let dir = tempdir().join("failed");
         fs::create_dir_all(&dir).unwrap();
@@ -1462,7 +1493,7 @@ pub fn shift<'q, T1: sycl_runtime::Pod, T2: sycl_runtime::Pod>(queue: &'q sycl_r
         let dir = tempdir().join("run-paths");
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("Cargo.toml"), "[package]\nname = \"p\"\n").unwrap();
-        let rpath = "cargo:rustc-link-arg=-Wl,-rpath,$ORIGIN:$ORIGIN/deps";
+        let rpath = "cargo:rustc-link-arg=-Wl,-rpath,$ORIGIN/deps:$ORIGIN";
         assert_eq!(run_path_lines(&dir), [rpath], "no examples: no line of theirs");
         fs::create_dir_all(dir.join("examples/data")).unwrap();
         fs::write(dir.join("examples/input.txt"), "").unwrap();

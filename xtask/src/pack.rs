@@ -2,7 +2,7 @@
 //! copied with the shared libraries they need into one directory that runs wherever it is
 //! copied, with no `LD_LIBRARY_PATH`.
 //!
-//! The layout is the one `sycl_build::RUN_PATH` (`$ORIGIN:$ORIGIN/deps:$ORIGIN/../deps`)
+//! The layout is the one `sycl_build::RUN_PATH` (`$ORIGIN/deps:$ORIGIN`, examples `$ORIGIN/../deps`)
 //! expects, cargo's own: each program in `DIR/`, each library in `DIR/deps/`. A program's
 //! libraries are the `DT_NEEDED` entries its run path finds in the build tree (device
 //! libraries linked with `link_device_library`), then theirs, and so on; what no run path
