@@ -1,7 +1,11 @@
 //! What went wrong, as users see it.
 
 /// What went wrong. The runtime stays usable after any of these.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the message `Display` does: a `main` returning `Result<(), Error>` and an
+/// `unwrap` show what went wrong and what to try, not the variant's fields (which programs
+/// that want them match on).
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// No device, or not exactly one, matches what was asked for.
@@ -134,6 +138,12 @@ pub enum Error {
     },
 }
 
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
 /// What a kernel lookup says when no loaded binary has device images: the usual cause is a
 /// program cargo did not link through `sycl-ld`.
 const NO_IMAGES: &str = "(none: no loaded binary carries device images, so this program was probably not linked by \
@@ -176,5 +186,12 @@ mod tests {
         let some = Error::KernelNotFound { kernel: "k".into(), searched: vec!["/bin/app".into()] }
             .to_string();
         assert_eq!(some, "kernel `k` not found in the device images of: /bin/app");
+    }
+
+    #[test]
+    fn debug_prints_the_message_a_main_returning_the_error_shows() {
+        let e = Error::InvalidArgument("kernel `k` takes 1 argument; got 0".into());
+        assert_eq!(format!("{e:?}"), e.to_string());
+        assert_eq!(format!("{e:?}"), "invalid argument: kernel `k` takes 1 argument; got 0");
     }
 }

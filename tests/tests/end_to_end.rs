@@ -118,6 +118,29 @@ fn an_unknown_device_name_lists_the_devices_there_are() {
 }
 
 #[test]
+fn a_machine_without_devices_says_why_and_what_to_install() {
+    // An ICD loader that finds no driver registered: no OpenCL platform, and no GPU here (on a
+    // GPU machine the program would find the GPU instead).
+    let empty = std::env::temp_dir().join(format!("sycl-no-icd-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = std::process::Command::new(sycl_tests::fixtures().join("app"))
+        .env("OCL_ICD_VENDORS", &empty)
+        .env_remove("SYCL_DEVICE")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    if out.status.success() {
+        eprintln!("skipped: a CUDA GPU answered without OpenCL");
+        return;
+    }
+    assert!(
+        err.contains("no backend found a device (OpenCL: clGetPlatformIDs failed with CL_PLATFORM_NOT_FOUND_KHR (-1001); CUDA: ")
+            && err.contains("is an OpenCL runtime installed and registered in /etc/OpenCL/vendors"),
+        "{err}"
+    );
+}
+
+#[test]
 fn platform_selectors_pick_the_platform_whatever_the_device_is_called() {
     // PoCL names its device after the host CPU: on an Intel host, its device name says Intel.
     for (selector, platform) in [

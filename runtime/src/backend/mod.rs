@@ -124,14 +124,24 @@ pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
 }
 
 fn enumerate() -> Result<Vec<DeviceInfo>, Error> {
-    let mut all = cuda::devices().unwrap_or_else(|e| {
-        crate::trace::trace!("backend", "CUDA: {e}");
-        Vec::new()
-    });
+    let (mut all, cuda) = match cuda::devices() {
+        Ok(found) => (found, None),
+        Err(e) => {
+            crate::trace::trace!("backend", "CUDA: {e}");
+            (Vec::new(), Some(e))
+        }
+    };
     match opencl::devices() {
         Ok(found) => all.extend(found),
         Err(e) if !all.is_empty() => crate::trace::trace!("backend", "OpenCL: {e}"),
-        Err(e) => return Err(e),
+        // Neither backend has a device: both reasons, and (from the empty list) what to install.
+        Err(e) => {
+            let cuda = cuda.map_or("no GPU".to_string(), |c| c.to_string());
+            return Err(Error::NoDevice {
+                problem: format!("no backend found a device (OpenCL: {e}; CUDA: {cuda})"),
+                available: Vec::new(),
+            });
+        }
     }
     Ok(all)
 }
