@@ -79,6 +79,10 @@ fn specialization_constants_change_results_on_both_devices() {
                 "bundle with 5: [0, 5, 10, 15]",
                 "selector chose 7: [0, 7, 14, 21]",
                 "selector chose 5: [0, 5, 10, 15]",
+                "a misspelt constant on a launch: invalid argument: specialization constant `scael`: the images of kernel `scaled` declare no constant of that name (they declare `scale`); the generated kernels::spec constants name each one as the device source does",
+                "a misspelt constant on a bundle: invalid argument: specialization constant `scael`: the images of the bundle declare no constant of that name (they declare `scale`); the generated kernels::spec constants name each one as the device source does",
+                "a constant of another size: invalid argument: specialization constant `scale` of kernel `scaled` holds 4 bytes; got a value of 8 bytes: give it a value of its type",
+                "an unknown flag: refused, given once",
             ],
             "on {device}"
         );

@@ -199,7 +199,12 @@ impl DeviceState {
         let given = options;
         let options = &Options {
             flags: given.flags.clone(),
-            spec: given.spec.without_defaults(registry, plan.images()),
+            spec: given.spec.checked(
+                registry,
+                plan.images(),
+                &format!("kernel `{kernel}`"),
+                true,
+            )?,
         };
 
         let mut key = plan.images().to_vec();

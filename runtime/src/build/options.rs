@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::backend::SpecValue;
 use crate::registry::{ImageId, Registry};
+use crate::Error;
 
 /// Build options (raw OpenCL flags) and specialization-constant values: part of every key.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -18,28 +19,70 @@ pub(crate) struct Options {
 pub(crate) struct SpecValues(pub BTreeMap<String, Vec<u8>>);
 
 impl SpecValues {
-    /// These values without those equal to their constant's default in `images`: a default
-    /// set explicitly is the default, so it shares the program (and the cache entries) built
-    /// without it.
-    pub(crate) fn without_defaults(&self, registry: &Registry, images: &[ImageId]) -> SpecValues {
-        let is_default = |name: &str, value: &[u8]| {
-            images.iter().any(|&id| {
-                registry
+    /// These values for a build of `images` (`whose` names them in an error: "kernel `k`",
+    /// "the bundle"), checked: each names a constant one of the images declares (unless
+    /// `whole` is false: images compiled apart from the libraries they import, which may
+    /// declare it), with a value of the size of its default. A misspelt name would otherwise
+    /// leave the default in place, and a value of another type reach the driver. Those equal
+    /// to their constant's default are left out: a default set explicitly is the default, so
+    /// it shares the program (and the cache entries) built without it.
+    pub(crate) fn checked(
+        &self,
+        registry: &Registry,
+        images: &[ImageId],
+        whose: &str,
+        whole: bool,
+    ) -> Result<SpecValues, Error> {
+        let default_of = |name: &str| {
+            images.iter().find_map(|&id| {
+                match registry
                     .image(id)
-                    .property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS_DEFAULTS)
-                    .and_then(|defaults| defaults.get(name))
-                    .is_some_and(
-                        |d| matches!(d, sycl_format::PropertyValue::Bytes(d) if d == value),
-                    )
+                    .property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS_DEFAULTS)?
+                    .get(name)?
+                {
+                    sycl_format::PropertyValue::Bytes(d) => Some(d.as_slice()),
+                    _ => None,
+                }
             })
         };
-        SpecValues(
-            self.0
-                .iter()
-                .filter(|(name, value)| !is_default(name, value))
-                .map(|(n, v)| (n.clone(), v.clone()))
-                .collect(),
-        )
+        let mut kept = BTreeMap::new();
+        for (name, value) in &self.0 {
+            match default_of(name) {
+                None if !whole => {
+                    kept.insert(name.clone(), value.clone());
+                }
+                None => {
+                    let declared: Vec<String> = images
+                        .iter()
+                        .filter_map(|&id| {
+                            registry
+                                .image(id)
+                                .property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS_DEFAULTS)
+                        })
+                        .flat_map(|set| set.properties.iter().map(|p| format!("`{}`", p.name)))
+                        .collect();
+                    return Err(Error::InvalidArgument(format!(
+                        "specialization constant `{name}`: the images of {whose} declare no \
+                         constant of that name (they declare {}); the generated \
+                         kernels::spec constants name each one as the device source does",
+                        if declared.is_empty() { "none".to_string() } else { declared.join(", ") }
+                    )));
+                }
+                Some(default) if default.len() != value.len() => {
+                    return Err(Error::InvalidArgument(format!(
+                        "specialization constant `{name}` of {whose} holds {} bytes; got a \
+                         value of {} bytes: give it a value of its type",
+                        default.len(),
+                        value.len()
+                    )));
+                }
+                Some(default) if default == value.as_slice() => {}
+                Some(_) => {
+                    kept.insert(name.clone(), value.clone());
+                }
+            }
+        }
+        Ok(SpecValues(kept))
     }
 
     /// The values of the constants `image` has.

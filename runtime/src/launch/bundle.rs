@@ -511,7 +511,12 @@ pub fn compile(
 ) -> Result<KernelBundle<Object>, Error> {
     let device = input.device();
     let flags = flags_of(properties);
-    let spec = input.inner.spec.without_defaults(&input.inner.registry, &input.inner.images);
+    let spec = input.inner.spec.checked(
+        &input.inner.registry,
+        &input.inner.images,
+        "the bundle",
+        false,
+    )?;
     let options = Options { flags: flags.clone(), spec };
     let objects = if device.caps.links_images {
         let compiled = device
@@ -563,8 +568,10 @@ pub fn link(
     // exports, by the one resolver launches use (sets, strict mode, the checks).
     let plan = resolve::plan_bundle(&registry, &images, form, device.for_device())?;
     let flags = [first.inner.flags.clone(), flags_of(properties)].join(" ").trim().to_string();
-    let options =
-        Options { flags: flags.clone(), spec: spec.without_defaults(&registry, plan.images()) };
+    let options = Options {
+        flags: flags.clone(),
+        spec: spec.checked(&registry, plan.images(), "the bundle", true)?,
+    };
     let given: Vec<(ImageId, Arc<backend::Object>)> =
         objects.iter().flat_map(|o| o.inner.objects.iter().cloned()).collect();
     // Build properties are compiler options; clLinkProgram takes almost none of them.
@@ -585,7 +592,11 @@ pub fn build(
     input: &KernelBundle<Input>,
     properties: &[BuildProperty],
 ) -> Result<KernelBundle<Executable>, Error> {
-    let build = |input| compile(input, properties).and_then(|object| link(&[&object], properties));
+    // The object keeps the flags it was compiled with, which its link adds to its own: the
+    // link is given the log sinks alone (given the flags again, it passed each one twice).
+    let logs: Vec<BuildProperty> =
+        properties.iter().filter(|p| matches!(p, BuildProperty::Log(_))).cloned().collect();
+    let build = |input| compile(input, properties).and_then(|object| link(&[&object], &logs));
     match build(input) {
         Err(native) if input.inner.form().is_some_and(|f| f.cuda_arch().is_some()) => {
             let Some(linkable) = in_linkable_form(input) else { return Err(native) };
