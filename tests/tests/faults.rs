@@ -145,6 +145,24 @@ fn the_persistent_cache_on_a_full_disk_never_fails_a_launch() {
 }
 
 #[test]
+fn a_cache_size_that_is_not_a_number_is_warned_about_and_the_default_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(fixtures().join("app"))
+        .env("SYCL_CACHE_DIR", dir.path())
+        .env("SYCL_CACHE_MAX_BYTES", "1G")
+        .env_remove("SYCL_CACHE_DISABLE")
+        .env("SYCL_DEVICE", "intel")
+        .output()
+        .unwrap();
+    let (o, err) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{o}{err}");
+    assert!(
+        err.contains("sycl: warning: SYCL_CACHE_MAX_BYTES=\"1G\" is not a number of bytes (such as 2147483648); the persistent cache keeps its default, 1073741824 bytes"),
+        "{err}"
+    );
+}
+
+#[test]
 fn writers_killed_mid_build_leave_no_corrupt_entry() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");

@@ -80,10 +80,16 @@ impl DiskCache {
                 None => PathBuf::from(std::env::var_os("HOME")?).join(".cache").join("sycl-rs"),
             },
         };
-        let max_bytes = std::env::var(MAX_BYTES_ENV)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(DEFAULT_MAX_BYTES);
+        let max_bytes = match std::env::var(MAX_BYTES_ENV) {
+            Ok(v) if !v.trim().is_empty() => v.trim().parse().unwrap_or_else(|_| {
+                eprintln!(
+                    "sycl: warning: {MAX_BYTES_ENV}={v:?} is not a number of bytes (such as \
+                     2147483648); the persistent cache keeps its default, {DEFAULT_MAX_BYTES} bytes"
+                );
+                DEFAULT_MAX_BYTES
+            }),
+            _ => DEFAULT_MAX_BYTES,
+        };
         match prepare_dir(&dir) {
             Ok(()) => Some(DiskCache { dir, max_bytes, stored: Default::default() }),
             Err(reason) => {
