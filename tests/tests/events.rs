@@ -311,12 +311,17 @@ fn bytemuck_structs_and_half_run_and_mistaken_types_are_refused_naming_both() {
         } else {
             "half axpy: kernel_not_supported without fp16"
         };
+        let bundle = format!(
+            "the binary's bundle: half_axpy {}, scale_ints gives [3, 6, 9, 12]",
+            if device == "intel" { "in it" } else { "left out" }
+        );
         let refused = "invalid argument: kernel";
         assert_eq!(
             out.lines().collect::<Vec<_>>(),
             [
                 "points moved: Pt { x: 11.0, y: 22.0 }",
                 half,
+                &bundle,
                 &format!(
                     "a buffer of f32 for int*: {refused} `scale_ints` argument 0 (global int* \
                      data) takes a buffer of int (i32 or u32); got a buffer of f32"

@@ -294,10 +294,10 @@ impl KernelBundle<Input> {
             }
             None => vec![],
         };
-        Ok(input(queue, registry, images))
+        Ok(input(queue, registry, images, Keep::Runnable))
     }
 
-    /// Every image of a loaded device-library file.
+    /// Every image of a loaded device-library file that the device can run.
     fn of_device_library(queue: &Queue, library: u64) -> KernelBundle<Input> {
         let registry = runtime().registry();
         let images = match registry.file_binaries.get(&library) {
@@ -306,7 +306,7 @@ impl KernelBundle<Input> {
                 .collect(),
             None => vec![],
         };
-        input(queue, registry, images)
+        input(queue, registry, images, Keep::Runnable)
     }
 
     /// Sets a specialization constant's value for everything built from this bundle (a new
@@ -438,12 +438,31 @@ fn is_of(registry: &Registry, id: ImageId, form: Target) -> bool {
     registry.form_of(id) == Some(form)
 }
 
-fn input(queue: &Queue, registry: Arc<Registry>, mut images: Vec<ImageId>) -> KernelBundle<Input> {
+/// Which images an input bundle keeps: those of the kernels asked for, or every image the
+/// device can run (a whole binary's bundle leaves out what needs an aspect the device lacks,
+/// as DPC++'s `get_kernel_bundle` does, rather than failing its compile for one kernel).
+#[derive(Clone, Copy, PartialEq)]
+enum Keep {
+    Asked,
+    Runnable,
+}
+
+fn input(
+    queue: &Queue,
+    registry: Arc<Registry>,
+    mut images: Vec<ImageId>,
+    keep: Keep,
+) -> KernelBundle<Input> {
     // Only one form the device compiles, specializes and links at run time: bundles are
     // compiled and linked for their device at run time.
     let form =
         bundle_form(queue, &registry, |form| images.iter().any(|&id| is_of(&registry, id, form)));
     images.retain(|&id| is_of(&registry, id, form));
+    if keep == Keep::Runnable {
+        let state = queue.state();
+        let device = state.for_device();
+        images.retain(|&id| device.can_run(registry.image(id)));
+    }
     images.sort();
     images.dedup();
     bundle(Inner {
@@ -457,7 +476,9 @@ fn input(queue: &Queue, registry: Arc<Registry>, mut images: Vec<ImageId>) -> Ke
     })
 }
 
-/// An input bundle of every image of every loaded binary.
+/// An input bundle of every image of every loaded binary that the queue's device can run (one
+/// needing an aspect the device lacks, such as `fp16`, is left out, as DPC++'s
+/// `get_kernel_bundle` leaves out incompatible images).
 pub fn get_kernel_bundle(queue: &Queue) -> KernelBundle<Input> {
     let registry = runtime().registry();
     let images = registry
@@ -465,7 +486,7 @@ pub fn get_kernel_bundle(queue: &Queue) -> KernelBundle<Input> {
         .iter()
         .flat_map(|b| (0..b.image_count).map(move |image| ImageId { binary: b.id, image }))
         .collect();
-    input(queue, registry, images)
+    input(queue, registry, images, Keep::Runnable)
 }
 
 /// An input bundle of the images that define `kernels` (not the images they import from:
@@ -489,7 +510,7 @@ pub fn get_kernel_bundle_for(
         }
         images.extend_from_slice(found);
     }
-    Ok(input(queue, registry, images))
+    Ok(input(queue, registry, images, Keep::Asked))
 }
 
 /// Whether a bundle in state `S` can be had for this queue's device from the loaded binaries:
@@ -664,7 +685,8 @@ pub fn join<S: BundleState>(bundles: &[&KernelBundle<S>]) -> Result<KernelBundle
 }
 
 /// The input bundle of the binary (executable or shared library) this expands in, as the
-/// design's `this_module` gives the current translation unit's.
+/// design's `this_module` gives the current translation unit's: every image of it the queue's
+/// device can run (one needing an aspect the device lacks, such as `fp16`, is left out).
 #[macro_export]
 macro_rules! this_module {
     ($queue:expr) => {{

@@ -60,7 +60,8 @@ pub(crate) struct ForDevice<'a> {
 }
 
 impl ForDevice<'_> {
-    fn can_run(&self, image: &sycl_format::Image) -> bool {
+    /// Whether the device has everything `image` requires (aspects, sizes, fixed targets).
+    pub(crate) fn can_run(&self, image: &sycl_format::Image) -> bool {
         image.requirements().is_ok_and(|r| self.caps.check(&r).is_ok())
     }
 }
