@@ -9,7 +9,7 @@
 //! both, and strict mode (`SYCL_STRICT_EXPORTS=1`) makes it an error. Exports of a library
 //! opened `RTLD_LOCAL` serve only that library and its dependencies.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use foldhash::fast::RandomState;
 use sycl_format::Target;
@@ -28,6 +28,8 @@ fn strict() -> bool {
 
 /// One collection in progress.
 struct Walk<'r> {
+    /// Whether a symbol exported twice is an error (see [`STRICT_ENV`]).
+    strict: bool,
     registry: &'r Registry,
     target: Target,
     subject: Subject<'r>,
@@ -36,7 +38,8 @@ struct Walk<'r> {
     /// In link order; `images[next..]` still have their imports and sets to resolve.
     images: Vec<ImageId>,
     next: usize,
-    provided: HashSet<&'r str, RandomState>,
+    /// Each symbol the images so far export, with the first image that does.
+    provided: HashMap<&'r str, ImageId, RandomState>,
     sets_done: HashSet<&'r str, RandomState>,
 }
 
@@ -49,21 +52,34 @@ pub(super) fn collect(
     roots: &[ImageId],
     compatible: &dyn Fn(ImageId) -> bool,
 ) -> Result<Vec<ImageId>, Error> {
+    collect_as(registry, target, subject, roots, compatible, strict())
+}
+
+/// [`collect`], strict or not whatever the environment says.
+pub(super) fn collect_as(
+    registry: &Registry,
+    target: Target,
+    subject: Subject<'_>,
+    roots: &[ImageId],
+    compatible: &dyn Fn(ImageId) -> bool,
+    strict: bool,
+) -> Result<Vec<ImageId>, Error> {
     let mut walk = Walk {
+        strict,
         registry,
         target,
         subject,
         compatible,
         images: Vec::with_capacity(roots.len()),
         next: 0,
-        provided: HashSet::default(),
+        provided: HashMap::default(),
         sets_done: HashSet::default(),
     };
     let mut sets: Vec<(&str, ImageId)> = Vec::new();
     for &root in roots {
         match registry.image(root).virtual_functions_set() {
             Some((set, _)) => sets.push((set, root)),
-            None => walk.add(root),
+            None => walk.add(root)?,
         }
     }
     loop {
@@ -85,18 +101,49 @@ pub(super) fn collect(
 }
 
 impl<'r> Walk<'r> {
-    fn add(&mut self, id: ImageId) {
-        if !self.images.contains(&id) {
-            self.images.push(id);
-            self.provided.extend(self.registry.image(id).exported_symbols());
+    /// Links image `id`. A symbol it exports that an image of another binary linked already
+    /// exports (it came along, taken for another of its symbols) is a second definition in
+    /// one program, which the drivers refuse: traced, and an error in strict mode.
+    fn add(&mut self, id: ImageId) -> Result<(), Error> {
+        if self.images.contains(&id) {
+            return Ok(());
         }
+        self.images.push(id);
+        let registry = self.registry;
+        for symbol in registry.image(id).exported_symbols() {
+            match self.provided.get(symbol) {
+                None => {
+                    self.provided.insert(symbol, id);
+                }
+                Some(&first) if first.binary != id.binary => {
+                    let names = vec![registry.describe(first), registry.describe(id)];
+                    trace!(
+                        "duplicate",
+                        "{symbol}: defined by {} and {}, both linked for {} (the second for \
+                         other symbols): a program holds one definition, which the driver's link \
+                         will say",
+                        names[0],
+                        names[1],
+                        self.subject
+                    );
+                    if self.strict {
+                        return Err(Error::DuplicateSymbol {
+                            symbol: symbol.to_string(),
+                            providers: names,
+                        });
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Links the provider of `symbol` for `requester`; a virtual function is not linked by
     /// name: its set is returned, to be linked whole.
     fn resolve(&mut self, symbol: &'r str, requester: ImageId) -> Result<Option<&'r str>, Error> {
         let registry = self.registry;
-        if self.provided.contains(symbol) {
+        if self.provided.contains_key(symbol) {
             return Ok(None);
         }
         let visible = |p: &&ImageId| registry.visible(requester.binary, p.binary);
@@ -115,7 +162,7 @@ impl<'r> Walk<'r> {
                 "{symbol}: exported by {}; the first in loader order wins",
                 names.join(", ")
             );
-            if strict() {
+            if self.strict {
                 return Err(Error::DuplicateSymbol {
                     symbol: symbol.to_string(),
                     providers: names,
@@ -123,7 +170,7 @@ impl<'r> Walk<'r> {
             }
         }
         trace!("resolve", "{symbol} -> {} (for {})", registry.describe(provider), self.subject);
-        self.add(provider);
+        self.add(provider)?;
         Ok(None)
     }
 
@@ -166,11 +213,11 @@ impl<'r> Walk<'r> {
                 if is_dummy(chosen) { " (dummy)" } else { "" },
                 self.subject
             );
-            self.add(chosen);
+            self.add(chosen)?;
         }
         for &user in registry.set_users(self.target, set) {
             if visible(&user) && (self.compatible)(user) {
-                self.add(user);
+                self.add(user)?;
             }
         }
         Ok(())

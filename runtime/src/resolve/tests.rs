@@ -282,3 +282,31 @@ fn a_gpu_only_other_architectures_native_code_serves_is_told_so() {
          capability 8.0: build with the ptx64 target, or nvidia_gpu_sm_80"
     ));
 }
+
+#[test]
+fn a_definition_that_comes_along_with_other_symbols_twice_is_a_duplicate() {
+    // The app imports `h` and `g`, never `f`; libf.so exports `f` and `h`, libfg.so `f` and
+    // `g`, each in one image. Each import takes its library's image, and `f` comes along with
+    // both: two definitions of `f` in one program, though no import named it.
+    let app = ImageSet { images: vec![spirv(&["k"], vec![imports(&["h", "g"])])] };
+    let libf = ImageSet { images: vec![spirv(&[], vec![exports(&["f", "h"])])] };
+    let libfg = ImageSet { images: vec![spirv(&[], vec![exports(&["f", "g"])])] };
+    let registry = Registry::from_binaries(vec![
+        ("app".into(), app),
+        ("libf.so".into(), libf),
+        ("libfg.so".into(), libfg),
+    ]);
+    let root = [id(&registry, 0, 0)];
+    let any = |_: ImageId| true;
+    let lenient =
+        collect::collect_as(&registry, Target::Spir64, Subject::Kernel("k"), &root, &any, false)
+            .unwrap();
+    assert_eq!(lenient.len(), 3, "both libraries are linked: {lenient:?}");
+    let strict =
+        collect::collect_as(&registry, Target::Spir64, Subject::Kernel("k"), &root, &any, true)
+            .unwrap_err();
+    assert_eq!(
+        strict.to_string(),
+        "device symbol `f` is exported by more than one binary: libf.so image 0, libfg.so image 0 (strict mode)"
+    );
+}
