@@ -254,7 +254,8 @@ fn launch_error(
         if items > most {
             return Error::InvalidArgument(format!(
                 "kernel `{kernel}`: a work-group of {items} work-items ({:?}) is more than it \
-                 takes on {} (at most {most}: Queue::kernel_work_group_sizes)",
+                 takes on {} (at most {most}: Queue::kernel_work_group_sizes); the driver said \
+                 {error}",
                 local.unwrap_or_default(),
                 own.describe()
             ));
