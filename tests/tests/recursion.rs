@@ -72,7 +72,7 @@ fn recursion_inside_one_library_is_warned_at_link_time_and_refused_at_run_time()
         // The fixture goes on to build the library's whole bundle, which holds the cycle too:
         // that fails (the fixture unwraps it), but the process is never killed by a signal.
         assert!(
-            stderr(&out).contains("CallCycle { kernel: \"(bundle)\""),
+            stderr(&out).contains("kernel `(bundle)` reaches a call cycle: devlib_func ("),
             "{device}: {}",
             stderr(&out)
         );
