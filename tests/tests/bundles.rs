@@ -82,7 +82,7 @@ fn specialization_constants_change_results_on_both_devices() {
                 "a misspelt constant on a launch: invalid argument: specialization constant `scael`: the images of kernel `scaled` declare no constant of that name (they declare `scale`); the generated kernels::spec constants name each one as the device source does",
                 "a misspelt constant on a bundle: invalid argument: specialization constant `scael`: the images of the bundle declare no constant of that name (they declare `scale`); the generated kernels::spec constants name each one as the device source does",
                 "a constant of another size: invalid argument: specialization constant `scale` of kernel `scaled` holds 4 bytes; got a value of 8 bytes: give it a value of its type",
-                "an unknown flag: refused, given once",
+                "an unknown OpenCL flag: given once",
             ],
             "on {device}"
         );
