@@ -471,15 +471,21 @@ impl<T: Pod> Buffer<T> {
         let device = &self.queue().inner.device;
         let align = device.info.view_align_bytes.max(1);
         if !range.is_empty() && !((range.start * size) as u64).is_multiple_of(align) {
+            // In values too, where the alignment is a whole number of them.
+            let values = match size as u64 {
+                0 => String::new(),
+                s if align.is_multiple_of(s) => {
+                    format!("; {} values of {}", align / s, std::any::type_name::<T>())
+                }
+                _ => String::new(),
+            };
             return Err(Error::InvalidArgument(format!(
                 "a view from value {} (byte {}): {} starts views only at multiples of {align} \
-                 bytes (DeviceInfo::view_align_bytes; {} values of {}): start the view there, or \
-                 pass the offset to the kernel",
+                 bytes (DeviceInfo::view_align_bytes{values}): start the view there, or pass \
+                 the offset to the kernel",
                 range.start,
                 range.start * size,
                 device.describe(),
-                align / size as u64,
-                std::any::type_name::<T>()
             )));
         }
         let mem = Memory::view(&self.mem, range.start * size, range.len() * size)?;
