@@ -33,16 +33,18 @@ impl SpecValues {
         whose: &str,
         whole: bool,
     ) -> Result<SpecValues, Error> {
-        let default_of = |name: &str| {
-            images.iter().find_map(|&id| {
-                match registry
+        // Each image's constants, by name, with their defaults.
+        let declared = || {
+            images.iter().filter_map(|&id| {
+                registry
                     .image(id)
-                    .property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS_DEFAULTS)?
-                    .get(name)?
-                {
-                    sycl_format::PropertyValue::Bytes(d) => Some(d.as_slice()),
-                    _ => None,
-                }
+                    .property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS_DEFAULTS)
+            })
+        };
+        let default_of = |name: &str| {
+            declared().find_map(|set| match set.get(name)? {
+                sycl_format::PropertyValue::Bytes(d) => Some(d.as_slice()),
+                _ => None,
             })
         };
         let mut kept = BTreeMap::new();
@@ -52,13 +54,7 @@ impl SpecValues {
                     kept.insert(name.clone(), value.clone());
                 }
                 None => {
-                    let declared: Vec<String> = images
-                        .iter()
-                        .filter_map(|&id| {
-                            registry
-                                .image(id)
-                                .property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS_DEFAULTS)
-                        })
+                    let declared: Vec<String> = declared()
                         .flat_map(|set| set.properties.iter().map(|p| format!("`{}`", p.name)))
                         .collect();
                     return Err(Error::InvalidArgument(format!(

@@ -22,7 +22,8 @@ use crate::Error;
 /// Environment variable that turns duplicate exports into errors.
 pub const STRICT_ENV: &str = "SYCL_STRICT_EXPORTS";
 
-fn strict() -> bool {
+/// Whether the environment asks for strict mode.
+pub(super) fn strict() -> bool {
     std::env::var(STRICT_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
@@ -45,18 +46,9 @@ struct Walk<'r> {
 
 /// The images to link for `roots` (all of `target`'s form), roots first, in the order the
 /// walk reached them. A root that is an image of a virtual-function set stands for its set.
+/// `strict`: whether a symbol two binaries export is an error ([`strict`] reads it from the
+/// environment).
 pub(super) fn collect(
-    registry: &Registry,
-    target: Target,
-    subject: Subject<'_>,
-    roots: &[ImageId],
-    compatible: &dyn Fn(ImageId) -> bool,
-) -> Result<Vec<ImageId>, Error> {
-    collect_as(registry, target, subject, roots, compatible, strict())
-}
-
-/// [`collect`], strict or not whatever the environment says.
-pub(super) fn collect_as(
     registry: &Registry,
     target: Target,
     subject: Subject<'_>,

@@ -120,7 +120,7 @@ pub(crate) fn plan_kernel(
         {
             continue;
         }
-        match collect::collect(registry, target, subject, &[root], &can_run) {
+        match collect::collect(registry, target, subject, &[root], &can_run, collect::strict()) {
             Ok(images) => {
                 check(registry, subject, device, target, &images)?;
                 let twin = target
@@ -177,7 +177,8 @@ pub(crate) fn plan_bundle(
     device: ForDevice<'_>,
 ) -> Result<Plan, Error> {
     let can_run = |id: ImageId| device.can_run(registry.image(id));
-    let images = collect::collect(registry, target, Subject::Bundle, roots, &can_run)?;
+    let images =
+        collect::collect(registry, target, Subject::Bundle, roots, &can_run, collect::strict())?;
     check(registry, Subject::Bundle, device, target, &images)?;
     Ok(Plan { target, images })
 }

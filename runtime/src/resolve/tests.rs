@@ -299,11 +299,11 @@ fn a_definition_that_comes_along_with_other_symbols_twice_is_a_duplicate() {
     let root = [id(&registry, 0, 0)];
     let any = |_: ImageId| true;
     let lenient =
-        collect::collect_as(&registry, Target::Spir64, Subject::Kernel("k"), &root, &any, false)
+        collect::collect(&registry, Target::Spir64, Subject::Kernel("k"), &root, &any, false)
             .unwrap();
     assert_eq!(lenient.len(), 3, "both libraries are linked: {lenient:?}");
     let strict =
-        collect::collect_as(&registry, Target::Spir64, Subject::Kernel("k"), &root, &any, true)
+        collect::collect(&registry, Target::Spir64, Subject::Kernel("k"), &root, &any, true)
             .unwrap_err();
     assert_eq!(
         strict.to_string(),
