@@ -27,16 +27,15 @@
 //!
 //! Each mode checks the kernel's output and prints `key value` lines on stdout.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::{c_void, CString};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cl3::types::{
     cl_command_queue, cl_context, cl_device_id, cl_kernel, cl_mem, cl_platform_id, cl_program,
     CL_BLOCKING,
 };
+use sycl_runtime::bench_support::{allocations, CountingAllocator};
 
 mod kernels {
     sycl_runtime::include_kernels!("benchapp");
@@ -45,46 +44,9 @@ mod kernels {
 /// The demo's range.
 const N: usize = 8;
 
-/// The system allocator, counting every allocation (and reallocation) made through it: the
-/// allocations of this program's Rust code, the runtime's included, on any thread. The
-/// drivers allocate with their own `malloc`, which it does not see.
-struct Counting;
-
-/// Allocations made through [`Counting`] since the process started.
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
+/// Counts every allocation of this program's Rust code, the runtime's included.
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-// SAFETY: every call goes to the system allocator unchanged; the counter allocates nothing.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's guarantees about `layout`, passed on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: as in `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: `ptr` came from this allocator (so from `System`) with `layout`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from this allocator (so from `System`) with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-fn allocations() -> u64 {
-    ALLOCATIONS.load(Ordering::Relaxed)
-}
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
