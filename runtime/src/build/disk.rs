@@ -1,6 +1,7 @@
 //! The persistent program cache: built programs on disk, keyed by SHA-256 over everything
 //! that determines them (the bytes of every image in the program, sorted; the device and its
-//! driver; options; specialization constants; this runtime's version).
+//! driver; options; specialization constants; this runtime's version and the digest of the
+//! sources that shape a program, `CODE_IDENTITY`).
 //!
 //! A cache failure never fails a launch: every error here is logged and counts as a miss.
 //! Entries are written to a temporary file and renamed (not synced: the disk's pace is not

@@ -15,6 +15,8 @@
 //! translation for PoCL, `options` what a build is keyed by besides its images, `hint` what
 //! to try after a driver refused device code.
 
+#[cfg(test)]
+mod code_identity_test;
 pub(crate) mod disk;
 mod hint;
 mod options;
@@ -38,7 +40,12 @@ use crate::trace::trace;
 use crate::Error;
 use disk::{DiskCache, KeyBuilder};
 use hint::hint;
-use spir::{link_to_spir, rewrite_for_device, SPIR_REWRITES};
+use spir::{link_to_spir, rewrite_for_device};
+
+/// A digest of the sources that shape a program besides its images (this crate's, and
+/// `sycl-spirv`'s and `sycl-format`'s when built from one checkout), made by the build script
+/// (`code_identity.rs`): a persistent cache entry made by other code is never reused.
+pub(crate) const CODE_IDENTITY: &str = env!("SYCL_RUNTIME_CODE_IDENTITY");
 
 /// Per-device state: the opened device and the caches built on it.
 pub(crate) struct DeviceState {
@@ -500,19 +507,17 @@ impl DeviceState {
     }
 
     /// SHA-256 over the sorted bytes of the program's images, the image form, the device and
-    /// driver, the options and this runtime's version.
+    /// driver, the options, and this runtime's version and [`CODE_IDENTITY`].
     fn disk_key(&self, registry: &Registry, plan: &Plan, options: &Options) -> String {
         let mut images: Vec<&[u8]> =
             plan.images().iter().map(|&id| registry.image(id).data.as_slice()).collect();
         images.sort();
         let mut key = KeyBuilder::default();
         key.part(env!("CARGO_PKG_VERSION").as_bytes())
+            .part(CODE_IDENTITY.as_bytes())
             .part(self.identity.as_bytes())
             .part(options.flags.as_bytes())
             .part(format!("{:?}/{}", plan.target().format(), plan.target()).as_bytes());
-        if plan.target().format() == ImageFormat::SpirV {
-            key.part(SPIR_REWRITES.as_bytes());
-        }
         for (name, value) in &options.spec.0 {
             key.part(name.as_bytes()).part(value);
         }

@@ -11,13 +11,6 @@ use crate::registry::{ImageId, Registry};
 use crate::trace::trace;
 use crate::Error;
 
-/// What the runtime rewrites in SPIR-V before a driver sees it ([`rewrite_for_device`],
-/// [`link_to_spir`]), part of the persistent cache's key: a program built before a rule changed
-/// is not reused.
-pub(super) const SPIR_REWRITES: &str =
-    "spir-rewrites 3: function pointers (PoCL), generic builtins, mad as fma with FMA (every SPIR-V device), \
-     half_* as full precision and mem_fence as PoCL's _cl_mem_fence (PoCL)";
-
 /// One image's SPIR-V as a device that links SPIR-V gets it ([`rewrite_builtins`]); the image
 /// as it is when nothing applies, or when it does not load: the driver then says what is wrong
 /// with it, in its build log.
@@ -37,7 +30,7 @@ pub(super) fn rewrite_for_device<'a>(
 }
 
 /// The builtins a device gets as its own build of the source would call them (see
-/// [`SPIR_REWRITES`]); traced, and whether anything changed:
+/// [`rewrite_for_device`]); traced, and whether anything changed:
 /// - Under OpenCL C 2.0 every builtin taking a pointer takes a generic one: PoCL 3.1's library
 ///   has none for the generic address space, and Intel's CPU runtime builds no atomic on one
 ///   from SPIR-V. Each gets a global, local or private pointer.
@@ -70,7 +63,7 @@ fn rewrite_builtins(
 /// Links SPIR-V images with our own linker and translates the result to SPIR bitcode, for
 /// devices that take neither SPIR-V nor a link step; specialization values are baked in.
 /// Builtins the device's library lacks are rewritten into ones it has, and `mad` computed as
-/// the device's own build of the source computes it (see [`SPIR_REWRITES`]).
+/// the device's own build of the source computes it.
 pub(super) fn link_to_spir(
     registry: &Registry,
     kernel: &str,
