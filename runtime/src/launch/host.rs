@@ -270,6 +270,10 @@ impl<T: Pod> Buffer<T> {
     /// # Ok(()) }
     /// ```
     ///
+    /// (rustdoc on the stable toolchain checks only that this fails to compile:
+    /// `tests/tests/compile_fail.rs` checks the error, in
+    /// `fixtures/misuse/examples/read_before_transfer_waited.rs`.)
+    ///
     /// What compiles waits first:
     ///
     /// ```no_run
@@ -391,6 +395,9 @@ impl<T: Pod> Buffer<T> {
     /// println!("{}", values[0]);
     /// # Ok(()) }
     /// ```
+    ///
+    /// (`fixtures/misuse/examples/launch_while_mapped.rs` is this mistake with a generated
+    /// launcher; `tests/tests/compile_fail.rs` checks its error, which rustdoc does not.)
     pub fn map(&mut self) -> Result<Mapped<'_, T>, Error> {
         let mapping = self.map_with(false)?;
         Ok(Mapped { buffer: self, mapping: Some(mapping) })

@@ -32,6 +32,10 @@ impl Queue {
     /// q.launch("k").arg(out).run()?;
     /// # Ok(()) }
     /// ```
+    ///
+    /// (rustdoc on the stable toolchain checks only that this fails to compile:
+    /// `tests/tests/compile_fail.rs` checks the error, with a generated launcher, in
+    /// `fixtures/misuse/examples/run_without_global_range.rs`.)
     #[inline]
     pub fn launch<'q>(&'q self, kernel: &'q str) -> Launch<'q, NoGlobalRange> {
         Launch {

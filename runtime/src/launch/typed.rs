@@ -115,6 +115,10 @@ pub mod c {
 /// takes_int(1.5f32); // error: `f32: OfType<c::int>` is not satisfied
 /// ```
 ///
+/// (rustdoc on the stable toolchain checks only that this fails to compile, not why:
+/// `tests/tests/compile_fail.rs` checks the error, through a generated launcher, in
+/// `fixtures/misuse/examples/float_for_int.rs` and `long_for_int.rs`.)
+///
 /// `half::f16` is `OfType<c::half>` with the runtime's `half` feature; `u16`, `half`'s bits,
 /// always.
 pub trait OfType<C>: Pod {}
@@ -169,6 +173,9 @@ impl<S, T: OfType<S>> OfType<c::Vector<S, 3>> for [T; 4] where [T; 4]: Pod {}
 /// # Ok::<(), sycl_runtime::Error>(())
 /// ```
 ///
+/// (`fixtures/misuse/examples/float_buffer_for_int_pointer.rs` is this mistake with a
+/// generated launcher; `tests/tests/compile_fail.rs` checks its error, which rustdoc does not.)
+///
 /// A struct passed by value must have the size the kernel records; the launcher's `const`
 /// assertion fails the build otherwise (when the launcher is instantiated: `cargo build`, not
 /// `cargo check`):
@@ -184,6 +191,11 @@ impl<S, T: OfType<S>> OfType<c::Vector<S, 3>> for [T; 4] where [T; 4]: Pod {}
 /// shift(&q, [1.0f32; 3]); // 12 bytes: error[E0080]
 /// # Ok::<(), sycl_runtime::Error>(())
 /// ```
+///
+/// (The assertion above is the doctest's own copy of what `sycl-build` writes.
+/// `fixtures/misuse/examples/struct_of_another_size.rs` calls a launcher `sycl-build` generated
+/// with this mistake, and `tests/tests/compile_fail.rs` checks that the launcher's assertion is
+/// what fails.)
 ///
 /// With the `cudarc` and `opencl3` features, cudarc's slices and views and opencl3's buffers are
 /// device memory too. (It is not a [`KernelArg`]: every `Pod` value is one, and a foreign
