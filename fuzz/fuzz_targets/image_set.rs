@@ -1,61 +1,17 @@
 //! The embedded image payload and property sets the runtime reads from loaded binaries, and
 //! the ELF notes around them.
-//! Property: note walking and decoding never panic or read out of bounds; a decoded set
-//! round-trips; the in-place view the runtime indexes with agrees with the decoded set, names
-//! read as bytes included (and its header's count with the images found); device requirements
-//! and virtual-function properties of every image decode to a value or an error; kernel
-//! parameter lists read the same in place and copied out, and one that reads re-encodes to
-//! itself.
+//! Property (`check`, in sycl-format's `tests/fuzz_regressions/image_set.rs`, which also
+//! replays the inputs kept beside it): note walking and decoding never panic or read out of
+//! bounds; a decoded set round-trips; the in-place view the runtime indexes with agrees with
+//! the decoded set, names read as bytes included (and its header's count with the images
+//! found); device requirements and virtual-function properties of every image decode to a
+//! value or an error; kernel parameter lists read the same in place and copied out, and one
+//! that reads re-encodes to itself.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sycl_format::{
-    encode_kernel_params, find_notes, parse_kernel_params, sets, ImageSet, ImageSetView,
-    NOTE_TYPE_IMAGES,
-};
 
-fuzz_target!(|data: &[u8]| {
-    for align in [4, 8] {
-        let _ = find_notes(data, NOTE_TYPE_IMAGES, align);
-    }
-    let view = ImageSetView::parse(data);
-    match ImageSet::decode(data) {
-        Ok(set) => {
-            assert_eq!(ImageSet::decode(&set.encode()).expect("an encoded set decodes"), set);
-            let view = view.expect("a set that decodes parses in place");
-            assert_eq!(ImageSetView::count_hint(data), set.images.len());
-            assert_eq!(view.images.len(), set.images.len());
-            for (image, seen) in set.images.iter().zip(&view.images) {
-                assert_eq!(&seen.to_image(), image);
-                assert!(seen.kernels().eq(image.kernels.iter().map(String::as_str)));
-                assert!(seen.kernel_bytes().eq(image.kernels.iter().map(String::as_bytes)));
-                assert!(seen.exported_symbols().eq(image.exported_symbols()));
-                let exported = seen.property_set(sycl_format::sets::EXPORTED_SYMBOLS);
-                assert!(exported
-                    .into_iter()
-                    .flat_map(|set| set.name_bytes())
-                    .eq(image.exported_symbols().map(str::as_bytes)));
-                assert_eq!(seen.virtual_functions_set(), image.virtual_functions_set());
-                assert_eq!(
-                    seen.uses_virtual_functions_sets().collect::<Vec<_>>(),
-                    image.uses_virtual_functions_sets()
-                );
-                let _ = image.requirements();
-                let recorded = image.property_names(sets::KERNEL_ARGUMENTS);
-                for kernel in image.kernels.iter().map(String::as_str).chain(recorded) {
-                    let params = image.kernel_params(kernel);
-                    assert_eq!(seen.kernel_params(kernel), params);
-                    if let Some(Ok(params)) = params {
-                        assert_eq!(
-                            parse_kernel_params(&encode_kernel_params(&params)).as_ref(),
-                            Ok(&params)
-                        );
-                    }
-                }
-            }
-        }
-        Err(_) => {
-            assert!(view.is_err(), "a set that does not decode does not parse in place either")
-        }
-    }
-});
+#[path = "../../sycl-format/tests/fuzz_regressions/image_set.rs"]
+mod property;
+
+fuzz_target!(|data: &[u8]| property::check(data));

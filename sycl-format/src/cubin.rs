@@ -27,6 +27,8 @@ pub struct Cubin<'a> {
     /// The symbols, in table order.
     pub symbols: Vec<Symbol<'a>>,
     sections: Vec<Section>,
+    /// How many bytes the object has: a section's data must lie within them.
+    len: u64,
 }
 
 /// A symbol of a cubin.
@@ -145,7 +147,8 @@ impl<'a> Cubin<'a> {
             }
         }
         let sections = sections.into_iter().map(|(s, _)| s).collect();
-        Ok(Cubin { arch, relocatable: u16_at(bytes, 16)? == ET_REL, symbols, sections })
+        let relocatable = u16_at(bytes, 16)? == ET_REL;
+        Ok(Cubin { arch, relocatable, symbols, sections, len: bytes.len() as u64 })
     }
 
     /// The names of the functions the object defines and others see (kernels, exported
@@ -169,15 +172,21 @@ impl<'a> Cubin<'a> {
     }
 
     /// Where in the object's bytes the initial value of variable `name` lies, if the object
-    /// defines it with initialised bytes.
+    /// defines it with initialised bytes: always a range within the bytes, an empty one (a
+    /// variable of size 0) included. `None` as well where the headers place the value outside
+    /// its section, or the section outside the bytes (a malformed object).
     pub fn initializer(&self, name: &str) -> Option<std::ops::Range<usize>> {
         let symbol = self.symbol(name).filter(|s| s.defined && !s.function)?;
         let section = self.sections.get(usize::from(symbol.section))?;
-        if section.kind == SHT_NOBITS || symbol.value.checked_add(symbol.size)? > section.size {
+        if section.kind == SHT_NOBITS {
             return None;
         }
-        let start = usize::try_from(section.offset.checked_add(symbol.value)?).ok()?;
-        Some(start..start.checked_add(usize::try_from(symbol.size).ok()?)?)
+        // The value within its section, and the section's data within the bytes; then
+        // `section.offset + end <= self.len`, and neither sum below can overflow.
+        let end = symbol.value.checked_add(symbol.size).filter(|&end| end <= section.size)?;
+        section.offset.checked_add(section.size).filter(|&last| last <= self.len)?;
+        let start = usize::try_from(section.offset + symbol.value).ok()?;
+        Some(start..usize::try_from(section.offset + end).ok()?)
     }
 }
 
@@ -292,6 +301,68 @@ mod tests {
             .to_string()
             .contains("holds 4 byte(s), 2 given"));
         assert!(set_initializer(&mut bytes, "kernel", &[0; 16]).is_err());
+    }
+
+    /// `bytes` with section `index`'s offset and size, and symbol `spec`'s value and size, set
+    /// to the given values (`None` keeps one).
+    fn placed(
+        bytes: &[u8],
+        index: u64,
+        section: [Option<u64>; 2],
+        spec: [Option<u64>; 2],
+    ) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        let mut set = |at: u64, value: Option<u64>| {
+            if let Some(value) = value {
+                let at = at as usize;
+                out[at..at + 8].copy_from_slice(&value.to_le_bytes());
+            }
+        };
+        let header = |i: u64| u64_at(bytes, 40).unwrap() + i * 64;
+        set(header(index) + 24, section[0]);
+        set(header(index) + 32, section[1]);
+        // `spec` is the symbol table's (section 2's) second entry, after the null one.
+        let spec_at = u64_at(bytes, header(2) + 24).unwrap() + 24;
+        set(spec_at + 8, spec[0]);
+        set(spec_at + 16, spec[1]);
+        out
+    }
+
+    /// A variable's initial value is always a range within the bytes, an empty one included,
+    /// whatever the headers say: the fuzzer's two findings (`tests/fuzz_regressions/cubin/`)
+    /// were empty ranges far past the end, from a section whose data lay outside the object.
+    #[test]
+    fn an_initial_value_lies_within_the_bytes() {
+        let bytes = object(7, 0x46055a);
+        let len = bytes.len() as u64;
+        let initializer = |b: &[u8]| Cubin::parse(b).unwrap().initializer("spec");
+        let bank = Cubin::parse(&bytes).unwrap().sections[3];
+        // A section ending exactly at the end of the bytes holds a value; one byte further
+        // it does not, nor past the end, nor where its end overflows.
+        let last = placed(&bytes, 3, [Some(len - 4), None], [None, None]);
+        assert_eq!(initializer(&last), Some(len as usize - 4..len as usize));
+        let mut written = last.clone();
+        assert!(set_initializer(&mut written, "spec", &[9; 4]).unwrap());
+        assert_eq!(written[..len as usize - 4], last[..len as usize - 4]);
+        assert_eq!(written[len as usize - 4..], [9; 4]);
+        for offset in [len - 3, len, len + 1, 0x6969_6969_6969_6969, u64::MAX - 3, u64::MAX] {
+            for size in [0, 4] {
+                let broken = placed(&bytes, 3, [Some(offset), None], [None, Some(size)]);
+                assert_eq!(initializer(&broken), None, "section at {offset}, size {size}");
+                let error = set_initializer(&mut broken.clone(), "spec", &vec![1; size as usize]);
+                assert!(error.unwrap_err().to_string().contains("no initial value"));
+            }
+        }
+        let too_big = placed(&bytes, 3, [None, Some(len)], [None, None]);
+        assert_eq!(initializer(&too_big), None);
+        // A variable of size 0 in a section within the bytes: an empty range there, at the
+        // section's end included; one past the section's end, or whose end overflows, none.
+        let at = bank.offset as usize;
+        let empty = |value| initializer(&placed(&bytes, 3, [None, None], [Some(value), Some(0)]));
+        assert_eq!(empty(0), Some(at..at));
+        assert_eq!(empty(4), Some(at + 4..at + 4));
+        assert_eq!(empty(5), None);
+        assert_eq!(initializer(&placed(&bytes, 3, [None, None], [Some(2), Some(u64::MAX)])), None);
     }
 
     #[test]
