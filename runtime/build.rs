@@ -1,8 +1,8 @@
-//! The identity of the code that shapes a program (`src/build/code_identity.rs`), compiled in
+//! The identity of the code that shapes a program (`code_identity.rs`), compiled in
 //! as `SYCL_RUNTIME_CODE_IDENTITY`: part of the persistent cache's key, so that after a change
 //! to the resolution, link or rewrite code no program built before it is reused.
 
-include!("src/build/code_identity.rs");
+include!("code_identity.rs");
 
 fn main() {
     let manifest_dir = std::path::PathBuf::from(

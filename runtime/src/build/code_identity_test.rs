@@ -1,7 +1,7 @@
 //! The code identity compiled into the runtime ([`super::CODE_IDENTITY`]) is that of the
 //! sources it was built from, and changes with any of their bytes.
 
-include!("code_identity.rs");
+include!("../../code_identity.rs");
 
 #[test]
 fn the_compiled_code_identity_is_that_of_the_sources() {

@@ -44,7 +44,7 @@ use spir::{link_to_spir, rewrite_for_device};
 
 /// A digest of the sources that shape a program besides its images (this crate's, and
 /// `sycl-spirv`'s and `sycl-format`'s when built from one checkout), made by the build script
-/// (`code_identity.rs`): a persistent cache entry made by other code is never reused.
+/// (`runtime/code_identity.rs`): a persistent cache entry made by other code is never reused.
 pub(crate) const CODE_IDENTITY: &str = env!("SYCL_RUNTIME_CODE_IDENTITY");
 
 /// Per-device state: the opened device and the caches built on it.
