@@ -6,10 +6,13 @@
 //! * `demo` builds `sycl-ld`, then the fixture app (and `libhelpers.so`, which it links
 //!   against) with it, then runs the app: only what the demo runs is built.
 //! * `test` builds `sycl-ld` and the whole fixture workspace, then runs `cargo test
-//!   --workspace` with any extra arguments, the tidy checks of `tidy.rs` among the tests.
-//!   Without arguments (the CI run, `.ci/run`), the style checks come first (`cargo fmt
-//!   --check` and clippy with `-D warnings`, see `style.rs`) and a short smoke run of every
-//!   fuzz target last; a failed style check fails the run after the tests.
+//!   --workspace` with any extra arguments, the tidy checks of `tidy.rs` among the tests, with a
+//!   temporary persistent cache (`SYCL_CACHE_DIR`) for the run. Without arguments (the CI run,
+//!   `.ci/run`), the style checks come first (`cargo fmt --check`, clippy with every feature
+//!   and `-D warnings`, see `style.rs`); after the tests, every benchmark once (`cargo xtask
+//!   bench --smoke`), `cargo test -p sycl-runtime --all-features`, a short smoke run of every fuzz
+//!   target, `package`, and the GPU suite where an NVIDIA GPU is (said plainly where not). Any
+//!   failed step fails the run, after the others have run.
 //! * `style` runs the style checks alone.
 //! * `gpu-pack DIR` writes the PTX images the `ptx64` target makes for a set of real kernels,
 //!   with a manifest, for `scripts/gpu/ptx-check.sh` to run on an NVIDIA GPU (see `gpu.rs`).
@@ -22,14 +25,12 @@
 //!   demo against them outside the repository; `test` runs it too (see `package.rs`).
 //! * `weight [ARGS]` builds the fixture workspace from clean and prints what device code costs
 //!   a workspace: build time, target size, each build script's size (see `weight.rs`).
-//! * `bench [ARGS]` builds `sycl-ld`, runs the benchmarks of `sycl-runtime` and `sycl-ld`
-//!   (their output shown as it comes), the fixtures' `gpu-bench --across` on both CPU devices,
-//!   and, where an NVIDIA GPU and nvcc are, the GPU benchmark (`scripts/gpu/bench.sh`); then
-//!   prints one table of every ratio they measured side by side, each with the bound it must
-//!   meet and whether it did.
+//! * `bench [--informational] [--smoke] [ARGS]` runs every benchmark, tabulates their ratios
+//!   and fails when a bound is missed or an expected one is not printed (see `bench.rs`).
 
 use anyhow::{bail, Context, Result};
 
+mod bench;
 mod fuzz;
 mod gpu;
 mod gpu_suite;
@@ -42,9 +43,10 @@ mod weight;
 use std::env;
 use std::ffi::OsString;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// Debian packages the toolchain and the OpenCL platforms need: `llvm-16` (`llvm-dis-16`,
 /// `llvm-link-16`, `opt-16`, `llc-16`) and `libclc-16` (OpenCL C's library for NVPTX) make the
@@ -82,10 +84,13 @@ commands:
   setup          install and register everything the demo and the tests need
   demo [ARGS]    setup, build the fixture app and run it with ARGS
   test [ARGS]    setup, build all the fixtures and run `cargo test --workspace ARGS`
-                 (without ARGS: first the style checks, then the tests, then a 5-second
-                 smoke run of every fuzz target, then `package`)
+                 (without ARGS, the CI run: first the style checks, then the tests, every
+                 benchmark once, the runtime's tests with all features, a 5-second smoke run
+                 of every fuzz target, `package`, and the GPU suite where a GPU is); every
+                 test process has a persistent cache of its own, never the home directory's
   style          `cargo fmt --all --check` for this workspace, fixtures/ and fuzz/, then
-                 `cargo clippy --workspace --all-targets --keep-going -- -D warnings`
+                 `cargo clippy --workspace --all-targets --all-features --keep-going -- -D
+                 warnings`
   gpu-pack DIR   write the PTX the ptx64 target makes for the GPU check's kernels to DIR,
                  with a manifest (for scripts/gpu/ptx-check.sh on an NVIDIA machine)
   gpu-suite DIR  setup, build the fixtures in release with PTX, and pack them with their expected
@@ -97,10 +102,14 @@ commands:
   fuzz [SECONDS] run every fuzz target for SECONDS each (default 60)
   package        cargo package the crates, install the packaged sycl-ld, and build and run
                  the demo against them in a workspace outside the repository
-  bench [ARGS]   setup, build sycl-ld, run the sycl-runtime and sycl-ld benchmarks
+  bench [--informational] [--smoke] [ARGS]
+                 setup, build sycl-ld, run the sycl-runtime and sycl-ld benchmarks
                  (`cargo bench -p PACKAGE --bench '*' ARGS`), gpu-bench --across on both CPU
                  devices and, with an NVIDIA GPU and nvcc here, the GPU benchmark; print a
-                 table of their ratios
+                 table of their ratios; fail when a bound is missed, an expected ratio is not
+                 printed or a RATIO line does not read (--informational: report, exit 0;
+                 --smoke: the runtime's and sycl-ld's benchmarks once each, `cargo test`,
+                 checking their RATIO lines are printed but not their bounds)
   weight [ARGS]  setup, build the fixtures from clean in target/weight-fixtures (`cargo build
                  ARGS`) and print the build time, the target size and each build script's size";
 
@@ -129,7 +138,7 @@ fn run() -> Result<ExitCode> {
         ("demo", args) => demo(args),
         ("style", []) => Ok(if style::style()? { ExitCode::SUCCESS } else { ExitCode::FAILURE }),
         ("test", args) => test(args),
-        ("bench", args) => bench(args),
+        ("bench", args) => bench::bench(args),
         ("weight", args) => {
             setup()?;
             weight::weight(args)?;
@@ -189,9 +198,22 @@ fn demo(args: &[OsString]) -> Result<ExitCode> {
 }
 
 /// Runs setup, builds the fixtures the end-to-end tests load, then runs the workspace tests.
-/// The CI run (no arguments) checks the style first and smoke-runs the fuzz targets last; a
-/// style failure is reported again, and fails the run, once the tests have run.
+/// The CI run (no arguments) checks the style first and runs the rest of the checks after the
+/// tests (see [`run_tests`]); a style failure is reported again, and fails the run, once the
+/// tests have run.
 fn test(args: &[OsString]) -> Result<ExitCode> {
+    if args.is_empty() && env::var_os("SYCL_TEST_BLESS").is_some() {
+        bail!(
+            "SYCL_TEST_BLESS is set: the CI run compares with the expected files, it never \
+             rewrites them (bless with `cargo xtask test -p sycl-tests` and read the diff)"
+        );
+    }
+    // Nothing the tests run writes into the home directory: every process they start gets this
+    // run's own persistent cache (the end-to-end tests' processes make one each, see
+    // tests/src/lib.rs), removed when the run ends. Set while this process has one thread.
+    let cache = tempfile::Builder::new().prefix("sycl-xtask-test-cache-").tempdir()?;
+    env::set_var("SYCL_CACHE_DIR", cache.path());
+    env::remove_var("SYCL_CACHE_DISABLE");
     let style = if args.is_empty() { style::check()? } else { Vec::new() };
     let tests = run_tests(args);
     let style_clean = style::report(&style);
@@ -201,247 +223,150 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
     }
 }
 
-/// Everything `test` does after the style checks.
+/// Everything `test` does after the style checks: `cargo test --workspace ARGS`; in the CI
+/// run (no arguments) then every benchmark once (their smoke mode, `bench::smoke`), the runtime's
+/// tests with every feature (its interop modules), a short smoke run of every fuzz target, the
+/// packaged crates (see package.rs) and, where a CUDA GPU is, the GPU suite. Every step runs
+/// even after one failed; the first failure is the run's status.
 fn run_tests(args: &[OsString]) -> Result<ExitStatus> {
     setup()?;
     build_fixtures(&[])?;
-    let status =
-        run_inherited(cargo().args(["test", "--workspace"]).args(args).current_dir(repo_root()))?;
-    if status.success() && args.is_empty() {
-        // A short smoke run of every fuzz target (the long runs are `cargo xtask fuzz`).
-        fuzz::fuzz(FUZZ_SMOKE_SECONDS)?;
-        // The crates as a user outside gets them (see package.rs).
-        package::package()?;
-        say_gpu_runs_skipped();
-    }
-    Ok(status)
-}
-
-/// The tests check the PTX the `ptx64` target makes (sycl-ld's `ptx64_*` tests), but run
-/// nothing on a GPU: the suite that does is built here and run on a GPU machine. Said plainly.
-fn say_gpu_runs_skipped() {
-    let gpu = Command::new("nvidia-smi").arg("-L").output().is_ok_and(|o| o.status.success());
-    println!(
-        "xtask: GPU runs skipped: {}; the PTX forms were checked. On a GPU machine: `cargo xtask gpu-suite DIR` here, \
-         then `scripts/gpu/suite.sh DIR/suite.tar.xz` there",
-        if gpu { "the tests run nothing on the GPU this machine has" } else { "no NVIDIA GPU on this machine" }
-    );
-}
-
-/// Seconds each fuzz target runs in `cargo xtask test`.
-const FUZZ_SMOKE_SECONDS: u64 = 5;
-
-/// The packages whose benchmarks `bench` runs, in order.
-const BENCH_PACKAGES: &[&str] = &["sycl-runtime", "sycl-ld"];
-
-/// Runs setup and every benchmark, then prints the table of ratios.
-fn bench(args: &[OsString]) -> Result<ExitCode> {
-    setup()?;
     let root = repo_root();
-    // The runtime's benchmarks link their programs through target/debug/sycl-ld.
-    run_checked(cargo().args(["build", "-p", "sycl-ld"]).current_dir(&root))?;
-    let mut rows = Vec::new();
-    for package in BENCH_PACKAGES {
-        let mut command = cargo();
-        command.args(["bench", "-p", package, "--bench", "*"]).args(args).current_dir(&root);
-        let output = run_teed(&mut command)?;
-        rows.extend(ratio_rows(package, &output));
-    }
-    rows.extend(across_libraries_on_cpus()?);
-    rows.extend(gpu_rows()?);
-    print_ratio_table(&rows);
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The fixtures' `gpu-bench` n-body step with its hot function in another library against
-/// the same code in one, on both CPU devices (release build).
-fn across_libraries_on_cpus() -> Result<Vec<RatioRow>> {
-    let root = repo_root();
-    run_checked(
-        cargo()
-            .args(["build", "-q", "--release", "-p", "gpu-bench"])
-            .current_dir(root.join("fixtures")),
+    let status = run_within(
+        cargo().args(["test", "--workspace"]).args(args).current_dir(&root),
+        STEP_LIMIT,
     )?;
-    let program = root.join("fixtures/target/release/gpu-bench");
-    let mut rows = Vec::new();
-    for device in ["intel", "pocl"] {
-        let mut command = Command::new(&program);
-        command.args(["--across", device]).env("SYCL_CACHE_DISABLE", "1");
-        rows.extend(ratio_rows("gpu-bench", &run_teed(&mut command)?));
+    if !args.is_empty() {
+        return Ok(status);
     }
-    Ok(rows)
+    let mut failed = Vec::new();
+    if !status.success() {
+        failed.push("cargo test --workspace".to_string());
+    }
+    // Every benchmark once (their smoke mode), every ratio they must print checked for.
+    if !bench::smoke()? {
+        failed.push("the benchmarks' smoke run (`cargo xtask bench --smoke`)".to_string());
+    }
+    let all_features = ["test", "-p", "sycl-runtime", "--all-features"];
+    if !run_within(cargo().args(all_features).current_dir(&root), STEP_LIMIT)?.success() {
+        failed.push(format!("cargo {}", all_features.join(" ")));
+    }
+    // A short smoke run of every fuzz target (the long runs are `cargo xtask fuzz`).
+    if let Err(e) = fuzz::fuzz(FUZZ_SMOKE_SECONDS) {
+        eprintln!("xtask: error: {e:#}");
+        failed.push("the fuzz smoke run".to_string());
+    }
+    // The crates as a user outside gets them (see package.rs).
+    if let Err(e) = package::package() {
+        eprintln!("xtask: error: {e:#}");
+        failed.push("cargo xtask package".to_string());
+    }
+    if let Err(e) = gpu_suite_here() {
+        eprintln!("xtask: error: {e:#}");
+        failed.push("the GPU suite".to_string());
+    }
+    if failed.is_empty() {
+        return Ok(status);
+    }
+    eprintln!("xtask: test: failed: {}", failed.join("; "));
+    Ok(if status.success() { failure_status() } else { status })
 }
 
-/// Where an NVIDIA GPU and nvcc are here: the fixtures packed for the GPU
-/// (`gpu-suite`) and `scripts/gpu/bench.sh` run on them, its ratios tabulated. Elsewhere, says
-/// that the GPU rows were skipped and how to get them.
-fn gpu_rows() -> Result<Vec<RatioRow>> {
-    let gpu = Command::new("nvidia-smi")
+/// How long one test command may run (its build included) before it is killed and fails the
+/// run: a hang the test processes' own watchdogs do not see (a unit test, a doctest) fails
+/// instead of blocking CI.
+const STEP_LIMIT: Duration = Duration::from_secs(40 * 60);
+
+/// Runs a command with the terminal as its stdio, as [`run_inherited`] does, but kills it and
+/// every process under it past `limit`, which then counts as a failure.
+fn run_within(command: &mut Command, limit: Duration) -> Result<ExitStatus> {
+    let mut child = command.spawn().with_context(|| describe(command))?;
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().with_context(|| describe(command))? {
+            return Ok(status);
+        }
+        if start.elapsed() > limit {
+            eprintln!(
+                "xtask: error: {} ran for more than {} minutes: killed (a hang? the tests \
+                 running for over 60 s are named above)",
+                describe(command),
+                limit.as_secs() / 60
+            );
+            kill_tree(child.id());
+            child.wait().with_context(|| describe(command))?;
+            return Ok(failure_status());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Kills a process and everything it started (found through `/proc`), the process first, so
+/// that it starts nothing more.
+fn kill_tree(pid: u32) {
+    let mut children: std::collections::HashMap<u32, Vec<u32>> = Default::default();
+    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(id) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        // `/proc/ID/stat` is `ID (COMMAND) STATE PPID ...`; the command may hold spaces.
+        let stat = fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let parent = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        if let Some(parent) = parent.and_then(|p| p.parse().ok()) {
+            children.entry(parent).or_default().push(id);
+        }
+    }
+    let mut order = vec![pid];
+    let mut next = 0;
+    while let Some(&id) = order.get(next) {
+        order.extend(children.get(&id).into_iter().flatten());
+        next += 1;
+    }
+    for id in &order {
+        let _ = Command::new("kill").args(["-KILL", &id.to_string()]).status();
+    }
+}
+
+/// A failed exit status, for a run whose tests passed but a later step did not.
+fn failure_status() -> ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    ExitStatus::from_raw(1 << 8)
+}
+
+/// Whether an NVIDIA GPU answers here (`nvidia-smi -L` lists one).
+fn gpu_here() -> bool {
+    Command::new("nvidia-smi")
         .arg("-L")
         .output()
-        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
-    let nvcc = Command::new("nvcc").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !(gpu && nvcc) {
+        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
+}
+
+/// Where a CUDA GPU is, the GPU suite: the fixtures packed as `gpu-suite` packs them, run by
+/// `scripts/gpu/suite.sh` on the GPU (through the CUDA backend), failing when a case fails.
+/// Elsewhere it says plainly that it was skipped, and how to run it on a GPU machine.
+fn gpu_suite_here() -> Result<()> {
+    if !gpu_here() {
         println!(
-            "xtask: GPU benchmarks skipped: {} here. On a machine with one (no Rust needed there): \
-             `cargo xtask gpu-suite DIR` here, then `scripts/gpu/bench.sh DIR/suite.tar.xz` there",
-            if gpu { "no nvcc" } else { "no NVIDIA GPU" }
+            "xtask: GPU suite SKIPPED: no NVIDIA GPU on this machine (nvidia-smi lists none); the \
+             PTX and native forms were checked. On a GPU machine: `cargo xtask gpu-suite DIR` \
+             here, then `scripts/gpu/suite.sh DIR/suite.tar.xz` there"
         );
-        return Ok(Vec::new());
+        return Ok(());
     }
     let root = repo_root();
     let dir = root.join("target/gpu-suite");
     gpu_suite::gpu_suite(&dir)?;
-    let mut command = Command::new("bash");
-    command
-        .arg(root.join("scripts/gpu/bench.sh"))
-        .arg(dir.join("suite.tar.xz"))
-        .env("OUT", dir.join("bench-out"));
-    Ok(ratio_rows("gpu-bench", &run_teed(&mut command)?))
+    println!("xtask: running the GPU suite on this machine's GPU (scripts/gpu/suite.sh)");
+    run_checked(
+        Command::new("bash")
+            .arg(root.join("scripts/gpu/suite.sh"))
+            .arg(dir.join("suite.tar.xz"))
+            .env("OUT", dir.join("suite-out")),
+    )
 }
 
-/// Runs a command with its stdout shown line by line as it comes and also returned; stderr
-/// goes to the terminal. Fails if the command does not succeed.
-fn run_teed(command: &mut Command) -> Result<String> {
-    let mut child = command.stdout(Stdio::piped()).spawn().with_context(|| describe(command))?;
-    let stdout = child.stdout.take().context("no stdout to read")?;
-    let mut captured = String::new();
-    for line in BufReader::new(stdout).lines() {
-        let line = line.with_context(|| format!("reading the output of {}", describe(command)))?;
-        println!("{line}");
-        captured.push_str(&line);
-        captured.push('\n');
-    }
-    let status = child.wait().with_context(|| describe(command))?;
-    if !status.success() {
-        bail!("{} failed: {status}", describe(command));
-    }
-    Ok(captured)
-}
-
-/// One ratio a benchmark measured.
-#[derive(Debug, PartialEq)]
-struct RatioRow {
-    what: String,
-    value: f64,
-    /// The bound it must meet, as `op number` (`<= 1.02`), when there is one.
-    bound: Option<(String, f64)>,
-    detail: String,
-}
-
-impl RatioRow {
-    /// Whether the value meets the bound; `None` without one.
-    fn met(&self) -> Option<bool> {
-        let (op, limit) = self.bound.as_ref()?;
-        Some(match op.as_str() {
-            "<=" => self.value <= *limit,
-            "<" => self.value < *limit,
-            ">=" => self.value >= *limit,
-            ">" => self.value > *limit,
-            _ => return None,
-        })
-    }
-}
-
-/// The ratios in a package's benchmark output: the runtime's benches and sycl-ld's
-/// pass-through bench print `RATIO value op bound | what | detail` lines (`RATIO value | …`
-/// for one shown beside the others without a bound of its own); sycl-ld's others print
-/// theirs in prose (the post-link table against spirv-link, the per_kernel split time).
-fn ratio_rows(package: &str, output: &str) -> Vec<RatioRow> {
-    let mut rows = Vec::new();
-    let mut in_postlink_table = false;
-    for line in output.lines() {
-        if let Some(rest) = line.strip_prefix("RATIO ") {
-            let mut parts = rest.splitn(3, " | ");
-            let head: Vec<&str> = parts.next().unwrap_or("").split_whitespace().collect();
-            let (what, detail) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-            let (value, bound) = match head[..] {
-                [value] => (value, None),
-                [value, op, limit] => match limit.parse() {
-                    Ok(limit) => (value, Some((op.to_string(), limit))),
-                    Err(_) => continue,
-                },
-                _ => continue,
-            };
-            if let Ok(value) = value.parse() {
-                rows.push(RatioRow {
-                    what: what.to_string(),
-                    value,
-                    bound,
-                    detail: detail.to_string(),
-                });
-            }
-            continue;
-        }
-        let trimmed = line.trim();
-        if trimmed.starts_with("functions") && trimmed.ends_with("ours/spirv-link") {
-            in_postlink_table = true;
-        } else if in_postlink_table {
-            // `  2000   0.123 s (5 runs)   0.456 s (3 runs)   0.2697`
-            let fields: Vec<&str> = trimmed.split_whitespace().collect();
-            match (
-                fields.first().map(|f| f.parse::<u64>()),
-                fields.last().map(|f| f.parse::<f64>()),
-            ) {
-                (Some(Ok(functions)), Some(Ok(value))) => rows.push(RatioRow {
-                    what: format!("device link + post-link / spirv-link, {functions} functions"),
-                    value,
-                    bound: None,
-                    detail: String::new(),
-                }),
-                _ => in_postlink_table = false,
-            }
-        } else if let Some(rest) = trimmed.strip_prefix("per_kernel split of ") {
-            // `per_kernel split of 1000 kernels: 0.321 s (limit 1 s; ...)`
-            let Some((kernels, rest)) = rest.split_once(':') else {
-                continue;
-            };
-            let value = rest.split_whitespace().next().and_then(|v| v.parse().ok());
-            let limit = rest
-                .split_once("limit ")
-                .and_then(|(_, l)| l.split_whitespace().next())
-                .and_then(|l| l.parse().ok());
-            if let Some(value) = value {
-                rows.push(RatioRow {
-                    what: format!("per_kernel split of {kernels}, seconds"),
-                    value,
-                    bound: limit.map(|l| ("<=".to_string(), l)),
-                    detail: String::new(),
-                });
-            }
-        }
-    }
-    if rows.is_empty() {
-        println!("xtask: warning: no ratios found in the output of the {package} benchmarks");
-    }
-    rows
-}
-
-fn print_ratio_table(rows: &[RatioRow]) {
-    let width = rows.iter().map(|r| r.what.chars().count()).max().unwrap_or(0).max(5);
-    println!();
-    println!("benchmark ratios (measured side by side in this run)");
-    println!("  {:<width$}  {:>10}  {:<9}  {:<6}  detail", "ratio", "measured", "bound", "");
-    let mut missed = 0;
-    for row in rows {
-        let bound =
-            row.bound.as_ref().map_or("-".to_string(), |(op, limit)| format!("{op} {limit}"));
-        let verdict = match row.met() {
-            Some(true) => "ok",
-            Some(false) => {
-                missed += 1;
-                "MISSED"
-            }
-            None => "",
-        };
-        println!(
-            "  {:<width$}  {:>10.4}  {:<9}  {:<6}  {}",
-            row.what, row.value, bound, verdict, row.detail
-        );
-    }
-    let bounded = rows.iter().filter(|r| r.bound.is_some()).count();
-    println!("{} of {bounded} bounds met", bounded - missed);
-}
+/// Seconds each fuzz target runs in `cargo xtask test`.
+const FUZZ_SMOKE_SECONDS: u64 = 5;
 
 /// Makes the machine ready for the demo and the tests; each step skips work already done.
 fn setup() -> Result<()> {
@@ -709,56 +634,4 @@ fn describe(command: &Command) -> String {
 /// The exit code to pass on from a child; one killed by a signal counts as a failure.
 fn exit_code(status: ExitStatus) -> ExitCode {
     status.code().and_then(|code| u8::try_from(code).ok()).map_or(ExitCode::FAILURE, ExitCode::from)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ratios_are_read_from_both_kinds_of_bench_output() {
-        let runtime = "\
-collect/100             time:   [1.1938 µs 1.2045 µs 1.2195 µs]
-RATIO 0.9945 <= 1.02 | first launch: runtime / hand-written cl3 | 132.67 ms vs 133.40 ms
-RATIO 1.7051 <= 1.05 | cached launch / raw clEnqueueNDRangeKernel | 10.1 µs vs 5.9 µs
-RATIO 58.5655 >= 10 | cold / warm | 140.03 ms vs 2.39 ms
-";
-        let rows = ratio_rows("sycl-runtime", runtime);
-        assert_eq!(rows.len(), 3);
-        assert_eq!(rows[0].what, "first launch: runtime / hand-written cl3");
-        assert_eq!(rows[0].bound, Some(("<=".to_string(), 1.02)));
-        assert_eq!(rows[0].detail, "132.67 ms vs 133.40 ms");
-        assert_eq!(
-            rows.iter().map(RatioRow::met).collect::<Vec<_>>(),
-            [Some(true), Some(false), Some(true)]
-        );
-
-        let sycl_ld = "\
-sycl-ld pass-through (hello world link, optimized sycl-ld, 100 runs each, interleaved)
-  pass-through link / cc link = 1.003 (median; min 1.010), bound <= 1.02: met
-RATIO 1.0030 <= 1.02 | sycl-ld pass-through link / cc link (no device code) | medians 24.1 ms vs 24.0 ms; min/min 1.010; 100 runs
-RATIO 1.0010 | a wrapper's floor: env -> cc link / cc link | medians 24.0 ms vs 24.0 ms; min/min 1.004; 100 runs
-device link + post-link vs spirv-link (20 sources, optimized build)
-  functions   ours (link+post-link)   spirv-link       ours/spirv-link
-       2000        0.051 s (5 runs)      0.412 s (3 runs)   0.1238
-       8000        0.203 s (5 runs)      6.600 s (1 run)   0.0308
-  growth 2000 -> 8000 functions (x4): ours x4.0, spirv-link x16.0
-per_kernel split of 1000 kernels: 0.321 s (limit 1 s; load 0.1 s)
-";
-        let rows = ratio_rows("sycl-ld", sycl_ld);
-        let values: Vec<(f64, Option<bool>)> = rows.iter().map(|r| (r.value, r.met())).collect();
-        assert_eq!(
-            values,
-            [
-                (1.003, Some(true)),
-                (1.001, None),
-                (0.1238, None),
-                (0.0308, None),
-                (0.321, Some(true))
-            ]
-        );
-        assert_eq!(rows[0].what, "sycl-ld pass-through link / cc link (no device code)");
-        assert_eq!(rows[1].bound, None);
-        assert_eq!(rows[3].what, "device link + post-link / spirv-link, 8000 functions");
-    }
 }

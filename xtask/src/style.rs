@@ -1,8 +1,9 @@
 //! `cargo xtask style`, and the first step of `cargo xtask test`: the formatter and clippy, so
 //! that the house style is the tools' to keep. `cargo fmt --all --check` runs over the three
 //! workspaces (this one, `fixtures/`, `fuzz/`; the one `rustfmt.toml` at the root applies to
-//! all), then `cargo clippy --workspace --all-targets --keep-going -- -D warnings` over this
-//! one, in the tests' target directory (so the build scripts it runs are the tests' too).
+//! all), then `cargo clippy --workspace --all-targets --all-features --keep-going -- -D
+//! warnings` over this one (every feature: the runtime's interop modules are checked too), in
+//! the tests' target directory (so the build scripts it runs are the tests' too).
 //!
 //! A failed check does not stop the others, nor the tests after them: each says what to run
 //! to fix it, and `test` fails at the end, after the tests have said what they have to say.
@@ -49,14 +50,24 @@ pub(crate) fn check() -> Result<Vec<Failure>> {
         }
     }
     // `--keep-going`: a crate that fails does not hide what the others would report.
-    let args = ["clippy", "--workspace", "--all-targets", "--keep-going", "--", "-D", "warnings"];
+    let args = [
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--all-features",
+        "--keep-going",
+        "--",
+        "-D",
+        "warnings",
+    ];
     let command = shown(&args);
     println!("xtask: style: {command}");
     if !run_inherited(cargo().args(args).current_dir(&root))?.success() {
         failures.push(Failure {
             command,
-            fix: "fix each warning shown above (`cargo clippy --workspace --all-targets` shows \
-                  them again; `cargo clippy --fix --workspace --all-targets` applies the \
+            fix: "fix each warning shown above (`cargo clippy --workspace --all-targets \
+                  --all-features` shows them again; `cargo clippy --fix --workspace \
+                  --all-targets --all-features` applies the \
                   suggestions it can); a lint that does not fit a place is allowed there with \
                   a comment saying why"
                 .to_string(),
