@@ -247,13 +247,6 @@ pub fn assert_expected(name: &str, actual: &str) {
     );
 }
 
-/// No persistent cache in this test process: every program is built here and now (set once,
-/// before the first queue).
-pub fn no_cache() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| std::env::set_var("SYCL_CACHE_DISABLE", "1"));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

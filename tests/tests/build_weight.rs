@@ -18,11 +18,11 @@ fn build_scripts_of_device_crates_stay_small() {
     // directory may also hold stale ones from other settings).
     let fixtures = sycl_tests::repo_root().join("fixtures");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(&cargo)
-        .args(["build", "--quiet", "--message-format=json"])
-        .current_dir(&fixtures)
-        .output()
-        .unwrap();
+    let out = sycl_tests::output(
+        Command::new(&cargo)
+            .args(["build", "--quiet", "--message-format=json"])
+            .current_dir(&fixtures),
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
     let mut sizes = Vec::new();

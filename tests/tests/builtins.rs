@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use sycl_runtime::{load_device_library, test_support::run_source, Buffer, Queue};
-use sycl_tests::{device_lib, no_cache, repo_root};
+use sycl_tests::{device_lib, repo_root};
 
 const DEVICES: [&str; 2] = ["intel", "pocl"];
 const CL20: &str = "-cl-std=CL2.0";
@@ -131,7 +131,6 @@ fn check_atomics(q: &Queue, what: &str) {
 
 #[test]
 fn builtins_on_pointers_of_every_address_space_run_on_both_devices() {
-    no_cache();
     let dir = tempfile::tempdir().unwrap();
     for std in [CL20, "-cl-std=CL1.2"] {
         let file = library(dir.path(), "pointer_builtins.cl", &["--split", "per_kernel", std]);
@@ -169,7 +168,6 @@ fn inputs(seed: u32, len: usize) -> Vec<f32> {
 
 #[test]
 fn each_device_computes_what_its_own_build_of_the_source_computes() {
-    no_cache();
     const ITEMS: usize = 64;
     let dir = tempfile::tempdir().unwrap();
     let source_path = data("float_kernels.cl");
@@ -219,7 +217,6 @@ type Host = fn(f64) -> f64;
 /// and gives the program a `mem_fence` that calls PoCL's.
 #[test]
 fn half_math_and_memory_fences_run_on_both_devices() {
-    no_cache();
     let dir = tempfile::tempdir().unwrap();
     let library = load_device_library(library(dir.path(), "half_math_fences.cl", &[])).unwrap();
     let x = [0.3f32, 0.9, 1.7, 3.1];

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use sycl_tests::{device_lib, fixtures, repo_root, run_fixture_with, stderr, stdout};
+use sycl_tests::{device_lib, fixtures, output, repo_root, run_fixture_with, stderr, stdout};
 
 #[test]
 fn a_device_image_made_separately_defines_the_device_version() {
@@ -12,63 +12,113 @@ fn a_device_image_made_separately_defines_the_device_version() {
     assert_eq!(stdout(&out), "device: [0, 5, 10, 15]\nhost: [0, 5, 10, 15]\n");
 }
 
+/// The name the trace of a run on `selector`'s device (of `platform`) gives the device
+/// (whatever this machine's CPU is called), from its one `sycl: device` line.
+fn device_name<'t>(trace: &'t str, selector: &str, platform: &str) -> &'t str {
+    let opened: Vec<&str> = trace.lines().filter_map(|l| l.strip_prefix("sycl: device ")).collect();
+    let name = match opened[..] {
+        [one] => one.strip_prefix(platform).and_then(|n| n.strip_prefix(" / ")),
+        _ => None,
+    };
+    name.unwrap_or_else(|| panic!("{selector}: one device of {platform} expected:\n{trace}"))
+}
+
 #[test]
 fn a_device_library_file_satisfies_imports_while_it_is_loaded() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("devlib.sydl");
     let made = device_lib(&[], &file, &[&repo_root().join("fixtures/devlib-app/device/devlib.cl")]);
     assert!(made.status.success(), "{}", stderr(&made));
-    let out = Command::new(fixtures().join("devlib-app"))
-        .arg(&file)
-        .env("SYCL_CACHE_DISABLE", "1")
-        .env("SYCL_TRACE", "1")
-        .output()
-        .unwrap();
-    let (o, e) = (stdout(&out), stderr(&out));
-    assert!(out.status.success(), "{o}{e}");
-    let lines: Vec<&str> = o.lines().collect();
-    assert!(lines[0].starts_with("before: error: unresolved device symbol `devlib_func` imported for kernel `use_devlib`"), "{o}");
-    assert_eq!(lines[1], "loaded: [0, 7, 14, 21]");
-    assert_eq!(lines[2], r#"library kernels: ["devlib_kernel"]"#);
-    assert_eq!(lines[3], "library kernel: [42, 42, 42, 42]");
-    assert!(
-        lines[4].starts_with("unloaded: error: unresolved device symbol `devlib_func`"),
-        "unloading makes it fail again: {o}"
-    );
-    assert!(
-        lines[5].starts_with("own scope: error: unresolved device symbol `devlib_func`"),
-        "a scope of its own serves only itself: {o}"
-    );
-    assert!(lines[5].contains("exports it, but was loaded with LibraryScope::Own, so only its own images may use its exports"), "{o}");
-    assert_eq!(
-        lines[6],
-        "device library /nonexistent/lib.sydl: No such file or directory (os error 2)"
-    );
-    assert_eq!(lines[7], "device library /etc/hostname: malformed device library: bad magic");
-    // Each load and unload is noticed at the next launch, which reads the file's images only
-    // when it appears and reads nothing loaded again.
     let path = file.display().to_string();
-    let trace = |event: &str| -> Vec<String> {
-        let prefix = format!("sycl: {event} ");
-        e.lines().filter_map(|l| l.strip_prefix(prefix.as_str())).map(str::to_string).collect()
-    };
-    let appeared = format!("appeared: {path}; went: none");
-    assert_eq!(
-        trace("rediscover"),
-        [appeared.clone(), format!("appeared: none; went: {path}"), appeared],
-        "{e}"
+    let app = std::fs::canonicalize(fixtures().join("devlib-app")).unwrap();
+    let unresolved = format!(
+        "error: unresolved device symbol `devlib_func` imported for kernel `use_devlib`; searched: {}",
+        app.display()
     );
-    let discovered = format!("{path}: 2 image(s) from a device library file");
-    assert_eq!(trace("discover")[1..], [discovered.clone(), discovered], "{e}");
+    for (device, platform) in
+        [("intel", "Intel(R) OpenCL"), ("pocl", "Portable Computing Language")]
+    {
+        let out = output(
+            Command::new(&app)
+                .arg(&file)
+                .env("SYCL_CACHE_DISABLE", "1")
+                .env("SYCL_TRACE", "1")
+                .env("SYCL_DEVICE", device),
+        );
+        let (o, e) = (stdout(&out), stderr(&out));
+        assert!(out.status.success(), "{device}: {o}{e}");
+        let name = device_name(&e, device, platform);
+        assert_eq!(
+            o.lines().collect::<Vec<&str>>(),
+            [
+                format!("before: {unresolved}"),
+                "loaded: [0, 7, 14, 21]".into(),
+                r#"library kernels: ["devlib_kernel"]"#.into(),
+                "library kernel: [42, 42, 42, 42]".into(),
+                // Unloading makes it fail again.
+                format!("unloaded: {unresolved}"),
+                // A scope of its own serves only itself.
+                format!(
+                    "own scope: {unresolved}; devlib.sydl exports it, but was loaded with \
+                     LibraryScope::Own, so only its own images may use its exports (load it with \
+                     sycl_runtime::load_device_library, whose scope is global)"
+                ),
+                "device library /nonexistent/lib.sydl: No such file or directory (os error 2)"
+                    .into(),
+                "device library /etc/hostname: malformed device library: bad magic".into(),
+            ],
+            "on {device}:\n{e}"
+        );
+        // Each load and unload is noticed at the next launch, which reads the file's images only
+        // when it appears and reads nothing loaded again.
+        let trace = |event: &str| -> Vec<String> {
+            let prefix = format!("sycl: {event} ");
+            e.lines().filter_map(|l| l.strip_prefix(prefix.as_str())).map(str::to_string).collect()
+        };
+        let appeared = format!("appeared: {path}; went: none");
+        assert_eq!(
+            trace("rediscover"),
+            [appeared.clone(), format!("appeared: none; went: {path}"), appeared],
+            "on {device}:\n{e}"
+        );
+        let discovered = format!("{path}: 2 image(s) from a device library file");
+        assert_eq!(
+            trace("discover"),
+            [format!("{}: 1 image", app.display()), discovered.clone(), discovered],
+            "on {device}:\n{e}"
+        );
+        // The kernel links the file's image 1 (devlib_func); the library's own kernel, its
+        // image 0, links the same image 1 as a bundle. Intel's CPU runtime compiles each
+        // image once and links them; for PoCL 3.1 the runtime links.
+        let builds: Vec<&str> = e
+            .lines()
+            .filter_map(|l| l.strip_prefix("sycl: "))
+            .filter(|l| l.starts_with("compile ") || l.starts_with("link "))
+            .collect();
+        let want: Vec<String> = if device == "intel" {
+            vec![
+                format!("compile devlib-app image 0 on {name}"),
+                format!("compile devlib.sydl image 1 on {name}"),
+                format!("link use_devlib on {name}: devlib-app image 0 + devlib.sydl image 1"),
+                format!("compile devlib.sydl image 0 on {name}"),
+                format!("link (bundle) on {name}: devlib.sydl image 0 + devlib.sydl image 1"),
+            ]
+        } else {
+            let how = "(linked by the runtime, translated to SPIR)";
+            vec![
+                format!(
+                    "link use_devlib on {name} {how}: devlib-app image 0 + devlib.sydl image 1"
+                ),
+                format!("link (bundle) on {name} {how}: devlib.sydl image 0 + devlib.sydl image 1"),
+            ]
+        };
+        assert_eq!(builds, want, "on {device}:\n{e}");
+    }
     // The file is an image set in the embedded encoding.
     let set = sycl_format::ImageSet::decode(&std::fs::read(&file).unwrap()).unwrap();
     assert!(set.images.iter().any(|i| i.exported_symbols().any(|s| s == "devlib_func")));
     // `sycl-ld inspect` lists it as it lists a binary's.
-    let out = std::process::Command::new(sycl_tests::sycl_ld())
-        .args(["inspect", "--json"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = output(Command::new(sycl_tests::sycl_ld()).args(["inspect", "--json"]).arg(&file));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed["images"].as_array().unwrap().len(), set.images.len());

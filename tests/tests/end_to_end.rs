@@ -1,106 +1,198 @@
-//! The fixtures, built with the real toolchain and run on the Intel CPU OpenCL device.
+//! The fixtures, built with the real toolchain and run on the CPU OpenCL devices: the
+//! resolution of imports across libraries on both (Intel's CPU runtime and PoCL), device
+//! selection, and what a machine without devices is told.
 
-use sycl_tests::{run_fixture, stderr, stdout};
+use std::process::Command;
 
-fn run_ok(name: &str) -> (String, String) {
-    let out = run_fixture(name);
-    let (o, e) = (stdout(&out), stderr(&out));
-    assert!(out.status.success(), "{name} failed:\n{o}{e}");
-    assert!(
-        e.contains("sycl: device Intel(R) OpenCL"),
-        "{name} did not run on the Intel device:\n{e}"
-    );
-    (o, e)
+use sycl_tests::{fixtures, output, run_fixture_with, stderr, stdout};
+
+/// Both CPU devices: selector and platform.
+const DEVICES: [(&str, &str); 2] =
+    [("intel", "Intel(R) OpenCL"), ("pocl", "Portable Computing Language")];
+
+/// A fixture's successful run on one device (`SYCL_TRACE=1`, no persistent cache).
+struct Run {
+    selector: &'static str,
+    out: String,
+    trace: String,
+    /// The device's name, as the trace gives it (whatever this machine's CPU is called).
+    name: String,
 }
 
-fn count(haystack: &str, prefix: &str) -> usize {
-    haystack.lines().filter(|l| l.starts_with(prefix)).count()
+impl Run {
+    /// `program` on the device `selector` picks (of `platform`): it must succeed there.
+    fn new(program: &str, (selector, platform): (&'static str, &str)) -> Run {
+        let out = run_fixture_with(program, &[("SYCL_DEVICE", selector)]);
+        let (o, trace) = (stdout(&out), stderr(&out));
+        assert!(out.status.success(), "{program} failed on {selector}:\n{o}{trace}");
+        let opened: Vec<&str> =
+            trace.lines().filter_map(|l| l.strip_prefix("sycl: device ")).collect();
+        let name = match opened[..] {
+            [one] => one.strip_prefix(platform).and_then(|n| n.strip_prefix(" / ")),
+            _ => None,
+        };
+        let name = name.unwrap_or_else(|| panic!("{program}: one device of {platform}:\n{trace}"));
+        Run { selector, name: name.to_string(), out: o, trace }
+    }
+
+    /// The trace's lines of `event`, without `sycl: EVENT `.
+    fn events(&self, event: &str) -> Vec<&str> {
+        let prefix = format!("sycl: {event} ");
+        self.trace.lines().filter_map(|l| l.strip_prefix(prefix.as_str())).collect()
+    }
+
+    /// The trace's build events in order (`compile`, `link`, `cache-hit`, without `sycl: `).
+    fn builds(&self) -> Vec<&str> {
+        let events = ["compile ", "link ", "cache-hit "];
+        let build = |l: &&str| events.iter().any(|e| l.starts_with(e));
+        self.trace.lines().filter_map(|l| l.strip_prefix("sycl: ")).filter(build).collect()
+    }
+
+    /// The build of `kernel`'s first launch, linked from `images` (`A image 0 + B image 1`):
+    /// Intel's CPU runtime compiles each image (none compiled before here) and links them
+    /// with `clLinkProgram`; for PoCL 3.1, which links no SPIR-V, the runtime links the
+    /// images and gives PoCL one program.
+    fn build(&self, kernel: &str, images: &str) -> Vec<String> {
+        let name = &self.name;
+        if self.selector == "intel" {
+            let compiles = images.split(" + ").map(|image| format!("compile {image} on {name}"));
+            compiles.chain([format!("link {kernel} on {name}: {images}")]).collect()
+        } else {
+            vec![format!(
+                "link {kernel} on {name} (linked by the runtime, translated to SPIR): {images}"
+            )]
+        }
+    }
+
+    /// The `discover` lines of `binaries` (paths below the fixture build directory, each
+    /// with its image count: `app: 2 images`).
+    fn discovered(binaries: &[&str]) -> Vec<String> {
+        let dir = std::fs::canonicalize(fixtures()).unwrap();
+        binaries.iter().map(|b| format!("{}/{b}", dir.display())).collect()
+    }
+
+    /// For assertion messages: the device, then the output and the trace.
+    fn say(&self) -> String {
+        format!("on {}:\n{}{}", self.selector, self.out, self.trace)
+    }
 }
 
 #[test]
 fn the_demo_links_the_library_function_at_run_time() {
-    let (out, trace) = run_ok("app");
-    assert_eq!(out, "0 2 4 6 8 10 12 14\n");
-    assert!(
-        trace.lines().any(|l| l.starts_with("sycl: discover ") && l.ends_with("/app: 2 images")),
-        "{trace}"
-    );
-    assert!(
-        trace
-            .lines()
-            .any(|l| l.starts_with("sycl: discover ") && l.ends_with("/libhelpers.so: 2 images")),
-        "{trace}"
-    );
-    // libhelpers.so's image 0 holds its own kernel; image 1 exports LibDeviceFunc.
-    assert!(
-        trace.contains(
-            "sycl: resolve LibDeviceFunc -> libhelpers.so image 1 (for kernel app_kernel)"
-        ),
-        "{trace}"
-    );
-    assert_eq!(count(&trace, "sycl: link "), 1, "{trace}");
+    for device in DEVICES {
+        let run = Run::new("app", device);
+        assert_eq!(run.out, "0 2 4 6 8 10 12 14\n", "{}", run.say());
+        assert_eq!(
+            run.events("discover"),
+            Run::discovered(&["app: 2 images", "deps/libhelpers.so: 2 images"]),
+            "{}",
+            run.say()
+        );
+        // libhelpers.so's image 0 holds its own kernel; image 1 exports LibDeviceFunc.
+        assert_eq!(
+            run.events("resolve"),
+            ["LibDeviceFunc -> libhelpers.so image 1 (for kernel app_kernel)"],
+            "{}",
+            run.say()
+        );
+        assert_eq!(
+            run.builds(),
+            run.build("app_kernel", "app image 0 + libhelpers.so image 1"),
+            "{}",
+            run.say()
+        );
+    }
 }
 
 #[test]
 fn imports_resolve_transitively_through_a_chain_of_libraries() {
-    let (out, trace) = run_ok("chain-app");
-    assert_eq!(out, "1 4 7 10 13 16 19 22\n");
-    assert!(trace.contains("sycl: resolve a_func -> libchain_a.so image 0"), "{trace}");
-    assert!(trace.contains("sycl: resolve b_func -> libchain_b.so image 0"), "{trace}");
-    assert!(
-        trace.contains("link chain_kernel on AMD EPYC: chain-app image 0 + libchain_a.so image 0 + libchain_b.so image 0")
-            || trace.contains(": chain-app image 0 + libchain_a.so image 0 + libchain_b.so image 0"),
-        "{trace}"
-    );
+    for device in DEVICES {
+        let run = Run::new("chain-app", device);
+        assert_eq!(run.out, "1 4 7 10 13 16 19 22\n", "{}", run.say());
+        assert_eq!(
+            run.events("resolve"),
+            [
+                "a_func -> libchain_a.so image 0 (for kernel chain_kernel)",
+                "b_func -> libchain_b.so image 0 (for kernel chain_kernel)"
+            ],
+            "{}",
+            run.say()
+        );
+        assert_eq!(
+            run.builds(),
+            run.build(
+                "chain_kernel",
+                "chain-app image 0 + libchain_a.so image 0 + libchain_b.so image 0"
+            ),
+            "{}",
+            run.say()
+        );
+    }
 }
 
 #[test]
 fn an_rlib_dependency_links_its_device_code_statically() {
-    let (out, trace) = run_ok("static-app");
-    assert_eq!(out, "0 2 4 6 8 10 12 14\n");
-    assert_eq!(count(&trace, "sycl: resolve "), 0, "nothing should be imported:\n{trace}");
-    assert!(!trace.contains("libhelpers.so"), "libhelpers.so must not be involved:\n{trace}");
+    for device in DEVICES {
+        let run = Run::new("static-app", device);
+        assert_eq!(run.out, "0 2 4 6 8 10 12 14\n", "{}", run.say());
+        assert_eq!(
+            run.events("discover"),
+            Run::discovered(&["static-app: 3 images"]),
+            "the rlib's two images are the executable's own, libhelpers.so is not involved {}",
+            run.say()
+        );
+        assert!(run.events("resolve").is_empty(), "nothing should be imported {}", run.say());
+        assert_eq!(run.builds(), run.build("app_kernel", "static-app image 0"), "{}", run.say());
+    }
 }
 
 #[test]
 fn cpp_for_opencl_overloads_resolve_by_mangled_name() {
-    let (out, trace) = run_ok("cpp-app");
-    assert_eq!(out, "[0, 10, 20, 30]\n[0.0, 0.5, 1.0, 1.5]\n");
-    assert!(trace.contains("-> libcpp_lib.so image 0"), "{trace}");
+    for device in DEVICES {
+        let run = Run::new("cpp-app", device);
+        assert_eq!(run.out, "[0, 10, 20, 30]\n[0.0, 0.5, 1.0, 1.5]\n", "{}", run.say());
+        // The library's image, added for the first overload, has the second too.
+        assert_eq!(
+            run.events("resolve"),
+            ["_ZN7mathlib5scaleEf -> libcpp_lib.so image 0 (for kernel scale_both)"],
+            "{}",
+            run.say()
+        );
+        assert_eq!(
+            run.builds(),
+            run.build("scale_both", "cpp-app image 0 + libcpp_lib.so image 0"),
+            "{}",
+            run.say()
+        );
+    }
 }
 
 #[test]
 fn an_unresolved_import_is_a_clear_error_and_the_runtime_stays_usable() {
-    let (out, trace) = run_ok("unresolved-app");
-    let mut lines = out.lines();
-    let broken = lines.next().unwrap();
-    assert!(
-        broken.starts_with(
-            "broken: error: unresolved device symbol `NobodyExportsThis` imported for kernel `broken`; searched: "
-        ) && broken.ends_with("/unresolved-app"),
-        "{out}"
-    );
-    assert_eq!(lines.next(), Some("works: [100, 101, 102, 103]"));
-    assert_eq!(
-        lines.next(),
-        Some("works: [200, 201, 202, 203]"),
-        "a scalar argument reaches the kernel"
-    );
-    assert_eq!(count(&trace, "sycl: link works "), 1, "{trace}");
-    assert_eq!(
-        count(&trace, "sycl: cache-hit works "),
-        1,
-        "the second launch reuses the program:\n{trace}"
-    );
-    assert_eq!(count(&trace, "sycl: compile "), 1, "the broken kernel compiles nothing:\n{trace}");
+    for device in DEVICES {
+        let run = Run::new("unresolved-app", device);
+        let searched = &Run::discovered(&["unresolved-app"])[0];
+        assert_eq!(
+            run.out.lines().collect::<Vec<&str>>(),
+            [
+                format!("broken: error: unresolved device symbol `NobodyExportsThis` imported for kernel `broken`; searched: {searched}"),
+                "works: [100, 101, 102, 103]".to_string(),
+                // A scalar argument reaches the kernel.
+                "works: [200, 201, 202, 203]".to_string(),
+            ],
+            "{}",
+            run.say()
+        );
+        // The broken kernel builds nothing; the second launch reuses the program.
+        let mut builds = run.build("works", "unresolved-app image 1");
+        builds.push(format!("cache-hit works on {}", run.name));
+        assert_eq!(run.builds(), builds, "{}", run.say());
+    }
 }
 
 #[test]
 fn an_unknown_device_name_lists_the_devices_there_are() {
-    let out = std::process::Command::new(sycl_tests::fixtures().join("app"))
-        .env("SYCL_DEVICE", "no-such-device")
-        .output()
-        .unwrap();
+    let out = output(Command::new(fixtures().join("app")).env("SYCL_DEVICE", "no-such-device"));
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
@@ -117,27 +209,63 @@ fn an_unknown_device_name_lists_the_devices_there_are() {
     );
 }
 
+/// Whether the CUDA driver is here, and with it a GPU, asked of the driver itself rather than
+/// of the runtime under test: `None` when `libcuda.so.1` does not load; else whether
+/// `cuInit` succeeds and `cuDeviceGetCount` counts a device.
+fn cuda_gpu() -> Option<bool> {
+    // SAFETY: a NUL-terminated name; the library stays loaded for the process.
+    let lib = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if lib.is_null() {
+        return None;
+    }
+    // SAFETY: a handle `dlopen` gave, and NUL-terminated names.
+    let (init, count) = unsafe {
+        (libc::dlsym(lib, c"cuInit".as_ptr()), libc::dlsym(lib, c"cuDeviceGetCount".as_ptr()))
+    };
+    if init.is_null() || count.is_null() {
+        return Some(false);
+    }
+    // SAFETY: the CUDA driver API's signatures, `CUresult cuInit(unsigned int)` and `CUresult
+    // cuDeviceGetCount(int *)` (`CUresult` an `int`, 0 for success), with a pointer to a local.
+    unsafe {
+        let init: unsafe extern "C" fn(u32) -> i32 = std::mem::transmute(init);
+        let count: unsafe extern "C" fn(*mut i32) -> i32 = std::mem::transmute(count);
+        let mut devices = 0;
+        Some(init(0) == 0 && count(&mut devices) == 0 && devices > 0)
+    }
+}
+
 #[test]
 fn a_machine_without_devices_says_why_and_what_to_install() {
-    // An ICD loader that finds no driver registered: no OpenCL platform, and no GPU here (on a
-    // GPU machine the program would find the GPU instead).
-    let empty = std::env::temp_dir().join(format!("sycl-no-icd-{}", std::process::id()));
-    std::fs::create_dir_all(&empty).unwrap();
-    let out = std::process::Command::new(sycl_tests::fixtures().join("app"))
-        .env("OCL_ICD_VENDORS", &empty)
-        .env_remove("SYCL_DEVICE")
-        .output()
-        .unwrap();
-    let err = stderr(&out);
-    if out.status.success() {
-        eprintln!("skipped: a CUDA GPU answered without OpenCL");
+    // An ICD loader that finds no driver registered: no OpenCL platform. A CUDA GPU would
+    // still be found (the program ran there, or failed otherwise): this needs a machine
+    // without one, which the CUDA driver says, not the program.
+    let gpu = cuda_gpu();
+    if gpu == Some(true) {
+        eprintln!("skipped: a CUDA GPU is here, which the program would find without OpenCL");
         return;
     }
-    assert!(
-        err.contains("no backend found a device (OpenCL: clGetPlatformIDs failed with CL_PLATFORM_NOT_FOUND_KHR (-1001); CUDA: ")
-            && err.contains("is an OpenCL runtime installed and registered in /etc/OpenCL/vendors"),
-        "{err}"
+    let empty = tempfile::tempdir().unwrap();
+    let out = output(
+        Command::new(fixtures().join("app"))
+            .env("OCL_ICD_VENDORS", empty.path())
+            .env_remove("SYCL_DEVICE")
+            .env_remove("SYCL_TRACE"),
     );
+    let (o, err) = (stdout(&out), stderr(&out));
+    assert_eq!((out.status.code(), o.as_str()), (Some(1), ""), "{err}");
+    let opencl = "error: no backend found a device (OpenCL: clGetPlatformIDs failed with \
+                  CL_PLATFORM_NOT_FOUND_KHR (-1001); CUDA: ";
+    let advice = "); no device is available (is an OpenCL runtime installed and registered in \
+                  /etc/OpenCL/vendors, or an NVIDIA driver with libcuda.so.1?)\n";
+    let cuda = err.strip_prefix(opencl).and_then(|e| e.strip_suffix(advice));
+    match gpu {
+        // No driver: no CUDA device, and nothing to say of it.
+        None => assert_eq!(cuda, Some("no GPU"), "{err}"),
+        // A driver without a GPU: its own words (`cuInit` failing with CUDA_ERROR_NO_DEVICE,
+        // or no device counted).
+        _ => assert!(cuda.is_some_and(|c| !c.is_empty()), "{err}"),
+    }
 }
 
 #[test]
@@ -148,17 +276,17 @@ fn platform_selectors_pick_the_platform_whatever_the_device_is_called() {
         ("pocl", "Portable Computing Language"),
         ("Intel:0", "Intel(R) OpenCL"),
     ] {
-        let out = sycl_tests::run_fixture_with("app", &[("SYCL_DEVICE", selector)]);
+        let out = run_fixture_with("app", &[("SYCL_DEVICE", selector)]);
         assert!(out.status.success(), "{selector}: {}", stderr(&out));
         assert!(
             stderr(&out).contains(&format!("sycl: device {platform} / ")),
             "{selector}: {}",
             stderr(&out)
         );
-        assert_eq!(sycl_tests::stdout(&out), "0 2 4 6 8 10 12 14\n");
+        assert_eq!(stdout(&out), "0 2 4 6 8 10 12 14\n");
     }
     // Both are CPU devices: `cpu` alone is ambiguous, and the error says so.
-    let out = sycl_tests::run_fixture_with("app", &[("SYCL_DEVICE", "cpu")]);
+    let out = run_fixture_with("app", &[("SYCL_DEVICE", "cpu")]);
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("SYCL_DEVICE=cpu is ambiguous: it matches 2 devices"),
@@ -169,11 +297,17 @@ fn platform_selectors_pick_the_platform_whatever_the_device_is_called() {
 
 #[test]
 fn kernels_without_optional_features_run_beside_ones_with_them() {
-    let (out, trace) = run_ok("features-app");
-    assert_eq!(out, "K1: [0, 3, 6, 9, 12, 15, 18, 21]\nfixed_group: [4, 4, 4, 4, 4, 4, 4, 4]\n");
+    let run = Run::new("features-app", DEVICES[0]);
     assert_eq!(
-        count(&trace, "sycl: compile "),
+        run.out,
+        "K1: [0, 3, 6, 9, 12, 15, 18, 21]\nfixed_group: [4, 4, 4, 4, 4, 4, 4, 4]\n",
+        "{}",
+        run.say()
+    );
+    assert_eq!(
+        run.events("compile").len(),
         2,
-        "only the two images launched are compiled:\n{trace}"
+        "only the two images launched are compiled {}",
+        run.say()
     );
 }

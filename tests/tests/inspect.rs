@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use sycl_tests::{assert_expected, fixtures, sycl_ld};
+use sycl_tests::{assert_expected, built_sycl_ld, fixtures, output, sycl_ld};
 
 fn inspect(file: &str, json: bool) -> String {
     let path = fixtures().join(file);
@@ -11,7 +11,7 @@ fn inspect(file: &str, json: bool) -> String {
     if json {
         cmd.arg("--json");
     }
-    let out = cmd.output().unwrap();
+    let out = output(&mut cmd);
     assert!(out.status.success(), "inspect {file}: {}", String::from_utf8_lossy(&out.stderr));
     // The path depends on the checkout; the expected files name the binary only.
     String::from_utf8(out.stdout)
@@ -72,13 +72,13 @@ fn inspect_text_of_the_demo_app() {
 fn extract_writes_each_image_as_its_tools_read_it() {
     let path = fixtures().join("deps/libhelpers.so");
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(sycl_ld())
-        .args(["inspect", "--json"])
-        .arg(&path)
-        .arg("--extract")
-        .arg(dir.path().join("images"))
-        .output()
-        .unwrap();
+    let out = output(
+        Command::new(sycl_ld())
+            .args(["inspect", "--json"])
+            .arg(&path)
+            .arg("--extract")
+            .arg(dir.path().join("images")),
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let images = listed["images"].as_array().unwrap();
@@ -103,7 +103,8 @@ fn extract_writes_each_image_as_its_tools_read_it() {
 
 #[test]
 fn inspect_of_a_binary_without_device_code_lists_nothing() {
-    let out = Command::new(sycl_ld()).args(["inspect", "--json"]).arg(sycl_ld()).output().unwrap();
+    let sycl_ld = built_sycl_ld();
+    let out = output(Command::new(&sycl_ld).args(["inspect", "--json"]).arg(&sycl_ld));
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["images"], serde_json::json!([]));
@@ -111,8 +112,7 @@ fn inspect_of_a_binary_without_device_code_lists_nothing() {
 
 #[test]
 fn inspect_of_a_missing_file_names_it() {
-    let out =
-        Command::new(sycl_ld()).args(["inspect", "/nonexistent/libnothing.so"]).output().unwrap();
+    let out = output(Command::new(built_sycl_ld()).args(["inspect", "/nonexistent/libnothing.so"]));
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/libnothing.so"));
 }

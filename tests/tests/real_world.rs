@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use sycl_runtime::{build, load_device_library, DeviceLibrary, Error, Local, Queue};
-use sycl_tests::{device_lib, no_cache, repo_root, stderr};
+use sycl_tests::{device_lib, repo_root, stderr};
 
 /// Both CPU devices: Intel's OpenCL runtime and PoCL.
 const DEVICES: [&str; 2] = ["intel", "pocl"];
@@ -617,7 +617,6 @@ fn stencil_with_a_header_from_the_include_path() {
 fn libraries_built_with_debug_information_link_across_libraries() {
     // Debug information's ids cannot be renumbered by a link: it is dropped from programs
     // linked from several images (PoCL links them itself), and line information stays.
-    no_cache();
     let helper = library("debug_helper.cl", &["-g"]);
     let kernel = library("debug_kernel.cl", &["-g"]);
     on_both_devices(|_, q| {

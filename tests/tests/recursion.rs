@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use sycl_tests::{device_lib, fixtures, run_fixture_with, stderr, stdout};
+use sycl_tests::{device_lib, fixtures, output, run_fixture_with, stderr, stdout};
 
 /// `sycl-ld device-lib` over `source`, written as `NAME.cl` in `dir`: the library file and
 /// what sycl-ld printed on stderr.
@@ -19,12 +19,12 @@ fn source_lib(dir: &std::path::Path, name: &str, source: &str) -> (std::path::Pa
 
 /// `devlib-app FILE` on `device`, never killed by a signal.
 fn devlib_app(file: &std::path::Path, device: &str) -> std::process::Output {
-    let out = Command::new(fixtures().join("devlib-app"))
-        .arg(file)
-        .env("SYCL_CACHE_DISABLE", "1")
-        .env("SYCL_DEVICE", device)
-        .output()
-        .unwrap();
+    let out = output(
+        Command::new(fixtures().join("devlib-app"))
+            .arg(file)
+            .env("SYCL_CACHE_DISABLE", "1")
+            .env("SYCL_DEVICE", device),
+    );
     assert!(out.status.code().is_some(), "{device}: killed by a signal: {}", stderr(&out));
     out
 }

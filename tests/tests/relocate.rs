@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use sycl_tests::{fixtures, repo_root, stderr, stdout};
+use sycl_tests::{fixtures, output, repo_root, stderr, stdout};
 
 /// `cargo xtask pack PROGRAMS --lib LIBRARIES --out DIR --tar ARCHIVE`, from the workspace.
 fn pack(programs: &[&str], libraries: &[&str], out: &Path, archive: &Path) {
@@ -20,7 +20,7 @@ fn pack(programs: &[&str], libraries: &[&str], out: &Path, archive: &Path) {
         cmd.arg("--lib").arg(built.join("deps").join(library));
     }
     cmd.arg("--out").arg(out).arg("--tar").arg(archive);
-    let done = cmd.output().unwrap();
+    let done = output(&mut cmd);
     assert!(done.status.success(), "{cmd:?}:\n{}{}", stdout(&done), stderr(&done));
     let said = stdout(&done);
     assert!(said.contains("from the target machine: ld-linux-x86-64.so.2, libc.so.6"), "{said}");
@@ -29,19 +29,19 @@ fn pack(programs: &[&str], libraries: &[&str], out: &Path, archive: &Path) {
 /// Runs a packed program from `cwd` (not its own directory) on `device`, with a clean
 /// environment as far as libraries go, and the loader's log in `log.PID` files.
 fn run(dir: &Path, program: &str, device: &str, env: &[(&str, &str)], log: &Path) -> Output {
-    Command::new(dir.join(program))
-        .current_dir(dir.parent().unwrap())
-        .env_remove("LD_LIBRARY_PATH")
-        .env_remove("LD_PRELOAD")
-        .env_remove("SYCL_STRICT_EXPORTS")
-        .env("SYCL_DEVICE", device)
-        .env("SYCL_TRACE", "1")
-        .env("SYCL_CACHE_DISABLE", "1")
-        .env("LD_DEBUG", "libs")
-        .env("LD_DEBUG_OUTPUT", log)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap()
+    output(
+        Command::new(dir.join(program))
+            .current_dir(dir.parent().unwrap())
+            .env_remove("LD_LIBRARY_PATH")
+            .env_remove("LD_PRELOAD")
+            .env_remove("SYCL_STRICT_EXPORTS")
+            .env("SYCL_DEVICE", device)
+            .env("SYCL_TRACE", "1")
+            .env("SYCL_CACHE_DISABLE", "1")
+            .env("LD_DEBUG", "libs")
+            .env("LD_DEBUG_OUTPUT", log)
+            .envs(env.iter().copied()),
+    )
 }
 
 /// The objects the loader's logs (`LOG.PID` files) say it opened or initialised.
@@ -77,8 +77,8 @@ fn packed_programs_run_outside_the_build_tree_on_both_cpu_devices() {
     std::fs::remove_dir_all(temp.path().join("stage")).unwrap();
     let unpacked = temp.path().join("elsewhere");
     std::fs::create_dir_all(&unpacked).unwrap();
-    let untar = Command::new("tar").arg("-xf").arg(&archive).arg("-C").arg(&unpacked).status();
-    assert!(untar.unwrap().success());
+    let untar = output(Command::new("tar").arg("-xf").arg(&archive).arg("-C").arg(&unpacked));
+    assert!(untar.status.success(), "tar: {}", stderr(&untar));
     let dir: PathBuf = unpacked.join("demo");
     let logs = temp.path().join("ld");
     std::fs::create_dir_all(&logs).unwrap();

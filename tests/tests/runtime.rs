@@ -1,11 +1,14 @@
 //! The runtime on the real devices: both devices in one process, device requirement checks,
-//! loader-order resolution (LD_PRELOAD, duplicates, strict mode), dlopen/dlclose, compile
-//! counts, threads, the persistent cache across processes, and malformed images.
+//! the loader's doings on both CPU devices (loader-order resolution with `LD_PRELOAD`,
+//! duplicates and strict mode, `dlopen`/`dlclose`, `RTLD_LOCAL`, malformed images), compile
+//! counts, threads, and the persistent cache across processes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
-use sycl_tests::{fixtures, run_fixture, run_fixture_with, stderr, stdout};
+use sycl_tests::{
+    fixtures, output, run_fixture, run_fixture_args, run_fixture_with, stderr, stdout,
+};
 
 fn ok(out: &Output) -> (String, String) {
     let (o, e) = (stdout(out), stderr(out));
@@ -15,6 +18,127 @@ fn ok(out: &Output) -> (String, String) {
 
 fn lines<'a>(trace: &'a str, prefix: &str) -> Vec<&'a str> {
     trace.lines().filter(|l| l.starts_with(prefix)).collect()
+}
+
+/// A CPU device the loader tests run on, and how its trace shows a program being built.
+#[derive(Clone, Copy)]
+struct Device {
+    /// Its `SYCL_DEVICE` selector.
+    selector: &'static str,
+    /// Its platform, as the trace's `sycl: device PLATFORM / NAME` line names it.
+    platform: &'static str,
+    /// Whether its driver links: Intel's CPU runtime compiles each image once (a `compile`
+    /// line each) and links the objects with `clLinkProgram`; PoCL 3.1 links no SPIR-V, so
+    /// the runtime links the images itself and gives PoCL one program (no `compile` line,
+    /// and the `link` line says so).
+    driver_links: bool,
+    /// Whether it has `fp16` (Intel's CPU runtime does, PoCL does not).
+    fp16: bool,
+}
+
+/// Both CPU devices.
+const DEVICES: [Device; 2] = [
+    Device { selector: "intel", platform: "Intel(R) OpenCL", driver_links: true, fp16: true },
+    Device {
+        selector: "pocl",
+        platform: "Portable Computing Language",
+        driver_links: false,
+        fp16: false,
+    },
+];
+
+/// A fixture's successful run on one device (`SYCL_TRACE=1`, no persistent cache): what it
+/// printed, its trace, and the name the trace gives the device (whatever this machine's CPU
+/// is called).
+struct Run {
+    device: Device,
+    out: String,
+    trace: String,
+    name: String,
+}
+
+impl Run {
+    /// `program ARGS` on `device` with `env`: it must succeed, on `device` alone.
+    fn new(device: Device, program: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut all = vec![("SYCL_DEVICE", device.selector)];
+        all.extend_from_slice(env);
+        let (out, trace) = ok(&run_fixture_args(program, args, &all));
+        let opened: Vec<&str> =
+            trace.lines().filter_map(|l| l.strip_prefix("sycl: device ")).collect();
+        let name = match opened[..] {
+            [one] => one.strip_prefix(device.platform).and_then(|n| n.strip_prefix(" / ")),
+            _ => None,
+        };
+        let name = name.unwrap_or_else(|| {
+            panic!("{program}: one device of {} expected:\n{trace}", device.platform)
+        });
+        Run { device, name: name.to_string(), out, trace }
+    }
+
+    /// The trace's build events in order (its `compile`, `link`, `cache-hit` and `persist-`
+    /// lines, without `sycl: `).
+    fn builds(&self) -> Vec<&str> {
+        self.trace
+            .lines()
+            .filter_map(|l| l.strip_prefix("sycl: "))
+            .filter(|l| {
+                ["compile ", "link ", "cache-hit ", "persist-"].iter().any(|p| l.starts_with(p))
+            })
+            .collect()
+    }
+
+    /// The build events of `kernel`'s program linked from `images` (`A image 0 + B image 1`),
+    /// where `new` are the images not compiled before on this device: on Intel a `compile`
+    /// line for each of `new`, then the driver's link; on PoCL the runtime's link alone.
+    fn build(&self, kernel: &str, new: &[&str], images: &str) -> Vec<String> {
+        let name = &self.name;
+        if self.device.driver_links {
+            let compiles = new.iter().map(|image| format!("compile {image} on {name}"));
+            compiles.chain([format!("link {kernel} on {name}: {images}")]).collect()
+        } else {
+            vec![format!(
+                "link {kernel} on {name} (linked by the runtime, translated to SPIR): {images}"
+            )]
+        }
+    }
+
+    /// The trace lines of one event, without `sycl: EVENT `.
+    fn events(&self, event: &str) -> Vec<&str> {
+        events(&self.trace, event)
+    }
+
+    /// For assertion messages: the device, then the output and the trace.
+    fn say(&self) -> String {
+        format!("on {}:\n{}{}", self.device.selector, self.out, self.trace)
+    }
+}
+
+/// The fixture build directory, as the fixtures see it (their own path, links resolved).
+fn fixtures_dir() -> PathBuf {
+    std::fs::canonicalize(fixtures()).unwrap()
+}
+
+/// What a launch of `kernel`, which imports `symbol`, says when only `searched` were
+/// searched (`, `-separated paths below the fixture build directory).
+fn unresolved(symbol: &str, kernel: &str, searched: &[&str]) -> String {
+    let dir = fixtures_dir();
+    let searched: Vec<String> =
+        searched.iter().map(|p| dir.join(p).display().to_string()).collect();
+    format!(
+        "error: unresolved device symbol `{symbol}` imported for kernel `{kernel}`; searched: {}",
+        searched.join(", ")
+    )
+}
+
+/// What a launch of scoped-app's `app_uses_scoped` says while `library` (`a` or `b`) was
+/// opened `RTLD_LOCAL`: its dependency exports `scoped_func`, for it alone.
+fn only_for_its_library(library: &str) -> String {
+    format!(
+        "libscoped_dep_{library}.so exports it, but was loaded for libscoped_{library}.so, which was \
+         opened RTLD_LOCAL, so only libscoped_{library}.so and its dependencies may use its exports, \
+         and scoped-app image 0 is not one of them (open the library RTLD_GLOBAL, or link scoped-app \
+         against libscoped_dep_{library}.so)"
+    )
 }
 
 #[test]
@@ -51,7 +175,11 @@ fn pocl_refuses_what_it_cannot_run_with_dpcpps_messages() {
         );
     }
     let (out, _) = ok(&run_fixture_with("not_supported", &[("SYCL_DEVICE", "intel")]));
-    assert!(out.lines().take(5).all(|l| l.ends_with(": ok")), "{out}");
+    assert_eq!(
+        out,
+        "K2: ok\nfixed_sub_group: ok\nintel_only: ok\nwide: ok\nK1: ok\nK1 result: [0, 3, 6, 9, 12, 15, 18, 21]\n",
+        "Intel's CPU runtime runs them all"
+    );
 }
 
 fn deps(file: &str) -> PathBuf {
@@ -61,43 +189,79 @@ fn deps(file: &str) -> PathBuf {
 #[test]
 fn ld_preload_replaces_a_library_device_function() {
     let preload = deps("libfast_helpers.so");
-    let (out, trace) = ok(&run_fixture_with("app", &[("LD_PRELOAD", preload.to_str().unwrap())]));
-    assert_eq!(out, "0 3 6 9 12 15 18 21\n", "the preloaded LibDeviceFunc wins");
-    assert!(
-        trace.contains("sycl: duplicate LibDeviceFunc: exported by libfast_helpers.so image 0, libhelpers.so image 1; the first in loader order wins"),
-        "{trace}"
-    );
-    let strict = run_fixture_with(
-        "app",
-        &[("LD_PRELOAD", preload.to_str().unwrap()), ("SYCL_STRICT_EXPORTS", "1")],
-    );
-    assert!(!strict.status.success());
-    assert!(
-        stderr(&strict).contains("device symbol `LibDeviceFunc` is exported by more than one binary: libfast_helpers.so image 0, libhelpers.so image 1"),
-        "{}",
-        stderr(&strict)
-    );
+    let preload = preload.to_str().unwrap();
+    for device in DEVICES {
+        let run = Run::new(device, "app", &[], &[("LD_PRELOAD", preload)]);
+        assert_eq!(
+            run.out,
+            "0 3 6 9 12 15 18 21\n",
+            "the preloaded LibDeviceFunc wins {}",
+            run.say()
+        );
+        assert!(
+            run.trace.lines().any(|l| l == "sycl: duplicate LibDeviceFunc: exported by libfast_helpers.so image 0, libhelpers.so image 1; the first in loader order wins"),
+            "{}",
+            run.say()
+        );
+        assert_eq!(
+            run.builds(),
+            run.build(
+                "app_kernel",
+                &["app image 0", "libfast_helpers.so image 0"],
+                "app image 0 + libfast_helpers.so image 0"
+            ),
+            "{}",
+            run.say()
+        );
+
+        let on = device.selector;
+        let strict = run_fixture_with(
+            "app",
+            &[("SYCL_DEVICE", on), ("LD_PRELOAD", preload), ("SYCL_STRICT_EXPORTS", "1")],
+        );
+        let (out, err) = (stdout(&strict), stderr(&strict));
+        assert_eq!((strict.status.code(), out.as_str()), (Some(1), ""), "strict on {on}: {err}");
+        let said: Vec<&str> = err.lines().filter(|l| !l.starts_with("sycl: ")).collect();
+        assert_eq!(
+            said,
+            ["error: device symbol `LibDeviceFunc` is exported by more than one binary: libfast_helpers.so image 0, libhelpers.so image 1 (strict mode)"],
+            "strict on {on}: {err}"
+        );
+        assert!(lines(&err, "sycl: link ").is_empty(), "strict on {on}: nothing built: {err}");
+    }
 }
 
+/// 200 cycles of dlopen, launch, dlclose after the three launches of
+/// [`a_dlopen_reads_only_the_new_library_and_a_dlclose_forgets_its_programs`]: every launch
+/// is right, and the process's resident memory stays flat after 10 cycles of warm-up.
 #[test]
 fn dlopen_and_dlclose_are_noticed_over_200_cycles() {
-    let out = Command::new(fixtures().join("dlopen-app"))
-        .arg("200")
-        .env("SYCL_CACHE_DISABLE", "1")
-        .output()
-        .unwrap();
-    let (out, _) = ok(&out);
-    let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("before: error: unresolved device symbol `plugin_func` imported for kernel `use_plugin`"), "{out}");
-    assert_eq!(lines[1], "open: [1000, 1001, 1002, 1003]");
-    assert!(lines[2].starts_with("closed: error: unresolved device symbol `plugin_func`"), "{out}");
-    let growth: i64 = lines[3]
-        .strip_prefix("cycles: 200 ok, resident growth after warm-up ")
-        .and_then(|r| r.strip_suffix(" KiB"))
-        .unwrap_or_else(|| panic!("{out}"))
-        .parse()
-        .unwrap();
-    assert!(growth < 8 * 1024, "resident memory grew by {growth} KiB over 190 cycles");
+    for device in DEVICES {
+        let run = Run::new(device, "dlopen-app", &["200"], &[]);
+        let lines: Vec<&str> = run.out.lines().collect();
+        let unresolved = unresolved("plugin_func", "use_plugin", &["dlopen-app"]);
+        assert_eq!(
+            lines[..3],
+            [
+                format!("before: {unresolved}"),
+                "open: [1000, 1001, 1002, 1003]".to_string(),
+                format!("closed: {unresolved}"),
+            ],
+            "{}",
+            run.say()
+        );
+        assert_eq!(lines.len(), 4, "{}", run.say());
+        let growth: i64 = lines[3]
+            .strip_prefix("cycles: 200 ok, resident growth after warm-up ")
+            .and_then(|r| r.strip_suffix(" KiB"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{}", run.say()));
+        assert!(
+            growth < 8 * 1024,
+            "on {}: resident memory grew by {growth} KiB over 190 cycles",
+            device.selector
+        );
+    }
 }
 
 /// The trace lines of one event, without `sycl: EVENT `.
@@ -108,94 +272,126 @@ fn events<'a>(trace: &'a str, event: &str) -> Vec<&'a str> {
 
 #[test]
 fn start_up_discovers_once_though_the_drivers_open_libraries() {
-    let (out, trace) = ok(&run_fixture("app"));
-    assert_eq!(out, "0 2 4 6 8 10 12 14\n");
-    let discovered: Vec<&str> =
-        events(&trace, "discover").iter().map(|l| l.rsplit('/').next().unwrap()).collect();
-    assert_eq!(
-        discovered,
-        ["app: 2 images", "libhelpers.so: 2 images"],
-        "each binary read once:\n{trace}"
-    );
-    assert!(
-        events(&trace, "rediscover").is_empty(),
-        "loading the OpenCL drivers is no change of images:\n{trace}"
-    );
+    for device in DEVICES {
+        let run = Run::new(device, "app", &[], &[]);
+        assert_eq!(run.out, "0 2 4 6 8 10 12 14\n", "{}", run.say());
+        let discovered: Vec<&str> =
+            run.events("discover").iter().map(|l| l.rsplit('/').next().unwrap()).collect();
+        assert_eq!(
+            discovered,
+            ["app: 2 images", "libhelpers.so: 2 images"],
+            "each binary read once {}",
+            run.say()
+        );
+        assert!(
+            run.events("rediscover").is_empty(),
+            "loading the OpenCL driver is no change of images {}",
+            run.say()
+        );
+    }
 }
 
 #[test]
 fn a_dlopen_reads_only_the_new_library_and_a_dlclose_forgets_its_programs() {
     // Before, open (launch), close (launch), then one cycle: open (launch), close.
-    let out = Command::new(fixtures().join("dlopen-app"))
-        .arg("1")
-        .env("SYCL_CACHE_DISABLE", "1")
-        .env("SYCL_TRACE", "1")
-        .output()
-        .unwrap();
-    let (out, trace) = ok(&out);
-    assert!(out.contains("open: [1000, 1001, 1002, 1003]\n"), "{out}");
-    assert_eq!(
-        events(&trace, "rediscover"),
-        [
-            "appeared: libplugin.so; went: none",
-            "appeared: none; went: libplugin.so",
-            "appeared: libplugin.so; went: none"
-        ],
-        "{trace}"
-    );
-    // Every rediscovery that found the library read it, and nothing else.
-    let after_rediscover: Vec<&str> = trace
-        .lines()
-        .zip(trace.lines().skip(1))
-        .filter(|(l, _)| l.starts_with("sycl: rediscover appeared: libplugin.so"))
-        .map(|(_, next)| next.rsplit('/').next().unwrap())
-        .collect();
-    assert_eq!(after_rediscover, ["libplugin.so: 1 image", "libplugin.so: 1 image"], "{trace}");
-    assert_eq!(
-        events(&trace, "discover").len(),
-        3,
-        "dlopen-app once, libplugin.so at each opening:\n{trace}"
-    );
-    // The executable keeps its binary (and compiled object) throughout; the closed library's
-    // programs are gone, so its reopening compiles and links again.
-    let compiles = events(&trace, "compile");
-    assert_eq!(
-        compiles.iter().filter(|l| l.starts_with("dlopen-app image 0 ")).count(),
-        1,
-        "{trace}"
-    );
-    assert_eq!(
-        compiles.iter().filter(|l| l.starts_with("libplugin.so image 0 ")).count(),
-        2,
-        "{trace}"
-    );
-    assert_eq!(events(&trace, "link").len(), 2, "{trace}");
-    assert!(
-        events(&trace, "cache-hit").is_empty(),
-        "no program of the closed library served:\n{trace}"
-    );
+    for device in DEVICES {
+        let run = Run::new(device, "dlopen-app", &["1"], &[]);
+        let lines: Vec<&str> = run.out.lines().collect();
+        let unresolved = unresolved("plugin_func", "use_plugin", &["dlopen-app"]);
+        assert_eq!(
+            lines[..3],
+            [
+                format!("before: {unresolved}"),
+                "open: [1000, 1001, 1002, 1003]".to_string(),
+                format!("closed: {unresolved}"),
+            ],
+            "{}",
+            run.say()
+        );
+        // The last line's growth is of no meaning after one cycle (no warm-up).
+        assert!(
+            lines.len() == 4
+                && lines[3].starts_with("cycles: 1 ok, resident growth after warm-up "),
+            "{}",
+            run.say()
+        );
+        assert_eq!(
+            run.events("rediscover"),
+            [
+                "appeared: libplugin.so; went: none",
+                "appeared: none; went: libplugin.so",
+                "appeared: libplugin.so; went: none"
+            ],
+            "{}",
+            run.say()
+        );
+        // The executable is read once, the library at each opening, and nothing else.
+        let discovered = run.events("discover");
+        let plugin = format!("{}: 1 image", fixtures_dir().join("deps/libplugin.so").display());
+        let app = format!("{}: 1 image", fixtures_dir().join("dlopen-app").display());
+        assert_eq!(discovered, [app, plugin.clone(), plugin], "{}", run.say());
+        // The executable keeps its compiled object throughout (on Intel); the closed library's
+        // programs are gone, so its reopening builds use_plugin again, no program of the
+        // closed library served.
+        let mut builds = run.build(
+            "use_plugin",
+            &["dlopen-app image 0", "libplugin.so image 0"],
+            "dlopen-app image 0 + libplugin.so image 0",
+        );
+        builds.extend(run.build(
+            "use_plugin",
+            &["libplugin.so image 0"],
+            "dlopen-app image 0 + libplugin.so image 0",
+        ));
+        assert_eq!(run.builds(), builds, "{}", run.say());
+    }
 }
 
+/// `scoped-app reopen`: libscoped_a.so opened `RTLD_LOCAL`, closed, and opened again
+/// `RTLD_GLOBAL`, where the loader maps it again where it was: the runtime takes it for the
+/// library it read (its programs kept), and sees that it is global now.
 #[test]
 fn a_library_closed_and_opened_again_rtld_global_serves_everyone() {
-    let out = Command::new(fixtures().join("scoped-app"))
-        .arg("reopen")
-        .env("SYCL_CACHE_DISABLE", "1")
-        .env("SYCL_TRACE", "1")
-        .output()
-        .unwrap();
-    let (out, trace) = ok(&out);
-    let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[0], "kernel_a: [1, 2, 3, 4]");
-    assert!(
-        lines[1].starts_with("app_uses_scoped: error: unresolved device symbol `scoped_func`"),
-        "RTLD_LOCAL first:\n{out}"
-    );
-    assert_eq!(
-        lines[2..],
-        ["kernel_a: [1, 2, 3, 4]", "app_uses_scoped: [1, 2, 3, 4]"],
-        "RTLD_GLOBAL then:\n{out}\n{trace}"
-    );
+    for device in DEVICES {
+        let run = Run::new(device, "scoped-app", &["reopen"], &[]);
+        let local_first = format!(
+            "{}; {}",
+            unresolved("scoped_func", "app_uses_scoped", &["scoped-app", "deps/libscoped_a.so"]),
+            only_for_its_library("a")
+        );
+        assert_eq!(
+            run.out.lines().collect::<Vec<&str>>(),
+            [
+                "kernel_a: [1, 2, 3, 4]".to_string(),
+                format!("app_uses_scoped: {local_first}"),
+                "kernel_a: [1, 2, 3, 4]".to_string(),
+                "app_uses_scoped: [1, 2, 3, 4]".to_string(),
+            ],
+            "RTLD_LOCAL first, RTLD_GLOBAL then {}",
+            run.say()
+        );
+        assert_eq!(
+            run.events("rediscover"),
+            [
+                "appeared: libscoped_a.so, libscoped_dep_a.so; went: none",
+                "appeared: none; went: none; now global: libscoped_a.so, libscoped_dep_a.so"
+            ],
+            "{}",
+            run.say()
+        );
+        let mut builds = run.build(
+            "kernel_a",
+            &["libscoped_a.so image 0", "libscoped_dep_a.so image 0"],
+            "libscoped_a.so image 0 + libscoped_dep_a.so image 0",
+        );
+        builds.push(format!("cache-hit kernel_a on {}", run.name));
+        builds.extend(run.build(
+            "app_uses_scoped",
+            &["scoped-app image 0"],
+            "scoped-app image 0 + libscoped_dep_a.so image 0",
+        ));
+        assert_eq!(run.builds(), builds, "{}", run.say());
+    }
 }
 
 #[test]
@@ -248,19 +444,18 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
 fn eight_processes_starting_together_on_an_empty_cache() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
-    let children: Vec<_> = (0..8)
-        .map(|_| {
-            app_with_cache(&cache).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
-        })
-        .collect();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert_eq!(ok(&out).0, "0 2 4 6 8 10 12 14\n");
+    let outs: Vec<Output> = std::thread::scope(|s| {
+        let runs: Vec<_> =
+            (0..8).map(|_| s.spawn(|| output(&mut app_with_cache(&cache)))).collect();
+        runs.into_iter().map(|run| run.join().unwrap()).collect()
+    });
+    for out in &outs {
+        assert_eq!(ok(out).0, "0 2 4 6 8 10 12 14\n");
     }
     let files = entries(&cache);
     assert_eq!(files.len(), 1, "one entry, no temporary files left: {files:?}");
     assert!(files[0].extension().is_some_and(|e| e == "bin"));
-    let (out, trace) = ok(&app_with_cache(&cache).output().unwrap());
+    let (out, trace) = ok(&output(&mut app_with_cache(&cache)));
     assert_eq!(out, "0 2 4 6 8 10 12 14\n");
     assert_eq!(lines(&trace, "sycl: persist-hit ").len(), 1, "{trace}");
     assert!(lines(&trace, "sycl: compile ").is_empty(), "{trace}");
@@ -270,7 +465,7 @@ fn eight_processes_starting_together_on_an_empty_cache() {
 fn a_corrupt_cache_entry_is_detected_and_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
-    ok(&app_with_cache(&cache).output().unwrap());
+    ok(&output(&mut app_with_cache(&cache)));
     let entry = entries(&cache).pop().unwrap();
     let bytes = std::fs::read(&entry).unwrap();
     for damaged in [
@@ -284,12 +479,12 @@ fn a_corrupt_cache_entry_is_detected_and_rebuilt() {
         b"garbage".to_vec(),
     ] {
         std::fs::write(&entry, &damaged).unwrap();
-        let (out, trace) = ok(&app_with_cache(&cache).output().unwrap());
+        let (out, trace) = ok(&output(&mut app_with_cache(&cache)));
         assert_eq!(out, "0 2 4 6 8 10 12 14\n");
         assert_eq!(lines(&trace, "sycl: cache-corrupt ").len(), 1, "{trace}");
         assert_eq!(lines(&trace, "sycl: persist-store ").len(), 1, "{trace}");
     }
-    let (_, trace) = ok(&app_with_cache(&cache).output().unwrap());
+    let (_, trace) = ok(&output(&mut app_with_cache(&cache)));
     assert_eq!(lines(&trace, "sycl: persist-hit ").len(), 1, "the rebuilt entry serves: {trace}");
 }
 
@@ -300,7 +495,7 @@ fn a_cache_directory_others_can_write_is_refused_and_launches_still_work() {
     let cache = dir.path().join("open");
     std::fs::create_dir(&cache).unwrap();
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let (out, err) = ok(&app_with_cache(&cache).output().unwrap());
+    let (out, err) = ok(&output(&mut app_with_cache(&cache)));
     assert_eq!(out, "0 2 4 6 8 10 12 14\n");
     assert!(
         err.contains("sycl: warning: persistent cache off:") && err.contains("writable by others"),
@@ -317,88 +512,125 @@ fn a_library_with_malformed_images_is_skipped_and_the_rest_works() {
     let at = bytes.windows(8).position(|w| w == sycl_format::IMAGE_SET_MAGIC).unwrap();
     bytes[at + 8] = 99; // a version from the future
     std::fs::write(&broken, bytes).unwrap();
-    let (out, trace) = ok(&run_fixture_with("app", &[("LD_PRELOAD", broken.to_str().unwrap())]));
-    assert_eq!(
-        out, "0 2 4 6 8 10 12 14\n",
-        "libhelpers.so's LibDeviceFunc, since libbroken.so is unreadable"
-    );
-    assert!(
-        trace.contains("libbroken.so: malformed device images ignored: unknown version 99"),
-        "{trace}"
-    );
-}
-
-#[test]
-fn libraries_opened_rtld_local_resolve_only_among_themselves() {
-    let out = Command::new(fixtures().join("scoped-app"))
-        .arg("local")
-        .env("SYCL_CACHE_DISABLE", "1")
-        .env("SYCL_TRACE", "1")
-        .output()
-        .unwrap();
-    let (out, trace) = ok(&out);
-    let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(
-        lines[0], "kernel_a: [1, 2, 3, 4]",
-        "libscoped_a.so uses its own dependency's scoped_func"
-    );
-    assert_eq!(
-        lines[1], "kernel_b: [2, 3, 4, 5]",
-        "libscoped_b.so too, though libscoped_dep_a.so comes first in loader order"
-    );
-    assert!(
-        lines[2].starts_with("app_uses_scoped: error: unresolved device symbol `scoped_func`"),
-        "{out}"
-    );
-    // The error says who has the symbol and why it was not used, rather than listing those
-    // libraries as merely searched.
-    assert!(
-        lines[2].contains("; libscoped_dep_a.so exports it, but was loaded for libscoped_a.so, which was opened RTLD_LOCAL, so only libscoped_a.so and its dependencies may use its exports, and scoped-app image 0 is not one of them"),
-        "{out}"
-    );
-    let searched = lines[2].split("; searched: ").nth(1).unwrap().split("; ").next().unwrap();
-    assert!(!searched.contains("libscoped_dep_a.so"), "{out}");
-    assert!(trace.contains("libscoped_a.so: 1 image (RTLD_LOCAL)"), "{trace}");
-
-    let out = Command::new(fixtures().join("scoped-app"))
-        .arg("global")
-        .env("SYCL_CACHE_DISABLE", "1")
-        .output()
-        .unwrap();
-    assert_eq!(
-        ok(&out).0,
-        "kernel_a: [1, 2, 3, 4]\napp_uses_scoped: [1, 2, 3, 4]\n",
-        "RTLD_GLOBAL exports serve everyone"
-    );
-}
-
-/// The GPU benchmark's kernels (register-blocked SGEMM in local memory, n-body with its hot
-/// function in another library, vector loads) build and give the CPU reference's results on
-/// both CPU devices, small: what CI can check of the benchmark without a GPU.
-#[test]
-fn the_gpu_benchmarks_kernels_run_right_on_both_cpu_devices() {
-    for device in ["intel", "pocl"] {
-        let out = Command::new(fixtures().join("gpu-bench"))
-            .arg("--smoke")
-            .env("SYCL_DEVICE", device)
-            .env("SYCL_CACHE_DISABLE", "1")
-            .output()
-            .unwrap();
-        let (out, _) = ok(&out);
-        assert!(
-            out.starts_with("gpu-bench smoke on ")
-                && out.ends_with(": saxpy, copy4, sgemm, nbody, nbody_lib checked\n"),
-            "{device}: {out}"
+    for device in DEVICES {
+        let run = Run::new(device, "app", &[], &[("LD_PRELOAD", broken.to_str().unwrap())]);
+        assert_eq!(
+            run.out,
+            "0 2 4 6 8 10 12 14\n",
+            "libhelpers.so's LibDeviceFunc, since libbroken.so is unreadable {}",
+            run.say()
+        );
+        let ignored = format!(
+            "sycl: discover {}: malformed device images ignored: unknown version 99 (this build \
+             reads versions {} to {})",
+            broken.display(),
+            sycl_format::IMAGE_SET_OLDEST_VERSION,
+            sycl_format::IMAGE_SET_VERSION
+        );
+        assert!(run.trace.lines().any(|l| l == ignored), "{ignored} {}", run.say());
+        assert_eq!(
+            run.builds(),
+            run.build(
+                "app_kernel",
+                &["app image 0", "libhelpers.so image 1"],
+                "app image 0 + libhelpers.so image 1"
+            ),
+            "{}",
+            run.say()
         );
     }
 }
 
+/// `scoped-app local` and `scoped-app global`.
 #[test]
-fn a_binary_with_a_thousand_kernels_compiles_only_the_image_it_launches() {
-    let out = run_fixture("startup-1000");
-    let (out, trace) = ok(&out);
-    assert!(out.contains("images 1000\n"), "{out}");
-    let compiled: Vec<&str> = trace.lines().filter(|l| l.starts_with("sycl: compile ")).collect();
-    assert_eq!(compiled.len(), 1, "one image compiled of 1,000:\n{trace}");
-    assert!(compiled[0].contains("startup-1000 image "), "{}", compiled[0]);
+fn libraries_opened_rtld_local_resolve_only_among_themselves() {
+    for device in DEVICES {
+        let run = Run::new(device, "scoped-app", &["local"], &[]);
+        // libscoped_a.so and libscoped_b.so each use their own dependency's scoped_func
+        // (libscoped_b.so too, though libscoped_dep_a.so comes first in loader order); the
+        // error of the application's kernel says who has the symbol and why it was not used,
+        // rather than listing those libraries as merely searched.
+        let searched = ["scoped-app", "deps/libscoped_a.so", "deps/libscoped_b.so"];
+        let error = format!(
+            "{}; {}; {}",
+            unresolved("scoped_func", "app_uses_scoped", &searched),
+            only_for_its_library("a"),
+            only_for_its_library("b")
+        );
+        assert_eq!(
+            run.out.lines().collect::<Vec<&str>>(),
+            [
+                "kernel_a: [1, 2, 3, 4]".to_string(),
+                "kernel_b: [2, 3, 4, 5]".to_string(),
+                format!("app_uses_scoped: {error}"),
+            ],
+            "{}",
+            run.say()
+        );
+        let local: Vec<String> = ["scoped_a", "scoped_dep_a", "scoped_b", "scoped_dep_b"]
+            .iter()
+            .map(|l| {
+                format!(
+                    "{}: 1 image (RTLD_LOCAL)",
+                    fixtures_dir().join(format!("deps/lib{l}.so")).display()
+                )
+            })
+            .collect();
+        assert_eq!(run.events("discover")[1..], local, "{}", run.say());
+        let mut builds = run.build(
+            "kernel_a",
+            &["libscoped_a.so image 0", "libscoped_dep_a.so image 0"],
+            "libscoped_a.so image 0 + libscoped_dep_a.so image 0",
+        );
+        builds.extend(run.build(
+            "kernel_b",
+            &["libscoped_b.so image 0", "libscoped_dep_b.so image 0"],
+            "libscoped_b.so image 0 + libscoped_dep_b.so image 0",
+        ));
+        assert_eq!(run.builds(), builds, "{}", run.say());
+
+        let run = Run::new(device, "scoped-app", &["global"], &[]);
+        assert_eq!(
+            run.out,
+            "kernel_a: [1, 2, 3, 4]\napp_uses_scoped: [1, 2, 3, 4]\n",
+            "RTLD_GLOBAL exports serve everyone {}",
+            run.say()
+        );
+        let mut builds = run.build(
+            "kernel_a",
+            &["libscoped_a.so image 0", "libscoped_dep_a.so image 0"],
+            "libscoped_a.so image 0 + libscoped_dep_a.so image 0",
+        );
+        builds.extend(run.build(
+            "app_uses_scoped",
+            &["scoped-app image 0"],
+            "scoped-app image 0 + libscoped_dep_a.so image 0",
+        ));
+        assert_eq!(run.builds(), builds, "{}", run.say());
+    }
+}
+
+/// The GPU benchmark's kernels (register-blocked SGEMM in local memory, n-body with its hot
+/// function in another library, vector loads) build and give the CPU reference's results on
+/// both CPU devices, small: what CI can check of the benchmark without a GPU. Half precision
+/// (`hsaxpy`) is checked where the device has `fp16`.
+#[test]
+fn the_gpu_benchmarks_kernels_run_right_on_both_cpu_devices() {
+    for device in DEVICES {
+        let run = Run::new(device, "gpu-bench", &["--smoke"], &[]);
+        assert_eq!(
+            run.out,
+            format!(
+                "gpu-bench smoke on {}: saxpy, copy4, sgemm, nbody, nbody_lib checked\n",
+                run.name
+            ),
+            "{}",
+            run.say()
+        );
+        let half = run
+            .trace
+            .lines()
+            .any(|l| l == "gpu-bench smoke: hsaxpy checked too (the device has fp16)");
+        assert_eq!(half, device.fp16, "{}", run.say());
+    }
 }
