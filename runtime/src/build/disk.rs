@@ -172,11 +172,20 @@ impl DiskCache {
         }
     }
 
-    /// Removes least-recently-used entries until the total is under the cap; returns the total.
+    /// Removes the temporary files of writers that died before renaming them (killed, or
+    /// crashed), then least-recently-used entries until the total is under the cap; returns
+    /// the total.
     fn evict(&self) -> u64 {
         let Ok(dir) = fs::read_dir(&self.dir) else { return 0 };
-        let mut entries: Vec<(SystemTime, u64, PathBuf)> = dir
-            .filter_map(Result::ok)
+        let files: Vec<fs::DirEntry> = dir.filter_map(Result::ok).collect();
+        for file in &files {
+            let name = file.file_name();
+            if orphan_of_dead_writer(&name.to_string_lossy()) {
+                let _ = fs::remove_file(file.path());
+            }
+        }
+        let mut entries: Vec<(SystemTime, u64, PathBuf)> = files
+            .into_iter()
             .filter(|e| e.file_name().to_string_lossy().ends_with(".bin"))
             .filter_map(|e| {
                 let meta = e.metadata().ok()?;
@@ -198,6 +207,27 @@ impl DiskCache {
             }
         }
         total
+    }
+}
+
+/// Whether `name` is a temporary file (`.KEY.PID.N.tmp`, see `try_put`) whose writer, another
+/// process, no longer runs: it would never be renamed nor removed. A reused process id only
+/// keeps such a file longer.
+fn orphan_of_dead_writer(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
+        return false;
+    };
+    let mut parts = rest.rsplitn(3, '.');
+    let (_n, pid) = (parts.next(), parts.next().and_then(|p| p.parse::<libc::pid_t>().ok()));
+    match pid {
+        Some(pid) if pid > 0 && pid as u32 != std::process::id() => {
+            // SAFETY: `kill` with signal 0 sends nothing and takes no pointers: it asks whether
+            // the process exists.
+            let alive = unsafe { libc::kill(pid, 0) } == 0
+                || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+            !alive
+        }
+        _ => false,
     }
 }
 
@@ -278,6 +308,27 @@ mod tests {
         let mut k = KeyBuilder::default();
         k.part(&[n]);
         k.finish()
+    }
+
+    #[test]
+    fn a_dead_writers_temporary_file_is_removed_at_the_next_look_and_a_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 1 << 20);
+        // A process that has exited: its id is free until reused, which the test cannot see.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let orphan = dir.path().join(format!(".{}.{dead}.0.tmp", key(1)));
+        let mine = dir.path().join(format!(".{}.{}.7.tmp", key(2), std::process::id()));
+        let parent =
+            dir.path().join(format!(".{}.{}.0.tmp", key(3), std::os::unix::process::parent_id()));
+        for file in [&orphan, &mine, &parent] {
+            fs::write(file, b"half an entry").unwrap();
+        }
+        c.put(&key(4), b"program");
+        assert!(!orphan.exists(), "the dead writer's file is gone");
+        assert!(mine.exists() && parent.exists(), "live writers' files are theirs to rename");
+        assert_eq!(c.get(&key(4)).as_deref(), Some(&b"program"[..]));
     }
 
     #[test]
