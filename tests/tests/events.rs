@@ -1,6 +1,8 @@
-//! Events on both CPU devices: launches on two queues ordered by an event alone, every kind
-//! of wait, an event awaited as a future (and clones of it, each by a task of its own), an
-//! event of another device refused, one queue shared by threads (kernels compiled once, 1-D
+//! Events on both CPU devices: launches on two queues ordered by an event alone (the first
+//! held behind a user event, so that the order is shown on every run), every kind of wait,
+//! an event awaited as a future (pending at its first poll, then woken; and clones of it,
+//! each by a task of its own), a failed command's error at each of its waiters, an event of
+//! another device refused, one queue shared by threads (kernels compiled once, 1-D
 //! and 2-D ranges of one module at once), and memory: copies in place, host buffers with
 //! asynchronous transfers, maps, views (empty ones too); driver handles handed to the program
 //! and the program's own adopted; a bytemuck struct, half precision, and the mistaken
@@ -16,6 +18,10 @@ fn scenario(device: &str, args: &[&str]) -> (String, String) {
     (o, trace)
 }
 
+/// Each launch ordered after another queue's event (by `after`, or by `Queue::wait_for`) is
+/// given while that event's fill is held behind a user event: it must still be pending once
+/// a later launch on a free queue has run, and once the fill is let go it comes after it (an
+/// unordered launch would add one first, and the fill would leave 41, then 7).
 #[test]
 fn a_launch_waits_for_an_event_of_another_queue_and_every_wait_works() {
     for device in ["intel", "pocl"] {
@@ -23,26 +29,75 @@ fn a_launch_waits_for_an_event_of_another_queue_and_every_wait_works() {
         assert_eq!(
             out.lines().collect::<Vec<_>>(),
             [
+                "while the other queue's event is held: held",
                 "after the other queue's event: 42 x 1024",
                 "complete once waited: true true",
                 "wait_all: 44 x 1024",
-                "a copy after Queue::wait_for: 7 x 1024",
+                "while the event Queue::wait_for got is held: held",
+                "a launch after Queue::wait_for: 8 x 1024",
             ],
             "on {device}"
         );
     }
 }
 
+/// The awaited command is held behind a user event until the first poll returned, so that
+/// poll is pending on every run and only the driver's callback can wake the task: once, and
+/// then the second poll is ready. For the clones, both tasks polled (pending) before the
+/// command is let go, and each must be woken once.
 #[test]
 fn an_event_is_a_future_woken_by_the_driver() {
+    let woken = "first poll pending, woken 1 time(s), ready at poll 2: ok";
     for device in ["intel", "pocl"] {
         let (out, _) = scenario(device, &["await"]);
         assert_eq!(
-            out,
-            "awaited: 7 x 1024 (polls: few)\n\
-             clones of a polled event awaited on two threads: both woken\n",
+            out.lines().collect::<Vec<_>>(),
+            [
+                format!("awaited: {woken}; 7 x 1024"),
+                format!(
+                    "an event polled once: pending; it and its clone awaited on two threads: \
+                     {woken}; {woken}; 8 x 1024"
+                ),
+            ],
             "on {device}"
         );
+    }
+}
+
+/// A command held behind a user event that is then set to an error status. PoCL ends it,
+/// and the launch on another queue ordered after it, abnormally: its own wait, the launch's
+/// wait and `wait_all` each return the error. PoCL 3.1 calls no completion callback for a
+/// command that failed (as `Event`'s documentation says), so the task that awaited it from
+/// before the failure is not woken; polled again, it is ready with the error (the runtime
+/// reads the status PoCL gives it, -1, which it names as the API error of that number).
+/// Intel's CPU runtime runs what waits for a failed user event as if it had completed: no
+/// command fails there, and every waiter sees success, the task woken as usual.
+#[test]
+fn a_failed_commands_error_reaches_every_waiter() {
+    let waited = "clWaitForEvents failed with CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST (-14)";
+    let expected = |device| match device {
+        "pocl" => [
+            format!("wait: {waited}"),
+            format!("a launch after it on another queue: {waited}"),
+            format!("wait_all: {waited}"),
+            "awaited: first poll pending, woken 0 time(s), no wake in time, polled anyway: ready \
+             at poll 2: the enqueued command failed with execution status CL_DEVICE_NOT_FOUND \
+             (-1) (it, or a command it waited for, ended abnormally)"
+                .to_string(),
+            "complete: true true".to_string(),
+        ],
+        "intel" => [
+            "wait: ok".to_string(),
+            "a launch after it on another queue: ok".to_string(),
+            "wait_all: ok".to_string(),
+            "awaited: first poll pending, woken 1 time(s), ready at poll 2: ok".to_string(),
+            "complete: true true".to_string(),
+        ],
+        other => panic!("no expected lines for {other}"),
+    };
+    for device in ["intel", "pocl"] {
+        let (out, _) = scenario(device, &["failed"]);
+        assert_eq!(out.lines().collect::<Vec<_>>(), expected(device), "on {device}");
     }
 }
 
@@ -232,11 +287,11 @@ fn the_host_api_examples_run_on_both_devices() {
     let root = sycl_tests::repo_root().join("fixtures");
     sycl_tests::fixtures();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let built = std::process::Command::new(cargo)
-        .args(["build", "-q", "-p", "events-app", "--examples"])
-        .current_dir(&root)
-        .output()
-        .unwrap();
+    let built = sycl_tests::output(
+        std::process::Command::new(cargo)
+            .args(["build", "-q", "-p", "events-app", "--examples"])
+            .current_dir(&root),
+    );
     assert!(built.status.success(), "{}", stderr(&built));
     for device in ["intel", "pocl"] {
         for (example, says) in [
@@ -244,11 +299,11 @@ fn the_host_api_examples_run_on_both_devices() {
             ("profiling", "10000 spins: "),
             ("overlap", "both at once: "),
         ] {
-            let out = std::process::Command::new(root.join("target/debug/examples").join(example))
-                .env("SYCL_DEVICE", device)
-                .env("SYCL_CACHE_DISABLE", "1")
-                .output()
-                .unwrap();
+            let out = sycl_tests::output(
+                std::process::Command::new(root.join("target/debug/examples").join(example))
+                    .env("SYCL_DEVICE", device)
+                    .env("SYCL_CACHE_DISABLE", "1"),
+            );
             assert!(
                 out.status.success(),
                 "{example} on {device}: {}{}",
