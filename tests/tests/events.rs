@@ -79,6 +79,8 @@ fn a_failed_commands_error_reaches_every_waiter() {
         "pocl" => [
             format!("wait: {waited}"),
             format!("a launch after it on another queue: {waited}"),
+            format!("a launch after Queue::wait_for it: {waited}"),
+            format!("a copy from its buffer on another queue: {waited}"),
             format!("wait_all: {waited}"),
             "awaited: first poll pending, woken 0 time(s), no wake in time, polled anyway: ready \
              at poll 2: the enqueued command failed with execution status CL_DEVICE_NOT_FOUND \
@@ -89,6 +91,8 @@ fn a_failed_commands_error_reaches_every_waiter() {
         "intel" => [
             "wait: ok".to_string(),
             "a launch after it on another queue: ok".to_string(),
+            "a launch after Queue::wait_for it: ok".to_string(),
+            "a copy from its buffer on another queue: ok".to_string(),
             "wait_all: ok".to_string(),
             "awaited: first poll pending, woken 1 time(s), ready at poll 2: ok".to_string(),
             "complete: true true".to_string(),

@@ -204,6 +204,15 @@ impl Event {
             Event::Cuda(e) => e.on_complete(done),
         }
     }
+
+    /// Gives up an event that other commands wait for (a barrier's, a marker's) once its
+    /// command completed, not before (see `opencl::Event::release_when_complete`).
+    pub(crate) fn release_when_complete(self) {
+        match self {
+            Event::OpenCl(e) => e.release_when_complete(),
+            Event::Cuda(e) => drop(e),
+        }
+    }
 }
 
 /// The backend's own events among `after` (no allocation when there are none, as for most

@@ -284,6 +284,18 @@ impl Event {
         Ok(Some(times))
     }
 
+    /// Gives up this reference once the command completed, not before. PoCL 3.1 aborts the
+    /// process ("PTHREAD ERROR in pocl_update_event_failed()") when a failure reaches a
+    /// barrier or marker the program released while it was pending, so the runtime's own
+    /// barriers and markers are released by their completion callback. Where the driver never
+    /// calls back (PoCL, for a command that ended abnormally) the reference stays: one event
+    /// kept, not a process aborted.
+    pub(crate) fn release_when_complete(self) {
+        let kept = self.clone();
+        // Refused, the callback is dropped at once, and the reference it holds with it.
+        let _ = self.on_complete(Box::new(move || drop(kept)));
+    }
+
     /// Calls `done` on a driver thread once the command completed (at once when it already
     /// has).
     pub(crate) fn on_complete(&self, done: Callback) -> Result<(), Error> {
@@ -494,7 +506,7 @@ impl Queue {
     pub(crate) fn wait_for(&self, after: &[&Event]) -> Result<(), Error> {
         let waits: Vec<cl_event> = after.iter().map(|e| e.0).collect();
         // SAFETY: a live queue; `waits` holds `waits.len()` live events (their owners hold
-        // them until this returns). The barrier's own event is released when it drops.
+        // them until this returns). The barrier's own event is released once it completed.
         unsafe {
             cl3::command_queue::enqueue_barrier_with_wait_list(
                 self.0,
@@ -502,7 +514,7 @@ impl Queue {
                 if waits.is_empty() { ptr::null() } else { waits.as_ptr() },
             )
         }
-        .map(|barrier| drop(Event(barrier)))
+        .map(|barrier| Event(barrier).release_when_complete())
         .map_err(cl_err("clEnqueueBarrierWithWaitList"))
     }
 

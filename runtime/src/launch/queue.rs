@@ -436,7 +436,11 @@ impl<T: Pod> Buffer<T> {
             };
             let bytes = byte_size::<T>(self.len)?;
             let after: Vec<&backend::Event> = before.iter().collect();
-            queue.copy((&src.mem, 0), (&self.mem, 0), bytes, &after)?
+            let copy = queue.copy((&src.mem, 0), (&self.mem, 0), bytes, &after);
+            if let Some(marker) = before {
+                marker.release_when_complete();
+            }
+            copy?
         };
         Ok(Event::new(event, self.queue.state()))
     }
