@@ -3,7 +3,7 @@
 //! backend's.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use crate::backend::native::NativeQueue;
 use crate::backend::{self, info, select, DeviceHandle, DeviceInfo};
@@ -22,9 +22,16 @@ pub(crate) struct Runtime {
     /// Made at the first use of the registry (before the OpenCL drivers load, see
     /// [`Runtime::guard_vectorizer`]); kept up to date as libraries are opened and closed.
     discovery: RwLock<Option<Discovery>>,
-    /// The opened devices, by device and the driver context they work in (0: the runtime's
-    /// own; otherwise a context a program's queue was adopted in).
+    /// The devices opened in contexts of the runtime's own, by device (their context key is
+    /// 0), kept for the life of the process.
     devices: Mutex<HashMap<(DeviceHandle, usize), Arc<DeviceState>>>,
+    /// The devices opened in a context a program's queue was adopted in, by device and
+    /// context: held by their queues, buffers and events alone, so that the context (and the
+    /// programs built in it) is released when the last of them goes, as
+    /// [`Queue::from_native`](crate::Queue::from_native) says. An entry whose state went
+    /// stays until the next adoption prunes it; while a state lives it holds its context, so
+    /// the context's number cannot be reused by another.
+    adopted: Mutex<HashMap<(DeviceHandle, usize), Weak<DeviceState>>>,
     pub disk: Option<DiskCache>,
 }
 
@@ -33,6 +40,7 @@ pub(crate) fn runtime() -> &'static Runtime {
     RUNTIME.get_or_init(|| Runtime {
         discovery: RwLock::new(None),
         devices: Mutex::default(),
+        adopted: Mutex::default(),
         disk: DiskCache::open(),
     })
 }
@@ -109,6 +117,10 @@ impl Runtime {
             Some(discovery) => {
                 if discovery.is_stale() && discovery.refresh() {
                     for device in self.devices.lock().unwrap_or_else(|e| e.into_inner()).values() {
+                        device.forget_unloaded(discovery.registry());
+                    }
+                    let adopted = self.adopted.lock().unwrap_or_else(|e| e.into_inner());
+                    for device in adopted.values().filter_map(Weak::upgrade) {
                         device.forget_unloaded(discovery.registry());
                     }
                 }
@@ -203,9 +215,9 @@ impl Runtime {
         let state = if own.device.context_key() == context {
             own
         } else {
-            let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
-            match map.get(&(handle, context)) {
-                Some(state) => state.clone(),
+            let mut map = self.adopted.lock().unwrap_or_else(|e| e.into_inner());
+            match map.get(&(handle, context)).and_then(Weak::upgrade) {
+                Some(state) => state,
                 None => {
                     let info = &devices[i];
                     trace!("device", "{} / {} in a program's context", info.platform, info.name);
@@ -215,7 +227,8 @@ impl Runtime {
                     // A CUDA context the runtime cannot retain may be destroyed and its
                     // number reused by another: such a state serves this queue only.
                     if state.device.holds_context() {
-                        map.insert((handle, context), state.clone());
+                        map.retain(|_, state| state.strong_count() > 0);
+                        map.insert((handle, context), Arc::downgrade(&state));
                     }
                     state
                 }
