@@ -297,26 +297,88 @@ fn the_host_api_examples_run_on_both_devices() {
             .current_dir(&root),
     );
     assert!(built.status.success(), "{}", stderr(&built));
+    let names: Vec<String> = sycl_runtime::devices().unwrap().into_iter().map(|d| d.name).collect();
     for device in ["intel", "pocl"] {
-        for (example, says) in [
-            ("pipeline", "step 7 on queue 1: every value 4"),
-            ("profiling", "10000 spins: "),
-            ("overlap", "both at once: "),
-        ] {
+        let run = |example: &str| {
             let out = sycl_tests::output(
                 std::process::Command::new(root.join("target/debug/examples").join(example))
-                    .env("SYCL_DEVICE", device)
-                    .env("SYCL_CACHE_DISABLE", "1"),
+                    .env("SYCL_DEVICE", device),
             );
-            assert!(
-                out.status.success(),
-                "{example} on {device}: {}{}",
-                stdout(&out),
-                stderr(&out)
-            );
-            assert!(stdout(&out).contains(says), "{example} on {device}: {}", stdout(&out));
+            let text = stdout(&out);
+            assert!(out.status.success(), "{example} on {device}: {text}{}", stderr(&out));
+            text
+        };
+
+        // Eight steps, alternating queues, each adding one to what the step before left.
+        let pipeline: Vec<String> = (0..8)
+            .map(|step| format!("step {step} on queue {}: every value {}", step % 2, step / 2 + 1))
+            .collect();
+        assert_eq!(run("pipeline").lines().collect::<Vec<_>>(), pipeline, "on {device}");
+
+        // Three kernels of 1, 1,000 and 10,000 spins, each timed on the device it ran on.
+        let profiling = run("profiling");
+        let lines: Vec<&str> = profiling.lines().collect();
+        assert_eq!(lines.len(), 3, "on {device}: {profiling}");
+        for (line, spins) in lines.iter().zip(["1", "1000", "10000"]) {
+            let what = format!("on {device}: {line}");
+            let rest = line.trim_start().strip_prefix(&format!("{spins} spins: ")).expect(&what);
+            let (elapsed, rest) = rest.split_once(" on ").expect(&what);
+            assert!(duration_ns(elapsed) > 0, "{what}");
+            let (name, times) = rest.rsplit_once(" (queued ").expect(&what);
+            assert!(names.iter().any(|n| n == name), "{what}: not one of {names:?}");
+            let times = times.strip_suffix(" ns)").expect(&what);
+            let [queued, submitted, started] = times
+                .split(" ns, ")
+                .enumerate()
+                .map(|(i, t)| match i {
+                    0 => t,
+                    1 => t.strip_prefix("submitted +").expect(&what),
+                    _ => t.strip_prefix("started +").expect(&what),
+                })
+                .map(|t| t.parse::<u64>().expect(&what))
+                .collect::<Vec<_>>()[..]
+            else {
+                panic!("{what}: three timestamps")
+            };
+            assert!(queued > 0 && submitted < 1 << 40 && started < 1 << 40, "{what}");
         }
+
+        // The copy alone, the kernels alone, both at once, and the two times' sum.
+        let overlap = run("overlap");
+        let what = format!("on {device}: {overlap}");
+        let lines: Vec<&str> = overlap.lines().collect();
+        let [alone, both] = lines[..] else { panic!("{what}") };
+        let (copy, kernels) = alone
+            .strip_prefix("copy of 64 MiB alone: ")
+            .and_then(|r| r.split_once("; kernels alone: "))
+            .expect(&what);
+        let (at_once, sum) = both
+            .strip_prefix("both at once: ")
+            .and_then(|r| r.strip_suffix(')'))
+            .and_then(|r| r.split_once(" (one after the other: "))
+            .expect(&what);
+        let [copy, kernels, at_once, sum] = [copy, kernels, at_once, sum].map(duration_ns);
+        assert!(copy > 0 && kernels > 0 && at_once > 0, "{what}");
+        assert_eq!(sum, copy + kernels, "{what}");
     }
+}
+
+/// Nanoseconds in a `Duration` as its `Debug` prints it (`8.301994ms`, `138.592µs`, `2s`):
+/// exact, since `Debug` drops only trailing zeros.
+fn duration_ns(text: &str) -> u128 {
+    let unit_at = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).expect(text);
+    let (number, unit) = text.split_at(unit_at);
+    let scale: u32 = match unit {
+        "ns" => 0,
+        "µs" => 3,
+        "ms" => 6,
+        "s" => 9,
+        _ => panic!("{text}: unit {unit:?}"),
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    assert!(fraction.len() <= scale as usize, "{text}: finer than a nanosecond");
+    let digits = format!("{whole}{fraction}{}", "0".repeat(scale as usize - fraction.len()));
+    digits.parse().expect(text)
 }
 
 #[test]
