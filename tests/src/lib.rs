@@ -8,6 +8,10 @@
 //! and a watchdog that aborts the process, failing the run, when it outlives
 //! [`PROCESS_TIME_LIMIT`]: a hang fails instead of blocking CI (libtest has by then named the
 //! tests running for over 60 s).
+//!
+//! For the tests that run fixtures on both CPU devices, one table of them ([`DEVICES`]) and
+//! one reading of the runtime's trace ([`Run`], [`device_name`], [`events`],
+//! [`Device::build_events`]): what a device is expected to do is said once, here.
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -247,6 +251,189 @@ pub fn assert_expected(name: &str, actual: &str) {
     );
 }
 
+/// A finished process's standard output and error as text, after asserting that it succeeded
+/// (the assertion message shows both).
+pub fn ok(out: &Output) -> (String, String) {
+    let (o, e) = (stdout(out), stderr(out));
+    assert!(out.status.success(), "failed:\n{o}{e}");
+    (o, e)
+}
+
+/// A CPU OpenCL device of this machine that the tests run fixtures on, and what they expect
+/// of it: how its trace names it and builds a program, and its `fp16`.
+#[derive(Clone, Copy, Debug)]
+pub struct Device {
+    /// Its `SYCL_DEVICE` selector.
+    pub selector: &'static str,
+    /// Its platform, as the trace's `sycl: device PLATFORM / NAME` line names it.
+    pub platform: &'static str,
+    /// Whether its driver links: Intel's CPU runtime compiles each image once (a `compile`
+    /// line each) and links the objects with `clLinkProgram`; PoCL 3.1 links no SPIR-V, so
+    /// the runtime links the images itself and gives PoCL one program (no `compile` line,
+    /// and the `link` line says so).
+    pub driver_links: bool,
+    /// Whether it has `fp16` (Intel's CPU runtime does, PoCL does not).
+    pub fp16: bool,
+}
+
+impl Device {
+    /// Intel's CPU runtime.
+    pub const INTEL: Device =
+        Device { selector: "intel", platform: "Intel(R) OpenCL", driver_links: true, fp16: true };
+
+    /// PoCL 3.1.
+    pub const POCL: Device = Device {
+        selector: "pocl",
+        platform: "Portable Computing Language",
+        driver_links: false,
+        fp16: false,
+    };
+
+    /// The trace's build events (without `sycl: `) for `kernel`'s program on this device,
+    /// which the trace calls `name`, linked from `images` (`A image 0 + B image 1`), where
+    /// `new` are the images not compiled before on this device: where the driver links
+    /// (Intel), a `compile` line for each of `new`, then the driver's link; else (PoCL) the
+    /// runtime's link alone, translated to SPIR.
+    pub fn build_events(self, name: &str, kernel: &str, new: &[&str], images: &str) -> Vec<String> {
+        if self.driver_links {
+            let compiles = new.iter().map(|image| format!("compile {image} on {name}"));
+            compiles.chain([format!("link {kernel} on {name}: {images}")]).collect()
+        } else {
+            vec![format!(
+                "link {kernel} on {name} (linked by the runtime, translated to SPIR): {images}"
+            )]
+        }
+    }
+}
+
+/// Both CPU devices, Intel's CPU runtime first.
+pub const DEVICES: [Device; 2] = [Device::INTEL, Device::POCL];
+
+/// The name a trace of a run on `device` gives the device (whatever this machine's CPU is
+/// called), from its `sycl: device PLATFORM / NAME` line; fails the test unless the trace
+/// opens exactly one device, of `device`'s platform.
+pub fn device_name(trace: &str, device: Device) -> &str {
+    let opened: Vec<&str> = trace.lines().filter_map(|l| l.strip_prefix("sycl: device ")).collect();
+    let name = match opened[..] {
+        [one] => one.strip_prefix(device.platform).and_then(|n| n.strip_prefix(" / ")),
+        _ => None,
+    };
+    name.unwrap_or_else(|| {
+        panic!("on {}: one device of {} expected:\n{trace}", device.selector, device.platform)
+    })
+}
+
+/// The trace lines of one event, in order, without `sycl: EVENT `.
+pub fn events<'t>(trace: &'t str, event: &str) -> Vec<&'t str> {
+    let prefix = format!("sycl: {event} ");
+    trace.lines().filter_map(|l| l.strip_prefix(prefix.as_str())).collect()
+}
+
+/// The fixture build directory as the fixtures see it (their own path, links resolved), as
+/// the trace and the runtime's errors give paths.
+pub fn fixtures_dir() -> PathBuf {
+    std::fs::canonicalize(fixtures()).unwrap()
+}
+
+/// The `discover` lines (without `sycl: discover `) of `binaries`, each a path below the
+/// fixture build directory with its image count (`app: 2 images`).
+pub fn discovered(binaries: &[&str]) -> Vec<String> {
+    let dir = fixtures_dir();
+    binaries.iter().map(|b| format!("{}/{b}", dir.display())).collect()
+}
+
+/// What a launch of `kernel`, which imports `symbol`, says when only `searched` were searched
+/// (paths below the fixture build directory, listed `, `-separated).
+pub fn unresolved(symbol: &str, kernel: &str, searched: &[&str]) -> String {
+    format!(
+        "error: unresolved device symbol `{symbol}` imported for kernel `{kernel}`; searched: {}",
+        discovered(searched).join(", ")
+    )
+}
+
+/// A fixture's successful run on one device ([`run_fixture_args`]: `SYCL_TRACE=1`, no
+/// persistent cache): what it printed, its trace, and the name the trace gives the device.
+pub struct Run {
+    /// The device it ran on.
+    pub device: Device,
+    /// Its standard output.
+    pub out: String,
+    /// Its standard error: the trace.
+    pub trace: String,
+    /// The device's name, as the trace gives it (whatever this machine's CPU is called).
+    pub name: String,
+}
+
+impl Run {
+    /// `program ARGS` on `device` with `env` added: it must succeed, on `device` alone.
+    pub fn new(device: Device, program: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut all = vec![("SYCL_DEVICE", device.selector)];
+        all.extend_from_slice(env);
+        let out = run_fixture_args(program, args, &all);
+        let (o, trace) = (stdout(&out), stderr(&out));
+        assert!(out.status.success(), "{program} failed on {}:\n{o}{trace}", device.selector);
+        let name = device_name(&trace, device).to_string();
+        Run { device, out: o, trace, name }
+    }
+
+    /// The trace's build events in order (its `compile`, `link`, `cache-hit` and `persist-`
+    /// lines, without `sycl: `).
+    pub fn builds(&self) -> Vec<&str> {
+        let events = ["compile ", "link ", "cache-hit ", "persist-"];
+        let build = |l: &&str| events.iter().any(|e| l.starts_with(e));
+        self.trace.lines().filter_map(|l| l.strip_prefix("sycl: ")).filter(build).collect()
+    }
+
+    /// [`Device::build_events`] of this run's device, by the name its trace gives it.
+    pub fn build(&self, kernel: &str, new: &[&str], images: &str) -> Vec<String> {
+        self.device.build_events(&self.name, kernel, new, images)
+    }
+
+    /// [`Run::build`] where none of `images` was compiled before on this device (a kernel's
+    /// first launch in a process that built nothing of them).
+    pub fn first_build(&self, kernel: &str, images: &str) -> Vec<String> {
+        let new: Vec<&str> = images.split(" + ").collect();
+        self.build(kernel, &new, images)
+    }
+
+    /// The trace lines of one event, without `sycl: EVENT ` ([`events`]).
+    pub fn events(&self, event: &str) -> Vec<&str> {
+        events(&self.trace, event)
+    }
+
+    /// For assertion messages: the device, then the output and the trace.
+    pub fn say(&self) -> String {
+        format!("on {}:\n{}{}", self.device.selector, self.out, self.trace)
+    }
+}
+
+/// Whether the CUDA driver is here, and with it a GPU, asked of the driver itself rather than
+/// of the runtime under test (so that a test's skip is decided independently of the outcome
+/// it checks): `None` when `libcuda.so.1` does not load; else whether `cuInit` succeeds and
+/// `cuDeviceGetCount` counts a device.
+pub fn cuda_gpu() -> Option<bool> {
+    // SAFETY: a NUL-terminated name; the library stays loaded for the process.
+    let lib = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if lib.is_null() {
+        return None;
+    }
+    // SAFETY: a handle `dlopen` gave, and NUL-terminated names.
+    let (init, count) = unsafe {
+        (libc::dlsym(lib, c"cuInit".as_ptr()), libc::dlsym(lib, c"cuDeviceGetCount".as_ptr()))
+    };
+    if init.is_null() || count.is_null() {
+        return Some(false);
+    }
+    // SAFETY: the CUDA driver API's signatures, `CUresult cuInit(unsigned int)` and `CUresult
+    // cuDeviceGetCount(int *)` (`CUresult` an `int`, 0 for success), with a pointer to a local.
+    unsafe {
+        let init: unsafe extern "C" fn(u32) -> i32 = std::mem::transmute(init);
+        let count: unsafe extern "C" fn(*mut i32) -> i32 = std::mem::transmute(count);
+        let mut devices = 0;
+        Some(init(0) == 0 && count(&mut devices) == 0 && devices > 0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,6 +487,19 @@ mod tests {
     #[ignore = "a helper of each_test_process_has_a_cache_of_its_own_outside_the_home_directory"]
     fn print_the_cache_dir() {
         println!("cache dir: {}", cache_dir().display());
+    }
+
+    #[test]
+    fn a_device_name_is_read_only_from_a_trace_that_opens_that_one_device() {
+        let trace =
+            "sycl: discover /f/app: 1 image\nsycl: device Portable Computing Language / cpu\n";
+        assert_eq!(device_name(trace, Device::POCL), "cpu");
+        let twice = format!("{trace}sycl: device Portable Computing Language / cpu\n");
+        for (wrong, device) in [(trace, Device::INTEL), (&twice, Device::POCL), ("", Device::POCL)]
+        {
+            let read = std::panic::catch_unwind(|| device_name(wrong, device).to_string());
+            assert!(read.is_err(), "{device:?} read from {wrong:?}: {read:?}");
+        }
     }
 
     #[test]

@@ -4,13 +4,12 @@
 //! through local memory that runs right, floats and a view, a vector, a struct by value and
 //! buffers of structs.
 
-use sycl_tests::{run_fixture_with, stderr, stdout};
+use sycl_tests::{Run, DEVICES};
 
 #[test]
 fn launch_mistakes_are_named_and_typed_launchers_run_on_both_devices() {
-    for device in ["intel", "pocl"] {
-        let out = run_fixture_with("args-app", &[("SYCL_DEVICE", device)]);
-        assert!(out.status.success(), "{device}: {}{}", stdout(&out), stderr(&out));
+    for device in DEVICES {
+        let run = Run::new(device, "args-app", &[], &[]);
         let expected = [
             "sums: [120, 376, 632, 888]",
             "too few: invalid argument: kernel `block_sum` takes 4 arguments (global int*, global int*, local int*, int); got 2",
@@ -22,6 +21,6 @@ fn launch_mistakes_are_named_and_typed_launchers_run_on_both_devices() {
             "saxpy: [74.0, 76.0, 78.0, 80.0]",
             "shift: [Pt { x: 102.5, y: 20.25 }, Pt { x: 206.5, y: 40.25 }]",
         ];
-        assert_eq!(stdout(&out).lines().collect::<Vec<_>>(), expected, "{device}");
+        assert_eq!(run.out.lines().collect::<Vec<_>>(), expected, "{}", run.say());
     }
 }

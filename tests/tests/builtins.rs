@@ -5,9 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use sycl_runtime::{load_device_library, test_support::run_source, Buffer, Queue};
-use sycl_tests::{device_lib, repo_root};
+use sycl_tests::{device_lib, repo_root, DEVICES};
 
-const DEVICES: [&str; 2] = ["intel", "pocl"];
 const CL20: &str = "-cl-std=CL2.0";
 
 fn data(name: &str) -> PathBuf {
@@ -135,7 +134,7 @@ fn builtins_on_pointers_of_every_address_space_run_on_both_devices() {
     for std in [CL20, "-cl-std=CL1.2"] {
         let file = library(dir.path(), "pointer_builtins.cl", &["--split", "per_kernel", std]);
         let library = load_device_library(&file).unwrap();
-        for device in DEVICES {
+        for device in DEVICES.map(|d| d.selector) {
             let q = Queue::with_device(device).unwrap();
             let what = &format!("{std} on {device}");
             check_vectors(&q, what);
@@ -180,7 +179,7 @@ fn each_device_computes_what_its_own_build_of_the_source_computes() {
     assert!(kernels.len() >= 10, "{kernels:?}");
     let library = load_device_library(library(dir.path(), "float_kernels.cl", &[])).unwrap();
     let mut differences = Vec::new();
-    for device in DEVICES {
+    for device in DEVICES.map(|d| d.selector) {
         let q = Queue::with_device(device).unwrap();
         let [a, b, c] = [1, 2, 3].map(|seed| q.buffer_from(&inputs(seed, 16 * ITEMS)).unwrap());
         for kernel in &kernels {
@@ -234,7 +233,7 @@ fn half_math_and_memory_fences_run_on_both_devices() {
         ("half_sqrt", f64::sqrt),
         ("half_tan", |v| (v * 0.25).tan()),
     ];
-    for device in DEVICES {
+    for device in DEVICES.map(|d| d.selector) {
         let q = Queue::with_device(device).unwrap();
         let (xs, out) = (q.buffer_from(&x).unwrap(), q.buffer::<f32>(64).unwrap());
         run(

@@ -4,87 +4,19 @@
 
 use std::process::Command;
 
-use sycl_tests::{fixtures, output, run_fixture_with, stderr, stdout};
-
-/// Both CPU devices: selector and platform.
-const DEVICES: [(&str, &str); 2] =
-    [("intel", "Intel(R) OpenCL"), ("pocl", "Portable Computing Language")];
-
-/// A fixture's successful run on one device (`SYCL_TRACE=1`, no persistent cache).
-struct Run {
-    selector: &'static str,
-    out: String,
-    trace: String,
-    /// The device's name, as the trace gives it (whatever this machine's CPU is called).
-    name: String,
-}
-
-impl Run {
-    /// `program` on the device `selector` picks (of `platform`): it must succeed there.
-    fn new(program: &str, (selector, platform): (&'static str, &str)) -> Run {
-        let out = run_fixture_with(program, &[("SYCL_DEVICE", selector)]);
-        let (o, trace) = (stdout(&out), stderr(&out));
-        assert!(out.status.success(), "{program} failed on {selector}:\n{o}{trace}");
-        let opened: Vec<&str> =
-            trace.lines().filter_map(|l| l.strip_prefix("sycl: device ")).collect();
-        let name = match opened[..] {
-            [one] => one.strip_prefix(platform).and_then(|n| n.strip_prefix(" / ")),
-            _ => None,
-        };
-        let name = name.unwrap_or_else(|| panic!("{program}: one device of {platform}:\n{trace}"));
-        Run { selector, name: name.to_string(), out: o, trace }
-    }
-
-    /// The trace's lines of `event`, without `sycl: EVENT `.
-    fn events(&self, event: &str) -> Vec<&str> {
-        let prefix = format!("sycl: {event} ");
-        self.trace.lines().filter_map(|l| l.strip_prefix(prefix.as_str())).collect()
-    }
-
-    /// The trace's build events in order (`compile`, `link`, `cache-hit`, without `sycl: `).
-    fn builds(&self) -> Vec<&str> {
-        let events = ["compile ", "link ", "cache-hit "];
-        let build = |l: &&str| events.iter().any(|e| l.starts_with(e));
-        self.trace.lines().filter_map(|l| l.strip_prefix("sycl: ")).filter(build).collect()
-    }
-
-    /// The build of `kernel`'s first launch, linked from `images` (`A image 0 + B image 1`):
-    /// Intel's CPU runtime compiles each image (none compiled before here) and links them
-    /// with `clLinkProgram`; for PoCL 3.1, which links no SPIR-V, the runtime links the
-    /// images and gives PoCL one program.
-    fn build(&self, kernel: &str, images: &str) -> Vec<String> {
-        let name = &self.name;
-        if self.selector == "intel" {
-            let compiles = images.split(" + ").map(|image| format!("compile {image} on {name}"));
-            compiles.chain([format!("link {kernel} on {name}: {images}")]).collect()
-        } else {
-            vec![format!(
-                "link {kernel} on {name} (linked by the runtime, translated to SPIR): {images}"
-            )]
-        }
-    }
-
-    /// The `discover` lines of `binaries` (paths below the fixture build directory, each
-    /// with its image count: `app: 2 images`).
-    fn discovered(binaries: &[&str]) -> Vec<String> {
-        let dir = std::fs::canonicalize(fixtures()).unwrap();
-        binaries.iter().map(|b| format!("{}/{b}", dir.display())).collect()
-    }
-
-    /// For assertion messages: the device, then the output and the trace.
-    fn say(&self) -> String {
-        format!("on {}:\n{}{}", self.selector, self.out, self.trace)
-    }
-}
+use sycl_tests::{
+    cuda_gpu, discovered, fixtures, output, run_fixture_with, stderr, stdout, unresolved, Device,
+    Run, DEVICES,
+};
 
 #[test]
 fn the_demo_links_the_library_function_at_run_time() {
     for device in DEVICES {
-        let run = Run::new("app", device);
+        let run = Run::new(device, "app", &[], &[]);
         assert_eq!(run.out, "0 2 4 6 8 10 12 14\n", "{}", run.say());
         assert_eq!(
             run.events("discover"),
-            Run::discovered(&["app: 2 images", "deps/libhelpers.so: 2 images"]),
+            discovered(&["app: 2 images", "deps/libhelpers.so: 2 images"]),
             "{}",
             run.say()
         );
@@ -97,7 +29,7 @@ fn the_demo_links_the_library_function_at_run_time() {
         );
         assert_eq!(
             run.builds(),
-            run.build("app_kernel", "app image 0 + libhelpers.so image 1"),
+            run.first_build("app_kernel", "app image 0 + libhelpers.so image 1"),
             "{}",
             run.say()
         );
@@ -107,7 +39,7 @@ fn the_demo_links_the_library_function_at_run_time() {
 #[test]
 fn imports_resolve_transitively_through_a_chain_of_libraries() {
     for device in DEVICES {
-        let run = Run::new("chain-app", device);
+        let run = Run::new(device, "chain-app", &[], &[]);
         assert_eq!(run.out, "1 4 7 10 13 16 19 22\n", "{}", run.say());
         assert_eq!(
             run.events("resolve"),
@@ -120,7 +52,7 @@ fn imports_resolve_transitively_through_a_chain_of_libraries() {
         );
         assert_eq!(
             run.builds(),
-            run.build(
+            run.first_build(
                 "chain_kernel",
                 "chain-app image 0 + libchain_a.so image 0 + libchain_b.so image 0"
             ),
@@ -133,23 +65,28 @@ fn imports_resolve_transitively_through_a_chain_of_libraries() {
 #[test]
 fn an_rlib_dependency_links_its_device_code_statically() {
     for device in DEVICES {
-        let run = Run::new("static-app", device);
+        let run = Run::new(device, "static-app", &[], &[]);
         assert_eq!(run.out, "0 2 4 6 8 10 12 14\n", "{}", run.say());
         assert_eq!(
             run.events("discover"),
-            Run::discovered(&["static-app: 3 images"]),
+            discovered(&["static-app: 3 images"]),
             "the rlib's two images are the executable's own, libhelpers.so is not involved {}",
             run.say()
         );
         assert!(run.events("resolve").is_empty(), "nothing should be imported {}", run.say());
-        assert_eq!(run.builds(), run.build("app_kernel", "static-app image 0"), "{}", run.say());
+        assert_eq!(
+            run.builds(),
+            run.first_build("app_kernel", "static-app image 0"),
+            "{}",
+            run.say()
+        );
     }
 }
 
 #[test]
 fn cpp_for_opencl_overloads_resolve_by_mangled_name() {
     for device in DEVICES {
-        let run = Run::new("cpp-app", device);
+        let run = Run::new(device, "cpp-app", &[], &[]);
         assert_eq!(run.out, "[0, 10, 20, 30]\n[0.0, 0.5, 1.0, 1.5]\n", "{}", run.say());
         // The library's image, added for the first overload, has the second too.
         assert_eq!(
@@ -160,7 +97,7 @@ fn cpp_for_opencl_overloads_resolve_by_mangled_name() {
         );
         assert_eq!(
             run.builds(),
-            run.build("scale_both", "cpp-app image 0 + libcpp_lib.so image 0"),
+            run.first_build("scale_both", "cpp-app image 0 + libcpp_lib.so image 0"),
             "{}",
             run.say()
         );
@@ -170,12 +107,12 @@ fn cpp_for_opencl_overloads_resolve_by_mangled_name() {
 #[test]
 fn an_unresolved_import_is_a_clear_error_and_the_runtime_stays_usable() {
     for device in DEVICES {
-        let run = Run::new("unresolved-app", device);
-        let searched = &Run::discovered(&["unresolved-app"])[0];
+        let run = Run::new(device, "unresolved-app", &[], &[]);
+        let unresolved = unresolved("NobodyExportsThis", "broken", &["unresolved-app"]);
         assert_eq!(
             run.out.lines().collect::<Vec<&str>>(),
             [
-                format!("broken: error: unresolved device symbol `NobodyExportsThis` imported for kernel `broken`; searched: {searched}"),
+                format!("broken: {unresolved}"),
                 "works: [100, 101, 102, 103]".to_string(),
                 // A scalar argument reaches the kernel.
                 "works: [200, 201, 202, 203]".to_string(),
@@ -184,7 +121,7 @@ fn an_unresolved_import_is_a_clear_error_and_the_runtime_stays_usable() {
             run.say()
         );
         // The broken kernel builds nothing; the second launch reuses the program.
-        let mut builds = run.build("works", "unresolved-app image 1");
+        let mut builds = run.first_build("works", "unresolved-app image 1");
         builds.push(format!("cache-hit works on {}", run.name));
         assert_eq!(run.builds(), builds, "{}", run.say());
     }
@@ -203,36 +140,7 @@ fn an_unknown_device_name_lists_the_devices_there_are() {
         err.lines()
             .any(|l| l.trim_start().starts_with(selector) && l.contains(&format!(" {platform} / ")))
     };
-    assert!(
-        listed("intel ", "Intel(R) OpenCL") && listed("pocl ", "Portable Computing Language"),
-        "{err}"
-    );
-}
-
-/// Whether the CUDA driver is here, and with it a GPU, asked of the driver itself rather than
-/// of the runtime under test: `None` when `libcuda.so.1` does not load; else whether
-/// `cuInit` succeeds and `cuDeviceGetCount` counts a device.
-fn cuda_gpu() -> Option<bool> {
-    // SAFETY: a NUL-terminated name; the library stays loaded for the process.
-    let lib = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if lib.is_null() {
-        return None;
-    }
-    // SAFETY: a handle `dlopen` gave, and NUL-terminated names.
-    let (init, count) = unsafe {
-        (libc::dlsym(lib, c"cuInit".as_ptr()), libc::dlsym(lib, c"cuDeviceGetCount".as_ptr()))
-    };
-    if init.is_null() || count.is_null() {
-        return Some(false);
-    }
-    // SAFETY: the CUDA driver API's signatures, `CUresult cuInit(unsigned int)` and `CUresult
-    // cuDeviceGetCount(int *)` (`CUresult` an `int`, 0 for success), with a pointer to a local.
-    unsafe {
-        let init: unsafe extern "C" fn(u32) -> i32 = std::mem::transmute(init);
-        let count: unsafe extern "C" fn(*mut i32) -> i32 = std::mem::transmute(count);
-        let mut devices = 0;
-        Some(init(0) == 0 && count(&mut devices) == 0 && devices > 0)
-    }
+    assert!(DEVICES.iter().all(|d| listed(&format!("{} ", d.selector), d.platform)), "{err}");
 }
 
 #[test]
@@ -271,11 +179,8 @@ fn a_machine_without_devices_says_why_and_what_to_install() {
 #[test]
 fn platform_selectors_pick_the_platform_whatever_the_device_is_called() {
     // PoCL names its device after the host CPU: on an Intel host, its device name says Intel.
-    for (selector, platform) in [
-        ("intel", "Intel(R) OpenCL"),
-        ("pocl", "Portable Computing Language"),
-        ("Intel:0", "Intel(R) OpenCL"),
-    ] {
+    let selectors = DEVICES.map(|d| (d.selector, d.platform));
+    for (selector, platform) in selectors.into_iter().chain([("Intel:0", Device::INTEL.platform)]) {
         let out = run_fixture_with("app", &[("SYCL_DEVICE", selector)]);
         assert!(out.status.success(), "{selector}: {}", stderr(&out));
         assert!(
@@ -297,7 +202,7 @@ fn platform_selectors_pick_the_platform_whatever_the_device_is_called() {
 
 #[test]
 fn kernels_without_optional_features_run_beside_ones_with_them() {
-    let run = Run::new("features-app", DEVICES[0]);
+    let run = Run::new(Device::INTEL, "features-app", &[], &[]);
     assert_eq!(
         run.out,
         "K1: [0, 3, 6, 9, 12, 15, 18, 21]\nfixed_group: [4, 4, 4, 4, 4, 4, 4, 4]\n",

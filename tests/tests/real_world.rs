@@ -12,10 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use sycl_runtime::{build, load_device_library, DeviceLibrary, Error, Local, Queue};
-use sycl_tests::{device_lib, repo_root, stderr};
-
-/// Both CPU devices: Intel's OpenCL runtime and PoCL.
-const DEVICES: [&str; 2] = ["intel", "pocl"];
+use sycl_tests::{device_lib, repo_root, stderr, DEVICES};
 
 fn kernels_dir() -> PathBuf {
     repo_root().join("tests/kernels")
@@ -43,7 +40,7 @@ fn library(source: &str, options: &[&str]) -> Library {
 
 /// Runs `check` on a queue of each device; an error names the device.
 fn on_both_devices(check: impl Fn(&str, &Queue) -> Result<(), Error>) {
-    for device in DEVICES {
+    for device in DEVICES.map(|d| d.selector) {
         let q = Queue::with_device(device).unwrap_or_else(|e| panic!("{device}: {e}"));
         check(device, &q).unwrap_or_else(|e| panic!("{device}: {e}"));
     }

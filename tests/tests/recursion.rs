@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use sycl_tests::{device_lib, fixtures, output, run_fixture_with, stderr, stdout};
+use sycl_tests::{device_lib, fixtures, output, run_fixture_with, stderr, stdout, DEVICES};
 
 /// `sycl-ld device-lib` over `source`, written as `NAME.cl` in `dir`: the library file and
 /// what sycl-ld printed on stderr.
@@ -31,7 +31,7 @@ fn devlib_app(file: &std::path::Path, device: &str) -> std::process::Output {
 
 #[test]
 fn a_cycle_across_libraries_is_refused_before_the_driver_on_both_devices() {
-    for device in ["intel", "pocl"] {
+    for device in DEVICES.map(|d| d.selector) {
         let out = run_fixture_with("cycle-app", &[("SYCL_DEVICE", device)]);
         let (o, trace) = (stdout(&out), stderr(&out));
         assert!(out.status.success(), "{device}: the process lives on: {o}{trace}");
@@ -66,7 +66,7 @@ fn recursion_inside_one_library_is_warned_at_link_time_and_refused_at_run_time()
          __kernel void devlib_kernel(__global int *out) { out[get_global_id(0)] = 42; }\n",
     );
     assert!(warnings.contains("devlib_func -> devlib_func"), "sycl-ld names the cycle: {warnings}");
-    for device in ["intel", "pocl"] {
+    for device in DEVICES.map(|d| d.selector) {
         let out = devlib_app(&file, device);
         let o = stdout(&out);
         // The fixture goes on to build the library's whole bundle, which holds the cycle too:

@@ -7,128 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use sycl_tests::{
-    fixtures, output, run_fixture, run_fixture_args, run_fixture_with, stderr, stdout,
+    discovered, events, fixtures, ok, output, run_fixture, run_fixture_with, stderr, stdout,
+    unresolved, Run, DEVICES,
 };
-
-fn ok(out: &Output) -> (String, String) {
-    let (o, e) = (stdout(out), stderr(out));
-    assert!(out.status.success(), "failed:\n{o}{e}");
-    (o, e)
-}
-
-fn lines<'a>(trace: &'a str, prefix: &str) -> Vec<&'a str> {
-    trace.lines().filter(|l| l.starts_with(prefix)).collect()
-}
-
-/// A CPU device the loader tests run on, and how its trace shows a program being built.
-#[derive(Clone, Copy)]
-struct Device {
-    /// Its `SYCL_DEVICE` selector.
-    selector: &'static str,
-    /// Its platform, as the trace's `sycl: device PLATFORM / NAME` line names it.
-    platform: &'static str,
-    /// Whether its driver links: Intel's CPU runtime compiles each image once (a `compile`
-    /// line each) and links the objects with `clLinkProgram`; PoCL 3.1 links no SPIR-V, so
-    /// the runtime links the images itself and gives PoCL one program (no `compile` line,
-    /// and the `link` line says so).
-    driver_links: bool,
-    /// Whether it has `fp16` (Intel's CPU runtime does, PoCL does not).
-    fp16: bool,
-}
-
-/// Both CPU devices.
-const DEVICES: [Device; 2] = [
-    Device { selector: "intel", platform: "Intel(R) OpenCL", driver_links: true, fp16: true },
-    Device {
-        selector: "pocl",
-        platform: "Portable Computing Language",
-        driver_links: false,
-        fp16: false,
-    },
-];
-
-/// A fixture's successful run on one device (`SYCL_TRACE=1`, no persistent cache): what it
-/// printed, its trace, and the name the trace gives the device (whatever this machine's CPU
-/// is called).
-struct Run {
-    device: Device,
-    out: String,
-    trace: String,
-    name: String,
-}
-
-impl Run {
-    /// `program ARGS` on `device` with `env`: it must succeed, on `device` alone.
-    fn new(device: Device, program: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
-        let mut all = vec![("SYCL_DEVICE", device.selector)];
-        all.extend_from_slice(env);
-        let (out, trace) = ok(&run_fixture_args(program, args, &all));
-        let opened: Vec<&str> =
-            trace.lines().filter_map(|l| l.strip_prefix("sycl: device ")).collect();
-        let name = match opened[..] {
-            [one] => one.strip_prefix(device.platform).and_then(|n| n.strip_prefix(" / ")),
-            _ => None,
-        };
-        let name = name.unwrap_or_else(|| {
-            panic!("{program}: one device of {} expected:\n{trace}", device.platform)
-        });
-        Run { device, name: name.to_string(), out, trace }
-    }
-
-    /// The trace's build events in order (its `compile`, `link`, `cache-hit` and `persist-`
-    /// lines, without `sycl: `).
-    fn builds(&self) -> Vec<&str> {
-        self.trace
-            .lines()
-            .filter_map(|l| l.strip_prefix("sycl: "))
-            .filter(|l| {
-                ["compile ", "link ", "cache-hit ", "persist-"].iter().any(|p| l.starts_with(p))
-            })
-            .collect()
-    }
-
-    /// The build events of `kernel`'s program linked from `images` (`A image 0 + B image 1`),
-    /// where `new` are the images not compiled before on this device: on Intel a `compile`
-    /// line for each of `new`, then the driver's link; on PoCL the runtime's link alone.
-    fn build(&self, kernel: &str, new: &[&str], images: &str) -> Vec<String> {
-        let name = &self.name;
-        if self.device.driver_links {
-            let compiles = new.iter().map(|image| format!("compile {image} on {name}"));
-            compiles.chain([format!("link {kernel} on {name}: {images}")]).collect()
-        } else {
-            vec![format!(
-                "link {kernel} on {name} (linked by the runtime, translated to SPIR): {images}"
-            )]
-        }
-    }
-
-    /// The trace lines of one event, without `sycl: EVENT `.
-    fn events(&self, event: &str) -> Vec<&str> {
-        events(&self.trace, event)
-    }
-
-    /// For assertion messages: the device, then the output and the trace.
-    fn say(&self) -> String {
-        format!("on {}:\n{}{}", self.device.selector, self.out, self.trace)
-    }
-}
-
-/// The fixture build directory, as the fixtures see it (their own path, links resolved).
-fn fixtures_dir() -> PathBuf {
-    std::fs::canonicalize(fixtures()).unwrap()
-}
-
-/// What a launch of `kernel`, which imports `symbol`, says when only `searched` were
-/// searched (`, `-separated paths below the fixture build directory).
-fn unresolved(symbol: &str, kernel: &str, searched: &[&str]) -> String {
-    let dir = fixtures_dir();
-    let searched: Vec<String> =
-        searched.iter().map(|p| dir.join(p).display().to_string()).collect();
-    format!(
-        "error: unresolved device symbol `{symbol}` imported for kernel `{kernel}`; searched: {}",
-        searched.join(", ")
-    )
-}
 
 /// What a launch of scoped-app's `app_uses_scoped` says while `library` (`a` or `b`) was
 /// opened `RTLD_LOCAL`: its dependency exports `scoped_func`, for it alone.
@@ -227,7 +108,7 @@ fn ld_preload_replaces_a_library_device_function() {
             ["error: device symbol `LibDeviceFunc` is exported by more than one binary: libfast_helpers.so image 0, libhelpers.so image 1 (strict mode)"],
             "strict on {on}: {err}"
         );
-        assert!(lines(&err, "sycl: link ").is_empty(), "strict on {on}: nothing built: {err}");
+        assert!(events(&err, "link").is_empty(), "strict on {on}: nothing built: {err}");
     }
 }
 
@@ -262,12 +143,6 @@ fn dlopen_and_dlclose_are_noticed_over_200_cycles() {
             device.selector
         );
     }
-}
-
-/// The trace lines of one event, without `sycl: EVENT `.
-fn events<'a>(trace: &'a str, event: &str) -> Vec<&'a str> {
-    let prefix = format!("sycl: {event} ");
-    trace.lines().filter_map(|l| l.strip_prefix(prefix.as_str())).collect()
 }
 
 #[test]
@@ -326,10 +201,13 @@ fn a_dlopen_reads_only_the_new_library_and_a_dlclose_forgets_its_programs() {
             run.say()
         );
         // The executable is read once, the library at each opening, and nothing else.
-        let discovered = run.events("discover");
-        let plugin = format!("{}: 1 image", fixtures_dir().join("deps/libplugin.so").display());
-        let app = format!("{}: 1 image", fixtures_dir().join("dlopen-app").display());
-        assert_eq!(discovered, [app, plugin.clone(), plugin], "{}", run.say());
+        let plugin = "deps/libplugin.so: 1 image";
+        assert_eq!(
+            run.events("discover"),
+            discovered(&["dlopen-app: 1 image", plugin, plugin]),
+            "{}",
+            run.say()
+        );
         // The executable keeps its compiled object throughout (on Intel); the closed library's
         // programs are gone, so its reopening builds use_plugin again, no program of the
         // closed library served.
@@ -398,7 +276,7 @@ fn a_library_closed_and_opened_again_rtld_global_serves_everyone() {
 fn every_image_is_compiled_once_and_reused_by_every_link() {
     let (out, trace) = ok(&run_fixture("compile_once"));
     assert_eq!(out, "lib_kernel: [100, 102, 104, 106]\napp_kernel: [0, 2, 4, 6]\napp_kernel2: [1, 3, 5, 7]\napp_kernel: [0, 2, 4, 6]\n");
-    let compiles = lines(&trace, "sycl: compile ");
+    let compiles = events(&trace, "compile");
     let mut unique = compiles.clone();
     unique.sort();
     unique.dedup();
@@ -409,19 +287,20 @@ fn every_image_is_compiled_once_and_reused_by_every_link() {
         "{trace}"
     );
     assert_eq!(
-        lines(&trace, "sycl: link ").iter().filter(|l| l.contains("libhelpers.so image 1")).count(),
+        events(&trace, "link").iter().filter(|l| l.contains("libhelpers.so image 1")).count(),
         2,
         "{trace}"
     );
-    assert_eq!(lines(&trace, "sycl: cache-hit app_kernel ").len(), 1, "{trace}");
+    let hits = events(&trace, "cache-hit");
+    assert_eq!(hits.iter().filter(|l| l.starts_with("app_kernel ")).count(), 1, "{trace}");
 }
 
 #[test]
 fn sixteen_threads_launching_twenty_kernels_build_once() {
     let (out, trace) = ok(&run_fixture("threads-app"));
     assert_eq!(out, "16 threads x 20 kernels ok\n");
-    assert_eq!(lines(&trace, "sycl: compile ").len(), 1, "{trace}");
-    assert_eq!(lines(&trace, "sycl: link ").len(), 1, "{trace}");
+    assert_eq!(events(&trace, "compile").len(), 1, "{trace}");
+    assert_eq!(events(&trace, "link").len(), 1, "{trace}");
 }
 
 fn app_with_cache(dir: &Path) -> Command {
@@ -457,8 +336,8 @@ fn eight_processes_starting_together_on_an_empty_cache() {
     assert!(files[0].extension().is_some_and(|e| e == "bin"));
     let (out, trace) = ok(&output(&mut app_with_cache(&cache)));
     assert_eq!(out, "0 2 4 6 8 10 12 14\n");
-    assert_eq!(lines(&trace, "sycl: persist-hit ").len(), 1, "{trace}");
-    assert!(lines(&trace, "sycl: compile ").is_empty(), "{trace}");
+    assert_eq!(events(&trace, "persist-hit").len(), 1, "{trace}");
+    assert!(events(&trace, "compile").is_empty(), "{trace}");
 }
 
 #[test]
@@ -481,11 +360,11 @@ fn a_corrupt_cache_entry_is_detected_and_rebuilt() {
         std::fs::write(&entry, &damaged).unwrap();
         let (out, trace) = ok(&output(&mut app_with_cache(&cache)));
         assert_eq!(out, "0 2 4 6 8 10 12 14\n");
-        assert_eq!(lines(&trace, "sycl: cache-corrupt ").len(), 1, "{trace}");
-        assert_eq!(lines(&trace, "sycl: persist-store ").len(), 1, "{trace}");
+        assert_eq!(events(&trace, "cache-corrupt").len(), 1, "{trace}");
+        assert_eq!(events(&trace, "persist-store").len(), 1, "{trace}");
     }
     let (_, trace) = ok(&output(&mut app_with_cache(&cache)));
-    assert_eq!(lines(&trace, "sycl: persist-hit ").len(), 1, "the rebuilt entry serves: {trace}");
+    assert_eq!(events(&trace, "persist-hit").len(), 1, "the rebuilt entry serves: {trace}");
 }
 
 #[test]
@@ -569,14 +448,10 @@ fn libraries_opened_rtld_local_resolve_only_among_themselves() {
         );
         let local: Vec<String> = ["scoped_a", "scoped_dep_a", "scoped_b", "scoped_dep_b"]
             .iter()
-            .map(|l| {
-                format!(
-                    "{}: 1 image (RTLD_LOCAL)",
-                    fixtures_dir().join(format!("deps/lib{l}.so")).display()
-                )
-            })
+            .map(|l| format!("deps/lib{l}.so: 1 image (RTLD_LOCAL)"))
             .collect();
-        assert_eq!(run.events("discover")[1..], local, "{}", run.say());
+        let local: Vec<&str> = local.iter().map(String::as_str).collect();
+        assert_eq!(run.events("discover")[1..], discovered(&local), "{}", run.say());
         let mut builds = run.build(
             "kernel_a",
             &["libscoped_a.so image 0", "libscoped_dep_a.so image 0"],

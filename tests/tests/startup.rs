@@ -8,13 +8,7 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use sycl_tests::{fixtures, output, stderr, stdout};
-
-/// Both CPU devices: selector, platform, and whether the driver links the program (Intel's
-/// CPU runtime compiles the image and links it with `clLinkProgram`; for PoCL 3.1 the runtime
-/// links and gives PoCL one SPIR program).
-const DEVICES: [(&str, &str, bool); 2] =
-    [("intel", "Intel(R) OpenCL", true), ("pocl", "Portable Computing Language", false)];
+use sycl_tests::{device_name, fixtures, fixtures_dir, output, stderr, stdout, Device, DEVICES};
 
 /// The timings the programs print, in order, each in microseconds with one decimal:
 /// `exec_to_main_us` first, where the spawner gave its clock reading.
@@ -71,24 +65,22 @@ fn run(program: &str, device: &str, cache: &Path, spawned: bool, images: usize) 
     trace
 }
 
-/// The trace of a run on `device` (platform `platform`) of `program`, whose `k0` lies in
-/// image 0: two discoveries (the program's own, from scratch, then the runtime's), the
-/// device, then the build of `k0` from the one image (stored in the cache: `persist-store
-/// KEY`) or the cache's program (`persist-hit`). Returns the stored entry's key, if any.
+/// The trace of a run on `device` of `program`, whose `k0` lies in image 0: two discoveries
+/// (the program's own, from scratch, then the runtime's), the device, then the build of `k0`
+/// from the one image ([`Device::build_events`], stored in the cache: `persist-store KEY`) or
+/// the cache's program (`persist-hit`). Returns the stored entry's key, if any.
 fn check_trace(
     trace: &str,
     program: &str,
-    (device, platform, driver_links): (&str, &str, bool),
+    device: Device,
     images: usize,
     cold: bool,
 ) -> Option<String> {
-    let what = format!("{program} on {device}");
+    let what = format!("{program} on {}", device.selector);
     let lines: Vec<&str> = trace.lines().collect();
-    let name = lines
-        .get(2)
-        .and_then(|l| l.strip_prefix(&format!("sycl: device {platform} / ")))
-        .unwrap_or_else(|| panic!("{what}: the third line opens the device:\n{trace}"));
-    let path = std::fs::canonicalize(fixtures().join(program)).unwrap();
+    let name = device_name(trace, device);
+    let platform = device.platform;
+    let path = fixtures_dir().join(program);
     let discovered = format!(
         "sycl: discover {}: {images} image{}",
         path.display(),
@@ -98,14 +90,9 @@ fn check_trace(
         vec![discovered.clone(), discovered, format!("sycl: device {platform} / {name}")];
     let mut key = None;
     if cold {
-        if driver_links {
-            want.push(format!("sycl: compile {program} image 0 on {name}"));
-            want.push(format!("sycl: link k0 on {name}: {program} image 0"));
-        } else {
-            want.push(format!(
-                "sycl: link k0 on {name} (linked by the runtime, translated to SPIR): {program} image 0"
-            ));
-        }
+        let image = format!("{program} image 0");
+        let build = device.build_events(name, "k0", &[&image], &image);
+        want.extend(build.iter().map(|event| format!("sycl: {event}")));
         // `persist-store KEY (N bytes)`, KEY 64 hexadecimal digits.
         let stored = lines.last().and_then(|l| l.strip_prefix("sycl: persist-store "));
         let stored = stored.and_then(|s| s.split_once(" ("));
@@ -133,12 +120,12 @@ fn start_up(program: &str, images: usize) {
     for device in DEVICES {
         let dir = tempfile::tempdir().unwrap();
         let cache = dir.path().join("cache");
-        let trace = run(program, device.0, &cache, true, images);
+        let trace = run(program, device.selector, &cache, true, images);
         let key = check_trace(&trace, program, device, images, true).unwrap();
         let entries: Vec<_> =
             std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(entries, [format!("{key}.bin").as_str()], "{program} on {}", device.0);
-        let trace = run(program, device.0, &cache, false, images);
+        assert_eq!(entries, [format!("{key}.bin").as_str()], "{program} on {}", device.selector);
+        let trace = run(program, device.selector, &cache, false, images);
         check_trace(&trace, program, device, images, false);
     }
 }

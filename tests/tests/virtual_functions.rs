@@ -1,13 +1,11 @@
 //! Virtual-function sets: outlined set images, dummies, linking by device
 //! capability, a set from a shared library, a missing set, objects that survive a rebuild.
 
-use sycl_tests::{run_fixture_args, run_fixture_with, stderr, stdout};
+use sycl_tests::{events, Device, Run, DEVICES};
 
 #[test]
 fn the_design_examples_run_on_intel_with_the_real_sets() {
-    let out = run_fixture_with("vfunc-app", &[("SYCL_DEVICE", "intel")]);
-    let (o, trace) = (stdout(&out), stderr(&out));
-    assert!(out.status.success(), "{o}{trace}");
+    let Run { out: o, trace, .. } = Run::new(Device::INTEL, "vfunc-app", &[], &[]);
     let lines: Vec<&str> = o.lines().collect();
     assert_eq!(
         &lines[..6],
@@ -34,23 +32,15 @@ fn the_design_examples_run_on_intel_with_the_real_sets() {
         "a set from a shared library: {trace}"
     );
     // Constructing and calling kernels share one program, so objects stay valid between them.
-    assert_eq!(
-        trace.lines().filter(|l| l.starts_with("sycl: link ")).count(),
-        2,
-        "one program, plus its rebuild: {trace}"
-    );
-    assert_eq!(
-        trace.lines().filter(|l| l.starts_with("sycl: cache-hit use_")).count(),
-        3,
-        "{trace}"
-    );
+    assert_eq!(events(&trace, "link").len(), 2, "one program, plus its rebuild: {trace}");
+    let hits = events(&trace, "cache-hit");
+    assert_eq!(hits.iter().filter(|l| l.starts_with("use_")).count(), 3, "{trace}");
 }
 
 #[test]
 fn the_design_examples_run_on_pocl_with_the_dummy_where_fp16_is_missing() {
-    let out = run_fixture_with("vfunc-app", &[("SYCL_DEVICE", "pocl")]);
-    let (o, trace) = (stdout(&out), stderr(&out));
-    assert!(out.status.success(), "no process crash: {o}{trace}");
+    // No process crash.
+    let Run { out: o, trace, .. } = Run::new(Device::POCL, "vfunc-app", &[], &[]);
     // PoCL has no fp16: the program links fp16_set's dummy, and the kernel that calls into the
     // set is refused; every other call goes through the method tables, lowered to switches.
     assert!(trace.contains("sycl: resolve virtual functions fp16_set -> vfunc-app image 7 (dummy) (for kernel construct)"), "{trace}");
@@ -86,38 +76,39 @@ fn kernels_from_bundles_link_the_sets_as_launches_do_on_both_devices() {
     // Each kernel from a bundle built for it alone: the same walk as a launch, so the same
     // results; `construct` only refers to the method tables (no indirect call), and its
     // bundle still links every set they hold.
-    for (device, fp16_set) in
-        [("intel", "vfunc-app image 6"), ("pocl", "vfunc-app image 7 (dummy)")]
-    {
-        let plain = run_fixture_with("vfunc-app", &[("SYCL_DEVICE", device)]);
-        let bundled = run_fixture_args("vfunc-app", &["bundle"], &[("SYCL_DEVICE", device)]);
-        let (o, trace) = (stdout(&bundled), stderr(&bundled));
-        assert!(bundled.status.success(), "no process crash on {device}: {o}{trace}");
+    for device in DEVICES {
+        // fp16_set's own image where the device has fp16, its dummy where not (PoCL).
+        let fp16_set = if device.fp16 { "vfunc-app image 6" } else { "vfunc-app image 7 (dummy)" };
+        let plain = Run::new(device, "vfunc-app", &[], &[]);
+        // No process crash.
+        let Run { out: o, trace, .. } = Run::new(device, "vfunc-app", &["bundle"], &[]);
+        let on = device.selector;
         // Every line as the launches print it, but the missing set's, which names the image
         // whose bundle asked for it.
         let lines = |out: &str| -> Vec<String> {
             out.lines().filter(|l| !l.starts_with("use_missing: ")).map(str::to_string).collect()
         };
-        assert_eq!(lines(&o), lines(&stdout(&plain)), "on {device}: {trace}");
+        assert_eq!(lines(&o), lines(&plain.out), "on {on}: {trace}");
+        // use_bar calls into fp16_set: refused where the device has no fp16.
         let ran = o.lines().filter(|l| l.ends_with(']')).count();
-        assert_eq!(ran, if device == "intel" { 6 } else { 5 }, "on {device}: {o}");
+        assert_eq!(ran, if device.fp16 { 6 } else { 5 }, "on {on}: {o}");
         let first_link = trace.lines().find(|l| l.starts_with("sycl: link (bundle) on ")).unwrap();
         for set_image in
             ["vfunc-app image 5", fp16_set.trim_end_matches(" (dummy)"), "libvfunc_lib.so image 0"]
         {
-            assert!(first_link.contains(set_image), "{device}: {set_image} in {first_link}");
+            assert!(first_link.contains(set_image), "{on}: {set_image} in {first_link}");
         }
         assert!(
             trace.contains(&format!(
                 "sycl: resolve virtual functions fp16_set -> {fp16_set} (for a kernel bundle)"
             )),
-            "{device}: {trace}"
+            "{on}: {trace}"
         );
         assert!(
             o.lines().last().unwrap().starts_with(
                 "use_missing: no image provides virtual-function set `nobody_provides_this`, which kernel `(bundle of vfunc-app image"
             ),
-            "{device}: {o}"
+            "{on}: {o}"
         );
     }
 }
