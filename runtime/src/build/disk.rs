@@ -24,6 +24,7 @@ use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
+use super::CODE_IDENTITY;
 use crate::trace::trace;
 
 /// Environment variable that turns the persistent cache off (`1`).
@@ -48,11 +49,18 @@ pub(crate) struct DiskCache {
     stored: std::sync::Mutex<Option<u64>>,
 }
 
-/// Builds a key from length-prefixed parts.
-#[derive(Default)]
+/// Builds a key from length-prefixed parts, starting with what every entry's key holds: this
+/// runtime's version and [`CODE_IDENTITY`], the digest of the sources that shape a program, so
+/// that no entry made by other code is ever read.
 pub(crate) struct KeyBuilder(Sha256);
 
 impl KeyBuilder {
+    pub(crate) fn new() -> Self {
+        let mut key = KeyBuilder(Sha256::new());
+        key.part(env!("CARGO_PKG_VERSION").as_bytes()).part(CODE_IDENTITY.as_bytes());
+        key
+    }
+
     pub(crate) fn part(&mut self, bytes: &[u8]) -> &mut Self {
         self.0.update((bytes.len() as u64).to_le_bytes());
         self.0.update(bytes);
@@ -305,9 +313,19 @@ mod tests {
     }
 
     fn key(n: u8) -> String {
-        let mut k = KeyBuilder::default();
+        let mut k = KeyBuilder::new();
         k.part(&[n]);
         k.finish()
+    }
+
+    #[test]
+    fn every_key_starts_with_the_runtimes_version_and_code_identity() {
+        let mut expected = Sha256::new();
+        for part in [env!("CARGO_PKG_VERSION"), CODE_IDENTITY] {
+            expected.update((part.len() as u64).to_le_bytes());
+            expected.update(part);
+        }
+        assert_eq!(KeyBuilder::new().finish(), hex(&expected.finalize()));
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! to try after a driver refused device code.
 
 #[cfg(test)]
-mod code_identity_test;
+mod code_identity;
 pub(crate) mod disk;
 mod hint;
 mod options;
@@ -44,7 +44,7 @@ use spir::{link_to_spir, rewrite_for_device};
 
 /// A digest of the sources that shape a program besides its images (this crate's, and
 /// `sycl-spirv`'s and `sycl-format`'s when built from one checkout), made by the build script
-/// (`runtime/code_identity.rs`): a persistent cache entry made by other code is never reused.
+/// (`code_identity.rs`): a persistent cache entry made by other code is never reused.
 pub(crate) const CODE_IDENTITY: &str = env!("SYCL_RUNTIME_CODE_IDENTITY");
 
 /// Per-device state: the opened device and the caches built on it.
@@ -506,16 +506,15 @@ impl DeviceState {
         }
     }
 
-    /// SHA-256 over the sorted bytes of the program's images, the image form, the device and
-    /// driver, the options, and this runtime's version and [`CODE_IDENTITY`].
+    /// SHA-256 over this runtime's version and [`CODE_IDENTITY`] (every key starts with them,
+    /// see [`KeyBuilder`]), the device and driver, the options, the image form and the sorted
+    /// bytes of the program's images.
     fn disk_key(&self, registry: &Registry, plan: &Plan, options: &Options) -> String {
         let mut images: Vec<&[u8]> =
             plan.images().iter().map(|&id| registry.image(id).data.as_slice()).collect();
         images.sort();
-        let mut key = KeyBuilder::default();
-        key.part(env!("CARGO_PKG_VERSION").as_bytes())
-            .part(CODE_IDENTITY.as_bytes())
-            .part(self.identity.as_bytes())
+        let mut key = KeyBuilder::new();
+        key.part(self.identity.as_bytes())
             .part(options.flags.as_bytes())
             .part(format!("{:?}/{}", plan.target().format(), plan.target()).as_bytes());
         for (name, value) in &options.spec.0 {
