@@ -1475,6 +1475,11 @@ impl Memory {
             owned: false,
         }
     }
+
+    /// Frees the memory after the work `uses` stands for (see `backend::Memory::free_after`).
+    pub(crate) fn free_after(&self, uses: Vec<Event>) {
+        drop(uses);
+    }
 }
 
 impl Drop for Memory {

@@ -205,12 +205,13 @@ impl Event {
         }
     }
 
-    /// Gives up an event that other commands wait for (a barrier's, a marker's) once its
-    /// command completed, not before (see `opencl::Event::release_when_complete`).
-    pub(crate) fn release_when_complete(self) {
+    /// Submits the event's queue to the device (OpenCL's `clFlush`; the CUDA driver submits
+    /// at once), so that its command will complete: before the event is waited for by another
+    /// queue, awaited, or waited for by the host. A user event has no queue: nothing to do.
+    pub(crate) fn flush(&self) -> Result<(), Error> {
         match self {
-            Event::OpenCl(e) => e.release_when_complete(),
-            Event::Cuda(e) => drop(e),
+            Event::OpenCl(e) => e.flush(),
+            Event::Cuda(_) => Ok(()),
         }
     }
 }
@@ -270,6 +271,26 @@ pub(crate) enum Memory {
 }
 
 impl Memory {
+    /// Frees the memory, when its last owner drops it, only after the commands `uses` stand
+    /// for (on any queue of the device), without the host waiting for them. OpenCL does so by
+    /// itself (a memory object goes once no queued command uses it); CUDA's `cuMemFree`
+    /// would stall the whole device, so the CUDA memory keeps the events and frees in order
+    /// with them.
+    #[cfg_attr(not(feature = "cuda"), allow(unreachable_code))]
+    pub(crate) fn free_after(&self, uses: Vec<Event>) {
+        match self {
+            Memory::OpenCl(_) => drop(uses),
+            Memory::Cuda(m) => m.free_after(
+                uses.into_iter()
+                    .filter_map(|e| match e {
+                        Event::Cuda(e) => Some(e),
+                        Event::OpenCl(_) => None,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
     /// `size` bytes of `whole` from `offset` as memory of their own, for a kernel argument: an
     /// OpenCL sub-buffer, or on CUDA the address plus the offset. Keeps `whole` alive. The
     /// range lies within `whole` (callers check).
@@ -599,26 +620,6 @@ impl Queue {
         match self {
             Queue::OpenCl(q) => q.flush(),
             Queue::Cuda(s) => s.flush(),
-        }
-    }
-
-    /// Copies `out.len()` bytes of `mem` from `offset` into `out` after everything enqueued
-    /// before; returns when they are there. The range lies within `mem` (callers check).
-    pub(crate) fn read(&self, mem: &Memory, offset: usize, out: &mut [u8]) -> Result<(), Error> {
-        match (self, mem) {
-            (Queue::OpenCl(q), Memory::OpenCl(m)) => q.read(m, offset, out),
-            (Queue::Cuda(s), Memory::Cuda(m)) => s.read(m, offset, out),
-            _ => Err(Error::InvalidArgument("a buffer of another device's backend".into())),
-        }
-    }
-
-    /// Copies `data` into `mem` at `offset` after everything enqueued before; returns when
-    /// `data` may go. The range lies within `mem` (callers check).
-    pub(crate) fn write(&self, mem: &Memory, offset: usize, data: &[u8]) -> Result<(), Error> {
-        match (self, mem) {
-            (Queue::OpenCl(q), Memory::OpenCl(m)) => q.write(m, offset, data),
-            (Queue::Cuda(s), Memory::Cuda(m)) => s.write(m, offset, data),
-            _ => Err(Error::InvalidArgument("a buffer of another device's backend".into())),
         }
     }
 

@@ -284,6 +284,19 @@ impl Event {
         Ok(Some(times))
     }
 
+    /// Submits the event's command queue to the device (`clFlush`); nothing for a user
+    /// event, which has none.
+    pub(crate) fn flush(&self) -> Result<(), Error> {
+        let queue: cl_command_queue = info_ptr(
+            cl3::event::get_event_info(self.0, cl3::event::CL_EVENT_COMMAND_QUEUE),
+            "clGetEventInfo",
+        )?;
+        if queue.is_null() {
+            return Ok(());
+        }
+        cl3::command_queue::flush(queue).map_err(cl_err("clFlush"))
+    }
+
     /// Gives up this reference once the command completed, not before. PoCL 3.1 aborts the
     /// process ("PTHREAD ERROR in pocl_update_event_failed()") when a failure reaches a
     /// barrier or marker the program released while it was pending, so the runtime's own
@@ -384,50 +397,6 @@ impl Queue {
     /// Submits what was enqueued to the device without waiting for it.
     pub(crate) fn flush(&self) -> Result<(), Error> {
         cl3::command_queue::flush(self.0).map_err(cl_err("clFlush"))
-    }
-
-    /// Copies `out.len()` bytes of `mem` from `offset` into `out`, after everything enqueued
-    /// before; returns when they are there.
-    pub(crate) fn read(&self, mem: &Mem, offset: usize, out: &mut [u8]) -> Result<(), Error> {
-        // SAFETY: a blocking read of `out.len()` bytes into `out`; the caller checked that
-        // `offset + out.len()` lies within the buffer.
-        let event = unsafe {
-            cl3::command_queue::enqueue_read_buffer(
-                self.0,
-                mem.0,
-                CL_BLOCKING,
-                offset,
-                out.len(),
-                out.as_mut_ptr().cast(),
-                0,
-                ptr::null(),
-            )
-        }
-        .map_err(cl_err("clEnqueueReadBuffer"))?;
-        drop(Event(event));
-        Ok(())
-    }
-
-    /// Copies `data` into `mem` at `offset`, after everything enqueued before; returns when
-    /// `data` may go.
-    pub(crate) fn write(&self, mem: &Mem, offset: usize, data: &[u8]) -> Result<(), Error> {
-        // SAFETY: a blocking write of `data.len()` bytes from `data`; the caller checked that
-        // `offset + data.len()` lies within the buffer.
-        let event = unsafe {
-            cl3::command_queue::enqueue_write_buffer(
-                self.0,
-                mem.0,
-                CL_BLOCKING,
-                offset,
-                data.len(),
-                data.as_ptr().cast(),
-                0,
-                ptr::null(),
-            )
-        }
-        .map_err(cl_err("clEnqueueWriteBuffer"))?;
-        drop(Event(event));
-        Ok(())
     }
 
     /// Copies `out.len()` bytes of `mem` from `offset` into `out`, after everything enqueued
@@ -1168,10 +1137,12 @@ impl Queue {
         context: cl_context,
         device: DeviceId,
     ) -> Result<Queue, Error> {
-        let adopted = Queue(queue);
-        // SAFETY: a live queue (the caller's promise); released once, when `adopted` drops.
+        // SAFETY: a live queue (the caller's promise). Retained before it is wrapped: a
+        // failed retain must not release the caller's reference when the wrapper drops.
         unsafe { cl3::command_queue::retain_command_queue(queue) }
             .map_err(cl_err("clRetainCommandQueue"))?;
+        // Released once, when `adopted` drops.
+        let adopted = Queue(queue);
         match adopted.native()? {
             NativeQueue::OpenCl { context: c, device: d, .. } if c == context && d == device.0 => Ok(adopted),
             _ => Err(Error::InvalidArgument(

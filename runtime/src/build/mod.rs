@@ -84,6 +84,9 @@ pub(crate) struct Signature {
     /// launch whose arguments have the same keys passes without the check, which parses type
     /// names (a launch in a loop reads no string).
     pub accepted: Option<Vec<ArgKey>>,
+    /// The parameters the kernel only reads through, as bits by index (`launch::kernel`'s
+    /// `reads_only`): what the automatic ordering of a launch's buffers reads.
+    pub reads: u64,
 }
 
 /// What the argument check reads of one argument: its kind (a number the launch code gives

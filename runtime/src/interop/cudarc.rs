@@ -189,6 +189,7 @@ impl Queue {
         }
         impl<T, S: DevicePtrMut<T>> Drop for Lent<'_, T, S> {
             fn drop(&mut self) {
+                LENT.with(|lent| lent.set(None));
                 if self.other {
                     wait_for_stream(self.slice.stream(), self.queue.cu_stream() as usize);
                 }
@@ -197,6 +198,7 @@ impl Queue {
         }
         // Ordered on the way out, a panic of `launches` included.
         let lent = Lent::<T, S> { slice, queue: &stream, other, _t: PhantomData };
+        LENT.with(|lent_to| lent_to.set(Some((&*lent.slice as *const S as usize, raw as usize))));
         Ok(launches(&*lent.slice))
     }
 
@@ -285,14 +287,25 @@ impl TryFrom<&Arc<CudaStream>> for Queue {
     }
 }
 
+thread_local! {
+    /// The slice [`Queue::with_tracking`] lends on this thread, by address, with the stream
+    /// of the queue it is lent to: a launch there may take it.
+    static LENT: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
+}
+
 /// cudarc memory as a kernel argument: its device pointer, in its context, after the slice's
-/// stream waits for the slice's last write (cudarc's tracking, as `device_ptr` does).
+/// stream waits for the slice's last write (cudarc's tracking, as `device_ptr` does). A launch
+/// takes it on the slice's own stream only (cudarc records the slice's uses there), or on the
+/// queue [`Queue::with_tracking`] lends it to.
 fn slice_arg<'a, T: Pod, S: DevicePtr<T>>(of: &'a S) -> ArgValue<'a> {
+    let lent = LENT.with(|lent| lent.get()).filter(|(at, _)| *at == of as *const S as usize);
     let stream = of.stream();
     let (ptr, record) = of.device_ptr(stream);
     // Recording the read now would cover nothing of the kernel (see the module's docs).
     std::mem::forget(record);
-    ArgValue::native::<T, S>(of, NativeBuffer::Cuda(ptr), stream.context().cu_ctx() as usize)
+    let context = stream.context().cu_ctx() as usize;
+    let on = lent.map_or(stream.cu_stream() as usize, |(_, to)| to);
+    ArgValue::native::<T, S>(of, NativeBuffer::Cuda(ptr), context, on)
 }
 
 /// cudarc memory given to [`Launch::cudarc_arg`]: a kernel argument in every configuration

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use super::event::Event;
+use super::order::Access;
 use super::queue::{byte_size, Buffer, Pod, Queue};
 use crate::backend;
 use crate::Error;
@@ -317,14 +318,19 @@ impl<T: Pod> Buffer<T> {
         }
         let (offset, size) = bytes_of::<T>(&range);
         let out = host.memory.as_ptr();
-        let queue = &self.queue().inner.queue;
         let event = host.pending.start(INTO_HOST, || {
-            // SAFETY: `out` holds `host.len` values, at least the `size` bytes read (checked
-            // above), and the range lies within the buffer. The memory stays allocated and
-            // untouched until the copy completed: the `Transfer` returned borrows `host`
-            // exclusively and waits before it goes; forgotten, its event stays in `host`'s
-            // pending copies, for which every later access and the drop of `host` wait.
-            unsafe { queue.read_async(&self.mem, offset, out, size) }
+            self.ordered(Access::Read, |queue, waits| {
+                if !waits.is_empty() {
+                    queue.wait_for(waits)?;
+                }
+                // SAFETY: `out` holds `host.len` values, at least the `size` bytes read
+                // (checked above), and the range lies within the buffer. The memory stays
+                // allocated and untouched until the copy completed: the `Transfer` returned
+                // borrows `host` exclusively and waits before it goes; forgotten, its event
+                // stays in `host`'s pending copies, for which every later access and the drop
+                // of `host` wait.
+                unsafe { queue.read_async(self.mem(), offset, out, size) }
+            })
         })?;
         Ok(Transfer {
             event: Event::new(event, self.queue().state()),
@@ -360,14 +366,19 @@ impl<T: Pod> Buffer<T> {
         self.check_range("writing", &range, host.len)?;
         let (offset, size) = bytes_of::<T>(&range);
         let data = host.memory.as_ptr().cast_const();
-        let queue = &self.queue().inner.queue;
         let event = host.pending.start(FROM_HOST, || {
-            // SAFETY: `data` holds `host.len` values, the `size` bytes written, and the range
-            // lies within the buffer (checked above). The memory stays allocated and unchanged
-            // until the copy completed: the `Transfer` returned borrows `host` (so nothing can
-            // write it) and waits before it goes; forgotten, its event stays in `host`'s
-            // pending copies, for which writing to `host` and its drop wait.
-            unsafe { queue.write_async(&self.mem, offset, data, size) }
+            self.ordered(Access::Write, |queue, waits| {
+                if !waits.is_empty() {
+                    queue.wait_for(waits)?;
+                }
+                // SAFETY: `data` holds `host.len` values, the `size` bytes written, and the
+                // range lies within the buffer (checked above). The memory stays allocated and
+                // unchanged until the copy completed: the `Transfer` returned borrows `host`
+                // (so nothing can write it) and waits before it goes; forgotten, its event
+                // stays in `host`'s pending copies, for which writing to `host` and its drop
+                // wait.
+                unsafe { queue.write_async(self.mem(), offset, data, size) }
+            })
         })?;
         Ok(Transfer {
             event: Event::new(event, self.queue().state()),
@@ -377,15 +388,15 @@ impl<T: Pod> Buffer<T> {
     }
 
     /// The buffer's values in host memory, to read, after everything submitted to its queue
-    /// before, until the guard goes: where the device shares the host's memory (the CPU
-    /// devices, through OpenCL's `clEnqueueMapBuffer`) they are the buffer's own, with no
-    /// copy; on CUDA a copy.
+    /// before and every command of another queue that writes it, until the guard goes: where
+    /// the device shares the host's memory (the CPU devices, through OpenCL's
+    /// `clEnqueueMapBuffer`) they are the buffer's own, with no copy; on CUDA a copy.
     ///
     /// The buffer is borrowed exclusively, so that no launch, copy or other map can name it
     /// while the guard lives (OpenCL leaves undefined a command on a mapped buffer, and on a
-    /// CPU device the host would see a kernel write what it holds as `&[T]`). Work that other
-    /// queues were given before, and that writes the buffer, must be waited for first, as for
-    /// [`Buffer::read`].
+    /// CPU device the host would see a kernel write what it holds as `&[T]`). A guard that is
+    /// forgotten (`std::mem::forget`) leaves the map in place: the next command on the buffer,
+    /// or its drop, ends it.
     ///
     /// ```compile_fail,E0502
     /// # fn f(q: &sycl_runtime::Queue, mut data: sycl_runtime::Buffer<i32>) -> Result<(), sycl_runtime::Error> {
@@ -399,31 +410,38 @@ impl<T: Pod> Buffer<T> {
     /// (`fixtures/misuse/examples/launch_while_mapped.rs` is this mistake with a generated
     /// launcher; `tests/tests/compile_fail.rs` checks its error, which rustdoc does not.)
     pub fn map(&mut self) -> Result<Mapped<'_, T>, Error> {
-        let mapping = self.map_with(false)?;
-        Ok(Mapped { buffer: self, mapping: Some(mapping) })
+        let at = self.map_with(false)?;
+        Ok(Mapped { buffer: self, at: Some(at) })
     }
 
-    /// [`Buffer::map`] to read and write: when the guard goes ([`MappedMut::unmap`], or its
-    /// drop), the buffer holds what the host wrote (on CUDA, the copy is written back).
+    /// [`Buffer::map`] to read and write, after every command of another queue that uses the
+    /// buffer: when the guard goes ([`MappedMut::unmap`], or its drop), the buffer holds what
+    /// the host wrote (on CUDA, the copy is written back).
     pub fn map_mut(&mut self) -> Result<MappedMut<'_, T>, Error> {
-        let mapping = self.map_with(true)?;
-        Ok(MappedMut { buffer: self, mapping: Some(mapping) })
+        let at = self.map_with(true)?;
+        Ok(MappedMut { buffer: self, at: Some(at) })
     }
 
-    fn map_with(&self, write: bool) -> Result<backend::Mapping, Error> {
+    /// Maps the buffer, kept in its uses until [`Buffer::end_map`]; where it starts.
+    fn map_with(&self, write: bool) -> Result<MapAt, Error> {
+        // Ends a map a forgotten guard left, and orders the map after other queues' commands.
+        self.settle(if write { Access::Write } else { Access::Read })?;
         let queue = &self.queue().inner.queue;
-        let mapping = queue.map(&self.mem, byte_size::<T>(self.len())?, write)?;
-        if let Err(e) = check_aligned::<T>(mapping.as_ptr(), "a buffer's map") {
-            queue.unmap(&self.mem, mapping)?;
+        let mapping = queue.map(self.mem(), byte_size::<T>(self.len())?, write)?;
+        let at = mapping.as_ptr();
+        if let Err(e) = check_aligned::<T>(at, "a buffer's map") {
+            queue.unmap(self.mem(), mapping)?;
             return Err(e);
         }
-        Ok(mapping)
+        self.uses.lock().map = Some(mapping);
+        Ok(MapAt(at))
     }
 
-    /// Ends `mapping`, a map of this buffer, once.
-    fn end_map(&self, mapping: &mut Option<backend::Mapping>) -> Result<(), Error> {
-        match mapping.take() {
-            Some(mapping) => self.queue().inner.queue.unmap(&self.mem, mapping),
+    /// Ends the buffer's map, once.
+    fn end_map(&self) -> Result<(), Error> {
+        let mapping = self.uses.lock().map.take();
+        match mapping {
+            Some(mapping) => self.queue().inner.queue.unmap(self.mem(), mapping),
             None => Ok(()),
         }
     }
@@ -436,18 +454,29 @@ fn bytes_of<T>(range: &Range<usize>) -> (usize, usize) {
     (range.start * size, range.len() * size)
 }
 
+/// Where a buffer's map starts: plain host memory, which the guard that holds it lends as
+/// `[T]`.
+struct MapAt(*mut u8);
+
+// SAFETY: the mapped memory is plain host memory, usable from any thread; the guards that
+// hold it hand it out under Rust's borrow rules.
+unsafe impl Send for MapAt {}
+// SAFETY: as above.
+unsafe impl Sync for MapAt {}
+
 /// A buffer's values in host memory, to read ([`Buffer::map`]); derefs to `[T]`. Dropping it
 /// ends the map (an error is logged); [`Mapped::unmap`] ends it and gives the error.
 pub struct Mapped<'b, T: Pod> {
     buffer: &'b Buffer<T>,
     /// `None` once unmapped.
-    mapping: Option<backend::Mapping>,
+    at: Option<MapAt>,
 }
 
 impl<T: Pod> Mapped<'_, T> {
     /// Ends the map; the driver's error if that failed.
     pub fn unmap(mut self) -> Result<(), Error> {
-        self.buffer.end_map(&mut self.mapping)
+        self.at = None;
+        self.buffer.end_map()
     }
 }
 
@@ -455,20 +484,23 @@ impl<T: Pod> Deref for Mapped<'_, T> {
     type Target = [T];
 
     fn deref(&self) -> &[T] {
-        let Some(mapping) = &self.mapping else { return &[] };
-        // SAFETY: the mapping holds the buffer's `len` values (`byte_size::<T>(len)` bytes,
-        // at least one mapped, so the pointer is not null), aligned for `T` (checked by
-        // `map_with`), initialised by the driver, until it is unmapped, which takes the guard
-        // by value or `&mut`. The buffer is borrowed exclusively for the guard's life, so no
-        // command on it can be enqueued through it meanwhile.
-        unsafe { std::slice::from_raw_parts(mapping.as_ptr().cast(), self.buffer.len()) }
+        let Some(MapAt(at)) = self.at else { return &[] };
+        // SAFETY: the map holds the buffer's `len` values (`byte_size::<T>(len)` bytes, at
+        // least one mapped, so the pointer is not null), aligned for `T` (checked by
+        // `map_with`), initialised by the driver, until it is ended, which takes the guard by
+        // value or `&mut`, or comes after the guard was forgotten (then no slice of it is
+        // left). The buffer is borrowed exclusively for the guard's life, so no command on it
+        // can be enqueued meanwhile.
+        unsafe { std::slice::from_raw_parts(at.cast(), self.buffer.len()) }
     }
 }
 
 impl<T: Pod> Drop for Mapped<'_, T> {
     fn drop(&mut self) {
-        if let Err(e) = self.buffer.end_map(&mut self.mapping) {
-            log::warn!("unmapping a buffer: {e}");
+        if self.at.take().is_some() {
+            if let Err(e) = self.buffer.end_map() {
+                log::warn!("unmapping a buffer: {e}");
+            }
         }
     }
 }
@@ -479,13 +511,14 @@ impl<T: Pod> Drop for Mapped<'_, T> {
 pub struct MappedMut<'b, T: Pod> {
     buffer: &'b Buffer<T>,
     /// `None` once unmapped.
-    mapping: Option<backend::Mapping>,
+    at: Option<MapAt>,
 }
 
 impl<T: Pod> MappedMut<'_, T> {
     /// Ends the map: the buffer holds what the host wrote; the driver's error if that failed.
     pub fn unmap(mut self) -> Result<(), Error> {
-        self.buffer.end_map(&mut self.mapping)
+        self.at = None;
+        self.buffer.end_map()
     }
 }
 
@@ -493,28 +526,30 @@ impl<T: Pod> Deref for MappedMut<'_, T> {
     type Target = [T];
 
     fn deref(&self) -> &[T] {
-        let Some(mapping) = &self.mapping else { return &[] };
+        let Some(MapAt(at)) = self.at else { return &[] };
         // SAFETY: as for `Mapped`: a map for reading and writing of the buffer's `len`
         // values, aligned, initialised, alive until the guard ends it; the buffer is borrowed
         // exclusively for the guard's life.
-        unsafe { std::slice::from_raw_parts(mapping.as_ptr().cast(), self.buffer.len()) }
+        unsafe { std::slice::from_raw_parts(at.cast(), self.buffer.len()) }
     }
 }
 
 impl<T: Pod> DerefMut for MappedMut<'_, T> {
     fn deref_mut(&mut self) -> &mut [T] {
         let len = self.buffer.len();
-        let Some(mapping) = &self.mapping else { return &mut [] };
+        let Some(MapAt(at)) = self.at else { return &mut [] };
         // SAFETY: as for `deref`; the map was made for writing, and the exclusive borrow of
         // the guard makes the slice the mapped memory's only user while it lives.
-        unsafe { std::slice::from_raw_parts_mut(mapping.as_ptr().cast(), len) }
+        unsafe { std::slice::from_raw_parts_mut(at.cast(), len) }
     }
 }
 
 impl<T: Pod> Drop for MappedMut<'_, T> {
     fn drop(&mut self) {
-        if let Err(e) = self.buffer.end_map(&mut self.mapping) {
-            log::warn!("unmapping a buffer (what the host wrote may be lost): {e}");
+        if self.at.take().is_some() {
+            if let Err(e) = self.buffer.end_map() {
+                log::warn!("unmapping a buffer (what the host wrote may be lost): {e}");
+            }
         }
     }
 }

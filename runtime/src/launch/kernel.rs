@@ -9,6 +9,7 @@ use sycl_format::{c_types, KernelParam, ParamKind};
 
 use super::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
 use super::event::Event;
+use super::order::{ordered, Access, Accesses, Uses};
 use super::queue::{as_bytes, Buffer, BufferView, LastLaunch, Pod, Queue, KEPT_KERNELS};
 use crate::backend::native::NativeBuffer;
 use crate::backend::{self, Memory, Program};
@@ -78,28 +79,49 @@ pub struct ArgValue<'a>(Arg<'a>);
 type Args<'a> = smallvec::SmallVec<[ArgValue<'a>; 8]>;
 
 enum Arg<'a> {
-    /// A buffer, with the device it lives on and its element type.
-    Mem(&'a Arc<Memory>, &'a Arc<DeviceState>, &'static str),
+    /// A buffer or a view of one: the memory the kernel gets, the device it lives on, its
+    /// element type, and where it lies in its allocation, whose uses it shares.
+    Mem(&'a Arc<Memory>, &'a Arc<DeviceState>, &'static str, Span<'a>),
     /// The value's bytes and its Rust type.
     Bytes(ArgBytes, &'static str),
     /// Bytes of local memory per work-group, and the element type.
     Local(usize, &'static str),
     /// Another library's memory (a cudarc slice, an opencl3 buffer): its driver handle, its
-    /// driver context (told apart by number) and its element type.
-    Native(NativeBuffer, usize, &'static str),
+    /// driver context (told apart by number), its element type, and the stream it belongs
+    /// to (a cudarc slice's, by number; 0: none), on which alone a launch may use it.
+    Native(NativeBuffer, usize, &'static str, usize),
+}
+
+/// Where a buffer argument lies: its allocation's uses, and its bytes there.
+#[derive(Clone, Copy)]
+struct Span<'a> {
+    uses: &'a Uses,
+    start: usize,
+    len: usize,
+}
+
+impl Span<'_> {
+    fn overlaps(&self, other: &Span<'_>) -> bool {
+        std::ptr::eq(self.uses, other.uses)
+            && self.start < other.start + other.len
+            && other.start < self.start + self.len
+    }
 }
 
 impl<'a> ArgValue<'a> {
     /// Another library's memory `of` as a pointer argument: its handle `mem` in the driver
     /// context numbered `context` (as a queue's context is numbered), holding values of `T`.
     /// Borrows `of` until the launch runs.
+    /// `stream` is the number of the one stream the memory may be used on (a cudarc slice's
+    /// own, whose uses cudarc tracks), 0 for any.
     #[cfg_attr(not(any(feature = "cudarc", feature = "opencl3")), allow(dead_code))]
     pub(crate) fn native<T: Pod, O: ?Sized>(
         _of: &'a O,
         mem: NativeBuffer,
         context: usize,
+        stream: usize,
     ) -> ArgValue<'a> {
-        ArgValue(Arg::Native(mem, context, std::any::type_name::<T>()))
+        ArgValue(Arg::Native(mem, context, std::any::type_name::<T>(), stream))
     }
 }
 
@@ -107,16 +129,16 @@ impl Arg<'_> {
     /// What [`check_arguments`] reads of it.
     fn key(&self) -> ArgKey {
         match self {
-            Arg::Mem(.., ty) => ArgKey(0, ty, 0),
+            Arg::Mem(_, _, ty, _) => ArgKey(0, ty, 0),
             Arg::Bytes(bytes, ty) => ArgKey(1, ty, bytes.len()),
             Arg::Local(_, ty) => ArgKey(2, ty, 0),
-            Arg::Native(.., ty) => ArgKey(3, ty, 0),
+            Arg::Native(_, _, ty, _) => ArgKey(3, ty, 0),
         }
     }
 
     fn describe(&self) -> String {
         match self {
-            Arg::Mem(.., ty) | Arg::Native(.., ty) => format!("a buffer of {ty}"),
+            Arg::Mem(_, _, ty, _) | Arg::Native(_, _, ty, _) => format!("a buffer of {ty}"),
             Arg::Bytes(bytes, ty) => format!("{ty} ({} bytes)", bytes.len()),
             Arg::Local(bytes, ty) => format!("local memory of {ty} ({bytes} bytes)"),
         }
@@ -126,14 +148,27 @@ impl Arg<'_> {
 impl<'a, T: Pod> KernelArg<'a> for &'a Buffer<T> {
     fn to_arg(&self) -> ArgValue<'a> {
         let buffer: &'a Buffer<T> = self;
-        ArgValue(Arg::Mem(&buffer.mem, &buffer.queue().inner.device, std::any::type_name::<T>()))
+        let span = Span { uses: &buffer.uses, start: 0, len: buffer.len() * size_of::<T>() };
+        ArgValue(Arg::Mem(
+            buffer.mem(),
+            &buffer.queue().inner.device,
+            std::any::type_name::<T>(),
+            span,
+        ))
     }
 }
 
 impl<'a, T: Pod> KernelArg<'a> for &'a BufferView<'_, T> {
     fn to_arg(&self) -> ArgValue<'a> {
         let view: &'a BufferView<'_, T> = self;
-        ArgValue(Arg::Mem(&view.mem, &view.buffer.queue().inner.device, std::any::type_name::<T>()))
+        let span =
+            Span { uses: &view.buffer.uses, start: view.start, len: view.len() * size_of::<T>() };
+        ArgValue(Arg::Mem(
+            &view.mem,
+            &view.buffer.queue().inner.device,
+            std::any::type_name::<T>(),
+            span,
+        ))
     }
 }
 
@@ -182,13 +217,16 @@ fn foreign_event(kernel: &str, own: &DeviceState, other: &DeviceState) -> Error 
     ))
 }
 
-/// Whether argument `arg` cannot go to a launch on `own`: memory of another device or driver
-/// context, or local memory of no bytes or more than a work-group of the device may have.
+/// Whether argument `arg` cannot go to a launch on `own` (its queue's stream numbered
+/// `stream`): memory of another device, driver context or stream, or local memory of no bytes
+/// or more than a work-group of the device may have.
 #[inline]
-fn refused(arg: &Arg<'_>, own: &Arc<DeviceState>) -> bool {
+fn refused(arg: &Arg<'_>, own: &Arc<DeviceState>, stream: usize) -> bool {
     match arg {
-        Arg::Mem(_, device, _) => !Arc::ptr_eq(device, own),
-        Arg::Native(_, context, _) => *context != own.device.context_key(),
+        Arg::Mem(_, device, ..) => !Arc::ptr_eq(device, own),
+        Arg::Native(_, context, _, of) => {
+            *context != own.device.context_key() || (*of != 0 && *of != stream)
+        }
         Arg::Local(bytes, _) => *bytes == 0 || local_limit(own).is_some_and(|l| *bytes as u64 > l),
         Arg::Bytes(..) => false,
     }
@@ -220,16 +258,23 @@ fn refused_argument(kernel: &str, i: usize, arg: &Arg<'_>, own: &DeviceState) ->
             own.describe(),
             own.info.local_mem_bytes
         ),
-        Arg::Mem(_, device, _) if device.info.handle == own.info.handle => format!(
+        Arg::Mem(_, device, ..) if device.info.handle == own.info.handle => format!(
             "kernel `{kernel}` argument {i}: a buffer made in another driver context of {} than \
              the launch's queue (a queue adopted with Queue::from_native works in the program's \
              context): make the buffer on a queue of the launch's context",
             device.describe()
         ),
-        Arg::Mem(_, device, _) => format!(
+        Arg::Mem(_, device, ..) => format!(
             "kernel `{kernel}` argument {i}: a buffer of {} given to a launch on {}: copy it to a \
              buffer of the launch's device (read, then write)",
             device.describe(),
+            own.describe()
+        ),
+        Arg::Native(_, context, ..) if *context == own.device.context_key() => format!(
+            "kernel `{kernel}` argument {i}: cudarc memory of another stream than the launch's \
+             queue on {}: cudarc orders a slice's uses on its own stream only; launch on a queue \
+             of the slice's stream (Queue::from_cudarc(slice.stream())), or lend the slice to \
+             this queue with Queue::with_tracking",
             own.describe()
         ),
         _ => format!(
@@ -291,7 +336,10 @@ fn check_arguments(
     }
     for (i, (param, ArgValue(arg))) in params.iter().zip(args).enumerate() {
         let wanted = match (param.kind, arg) {
-            (ParamKind::Global | ParamKind::Constant, Arg::Mem(.., ty) | Arg::Native(.., ty))
+            (
+                ParamKind::Global | ParamKind::Constant,
+                Arg::Mem(_, _, ty, _) | Arg::Native(_, _, ty, _),
+            )
             | (ParamKind::Local, Arg::Local(_, ty)) => match pointee_mismatch(param, ty) {
                 None => continue,
                 Some(pointee) => {
@@ -598,31 +646,110 @@ impl Queue {
         Ranges { global, local, offset }: Ranges<'_>,
         after: &[&backend::Event],
     ) -> Result<backend::Event, Error> {
-        let signature = object.signature.get_or_insert_with(|| Signature {
-            params: signature(&self.inner.device, registry, kernel),
-            accepted: None,
+        let own = &self.inner.device;
+        let signature = object.signature.get_or_insert_with(|| {
+            let params = signature(own, registry, kernel);
+            let reads = params.as_deref().map_or(0, reads_only);
+            Signature { params, accepted: None, reads }
         });
-        if let Some(params) = &signature.params {
-            let keys = || args.iter().map(|a| a.0.key());
-            if !signature.accepted.as_ref().is_some_and(|a| a.iter().copied().eq(keys())) {
-                check_arguments(kernel, params, args)?;
-                let accepted = signature.accepted.get_or_insert_default();
-                accepted.clear();
-                accepted.extend(keys());
+        match &signature.params {
+            Some(params) => {
+                let keys = || args.iter().map(|a| a.0.key());
+                if !signature.accepted.as_ref().is_some_and(|a| a.iter().copied().eq(keys())) {
+                    check_arguments(kernel, params, args)?;
+                    let accepted = signature.accepted.get_or_insert_default();
+                    accepted.clear();
+                    accepted.extend(keys());
+                }
+            }
+            // CUDA takes a launch's arguments as bytes it cannot check: without the kernel's
+            // record of its parameters, a wrong argument would be read as whatever it is.
+            None if own.info.backend == crate::Backend::Cuda => {
+                return Err(unrecorded_parameters(kernel, own))
+            }
+            None => {}
+        }
+        let reads = signature.reads;
+        if let Some(i) = args.iter().position(|ArgValue(arg)| refused(arg, own, self.inner.stream))
+        {
+            return Err(refused_argument(kernel, i, &args[i].0, own));
+        }
+        // The buffers it uses, and how: through a parameter the kernel only reads, or not.
+        let mut uses = Accesses::new();
+        for (i, ArgValue(arg)) in args.iter().enumerate() {
+            if let Arg::Mem(.., span) = arg {
+                let reads = i < 64 && reads & (1 << i) != 0;
+                uses.push((span.uses, if reads { Access::Read } else { Access::Write }));
             }
         }
-        let own = &self.inner.device;
-        if let Some(i) = args.iter().position(|ArgValue(arg)| refused(arg, own)) {
-            return Err(refused_argument(kernel, i, &args[i].0, own));
+        if uses.len() > 1 {
+            check_overlaps(kernel, args, &uses)?;
         }
         set_arguments(object, args).map_err(|(i, e)| {
             Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
         })?;
-        self.inner
-            .queue
-            .enqueue(&object.kernel, global, local, offset, after)
-            .map_err(|e| launch_error(kernel, e, &object.kernel, local, own))
+        let queue = &self.inner.queue;
+        ordered(queue, self.inner.id, &mut uses, after, |waits| {
+            queue.enqueue(&object.kernel, global, local, offset, waits)
+        })
+        .map_err(|e| launch_error(kernel, e, &object.kernel, local, own))
     }
+}
+
+/// The parameters a kernel only reads through, as bits by index (parameters from the 64th
+/// on count as written): a `constant` pointer, or a `global` pointer to `const`.
+fn reads_only(params: &[KernelParam]) -> u64 {
+    params
+        .iter()
+        .take(64)
+        .enumerate()
+        .filter(|(_, p)| p.kind == ParamKind::Constant)
+        .fold(0, |bits, (i, _)| bits | 1 << i)
+}
+
+/// That no two buffer arguments of one allocation overlap where the launch writes either
+/// (a buffer and a view of it, two overlapping views): OpenCL leaves such a launch undefined.
+/// The same buffer (or view) twice is one memory object, which OpenCL takes.
+fn check_overlaps(kernel: &str, args: &[ArgValue<'_>], uses: &Accesses<'_>) -> Result<(), Error> {
+    let mems = || {
+        args.iter().enumerate().filter_map(|(i, ArgValue(arg))| match arg {
+            Arg::Mem(mem, .., span) => Some((i, *mem, *span)),
+            _ => None,
+        })
+    };
+    let writes = |span: &Span<'_>| {
+        uses.iter().any(|(u, access)| std::ptr::eq(*u, span.uses) && *access == Access::Write)
+    };
+    for (i, a, span_a) in mems() {
+        for (j, b, span_b) in mems().filter(|(j, ..)| *j > i) {
+            if !Arc::ptr_eq(a, b) && span_a.overlaps(&span_b) && writes(&span_a) {
+                return Err(Error::InvalidArgument(format!(
+                    "kernel `{kernel}` arguments {i} and {j}: a buffer and a view of it (or two \
+                     views) that overlap (bytes {}..{} and {}..{}), in a launch that writes \
+                     them: OpenCL leaves such a launch undefined; pass the buffer once and the \
+                     offsets as values, or views that do not overlap",
+                    span_a.start,
+                    span_a.start + span_a.len,
+                    span_b.start,
+                    span_b.start + span_b.len
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The error of a CUDA launch of a kernel whose images record no parameters; out of the
+/// launch's path.
+#[cold]
+#[inline(never)]
+fn unrecorded_parameters(kernel: &str, own: &DeviceState) -> Error {
+    Error::InvalidArgument(format!(
+        "kernel `{kernel}` on {}: its images carry no record of its parameters (SYCL/kernel \
+         arguments), so its arguments cannot be checked, and CUDA would read each as whatever \
+         it is: relink the binary with this toolkit's sycl-ld, which records them",
+        own.describe()
+    ))
 }
 
 impl Queue {

@@ -1,10 +1,12 @@
-//! What users call: events of asynchronous commands (`event`), queues and buffers (`queue`),
+//! What users call: events of asynchronous commands (`event`), the automatic ordering of the
+//! commands that use a buffer (`order`), queues and buffers (`queue`),
 //! host memory for fast copies, asynchronous copies through it and maps of buffers (`host`),
 //! the devices and what they can do (`device`), kernel bundles and specialization constants
 //! (`bundle`), kernel launches, plain or from a bundle (`kernel`), and what the generated typed
 //! launchers are written against (`typed`). Each imports only those before it.
 
 pub(crate) mod event;
+pub(crate) mod order;
 pub(crate) mod queue;
 pub(crate) mod host;
 pub(crate) mod device;

@@ -6,7 +6,10 @@
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
+use smallvec::smallvec;
+
 use super::event::Event;
+use super::order::{next_queue_id, ordered, Access, Uses};
 use crate::backend::native::{NativeBuffer, NativeQueue};
 use crate::backend::{self, Memory, Program};
 use crate::build::{DeviceState, PooledKernel};
@@ -52,9 +55,15 @@ pub(crate) fn as_bytes<T: Pod>(data: &[T]) -> &[u8] {
 
 /// Some of a [`Buffer`]'s values, as a kernel argument of their own ([`Buffer::slice`]):
 /// the kernel's pointer starts at the view's first value. Borrows the buffer.
+///
+/// A launch orders a view's uses as its buffer's (they share one record of uses). A launch
+/// that writes a buffer or a view may not also take an overlapping view of it (OpenCL leaves
+/// such a launch undefined): [`crate::Launch::run`] refuses it.
 pub struct BufferView<'b, T: Pod> {
     pub(super) mem: Arc<Memory>,
     len: usize,
+    /// Where the view starts in the buffer, in bytes.
+    pub(super) start: usize,
     pub(super) buffer: &'b Buffer<T>,
 }
 
@@ -109,6 +118,11 @@ pub struct Queue {
 }
 
 pub(super) struct QueueInner {
+    /// The queue's number, which tells its uses of a buffer from other queues' (never reused).
+    pub(super) id: u64,
+    /// Its CUDA stream's handle, as a number (0 on OpenCL): a cudarc slice's uses are tracked
+    /// on its own stream alone.
+    pub(super) stream: usize,
     pub(super) device: Arc<DeviceState>,
     pub(super) queue: backend::Queue,
     /// The kernels of the last plain launches (no bundle, no specialization values), ready
@@ -182,8 +196,14 @@ impl Queue {
     }
 
     fn made(device: Arc<DeviceState>, queue: backend::Queue, owner: Option<Owner>) -> Queue {
+        let stream = match queue.native() {
+            Ok(NativeQueue::Cuda { stream, .. }) => stream as usize,
+            _ => 0,
+        };
         Queue {
             inner: Arc::new(QueueInner {
+                id: next_queue_id(),
+                stream,
                 device,
                 queue,
                 last: Mutex::new(Vec::new()),
@@ -262,14 +282,14 @@ impl Queue {
             )));
         }
         let mem = device.device.alloc(bytes)?;
-        Ok(Buffer { mem: Arc::new(mem), len, queue: self.clone(), _t: PhantomData })
+        Ok(Buffer::made(self, mem, len))
     }
 
     /// A buffer of `len` elements, every byte zero (filled on the device).
     pub fn buffer_zeroed<T: Pod>(&self, len: usize) -> Result<Buffer<T>, Error> {
         let buffer = self.buffer::<T>(len)?;
         let bytes = byte_size::<T>(len)?;
-        self.inner.queue.fill(&buffer.mem, &[0], 0, bytes)?.wait()?;
+        buffer.fill_bytes(&[0], bytes)?.wait()?;
         Ok(buffer)
     }
 
@@ -293,6 +313,10 @@ impl Queue {
             )));
         }
         let events: Vec<&backend::Event> = events.iter().map(|e| &e.event).collect();
+        for event in &events {
+            // Submitted, so that this queue's wait can end.
+            event.flush()?;
+        }
         self.inner.queue.wait_for(&events)
     }
 
@@ -302,16 +326,76 @@ impl Queue {
     }
 }
 
-/// Device memory holding `len` values of `T`. `Send + Sync`: reads and writes go through its
-/// queue, in order with the launches given to that queue before them.
+/// Device memory holding `len` values of `T`. `Send + Sync`.
+///
+/// Its reads, writes, copies, fills and maps go through its queue; every command that uses
+/// it, on any queue of its device, is ordered after the earlier commands that conflict with
+/// it (the crate's docs: "Ordering"). Dropped, its memory is freed once no command uses it,
+/// without the host waiting.
 pub struct Buffer<T: Pod> {
-    pub(super) mem: Arc<Memory>,
+    /// The memory and its recent uses.
+    pub(super) uses: Uses,
     len: usize,
     queue: Queue,
     _t: PhantomData<T>,
 }
 
+impl<T: Pod> Drop for Buffer<T> {
+    fn drop(&mut self) {
+        let map = self.uses.lock().map.take();
+        if let Some(mapping) = map {
+            // A guard that was forgotten left the map in place.
+            if let Err(e) = self.queue.inner.queue.unmap(self.mem(), mapping) {
+                log::warn!("unmapping a dropped buffer: {e}");
+            }
+        }
+        #[cfg(feature = "opencl3")]
+        crate::interop::opencl3::disown(self.mem());
+        self.mem().free_after(self.uses.take_all());
+    }
+}
+
 impl<T: Pod> Buffer<T> {
+    /// `mem`, of `len` values, as a buffer of `queue`.
+    fn made(queue: &Queue, mem: Memory, len: usize) -> Buffer<T> {
+        let mem = Arc::new(mem);
+        #[cfg(feature = "opencl3")]
+        crate::interop::opencl3::own(&mem);
+        Buffer { uses: Uses::new(mem), len, queue: queue.clone(), _t: PhantomData }
+    }
+
+    /// The whole allocation.
+    pub(super) fn mem(&self) -> &Arc<Memory> {
+        self.uses.root()
+    }
+
+    /// Enqueues on the buffer's queue a command that uses this buffer as `access`, after the
+    /// conflicting uses on other queues; records it (see `order`). `enqueue` gets the events
+    /// to wait for.
+    pub(super) fn ordered(
+        &self,
+        access: Access,
+        enqueue: impl FnOnce(&backend::Queue, &[&backend::Event]) -> Result<backend::Event, Error>,
+    ) -> Result<backend::Event, Error> {
+        let queue = &self.queue.inner;
+        ordered(&queue.queue, queue.id, &mut smallvec![(&self.uses, access)], &[], |waits| {
+            enqueue(&queue.queue, waits)
+        })
+    }
+
+    /// Makes the buffer's queue wait, on the device, for the commands of other queues that a
+    /// use of the buffer as `access` conflicts with; for a command that no other can overlap
+    /// (one made while the buffer is borrowed exclusively: a map), or that the host waits for
+    /// before anything else can use the buffer.
+    pub(super) fn settle(&self, access: Access) -> Result<(), Error> {
+        self.ordered(access, |queue, waits| {
+            if !waits.is_empty() {
+                queue.wait_for(waits)?;
+            }
+            queue.marker()
+        })
+        .map(drop)
+    }
     /// How many values of `T` it holds.
     pub fn len(&self) -> usize {
         self.len
@@ -320,7 +404,7 @@ impl<T: Pod> Buffer<T> {
     /// The buffer's driver handle: its OpenCL memory object, or its CUDA device pointer.
     /// Valid while the buffer lives.
     pub fn native(&self) -> NativeBuffer {
-        self.mem.native()
+        self.mem().native()
     }
 
     /// A program's device memory as a buffer of `len` values on `queue`'s device: an OpenCL
@@ -339,7 +423,9 @@ impl<T: Pod> Buffer<T> {
         let bytes = byte_size::<T>(len)?;
         // SAFETY: the caller's promise, passed on.
         let mem = unsafe { queue.inner.device.device.adopt_memory(native, bytes)? };
-        Ok(Buffer { mem: Arc::new(mem), len, queue: queue.clone(), _t: PhantomData })
+        #[cfg(feature = "opencl3")]
+        crate::interop::opencl3::check_not_owned(&mem, "Buffer::from_native")?;
+        Ok(Buffer::made(queue, mem, len))
     }
 
     /// Whether it holds none.
@@ -352,7 +438,8 @@ impl<T: Pod> Buffer<T> {
         &self.queue
     }
 
-    /// Copies the buffer to the host, after everything submitted to its queue before.
+    /// Copies the buffer to the host, after everything submitted to its queue before and
+    /// every command of another queue that writes it.
     pub fn read(&self) -> Result<Vec<T>, Error> {
         let mut out = zeroed(self.len);
         self.read_into(&mut out)?;
@@ -360,17 +447,31 @@ impl<T: Pod> Buffer<T> {
     }
 
     /// Copies the buffer into `out`, which holds exactly [`Buffer::len`] values, after
-    /// everything submitted to its queue before; allocates nothing.
+    /// everything submitted to its queue before and every command of another queue that
+    /// writes it; allocates nothing.
     pub fn read_into(&self, out: &mut [T]) -> Result<(), Error> {
         self.read_range(0..self.len, out)
     }
 
     /// Copies the values at `range` into `out`, which holds as many, after everything
-    /// submitted to its queue before; allocates nothing.
+    /// submitted to its queue before and every command of another queue that writes the
+    /// buffer; allocates nothing.
     pub fn read_range(&self, range: std::ops::Range<usize>, out: &mut [T]) -> Result<(), Error> {
         self.check_range("reading", &range, out.len())?;
         let offset = range.start * std::mem::size_of::<T>();
-        self.queue.inner.queue.read(&self.mem, offset, as_bytes_mut(out))
+        let out = as_bytes_mut(out);
+        let (at, size) = (out.as_mut_ptr(), out.len());
+        let copy = self.ordered(Access::Read, |queue, waits| {
+            if !waits.is_empty() {
+                queue.wait_for(waits)?;
+            }
+            // SAFETY: `out` (exclusively borrowed for this call) holds `size` bytes, and the
+            // range lies within the buffer (checked above); the copy is waited for below,
+            // before `out` can go. Enqueued and recorded first, so that a command another
+            // thread gives another queue meanwhile comes after it.
+            unsafe { queue.read_async(self.mem(), offset, at, size) }
+        })?;
+        copy.wait()
     }
 
     /// Overwrites the buffer with `data`, which must have exactly `len` elements.
@@ -386,24 +487,34 @@ impl<T: Pod> Buffer<T> {
     }
 
     /// Overwrites the values from `offset` on with `data`, after everything submitted to the
-    /// buffer's queue before.
+    /// buffer's queue before and every command of another queue that uses the buffer.
     pub fn write_at(&self, offset: usize, data: &[T]) -> Result<(), Error> {
         let end = offset.saturating_add(data.len());
         self.check_range("writing", &(offset..end), data.len())?;
         let bytes = offset * std::mem::size_of::<T>();
-        self.queue.inner.queue.write(&self.mem, bytes, as_bytes(data))
+        let data = as_bytes(data);
+        let copy = self.ordered(Access::Write, |queue, waits| {
+            if !waits.is_empty() {
+                queue.wait_for(waits)?;
+            }
+            // SAFETY: `data` (borrowed for this call) holds the bytes written, within the
+            // buffer (checked above); the copy is waited for below, before `data` can go.
+            unsafe { queue.write_async(self.mem(), bytes, data.as_ptr(), data.len()) }
+        })?;
+        copy.wait()
     }
 
     /// Copies every value of `src`, a buffer of as many on the same device, into this one,
     /// on the device; returns when the copy is done. The copy comes after everything
-    /// submitted to both buffers' queues before.
+    /// submitted to this buffer's queue before and every command of another queue that
+    /// writes `src` or uses this buffer.
     pub fn copy_from(&self, src: &Buffer<T>) -> Result<(), Error> {
         self.copy_from_async(src)?.wait()
     }
 
-    /// [`Buffer::copy_from`] without waiting: the event of the copy's completion. The host
-    /// does not wait, not even for `src`'s queue when it is another: this buffer's queue does
-    /// (`src`'s queue is flushed, so that its work reaches the device).
+    /// [`Buffer::copy_from`] without waiting: the event of the copy's completion, on this
+    /// buffer's queue. The host does not wait, not even for other queues' commands: this
+    /// buffer's queue does.
     pub fn copy_from_async(&self, src: &Buffer<T>) -> Result<Event, Error> {
         if !Arc::ptr_eq(&self.queue.inner.device, &src.queue.inner.device) {
             return Err(Error::InvalidArgument(format!(
@@ -419,28 +530,22 @@ impl<T: Pod> Buffer<T> {
                 src.len, self.len
             )));
         }
-        let queue = &self.queue.inner.queue;
-        let event = if Arc::ptr_eq(&self.mem, &src.mem) {
+        let queue = &self.queue.inner;
+        let event = if Arc::ptr_eq(self.mem(), src.mem()) {
             // A buffer copied onto itself: nothing changes, but the event still comes after
-            // what its queue was given before.
-            queue.marker()?
-        } else {
-            // The source's earlier work, as an event this queue waits for.
-            let before = match Arc::ptr_eq(&self.queue.inner, &src.queue.inner) {
-                true => None,
-                false => {
-                    let marker = src.queue.inner.queue.marker()?;
-                    src.queue.inner.queue.flush()?;
-                    Some(marker)
+            // what its queue was given before, and what other queues write it.
+            self.ordered(Access::Read, |queue, waits| {
+                if !waits.is_empty() {
+                    queue.wait_for(waits)?;
                 }
-            };
+                queue.marker()
+            })?
+        } else {
             let bytes = byte_size::<T>(self.len)?;
-            let after: Vec<&backend::Event> = before.iter().collect();
-            let copy = queue.copy((&src.mem, 0), (&self.mem, 0), bytes, &after);
-            if let Some(marker) = before {
-                marker.release_when_complete();
-            }
-            copy?
+            let mut uses = smallvec![(&src.uses, Access::Read), (&self.uses, Access::Write)];
+            ordered(&queue.queue, queue.id, &mut uses, &[], |waits| {
+                queue.queue.copy((src.mem(), 0), (self.mem(), 0), bytes, waits)
+            })?
         };
         Ok(Event::new(event, self.queue.state()))
     }
@@ -458,9 +563,18 @@ impl<T: Pod> Buffer<T> {
     /// over the rest, each twice as long as the one before.
     pub fn fill_async(&self, value: T) -> Result<Event, Error> {
         let bytes = byte_size::<T>(self.len)?;
-        let pattern = as_bytes(std::slice::from_ref(&value));
-        let event = self.queue.inner.queue.fill(&self.mem, pattern, 0, bytes)?;
+        let event = self.fill_bytes(as_bytes(std::slice::from_ref(&value)), bytes)?;
         Ok(Event::new(event, self.queue.state()))
+    }
+
+    /// Repeats `pattern` over the first `bytes` bytes, ordered as a write.
+    fn fill_bytes(&self, pattern: &[u8], bytes: usize) -> Result<backend::Event, Error> {
+        self.ordered(Access::Write, |queue, waits| {
+            if !waits.is_empty() {
+                queue.wait_for(waits)?;
+            }
+            queue.fill(self.mem(), pattern, 0, bytes)
+        })
     }
 
     /// The values at `range`, as a kernel argument of their own (an OpenCL sub-buffer, a
@@ -492,8 +606,13 @@ impl<T: Pod> Buffer<T> {
                 device.describe(),
             )));
         }
-        let mem = Memory::view(&self.mem, range.start * size, range.len() * size)?;
-        Ok(BufferView { mem: Arc::new(mem), len: range.len(), buffer: self })
+        let mem = Memory::view(self.mem(), range.start * size, range.len() * size)?;
+        Ok(BufferView {
+            mem: Arc::new(mem),
+            len: range.len(),
+            start: range.start * size,
+            buffer: self,
+        })
     }
 
     /// That `range` lies within the buffer and that the host side holds `host` values, as

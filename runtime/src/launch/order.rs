@@ -1,0 +1,176 @@
+//! Automatic ordering per buffer: what makes launches and copies on several queues safe
+//! without the program ordering them by hand.
+//!
+//! Every buffer keeps its [`Uses`]: the event of the last command that wrote it, and of the
+//! last command of each queue that read it since. A command names the buffers it uses and how
+//! ([`Access`]: a launch reads through a `constant` or `global const` pointer parameter and
+//! writes through any other; a copy reads its source and writes its destination; a read to
+//! the host reads, a write or a fill writes). [`ordered`] enqueues it after the last
+//! conflicting use on *other* queues (read after write, write after read, write after write):
+//! the queue waits on the device, the host does not. A queue is in order, so its own earlier
+//! uses need no wait, and a loop of launches on one queue waits for nothing: it takes one
+//! uncontended lock per buffer, and allocates nothing.
+//!
+//! The buffers' locks are held from the check to the record, so two threads that give two
+//! queues conflicting commands order them one way or the other, never not at all; they are
+//! taken in address order, so that no two commands deadlock. Nothing blocks while they are
+//! held: a blocking read is enqueued, recorded, and only then waited for.
+//!
+//! An event of another queue is handed to this queue's driver after that queue is flushed
+//! (`clFlush`): OpenCL need not submit a queue's commands until then, and a command waiting
+//! for one that is never submitted waits forever.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use smallvec::SmallVec;
+
+use crate::backend;
+use crate::Error;
+
+/// How a command uses a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+/// A queue's number: what tells the uses of two queues apart. Never reused, unlike an address.
+pub(crate) fn next_queue_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A buffer's recent uses: the commands a later command may have to wait for. One per
+/// allocation: a view's uses are its buffer's.
+pub(crate) struct Uses {
+    state: Mutex<State>,
+    /// The whole allocation (a map left in place is ended on it).
+    root: Arc<backend::Memory>,
+}
+
+#[derive(Default)]
+pub(crate) struct State {
+    /// The last command that wrote the buffer.
+    write: Option<Use>,
+    /// The commands that read it since the last write, the latest of each queue (a queue
+    /// runs in order, so its latest read comes after its others).
+    reads: SmallVec<[Use; 2]>,
+    /// The buffer's map while a guard ([`crate::Mapped`], [`crate::MappedMut`]) lives: the
+    /// guard ends it when it goes; a guard that was forgotten (`std::mem::forget`) left it
+    /// in place, and the next command on the buffer, or its drop, ends it.
+    pub(crate) map: Option<backend::Mapping>,
+}
+
+struct Use {
+    queue: u64,
+    event: backend::Event,
+}
+
+impl Uses {
+    pub(crate) fn new(root: Arc<backend::Memory>) -> Uses {
+        Uses { state: Mutex::default(), root }
+    }
+
+    /// The whole allocation.
+    pub(crate) fn root(&self) -> &Arc<backend::Memory> {
+        &self.root
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The events of every command that may still use the buffer, for its memory to be freed
+    /// after them; the uses are forgotten.
+    pub(crate) fn take_all(&self) -> Vec<backend::Event> {
+        let mut state = self.lock();
+        let reads = std::mem::take(&mut state.reads);
+        state.write.take().into_iter().chain(reads).map(|u| u.event).collect()
+    }
+}
+
+impl State {
+    /// The events of other queues' uses that a command of `queue` using the buffer as
+    /// `access` must come after.
+    fn conflicts(&self, queue: u64, access: Access) -> impl Iterator<Item = &backend::Event> {
+        let write = self.write.iter();
+        let reads = match access {
+            Access::Read => [].iter(),
+            Access::Write => self.reads.iter(),
+        };
+        write.chain(reads).filter(move |u| u.queue != queue).map(|u| &u.event)
+    }
+
+    /// Records `event` as queue `queue`'s use of the buffer.
+    fn record(&mut self, queue: u64, access: Access, event: &backend::Event) {
+        let now = Use { queue, event: event.clone() };
+        match access {
+            Access::Write => {
+                // Every use it replaces was waited for (another queue's) or comes before it
+                // on its own queue.
+                self.reads.clear();
+                self.write = Some(now);
+            }
+            Access::Read => match self.reads.iter_mut().find(|u| u.queue == queue) {
+                Some(slot) => *slot = now,
+                None => self.reads.push(now),
+            },
+        }
+    }
+}
+
+/// The buffers a command uses, each with how; a launch names up to eight without allocating.
+pub(crate) type Accesses<'a> = SmallVec<[(&'a Uses, Access); 8]>;
+
+/// Enqueues a command on `queue` (numbered `id`) that uses `accesses`, after the commands
+/// `after` stands for and the conflicting uses of those buffers on other queues, and records
+/// its event as their latest use. `enqueue` receives the events to wait for (on the device)
+/// and returns the command's event. A map that a forgotten guard left in place is ended
+/// first, on `queue`.
+pub(crate) fn ordered(
+    queue: &backend::Queue,
+    id: u64,
+    accesses: &mut Accesses<'_>,
+    after: &[&backend::Event],
+    enqueue: impl FnOnce(&[&backend::Event]) -> Result<backend::Event, Error>,
+) -> Result<backend::Event, Error> {
+    // In address order, each buffer once (as a writer when any use writes): one lock each.
+    if accesses.len() > 1 {
+        accesses.sort_unstable_by_key(|(uses, access)| (*uses as *const Uses, *access));
+        accesses.dedup_by(|later, kept| {
+            let same = std::ptr::eq(later.0, kept.0);
+            if same {
+                kept.1 = kept.1.max(later.1);
+            }
+            same
+        });
+    }
+    let mut states: SmallVec<[MutexGuard<'_, State>; 8]> =
+        accesses.iter().map(|(uses, _)| uses.lock()).collect();
+    for (state, (uses, _)) in states.iter_mut().zip(accesses.iter()) {
+        if let Some(mapping) = state.map.take() {
+            queue.unmap(&uses.root, mapping)?;
+        }
+    }
+    let mut waits: SmallVec<[&backend::Event; 8]> = SmallVec::new();
+    waits.extend_from_slice(after);
+    for (state, (_, access)) in states.iter().zip(accesses.iter()) {
+        for event in state.conflicts(id, *access) {
+            // One that ended needs no wait: nor does one that failed, which would fail this
+            // command too (PoCL), leaving the buffer unusable after one failed command.
+            if !matches!(event.is_complete(), Ok(false)) {
+                continue;
+            }
+            // Submitted, so that waiting for it on this queue can end.
+            event.flush()?;
+            waits.push(event);
+        }
+    }
+    let event = enqueue(&waits)?;
+    drop(waits);
+    for (state, (_, access)) in states.iter_mut().zip(accesses.iter()) {
+        state.record(id, *access, &event);
+    }
+    Ok(event)
+}
