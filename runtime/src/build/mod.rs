@@ -137,6 +137,15 @@ struct Caches {
 }
 
 impl DeviceState {
+    /// Whether the driver calls an event's completion callback for a command that ended
+    /// abnormally: PoCL 3.1 calls none (measured: docs/PLATFORMS.md), so the runtime watches
+    /// such events itself (`launch::event`).
+    pub(crate) fn failure_callbacks(&self) -> bool {
+        !self.info.platform.contains("Portable Computing Language")
+    }
+}
+
+impl DeviceState {
     /// The device a backend `found`, opened; `info` is how users see it.
     pub(crate) fn new(found: &DeviceInfo, info: info::DeviceInfo) -> Result<DeviceState, Error> {
         Ok(DeviceState::with(found, info, backend::Device::open(found)?))

@@ -9,10 +9,13 @@
 //! that was forgotten (`std::mem::forget`) is waited for at the host buffer's next access,
 //! since the host buffer keeps the events of the copies that use it.
 
+use std::future::Future;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut, Range};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Poll};
 
 use super::event::Event;
 use super::order::Access;
@@ -201,9 +204,11 @@ fn wait_for(events: &mut Vec<(backend::Event, u8)>, directions: u8) {
 /// shared for one out of it ([`Buffer::write_async`]), so that the compiler refuses to let the
 /// host read memory the device still writes, or write memory the device still reads.
 ///
-/// [`Transfer::wait`] waits and gives the copy's error; dropping a `Transfer` waits too (and
-/// logs an error). Its [`Transfer::event`] orders launches after the copy
-/// ([`crate::Launch::after`]) without the host waiting.
+/// [`Transfer::wait`] waits and gives the copy's error ([`Transfer::wait_timeout`] with a time
+/// limit); a `Transfer` is a [`Future`] too, whose `.await` ends the borrow when the copy
+/// completed; dropping a `Transfer` waits (and logs an error). Its [`Transfer::event`] orders
+/// launches after the copy ([`crate::Launch::after`]) without the host waiting; later
+/// commands on the buffer are ordered after it anyway.
 #[must_use = "dropping a Transfer waits for its copy: keep it while other work runs, then wait"]
 pub struct Transfer<'h> {
     event: Event,
@@ -226,6 +231,12 @@ impl Transfer<'_> {
         self.event.is_complete()
     }
 
+    /// Blocks until the copy completed or `limit` passed, whichever comes first: whether it
+    /// completed, or its error. The host buffer stays borrowed until the `Transfer` goes.
+    pub fn wait_timeout(&self, limit: std::time::Duration) -> Result<bool, Error> {
+        self.event.wait_timeout(limit)
+    }
+
     /// Blocks until the copy completed, and ends the borrow of the host buffer; the copy's
     /// error if it failed.
     pub fn wait(mut self) -> Result<(), Error> {
@@ -246,6 +257,19 @@ impl Drop for Transfer<'_> {
             log::warn!("a copy to or from a host buffer, its transfer dropped, failed: {e}");
         }
         self.pending.forget_completed();
+    }
+}
+
+impl Future for Transfer<'_> {
+    type Output = Result<(), Error>;
+
+    /// Ready once the copy completed (woken as an [`Event`] is), with its error if it failed.
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let Poll::Ready(result) = Pin::new(&mut this.event).poll(cx) else { return Poll::Pending };
+        this.waited = true;
+        this.pending.forget_completed();
+        Poll::Ready(result)
     }
 }
 
