@@ -20,6 +20,19 @@
 //! # Ok::<(), sycl_runtime::Error>(())
 //! ```
 //!
+//! # Ordering
+//!
+//! Commands on one queue run in the order they were given. Across queues, every command that
+//! uses a [`Buffer`] (a launch, a copy, a fill, a read or write, an asynchronous transfer, a
+//! map) is ordered after the earlier commands of other queues that conflict with it: a read
+//! after the last write, a write after the last write and every read since. A launch reads
+//! through a `constant` or `global const` pointer parameter and writes through any other. The
+//! queue waits on the device; the host does not. So a program never waits by hand for
+//! another queue's kernel before reading, mapping or reusing a buffer, and a kernel never sees
+//! a buffer half written by another queue's. [`Launch::after`] and [`Queue::wait_for`] order
+//! what no buffer shows. A buffer may be dropped while commands use it: its memory is freed
+//! after them, without the host waiting.
+//!
 //! Environment: `SYCL_DEVICE` picks the device (`intel`, `pocl`, `cuda`, `cpu`, `pocl:0`: see
 //! [`Queue::with_device`]; [`devices`] lists them, [`Queue::on`] opens one); `SYCL_TRACE=1`
 //! prints one line per event (`sycl: discover …`).

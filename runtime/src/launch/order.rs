@@ -154,7 +154,11 @@ pub(crate) fn ordered(
         }
     }
     let mut waits: SmallVec<[&backend::Event; 8]> = SmallVec::new();
-    waits.extend_from_slice(after);
+    for event in after {
+        // Submitted, so that waiting for it on this queue can end.
+        event.flush()?;
+        waits.push(event);
+    }
     for (state, (_, access)) in states.iter().zip(accesses.iter()) {
         for event in state.conflicts(id, *access) {
             // One that ended needs no wait: nor does one that failed, which would fail this
