@@ -219,9 +219,9 @@ pub struct Transfer<'h> {
 }
 
 impl Transfer<'_> {
-    /// The event of the copy's completion: give it to a launch to run after the copy (on
-    /// another queue, flush the buffer's queue first, [`Queue::flush`], as for a launch's
-    /// event: OpenCL submits a queue's work to the device only then).
+    /// The event of the copy's completion: give it to a launch to run after the copy, on any
+    /// queue of the device (the runtime flushes the copy's queue first). Commands that use
+    /// the buffer are ordered after the copy without it.
     pub fn event(&self) -> &Event {
         &self.event
     }
