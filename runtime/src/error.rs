@@ -120,7 +120,7 @@ impl DriverCode {
             }
             CUDA_ERROR_DEVICE_UNAVAILABLE => {
                 ": the GPU is busy or closed to this process (its compute mode is \
-                 exclusive-process or prohibited, or its memory is taken); use another device, \
+                 exclusive-process or prohibited, or other work fills it); use another device, \
                  or try again once it is free"
             }
             _ => "",
