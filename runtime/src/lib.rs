@@ -65,7 +65,7 @@ pub use build::disk::{
 pub use discovery::files::{
     load_device_library, load_device_library_with, DeviceLibrary, LibraryScope,
 };
-pub use error::Error;
+pub use error::{DriverCode, Error, ErrorKind};
 pub use launch::bundle::{
     build, compile, get_kernel_bundle, get_kernel_bundle_for, has_kernel_bundle, join, link,
     BuildProperty, BundleState, DeviceImage, Executable, Input, KernelBundle, Object, SpecConstant,

@@ -19,6 +19,12 @@
 //!   declares, in the order it declares them, and a room uses (`crate::ROOM`) only rooms
 //!   declared before it; inside a room, a module uses (`super::MODULE`) only the modules its
 //!   `mod.rs` declares before it.
+//! - Every crate of the workspace declares the workspace's `rust-version`
+//!   (`rust-version.workspace = true`), and no dependency in `Cargo.lock` needs a newer Rust.
+//!   `[workspace.package]` alone sets it for no crate, and clippy's `incompatible_msrv`, which
+//!   the style step runs with `-D warnings`, holds each crate's code to the crate's own
+//!   `rust-version` (a standard library item stabilized later is an error); what a dependency
+//!   needs no lint sees.
 //!
 //! Each check is a function from text to the problems it finds, each naming the file and what
 //! to do, so the unit tests below feed each one a bad input and see it fail.
@@ -90,6 +96,92 @@ fn the_runtimes_imports_read_one_way() {
         .collect();
     let problems = layering_problems("runtime/src/", &sources);
     assert_no_problems("a runtime module imports one declared after it", &problems);
+}
+
+#[test]
+fn every_crate_declares_a_rust_version_its_dependencies_allow() {
+    let root = repo_root();
+    let manifest = read(&root.join("Cargo.toml"));
+    let ours = workspace_rust_version(&manifest)
+        .expect("the root Cargo.toml's [workspace.package] has a `rust-version`");
+    let output = crate::cargo()
+        .args(["metadata", "--format-version", "1", "--all-features", "--locked"])
+        .current_dir(&root)
+        .output()
+        .expect("running cargo metadata");
+    assert!(output.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&output.stderr));
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let members = metadata["workspace_members"].as_array().unwrap();
+    let crates: Vec<Crate> = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| Crate {
+            name: p["name"].as_str().unwrap().to_string(),
+            version: p["version"].as_str().unwrap().to_string(),
+            rust_version: p["rust_version"].as_str().map(str::to_string),
+            member: members.contains(&p["id"]),
+        })
+        .collect();
+    assert!(crates.iter().filter(|c| c.member).count() >= 7, "cargo metadata lists no members");
+    let problems = rust_version_problems(ours, &crates);
+    assert_no_problems("the workspace's `rust-version` is not the true minimum", &problems);
+}
+
+/// A crate as `cargo metadata` lists it: the Rust it says it needs (its `rust-version`), and
+/// whether it is one of the workspace's.
+struct Crate {
+    name: String,
+    version: String,
+    rust_version: Option<String>,
+    member: bool,
+}
+
+/// The `rust-version` of a root manifest's `[workspace.package]`.
+fn workspace_rust_version(manifest: &str) -> Option<&str> {
+    let mut section = "";
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if section == "[workspace.package]" {
+            if let Some(value) = line.strip_prefix("rust-version") {
+                return Some(value.trim_start().strip_prefix('=')?.trim().trim_matches('"'));
+            }
+        }
+    }
+    None
+}
+
+/// Every problem with the workspace's `rust-version`, `ours`: a member that does not declare
+/// it, a dependency that needs a newer Rust.
+fn rust_version_problems(ours: &str, crates: &[Crate]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for c in crates {
+        let theirs = c.rust_version.as_deref();
+        if c.member && theirs != Some(ours) {
+            problems.push(format!(
+                "{}: declares rust-version {}, not the workspace's {ours}: add \
+                 `rust-version.workspace = true` under its [package], so that cargo and clippy's \
+                 `incompatible_msrv` hold it to {ours}",
+                c.name,
+                theirs.unwrap_or("(none)")
+            ));
+        } else if let Some(theirs) = theirs.filter(|v| !c.member && version(v) > version(ours)) {
+            problems.push(format!(
+                "{} {} needs Rust {theirs}, newer than the workspace's rust-version {ours}: raise \
+                 `rust-version` in the root Cargo.toml's [workspace.package] to {theirs}, or keep \
+                 an older {} in Cargo.lock (`cargo update -p {} --precise VERSION`)",
+                c.name, c.version, c.name, c.name
+            ));
+        }
+    }
+    problems
+}
+
+/// A Rust version's numbers, a missing one as 0: `1.88` is `[1, 88, 0]`.
+fn version(text: &str) -> [u32; 3] {
+    let mut parts = text.split('.').map(|n| n.parse().unwrap_or(0));
+    [(); 3].map(|()| parts.next().unwrap_or(0))
 }
 
 /// Panics with every problem, one a line, under `title`.
@@ -595,5 +687,35 @@ trace!(EVENT, \"c\");
         assert_eq!(problems.len(), 2, "{problems:#?}");
         assert!(problems[0].starts_with("src/error.rs:2: the `error` room uses `crate::registry`"));
         assert!(problems[1].starts_with("src/launch/queue.rs:1: `queue` uses `super::kernel`"));
+    }
+
+    #[test]
+    fn a_crate_without_the_rust_version_and_a_dependency_needing_more_are_reported() {
+        let manifest = "[workspace]\nmembers = [\"a\"]\n\n[workspace.package]\n\
+                        edition = \"2021\"\nrust-version = \"1.88\"\n\n[lints]\n";
+        assert_eq!(workspace_rust_version(manifest), Some("1.88"));
+        assert_eq!(workspace_rust_version("[package]\nrust-version = \"1.80\"\n"), None);
+        let c = |name: &str, rust_version: Option<&str>, member| Crate {
+            name: name.into(),
+            version: "0.1.0".into(),
+            rust_version: rust_version.map(Into::into),
+            member,
+        };
+        let crates = [
+            c("ours", Some("1.88"), true),
+            c("forgot", None, true),
+            c("older", Some("1.85"), true),
+            c("old-dep", Some("1.60.0"), false),
+            c("same-dep", Some("1.88.0"), false),
+            c("no-msrv-dep", None, false),
+            c("new-dep", Some("1.89.1"), false),
+        ];
+        let problems = rust_version_problems("1.88", &crates);
+        assert_eq!(problems.len(), 3, "{problems:#?}");
+        assert!(problems[0].starts_with("forgot: declares rust-version (none), not the workspace's 1.88: add `rust-version.workspace = true`"));
+        assert!(problems[1].starts_with("older: declares rust-version 1.85,"));
+        assert!(problems[2].starts_with(
+            "new-dep 0.1.0 needs Rust 1.89.1, newer than the workspace's rust-version 1.88: raise"
+        ));
     }
 }

@@ -37,7 +37,7 @@ use super::caps::CL_DEVICE_TYPE_GPU;
 use super::native::{NativeBuffer, NativeDevice, NativeEvent, NativeQueue};
 use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, Limits, SpecValue};
 use crate::trace::trace;
-use crate::Error;
+use crate::{DriverCode, Error};
 
 /// The platform name CUDA devices are listed under (`SYCL_DEVICE=cuda` picks them).
 pub(crate) const PLATFORM: &str = "CUDA";
@@ -58,10 +58,15 @@ fn error_name(code: CUresult) -> String {
     }
 }
 
+/// The error of a CUDA call that failed with `code`.
+pub(crate) fn driver_error(call: &'static str, code: CUresult) -> Error {
+    Error::Driver { call, code: DriverCode::Cuda(code as i32), error: error_name(code) }
+}
+
 fn check(call: &'static str, code: CUresult) -> Result<(), Error> {
     match code {
         CUresult::CUDA_SUCCESS => Ok(()),
-        code => Err(Error::Driver { call, error: error_name(code) }),
+        code => Err(driver_error(call, code)),
     }
 }
 
@@ -492,6 +497,8 @@ impl Device {
         if !cubin.starts_with(b"\x7fELF") {
             return Err(Error::Driver {
                 call: "cuModuleLoadData",
+                // The code the driver gives an image it cannot load.
+                code: DriverCode::Cuda(CUresult::CUDA_ERROR_INVALID_IMAGE as i32),
                 error: "not a cubin (no ELF header)".into(),
             });
         }
@@ -593,6 +600,8 @@ fn split_modules(image: &[u8]) -> Result<Vec<&[u8]>, Error> {
     let Some(mut rest) = image.strip_prefix(MODULES_MAGIC) else { return Ok(vec![image]) };
     let malformed = || Error::Driver {
         call: "cuModuleLoadData",
+        // The code the driver gives an image it cannot load.
+        code: DriverCode::Cuda(CUresult::CUDA_ERROR_INVALID_IMAGE as i32),
         error: "a malformed program of modules".into(),
     };
     let mut take = |n: usize| -> Result<&[u8], Error> {

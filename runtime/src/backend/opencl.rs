@@ -21,10 +21,11 @@ use sycl_format::Target;
 use super::caps::{CL_DEVICE_TYPE_ACCELERATOR, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
 use super::native::{NativeBuffer, NativeDevice, NativeEvent, NativeQueue};
 use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, Limits, SpecValue};
-use crate::Error;
+use crate::{DriverCode, Error};
 
-fn cl_err(call: &'static str) -> impl Fn(cl_int) -> Error {
-    move |code| Error::Driver { call, error: error_name(code) }
+/// The error of an OpenCL call that failed with `code`.
+pub(crate) fn cl_err(call: &'static str) -> impl Fn(cl_int) -> Error {
+    move |code| Error::Driver { call, code: DriverCode::OpenCl(code), error: error_name(code) }
 }
 
 /// An OpenCL error code as people look it up: `CL_LINK_PROGRAM_FAILURE (-17)`.
@@ -253,6 +254,7 @@ impl Event {
         match status {
             cl3::info_type::InfoType::Int(s) if s < 0 => Err(Error::Driver {
                 call: "the enqueued command",
+                code: DriverCode::OpenClStatus(s),
                 error: format!(
                     "execution status {} (it, or a command it waited for, ended abnormally)",
                     error_name(s)
@@ -824,10 +826,7 @@ impl Program {
             cl3::info_type::InfoType::VecVecUchar(mut binaries) if !binaries.is_empty() => {
                 Ok(binaries.swap_remove(0))
             }
-            _ => Err(Error::Driver {
-                call: "clGetProgramInfo",
-                error: error_name(cl3::error_codes::CL_INVALID_PROGRAM),
-            }),
+            _ => Err(cl_err("clGetProgramInfo")(cl3::error_codes::CL_INVALID_PROGRAM)),
         }
     }
 
@@ -856,10 +855,7 @@ impl Kernel {
                 .map_err(cl_err("clGetKernelWorkGroupInfo"))?;
             match value {
                 cl3::info_type::InfoType::Size(size) => Ok(size),
-                _ => Err(Error::Driver {
-                    call: "clGetKernelWorkGroupInfo",
-                    error: error_name(cl3::error_codes::CL_INVALID_VALUE),
-                }),
+                _ => Err(cl_err("clGetKernelWorkGroupInfo")(cl3::error_codes::CL_INVALID_VALUE)),
             }
         };
         Ok((

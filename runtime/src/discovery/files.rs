@@ -68,8 +68,13 @@ pub fn load_device_library_with(
     scope: LibraryScope,
 ) -> Result<DeviceLibrary, Error> {
     let path = path.as_ref().to_path_buf();
-    let fail = |reason: String| Error::DeviceLibrary { path: path.display().to_string(), reason };
-    let bytes = std::fs::read(&path).map_err(|e| fail(e.to_string()))?;
+    let error = |reason: String, source| Error::DeviceLibrary {
+        path: path.display().to_string(),
+        reason,
+        source,
+    };
+    let fail = |reason| error(reason, None);
+    let bytes = std::fs::read(&path).map_err(|e| error(e.to_string(), Some(e)))?;
     let set =
         ImageSet::decode(&bytes).map_err(|e| fail(format!("malformed device library: {e}")))?;
     if set.images.is_empty() {

@@ -62,7 +62,7 @@ use crate::{Buffer, Error, Event, Launch, Pod, Queue};
 
 /// A cudarc error as the runtime reports a driver's.
 fn driver(call: &'static str) -> impl Fn(DriverError) -> Error {
-    move |e| Error::Driver { call, error: format!("{:?}", e.0) }
+    move |e| crate::backend::cuda::driver_error(call, e.0)
 }
 
 /// The queue's CUDA context and stream, or the error that says a CUDA queue is needed for

@@ -35,7 +35,7 @@ use opencl3::memory::{Buffer as ClBuffer, ClMem};
 use crate::backend::native::{
     cl_command_queue, cl_context, cl_device_id, NativeBuffer, NativeEvent, NativeQueue,
 };
-use crate::backend::opencl::error_name;
+use crate::backend::opencl::cl_err;
 use crate::backend::Memory;
 use crate::launch::kernel::{ArgValue, KernelArg};
 use crate::launch::typed::{DeviceMemory, OfType};
@@ -85,7 +85,7 @@ pub(crate) fn check_not_owned(mem: &Memory, what: &str) -> Result<(), Error> {
 
 /// An OpenCL error code, from cl3 or opencl3, as the runtime reports a driver's.
 fn cl(call: &'static str) -> impl Fn(ClError) -> Error {
-    move |e| Error::Driver { call, error: error_name(e.0) }
+    move |e| cl_err(call)(e.0)
 }
 
 /// The queue's OpenCL handles, or the error that says an OpenCL queue is needed for `what`.

@@ -311,8 +311,8 @@ fn launch_error(
         }
     }
     match error {
-        Error::Driver { call, error } => {
-            Error::KernelCall { kernel: kernel.to_string(), call, error }
+        Error::Driver { call, code, error } => {
+            Error::KernelCall { kernel: kernel.to_string(), call, code, error }
         }
         e => e,
     }
