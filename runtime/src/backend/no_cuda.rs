@@ -113,13 +113,6 @@ impl Stream {
         match *self {}
     }
 
-    pub(crate) fn read(&self, _mem: &Memory, _offset: usize, _out: &mut [u8]) -> Result<(), Error> {
-        match *self {}
-    }
-
-    pub(crate) fn write(&self, _mem: &Memory, _offset: usize, _data: &[u8]) -> Result<(), Error> {
-        match *self {}
-    }
 
     /// # Safety
     /// None needed: this build has no stream to call it on.
