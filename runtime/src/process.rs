@@ -235,7 +235,7 @@ impl Runtime {
             }
         };
         // SAFETY: the caller's promise, passed on.
-        let queue = unsafe { state.device.adopt_queue(native)? };
+        let queue = unsafe { state.device.adopt_queue(native, None)? };
         Ok((state, queue))
     }
 

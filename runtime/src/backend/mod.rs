@@ -35,6 +35,10 @@ pub(crate) use caps::Capabilities;
 
 use crate::Error;
 
+/// Another library's object that a queue or buffer was made from, kept alive with it (a
+/// CUDA stream's by every event of the stream).
+pub(crate) type Owner = Box<dyn std::any::Any + Send + Sync>;
+
 /// Which driver a device is reached through: the one enum of backends, public as
 /// `sycl_runtime::Backend` (a device's [`DeviceInfo::backend`](crate::DeviceInfo::backend)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -270,6 +274,24 @@ pub(crate) enum Memory {
 }
 
 impl Memory {
+    /// Says which commands (`events`, of any queue of the device) may still use the memory
+    /// when its last owner drops it, just before: the drop then frees it after them without
+    /// the host waiting (see `cuda::Memory::free_after`). OpenCL keeps a released buffer
+    /// until the commands that use it completed by itself.
+    #[expect(dead_code, reason = "the launch layer's buffer drop calls it (issue 38)")]
+    pub(crate) fn free_after(&self, events: Vec<Event>) {
+        if let Memory::Cuda(m) = self {
+            let events = events
+                .into_iter()
+                .filter_map(|e| match e {
+                    Event::Cuda(e) => Some(e),
+                    Event::OpenCl(_) => None,
+                })
+                .collect();
+            m.free_after(events);
+        }
+    }
+
     /// `size` bytes of `whole` from `offset` as memory of their own, for a kernel argument: an
     /// OpenCL sub-buffer, or on CUDA the address plus the offset. Keeps `whole` alive. The
     /// range lies within `whole` (callers check).
@@ -873,12 +895,18 @@ impl Device {
         }
     }
 
-    /// The program's queue `native` itself, on this device (made by [`Device::adopt`] of it).
+    /// The program's queue `native` itself, on this device (made by [`Device::adopt`] of it);
+    /// `owner`, the object the queue belongs to, is kept by a CUDA stream until its last
+    /// event goes.
     ///
     /// # Safety
     /// As [`Device::adopt`]; the queue or stream stays alive as long as the queue made of it
-    /// (an OpenCL queue is retained here; a CUDA stream is not).
-    pub(crate) unsafe fn adopt_queue(&self, native: &NativeQueue) -> Result<Queue, Error> {
+    /// (an OpenCL queue is retained here; a CUDA stream is not, unless `owner` keeps it).
+    pub(crate) unsafe fn adopt_queue(
+        &self,
+        native: &NativeQueue,
+        owner: Option<Owner>,
+    ) -> Result<Queue, Error> {
         // SAFETY: the caller's promise, passed on.
         unsafe {
             Ok(match (self, *native) {
@@ -891,7 +919,7 @@ impl Device {
                     Queue::OpenCl(opencl::Queue::adopt(queue, context, opencl::DeviceId(device))?)
                 }
                 (Device::Cuda(d), NativeQueue::Cuda { stream, .. }) => {
-                    Queue::Cuda(d.adopt_stream(stream)?)
+                    Queue::Cuda(d.adopt_stream(stream, owner)?)
                 }
                 _ => {
                     return Err(Error::InvalidArgument(

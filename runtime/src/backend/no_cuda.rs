@@ -215,6 +215,10 @@ impl Memory {
     pub(crate) fn view(&self, _offset: usize, _whole: std::sync::Arc<super::Memory>) -> Memory {
         match *self {}
     }
+
+    pub(crate) fn free_after(&self, _events: Vec<Event>) {
+        match *self {}
+    }
 }
 
 /// Page-locked host memory, of which this build has none.
@@ -257,6 +261,7 @@ impl Device {
     pub(crate) unsafe fn adopt_stream(
         &self,
         _stream: super::native::CUstream,
+        _owner: Option<super::Owner>,
     ) -> Result<Stream, Error> {
         match *self {}
     }
