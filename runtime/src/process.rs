@@ -198,6 +198,7 @@ impl Runtime {
     pub(crate) unsafe fn adopt(
         &self,
         native: &NativeQueue,
+        owner: &mut Option<backend::Owner>,
     ) -> Result<(Arc<DeviceState>, backend::Queue), Error> {
         self.guard_vectorizer();
         let devices = backend::devices()?;
@@ -235,7 +236,7 @@ impl Runtime {
             }
         };
         // SAFETY: the caller's promise, passed on.
-        let queue = unsafe { state.device.adopt_queue(native)? };
+        let queue = unsafe { state.device.adopt_queue(native, owner)? };
         Ok((state, queue))
     }
 

@@ -26,8 +26,9 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
 use sycl_format::aspects::{aspect_number, target_aspect};
@@ -35,7 +36,7 @@ use sycl_format::{PtxSpecConstant, Target, PTX_SPEC_CONSTANT_PREFIX};
 
 use super::caps::CL_DEVICE_TYPE_GPU;
 use super::native::{NativeBuffer, NativeDevice, NativeEvent, NativeQueue};
-use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, Limits, SpecValue};
+use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, Limits, Owner, SpecValue};
 use crate::trace::trace;
 use crate::{DriverCode, Error};
 
@@ -192,15 +193,16 @@ struct Context {
     /// The device's primary context, retained by us (released on drop); otherwise a
     /// program's own context, which the program keeps alive.
     primary: bool,
-    /// The stream that runs completion callbacks ([`Event::on_complete`]), made at the first:
-    /// each callback waits there for its event, so no queue's work waits for a callback.
-    callbacks: OnceLock<sys::CUstream>,
     /// Untimed events no longer in use, for the next launches to record again: a launch
     /// creates no event in steady state.
     idle_events: Mutex<Vec<sys::CUevent>>,
     /// One idle event kept outside the lock: a loop of launches whose events are dropped
     /// passes one event back and forth here.
     spare_event: std::sync::atomic::AtomicPtr<sys::CUevent_st>,
+    /// Page-locked blocks no longer in use ([`Staged`]), for the next maps and staged reads:
+    /// allocating page-locked memory costs a system call and pinning, and freeing it waits
+    /// for the device. Freed with the context.
+    staging: Mutex<Vec<Block>>,
 }
 
 /// How many idle events a context keeps.
@@ -219,6 +221,17 @@ thread_local! {
 }
 
 impl Context {
+    fn new(raw: sys::CUcontext, device: sys::CUdevice, primary: bool) -> Context {
+        Context {
+            raw,
+            device,
+            primary,
+            idle_events: Mutex::new(Vec::new()),
+            spare_event: std::sync::atomic::AtomicPtr::new(ptr::null_mut()),
+            staging: Mutex::new(Vec::new()),
+        }
+    }
+
     /// Makes the context current on this thread (when it is not already: asking is cheaper
     /// than setting).
     fn bind(&self) -> Result<(), Error> {
@@ -239,24 +252,15 @@ impl Context {
         BOUND.with(|bound| bound.get() == self.raw)
     }
 
-    /// The callback stream (the context is bound).
-    fn callbacks(&self) -> Result<sys::CUstream, Error> {
-        if let Some(&stream) = self.callbacks.get() {
-            return Ok(stream);
-        }
+    /// A stream of the runtime's own that waits for no other (not even the legacy default
+    /// stream); the context is bound.
+    fn own_stream(&self) -> Result<sys::CUstream, Error> {
         let mut raw = ptr::null_mut();
-        // SAFETY: an out-pointer to a local; a stream that does not wait for the null stream.
+        // SAFETY: an out-pointer to a local.
         check("cuStreamCreate", unsafe {
             sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
         })?;
-        if let Err(raw) = self.callbacks.set(raw) {
-            // Another thread made one first: this one goes.
-            // SAFETY: made above, used by nobody.
-            unsafe {
-                let _ = sys::cuStreamDestroy_v2(raw);
-            }
-        }
-        Ok(*self.callbacks.get().unwrap_or(&raw))
+        Ok(raw)
     }
 }
 
@@ -268,19 +272,19 @@ impl Drop for Context {
         if !spare.is_null() {
             idle.push(spare);
         }
-        if !idle.is_empty() && self.bind().is_ok() {
+        let staging = std::mem::take(self.staging.get_mut().unwrap_or_else(|e| e.into_inner()));
+        if (!idle.is_empty() || !staging.is_empty()) && self.bind().is_ok() {
             for event in idle {
                 // SAFETY: each idle event was created once and is destroyed once, here.
                 unsafe {
                     let _ = sys::cuEventDestroy_v2(event);
                 }
             }
-        }
-        if let Some(&stream) = self.callbacks.get() {
-            if self.bind().is_ok() {
-                // SAFETY: made once, destroyed once, before the context goes.
+            for block in staging {
+                // SAFETY: each idle block was allocated once and is freed once, here; no copy
+                // uses an idle block.
                 unsafe {
-                    let _ = sys::cuStreamDestroy_v2(stream);
+                    let _ = sys::cuMemFreeHost(block.at);
                 }
             }
         }
@@ -296,6 +300,8 @@ impl Drop for Context {
 /// A CUDA device opened for use: its primary context.
 pub(crate) struct Device {
     context: Arc<Context>,
+    /// How its memory is allocated and freed.
+    heap: Arc<Heap>,
     /// The GPU's compute capability, which says what native objects it runs.
     compute_capability: (u32, u32),
 }
@@ -316,6 +322,16 @@ fn runs_ptx(ordinal: i32, name: &str, (major, minor): (u32, u32)) -> Result<(), 
 }
 
 impl Device {
+    /// The device `info` describes, in `context`.
+    fn of(context: Context, info: &DeviceInfo) -> Device {
+        let context = Arc::new(context);
+        Device {
+            heap: Arc::new(Heap::new(&context)),
+            context,
+            compute_capability: info.limits.compute_capability.unwrap_or((0, 0)),
+        }
+    }
+
     /// Device `ordinal`, which `info` describes, in its primary context.
     pub(crate) fn open(ordinal: i32, info: &DeviceInfo) -> Result<Device, Error> {
         runs_ptx(ordinal, &info.name, info.limits.compute_capability.unwrap_or((0, 0)))?;
@@ -326,17 +342,7 @@ impl Device {
             check("cuDeviceGet", sys::cuDeviceGet(&mut device, ordinal))?;
             check("cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut raw, device))?;
         }
-        Ok(Device {
-            context: Arc::new(Context {
-                raw,
-                device,
-                primary: true,
-                callbacks: OnceLock::new(),
-                idle_events: Mutex::new(Vec::new()),
-                spare_event: std::sync::atomic::AtomicPtr::new(ptr::null_mut()),
-            }),
-            compute_capability: info.limits.compute_capability.unwrap_or((0, 0)),
-        })
+        Ok(Device::of(Context::new(raw, device, true), info))
     }
 
     /// An image's PTX: the object (the JIT linker compiles it), with the specialization
@@ -510,33 +516,24 @@ impl Device {
         Ok(Module(vec![Arc::new(Loaded { context: self.context.clone(), raw, cubin })]))
     }
 
-    /// A stream; with `profiled`, each launch's event carries timing (an event recorded at
-    /// the stream's creation is the origin of its timestamps).
+    /// A stream; with `profiled`, each command's event carries timing (see [`Clock`]).
     pub(crate) fn stream(&self, profiled: bool) -> Result<Stream, Error> {
         self.context.bind()?;
         let mut raw = ptr::null_mut();
         // SAFETY: an out-pointer to a local; flags 0 is a blocking stream.
         check("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut raw, 0) })?;
-        let shared = Arc::new(StreamShared {
-            context: self.context.clone(),
-            raw,
-            owned: true,
-            issued: AtomicU64::new(0),
-            recorded: Mutex::new(None),
-        });
-        let mut stream = Stream { shared, origin: None };
-        if profiled {
-            stream.origin = Some(stream.shared.record_raw(true)?);
-        }
-        Ok(stream)
+        let shared = Arc::new(StreamShared::new(&self.context, raw, true, None));
+        let clock = match profiled {
+            true => Some(Clock::new(shared.record_raw(true)?)),
+            false => None,
+        };
+        Ok(Stream { shared, clock })
     }
 
+    /// `bytes` (at least one) of device memory, which any stream of the context may use at
+    /// once (see [`Heap`]).
     pub(crate) fn alloc(&self, bytes: usize) -> Result<Memory, Error> {
-        self.context.bind()?;
-        let mut address = 0;
-        // SAFETY: an out-pointer to a local.
-        check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut address, bytes.max(1)) })?;
-        Ok(Memory { context: self.context.clone(), address, _whole: None, owned: true })
+        self.heap.alloc(bytes.max(1))
     }
 
     /// Host memory for fast copies: `bytes` of page-locked memory, zeroed.
@@ -669,15 +666,26 @@ impl Module {
             });
             match found {
                 Ok(()) => {
+                    let mut max_threads = 0;
+                    // SAFETY: a live function of a loaded module; an out-pointer to a local.
+                    check("cuFuncGetAttribute", unsafe {
+                        sys::cuFuncGetAttribute(
+                            &mut max_threads,
+                            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                            function,
+                        )
+                    })?;
                     return Ok(Kernel {
                         module: part.clone(),
                         function,
+                        name: name.into(),
+                        max_threads: u32::try_from(max_threads).unwrap_or(0),
                         args: Vec::new(),
                         params: Vec::new(),
                         offsets: Vec::new(),
                         local_bytes: 0,
                         max_dynamic_shared: Cell::new(48 << 10),
-                    })
+                    });
                 }
                 Err(e) => last = Some(e),
             }
@@ -697,6 +705,12 @@ enum Slot {
 pub(crate) struct Kernel {
     module: Arc<Loaded>,
     function: sys::CUfunction,
+    /// The kernel's name, which a stream keeps for its last launch (see
+    /// [`StreamShared::last_kernel`]).
+    name: Arc<str>,
+    /// The most work-items a block of it may have (`CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`,
+    /// which its registers may make smaller than the device's limit).
+    max_threads: u32,
     args: Vec<Slot>,
     /// What `cuLaunchKernel` reads, made again whenever an argument is set (a launch in a
     /// loop reuses it): one pointer per parameter, to the bytes of a value in `args` or to a
@@ -769,28 +783,16 @@ impl Kernel {
     pub(crate) fn work_group_sizes(&self) -> Result<(usize, usize), Error> {
         let context = &self.module.context;
         context.bind()?;
-        let (mut threads, mut warp) = (0, 0);
-        // SAFETY: a live function of a loaded module, the device of its context, out-pointers
-        // to locals.
-        unsafe {
-            check(
-                "cuFuncGetAttribute",
-                sys::cuFuncGetAttribute(
-                    &mut threads,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                    self.function,
-                ),
-            )?;
-            check(
-                "cuDeviceGetAttribute",
-                sys::cuDeviceGetAttribute(
-                    &mut warp,
-                    CUdevice_attribute::CU_DEVICE_ATTRIBUTE_WARP_SIZE,
-                    context.device,
-                ),
-            )?;
-        }
-        Ok((threads as usize, warp as usize))
+        let mut warp = 0;
+        // SAFETY: the device of a live context; an out-pointer to a local.
+        check("cuDeviceGetAttribute", unsafe {
+            sys::cuDeviceGetAttribute(
+                &mut warp,
+                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_WARP_SIZE,
+                context.device,
+            )
+        })?;
+        Ok((self.max_threads as usize, warp as usize))
     }
 
     pub(crate) fn set_local(&mut self, index: u32, size: usize) {
@@ -802,50 +804,81 @@ impl Kernel {
 /// A stream of the device's primary context: launches and copies in order.
 pub(crate) struct Stream {
     shared: Arc<StreamShared>,
-    /// On a profiled stream, the event recorded at its creation: launches' timestamps count
-    /// from it.
-    origin: Option<Arc<RawEvent>>,
+    /// On a profiled stream, what its commands' timestamps count from.
+    clock: Option<Clock>,
 }
 
-/// The stream itself, shared with the events of its launches, which record on it when first
-/// asked about (a launch records no event: see [`Event`]).
+/// The stream itself, shared with the events of its commands, which record on it when first
+/// asked about (a launch records no event: see [`Event`]) and wait on its callback lanes: it
+/// lives as long as the last of them.
 struct StreamShared {
     context: Arc<Context>,
     raw: sys::CUstream,
     /// Made by us (destroyed on drop); otherwise a program's, which it keeps alive.
     owned: bool,
-    /// Launches enqueued so far: each takes the next number once it is enqueued.
+    /// Commands enqueued so far: each launch, and each command whose event is recorded, takes
+    /// the next number once it is enqueued (its [`Event::order`]).
     issued: AtomicU64,
-    /// The last event recorded for launches' events, with how many launches it covers.
+    /// The last event recorded for launches' events, with how many commands it covers.
     recorded: Mutex<Option<(u64, Arc<RawEvent>)>>,
+    /// The streams that call the completion callbacks of this stream's events, made at the
+    /// first ([`Event::on_complete`]).
+    lanes: Mutex<Lanes>,
+    /// The name of the last kernel launched here, which an error of the stream's names.
+    last_kernel: Mutex<Option<Arc<str>>>,
+    /// Where `last_kernel`'s text lies, as a number: a launch writes the name only when its
+    /// kernel's lies elsewhere, so a loop of one kernel pays one relaxed load per launch, and
+    /// nothing is allocated. (`last_kernel` holds the text, so no other name can lie there.)
+    last_kernel_at: AtomicUsize,
+    /// For a program's stream, the object it belongs to (a cudarc `CudaStream`): every event
+    /// of the stream holds the stream, so the object outlives them all. Dropped after `drop`
+    /// destroyed what is ours.
+    _owner: Option<Owner>,
 }
 
-// SAFETY: a stream may be used from any thread with its context current.
+// SAFETY: a stream may be used from any thread with its context current; the owner is `Send`.
 unsafe impl Send for StreamShared {}
-// SAFETY: as above; the driver serializes work submitted to a stream.
+// SAFETY: as above; the driver serializes work submitted to a stream, and the owner is `Sync`.
 unsafe impl Sync for StreamShared {}
 
 impl StreamShared {
-    /// An event that completes when launch number `ticket` (and everything enqueued before
-    /// it) did: the last one recorded when it covers the launch, else one recorded now, which
-    /// also covers what was enqueued since.
-    fn covering(&self, ticket: u64) -> Result<Arc<RawEvent>, Error> {
+    fn new(
+        context: &Arc<Context>,
+        raw: sys::CUstream,
+        owned: bool,
+        owner: Option<Owner>,
+    ) -> StreamShared {
+        StreamShared {
+            context: context.clone(),
+            raw,
+            owned,
+            issued: AtomicU64::new(0),
+            recorded: Mutex::new(None),
+            lanes: Mutex::new(Lanes::default()),
+            last_kernel: Mutex::new(None),
+            last_kernel_at: AtomicUsize::new(0),
+            _owner: owner,
+        }
+    }
+
+    /// An event that completes when command number `order` (and everything enqueued before
+    /// it) did: the last one recorded when it covers the command, else one recorded now,
+    /// which also covers what was enqueued since.
+    fn covering(&self, order: u64) -> Result<Arc<RawEvent>, Error> {
         let mut recorded = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((covers, event)) = recorded.as_ref() {
-            if *covers > ticket {
+            if *covers > order {
                 return Ok(event.clone());
             }
         }
         self.context.bind()?;
-        // Every launch numbered below `covers` is enqueued (its number is taken after).
+        // Every command numbered below `covers` is enqueued (its number is taken after).
         let covers = self.issued.load(Ordering::Acquire);
         let event = self.record_raw(false)?;
         *recorded = Some((covers, event.clone()));
         Ok(event)
     }
-}
 
-impl StreamShared {
     /// An event recorded now, with timing when `timed` (the context is bound); an untimed one
     /// is an idle event of the context's when there is one.
     fn record_raw(&self, timed: bool) -> Result<Arc<RawEvent>, Error> {
@@ -877,16 +910,110 @@ impl StreamShared {
         check("cuEventRecord", unsafe { sys::cuEventRecord(raw, self.raw) })?;
         Ok(event)
     }
+
+    /// Notes `kernel` as the last launched here.
+    fn launched(&self, kernel: &Kernel) {
+        let at = kernel.name.as_ptr() as usize;
+        if self.last_kernel_at.load(Ordering::Relaxed) != at {
+            let mut last = self.last_kernel.lock().unwrap_or_else(|e| e.into_inner());
+            *last = Some(kernel.name.clone());
+            self.last_kernel_at.store(at, Ordering::Relaxed);
+        }
+    }
+
+    /// The name of the last kernel launched here, if any.
+    fn last_kernel(&self) -> Option<Arc<str>> {
+        self.last_kernel.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// `result`, traced with the last kernel launched here when it is an error: after a fault
+    /// (a sticky error, which every later call returns) that kernel is the first suspect.
+    fn named<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
+        if let Err(e) = &result {
+            if let Some(kernel) = self.last_kernel() {
+                trace!("fault", "{e}: the last kernel launched on the queue before it: `{kernel}`");
+            }
+        }
+        result
+    }
 }
 
 impl Drop for StreamShared {
     fn drop(&mut self) {
-        if self.owned && self.context.bind().is_ok() {
-            // SAFETY: created once, destroyed once.
-            unsafe {
-                let _ = sys::cuStreamDestroy_v2(self.raw);
+        let lanes = self.lanes.get_mut().unwrap_or_else(|e| e.into_inner());
+        if (self.owned || lanes.count > 0) && self.context.bind().is_ok() {
+            for &lane in &lanes.raw[..lanes.count] {
+                // SAFETY: made once, destroyed once. A callback still pending runs all the
+                // same: a stream destroyed while the device has work in it is released once
+                // that work completed (`cuStreamDestroy`, CUDA driver API, stream
+                // management); a callback holds nothing of this stream's.
+                unsafe {
+                    let _ = sys::cuStreamDestroy_v2(lane);
+                }
+            }
+            if self.owned {
+                // SAFETY: created once, destroyed once (its pending work completes as above).
+                unsafe {
+                    let _ = sys::cuStreamDestroy_v2(self.raw);
+                }
             }
         }
+    }
+}
+
+/// How many callback lanes a stream may have.
+const LANES: usize = 4;
+
+/// A stream's callback lanes: each a stream of the runtime's own that waits for the events
+/// given to it, in the order given, and after each one calls its callback. An event waits on
+/// the lane of its own stream, never behind another queue's work. On one stream events
+/// complete in order, so one lane serves callbacks registered in the order of their
+/// commands; a callback for an earlier command than one a lane already waits for goes to
+/// another lane (see [`pick_lane`]), rather than wait behind that later command.
+struct Lanes {
+    raw: [sys::CUstream; LANES],
+    /// The [`Event::order`] of the latest event each lane waits for.
+    last: [u64; LANES],
+    /// Lanes made so far.
+    count: usize,
+}
+
+impl Default for Lanes {
+    fn default() -> Lanes {
+        Lanes { raw: [ptr::null_mut(); LANES], last: [0; LANES], count: 0 }
+    }
+}
+
+impl Lanes {
+    /// The lane for a callback of command number `order`, made when needed (the context is
+    /// bound).
+    fn lane_for(&mut self, order: u64, context: &Context) -> Result<sys::CUstream, Error> {
+        let i = match pick_lane(&self.last[..self.count], order, LANES) {
+            Some(i) => i,
+            None => {
+                let i = self.count;
+                self.raw[i] = context.own_stream()?;
+                self.last[i] = order;
+                self.count += 1;
+                i
+            }
+        };
+        self.last[i] = self.last[i].max(order);
+        Ok(self.raw[i])
+    }
+}
+
+/// Which lane a callback of command number `order` waits on, given the latest command each
+/// lane made so far waits for (`last`): the lane whose latest is the latest not after
+/// `order` (so the callback waits behind nothing that ends after its command); else `None`,
+/// for a new lane, while fewer than `max` are made; else the lane whose latest comes first
+/// (the callback then waits for that later command of its stream too).
+fn pick_lane(last: &[u64], order: u64, max: usize) -> Option<usize> {
+    let fits = last.iter().enumerate().filter(|&(_, &l)| l <= order).max_by_key(|&(_, &l)| l);
+    match fits {
+        Some((i, _)) => Some(i),
+        None if last.len() < max => None,
+        None => last.iter().enumerate().min_by_key(|&(_, &l)| l).map(|(i, _)| i),
     }
 }
 
@@ -902,6 +1029,40 @@ fn default_local(global: &[usize]) -> [usize; 3] {
     local
 }
 
+/// The grid and the block of a launch of `kernel` (which takes blocks of at most
+/// `max_threads` work-items) over `global` work-items in work-groups of `local`: each within
+/// what CUDA takes (`u32`), and the block no larger than the kernel takes.
+fn launch_shape(
+    kernel: &str,
+    max_threads: u32,
+    global: &[usize],
+    local: &[usize; 3],
+) -> Result<([u32; 3], [u32; 3]), Error> {
+    let (mut grid, mut block) = ([1u32; 3], [1u32; 3]);
+    for d in 0..global.len() {
+        let groups = global[d] / local[d];
+        grid[d] = u32::try_from(groups).map_err(|_| {
+            Error::InvalidArgument(format!("{groups} work-groups in dimension {d}"))
+        })?;
+        block[d] = u32::try_from(local[d]).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "{} work-items per work-group in dimension {d}",
+                local[d]
+            ))
+        })?;
+    }
+    let threads: u64 = block.iter().map(|&b| u64::from(b)).product();
+    if threads > u64::from(max_threads) {
+        let shape = block[..global.len().max(1)].iter().map(u32::to_string).collect::<Vec<_>>();
+        return Err(Error::InvalidArgument(format!(
+            "a work-group of {threads} work-items ({}) for kernel `{kernel}`, which takes at most \
+             {max_threads} per work-group on this GPU: launch it with smaller work-groups",
+            shape.join("×")
+        )));
+    }
+    Ok((grid, block))
+}
+
 impl Stream {
     /// Launches `kernel` after the work `after` stands for (events of this context); the
     /// event of its completion.
@@ -915,7 +1076,7 @@ impl Stream {
         // Asking the driver for the current context costs a launch in a loop about 2 %: a
         // launch without events to wait for or to time trusts the thread's last bind, and
         // binds and tries again if the driver refuses the launch for its context.
-        let trusted = after.is_empty() && self.origin.is_none() && self.shared.context.was_bound();
+        let trusted = after.is_empty() && self.clock.is_none() && self.shared.context.was_bound();
         if !trusted {
             self.shared.context.bind()?;
             self.wait_events(after)?;
@@ -928,14 +1089,7 @@ impl Stream {
             }
             None => default_local(global),
         };
-        let (mut grid, mut block) = ([1u32; 3], [1u32; 3]);
-        for d in 0..global.len() {
-            let groups = global[d] / local[d];
-            grid[d] = u32::try_from(groups).map_err(|_| {
-                Error::InvalidArgument(format!("{groups} work-groups in dimension {d}"))
-            })?;
-            block[d] = local[d] as u32;
-        }
+        let (grid, block) = launch_shape(&kernel.name, kernel.max_threads, global, &local)?;
         let shared = sycl_format::ptx_dynamic_shared_size(kernel.local_bytes, global.len());
         if shared > kernel.max_dynamic_shared.get() {
             self.shared.context.bind()?;
@@ -988,42 +1142,38 @@ impl Stream {
             self.shared.context.bind()?;
             code = launch();
         }
-        check("cuLaunchKernel", code)?;
-        if let Some(start) = start {
-            return self.timed(start);
+        self.shared.named(check("cuLaunchKernel", code))?;
+        self.shared.launched(kernel);
+        match start {
+            Some(timing) => self.timed(timing),
+            // No event recorded: the launch's number stands for it until it is asked about.
+            None => Ok(self.event(End::Launch, None)),
         }
-        // No event recorded: the launch's number stands for it until it is asked about.
-        let ticket = self.shared.issued.fetch_add(1, Ordering::AcqRel);
-        Ok(Event {
-            end: End::Launch { stream: self.shared.clone(), ticket },
-            timing: None,
-            pinned: OnceLock::new(),
-        })
+    }
+
+    /// The event of the command just enqueued, which takes the stream's next number.
+    fn event(&self, end: End, timing: Option<Arc<Timing>>) -> Event {
+        let order = self.shared.issued.fetch_add(1, Ordering::AcqRel);
+        Event { stream: self.shared.clone(), order, end, timing, pinned: OnceLock::new() }
     }
 
     /// An event recorded on the stream now: it completes when the work before it does.
     fn record(&self) -> Result<Event, Error> {
-        Ok(Event {
-            end: End::Recorded(self.shared.record_raw(false)?),
-            timing: None,
-            pinned: OnceLock::new(),
-        })
+        Ok(self.event(End::Recorded(self.shared.record_raw(false)?), None))
     }
 
     /// On a profiled stream, the start of the command about to be enqueued: a timed event
-    /// recorded right before it.
-    fn start(&self) -> Result<Option<Arc<RawEvent>>, Error> {
-        match self.origin {
-            Some(_) => self.shared.record_raw(true).map(Some),
-            None => Ok(None),
-        }
+    /// recorded right before it, and the anchor it counts from.
+    fn start(&self) -> Result<Option<Timing>, Error> {
+        let Some(clock) = &self.clock else { return Ok(None) };
+        let start = self.shared.record_raw(true)?;
+        Ok(Some(Timing { anchor: clock.anchor_for(&start)?, start }))
     }
 
     /// The event of the command just enqueued, which `start` began: its end recorded now.
-    fn timed(&self, start: Arc<RawEvent>) -> Result<Event, Error> {
-        let origin = self.origin.clone().expect("a profiled stream");
+    fn timed(&self, timing: Timing) -> Result<Event, Error> {
         let end = End::Recorded(self.shared.record_raw(true)?);
-        Ok(Event { end, timing: Some(Arc::new(Timing { origin, start })), pinned: OnceLock::new() })
+        Ok(self.event(end, Some(Arc::new(timing))))
     }
 
     /// Enqueues the command `enqueue` makes; its event, timed on a profiled stream.
@@ -1031,7 +1181,7 @@ impl Stream {
         let start = self.start()?;
         enqueue()?;
         match start {
-            Some(start) => self.timed(start),
+            Some(timing) => self.timed(timing),
             None => self.record(),
         }
     }
@@ -1042,37 +1192,98 @@ impl Stream {
     }
 
     /// Copies `out.len()` bytes of `mem` from `offset` into `out`, after the stream's earlier
-    /// work; returns when they are there.
+    /// work; returns when they are there. A large read into pageable memory not yet touched
+    /// goes through page-locked staging ([`Stream::read_staged`]).
     pub(crate) fn read(&self, mem: &Memory, offset: usize, out: &mut [u8]) -> Result<(), Error> {
         self.shared.context.bind()?;
+        let from = mem.address + offset as u64;
+        if out.len() >= STAGED_READ_MIN && !page_locked(out.as_ptr()) && !resident(out) {
+            return self.read_staged(from, out);
+        }
         // SAFETY: `out.len()` bytes into `out` from within the allocation (the caller checked
         // `offset + out.len()`); waited for below, before `out` can go.
         check("cuMemcpyDtoHAsync", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(
-                out.as_mut_ptr().cast(),
-                mem.address + offset as u64,
-                out.len(),
-                self.shared.raw,
-            )
+            sys::cuMemcpyDtoHAsync_v2(out.as_mut_ptr().cast(), from, out.len(), self.shared.raw)
         })?;
         self.synchronize()
     }
 
-    /// Copies `data` into `mem` at `offset`, after the stream's earlier work; returns when
-    /// `data` may go.
-    pub(crate) fn write(&self, mem: &Memory, offset: usize, data: &[u8]) -> Result<(), Error> {
-        self.shared.context.bind()?;
-        // SAFETY: `data.len()` bytes from `data` into the allocation (the caller checked the
-        // range); waited for below, before `data` can go.
-        check("cuMemcpyHtoDAsync", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(
-                mem.address + offset as u64,
-                data.as_ptr().cast(),
-                data.len(),
-                self.shared.raw,
-            )
-        })?;
-        self.synchronize()
+    /// [`Stream::read`] through two page-locked chunks of the context's staging: the device
+    /// copies each chunk while the host copies the one before out of staging into `out`,
+    /// split among a few threads ([`COPY_THREADS`]). The driver's own copy into pageable
+    /// memory not touched before ran at 1.4–1.8 GB/s on an H200 against 10.5–16.4 GB/s into
+    /// memory touched before (`docs/DESIGN.md`): the first touch of each page (a fault, the
+    /// page zeroed) is the cost, which here is spread over threads and overlaps the device's
+    /// copy. `out` is asked for huge pages first (`MADV_HUGEPAGE`): a fault per 2 MiB, not
+    /// per 4 KiB. The context is bound.
+    fn read_staged(&self, from: sys::CUdeviceptr, out: &mut [u8]) -> Result<(), Error> {
+        advise_huge_pages(out);
+        let context = &self.shared.context;
+        let staging = [context.stage(STAGED_CHUNK)?, context.stage(STAGED_CHUNK)?];
+        let copied = self.copy_through(from, out, &staging);
+        if copied.is_err() && self.synchronize().is_err() {
+            // A copy into staging may still be under way: neither block is used again.
+            staging.into_iter().for_each(Staged::abandon);
+        }
+        copied
+    }
+
+    /// The chunks of [`Stream::read_staged`], double-buffered in `staging`.
+    fn copy_through(
+        &self,
+        from: sys::CUdeviceptr,
+        out: &mut [u8],
+        staging: &[Staged; 2],
+    ) -> Result<(), Error> {
+        let len = out.len();
+        let chunks = len.div_ceil(STAGED_CHUNK);
+        // Chunk `i`: where it starts in `out` and its size.
+        let chunk = |i: usize| (i * STAGED_CHUNK, STAGED_CHUNK.min(len - i * STAGED_CHUNK));
+        // Addresses as numbers, which the copying threads may share.
+        let blocks = [staging[0].block.at as usize, staging[1].block.at as usize];
+        let dst = out.as_mut_ptr() as usize;
+        let enqueue = |i: usize| -> Result<Arc<RawEvent>, Error> {
+            let (start, size) = chunk(i);
+            // SAFETY: `size` (at most a block's) bytes into staging block `i % 2`, which
+            // nothing reads until the event recorded after the copy completed, from within
+            // the range the caller checked.
+            check("cuMemcpyDtoHAsync", unsafe {
+                sys::cuMemcpyDtoHAsync_v2(
+                    blocks[i % 2] as *mut c_void,
+                    from + start as u64,
+                    size,
+                    self.shared.raw,
+                )
+            })?;
+            self.shared.record_raw(false)
+        };
+        let copy = |i: usize, thread: usize, threads: usize| {
+            let (start, size) = chunk(i);
+            let (lo, hi) = stripe(size, thread, threads);
+            // SAFETY: bytes `lo..hi` of chunk `i`: within its staging block, whose copy from
+            // the device completed, and within `out` (`start + size <= len`), borrowed
+            // mutably for this call; the stripes of a chunk do not overlap, so no two threads
+            // write one byte.
+            unsafe {
+                ptr::copy_nonoverlapping(
+                    (blocks[i % 2] + lo) as *const u8,
+                    (dst + start + lo) as *mut u8,
+                    hi - lo,
+                );
+            }
+        };
+        // Chunk `i + 1` goes into the block chunk `i - 1` was copied out of, then chunk `i` is
+        // waited for.
+        let mut pending = [Some(enqueue(0)?), None];
+        let ready = |i: usize| -> Result<(), Error> {
+            if i + 1 < chunks {
+                pending[(i + 1) % 2] = Some(enqueue(i + 1)?);
+            }
+            let Some(event) = &pending[i % 2] else { return Ok(()) };
+            // SAFETY: a live event of the bound context.
+            check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(event.raw) })
+        };
+        copy_out(chunks, copy_threads(), ready, copy)
     }
 
     /// Copies `size` bytes of `mem` from `offset` to `out`, after the stream's earlier work;
@@ -1158,22 +1369,50 @@ impl Stream {
     }
 
     /// `size` bytes of `mem` from its start in host memory, after the stream's earlier work:
-    /// a copy, since device memory is not the host's (with `write`, written back by
-    /// [`Stream::unmap`]).
+    /// a copy into page-locked staging of the context's, reused from map to map, since device
+    /// memory is not the host's (with `write`, written back by [`Stream::unmap`]).
     pub(crate) fn map(&self, mem: &Memory, size: usize, write: bool) -> Result<Mapping, Error> {
-        let mut host = HostMemory::new(&self.shared.context, size)?;
-        self.read(mem, 0, host.bytes_mut(size))?;
-        Ok(Mapping { host, size, write })
+        let host = self.shared.context.stage(size)?;
+        self.shared.context.bind()?;
+        // SAFETY: `size` bytes into the staging block (which holds at least `size`), from
+        // within the allocation (the caller checked); waited for below.
+        let copied = check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(host.block.at, mem.address, size, self.shared.raw)
+        })
+        .and_then(|()| self.synchronize());
+        match copied {
+            Ok(()) => Ok(Mapping { host, size, write }),
+            Err(e) => {
+                // The copy may still be under way: the block is not used again.
+                host.abandon();
+                Err(e)
+            }
+        }
     }
 
     /// Ends a [`Stream::map`]: a map for writing is copied back to `mem` (after the stream's
-    /// earlier work; returns when it is there).
-    pub(crate) fn unmap(&self, mem: &Memory, mut mapping: Mapping) -> Result<(), Error> {
-        if mapping.write {
-            let size = mapping.size;
-            self.write(mem, 0, mapping.host.bytes_mut(size))?;
+    /// earlier work; returns when it is there). The staging goes back to the context.
+    pub(crate) fn unmap(&self, mem: &Memory, mapping: Mapping) -> Result<(), Error> {
+        if !mapping.write {
+            return Ok(());
         }
-        Ok(())
+        self.shared.context.bind()?;
+        // SAFETY: `size` bytes from the staging block into the allocation, from its start (the
+        // map's range); waited for below, before the block goes back.
+        let copied = check("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                mem.address,
+                mapping.host.block.at,
+                mapping.size,
+                self.shared.raw,
+            )
+        })
+        .and_then(|()| self.synchronize());
+        if copied.is_err() {
+            // The copy may still be under way: the block is not used again.
+            mapping.host.abandon();
+        }
+        copied
     }
 
     /// Copies `size` bytes from `src` at `src_offset` to `dst` at `dst_offset` on the device,
@@ -1246,8 +1485,133 @@ impl Stream {
     pub(crate) fn synchronize(&self) -> Result<(), Error> {
         self.shared.context.bind()?;
         // SAFETY: a live stream.
-        check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.shared.raw) })
+        self.shared.named(check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(self.shared.raw)
+        }))
     }
+}
+
+/// How long (host time) an anchor of a profiled stream's clock serves before a command's
+/// start may replace it.
+const REBASE: Duration = Duration::from_millis(100);
+
+/// A profiled stream's clock. CUDA measures the time between two timed events, in `f32`
+/// milliseconds (`cuEventElapsedTime`, "a resolution of around 0.5 microseconds" in the
+/// driver API's event management): measured from one origin at the stream's creation, the
+/// stamps of a stream an hour old would come in steps of 0.25 ms. So each command is
+/// measured from an anchor recorded shortly before it (its start → end directly), and each
+/// anchor from the one before it, the anchors' offsets from the origin added up in integer
+/// nanoseconds ([`chained`]). An anchor is a command's start event, taken as the next anchor
+/// once the current one is [`REBASE`] old and has completed (its offset known), so an
+/// anchor holds only the one before it, and only until its own offset is known. Commands
+/// that share an anchor are stamped against it to the timer's resolution however old the
+/// stream; an anchor's own offset carries the rounding of each link before it (2^-24 of the
+/// link's length), the same for every command that counts from it.
+struct Clock {
+    anchor: Mutex<Arc<Anchor>>,
+}
+
+struct Anchor {
+    event: Arc<RawEvent>,
+    /// When it was recorded (host time).
+    recorded: Instant,
+    offset: Mutex<Offset>,
+}
+
+/// An anchor's offset from its stream's origin.
+enum Offset {
+    /// Known, in nanoseconds.
+    Known(u64),
+    /// Not yet measured: the anchor before it (which had completed when this one was made)
+    /// and that one's offset.
+    After(Arc<RawEvent>, u64),
+}
+
+impl Clock {
+    /// A clock whose origin is `origin`, a timed event just recorded.
+    fn new(origin: Arc<RawEvent>) -> Clock {
+        let anchor = Anchor {
+            event: origin,
+            recorded: Instant::now(),
+            offset: Mutex::new(Offset::Known(0)),
+        };
+        Clock { anchor: Mutex::new(Arc::new(anchor)) }
+    }
+
+    /// The anchor a command started by `start` (a timed event just recorded) counts from: the
+    /// current one, or `start` itself as the next (the context is bound).
+    fn anchor_for(&self, start: &Arc<RawEvent>) -> Result<Arc<Anchor>, Error> {
+        let mut current = self.anchor.lock().unwrap_or_else(|e| e.into_inner());
+        if current.recorded.elapsed() >= REBASE {
+            if let Some(offset) = current.offset_if_complete()? {
+                let after = Offset::After(current.event.clone(), offset);
+                *current = Arc::new(Anchor {
+                    event: start.clone(),
+                    recorded: Instant::now(),
+                    offset: Mutex::new(after),
+                });
+            }
+        }
+        Ok(current.clone())
+    }
+}
+
+impl Anchor {
+    /// Its offset, once its event completed; `None` while it has not (the context is bound).
+    fn offset_if_complete(&self) -> Result<Option<u64>, Error> {
+        if let Offset::Known(offset) = *self.offset.lock().unwrap_or_else(|e| e.into_inner()) {
+            return Ok(Some(offset));
+        }
+        // SAFETY: a live event.
+        match unsafe { sys::cuEventQuery(self.event.raw) } {
+            CUresult::CUDA_SUCCESS => self.offset().map(Some),
+            CUresult::CUDA_ERROR_NOT_READY => Ok(None),
+            code => check("cuEventQuery", code).map(|()| None),
+        }
+    }
+
+    /// Its offset from the origin, in nanoseconds: measured from the anchor before it at the
+    /// first call, after which that anchor goes. Its event completed; the context is bound.
+    fn offset(&self) -> Result<u64, Error> {
+        let mut offset = self.offset.lock().unwrap_or_else(|e| e.into_inner());
+        let known = match &*offset {
+            Offset::Known(known) => return Ok(*known),
+            Offset::After(before, base) => chained(*base, elapsed_ms(before, &self.event)?),
+        };
+        *offset = Offset::Known(known);
+        Ok(known)
+    }
+}
+
+/// The milliseconds from `from` to `to`, two completed timed events of the bound context.
+fn elapsed_ms(from: &RawEvent, to: &RawEvent) -> Result<f32, Error> {
+    let mut ms = 0f32;
+    // SAFETY: two live events; an out-pointer to a local.
+    check("cuEventElapsedTime", unsafe { sys::cuEventElapsedTime(&mut ms, from.raw, to.raw) })?;
+    Ok(ms)
+}
+
+/// Milliseconds as CUDA measures them, in whole nanoseconds (none for a negative or
+/// meaningless measure).
+fn ms_to_ns(ms: f32) -> u64 {
+    if ms.is_nan() || ms <= 0.0 {
+        return 0;
+    }
+    // At most 2^24 significant bits: exact in `f64`, and far within `u64` as nanoseconds.
+    (f64::from(ms) * 1e6).round() as u64
+}
+
+/// The offset of an anchor measured `link_ms` after one at `base` nanoseconds.
+fn chained(base: u64, link_ms: f32) -> u64 {
+    base.saturating_add(ms_to_ns(link_ms))
+}
+
+/// A command's timestamps in nanoseconds (queued, submitted, started, ended: CUDA times the
+/// start and the end only, so the first three are the start), from its anchor's offset, the
+/// time from the anchor to its start and from its start to its end.
+fn stamps(anchor: u64, to_start_ms: f32, took_ms: f32) -> [u64; 4] {
+    let started = chained(anchor, to_start_ms);
+    [started, started, started, chained(started, took_ms)]
 }
 
 /// The completion of a launch (or a copy) and of the work its stream had before it. A launch
@@ -1256,8 +1620,13 @@ impl Stream {
 /// one that covers what the stream was given since, too (a superset: never too early).
 #[derive(Clone)]
 pub(crate) struct Event {
+    /// Its stream, which it keeps alive (and with it, an adopted stream's owner).
+    stream: Arc<StreamShared>,
+    /// Its command's number on the stream ([`StreamShared::issued`]): for a launch what
+    /// stands for its event, and for any command where it comes among the stream's.
+    order: u64,
     end: End,
-    /// On a profiled stream: where the launch's timestamps count from, and its start.
+    /// On a profiled stream: where the command's timestamps count from, and its start.
     timing: Option<Arc<Timing>>,
     /// The recorded event handed out by [`Event::native`], held as long as this value so that
     /// the handle stays the same and is not recorded again for other work.
@@ -1265,7 +1634,7 @@ pub(crate) struct Event {
 }
 
 struct Timing {
-    origin: Arc<RawEvent>,
+    anchor: Arc<Anchor>,
     start: Arc<RawEvent>,
 }
 
@@ -1273,8 +1642,8 @@ struct Timing {
 enum End {
     /// An event recorded when the work was enqueued (copies, fills, profiled launches).
     Recorded(Arc<RawEvent>),
-    /// Launch number `ticket` of `stream`.
-    Launch { stream: Arc<StreamShared>, ticket: u64 },
+    /// A launch, whose [`Event::order`] stands for it.
+    Launch,
 }
 
 struct RawEvent {
@@ -1319,11 +1688,20 @@ impl Drop for RawEvent {
 /// What `Event::on_complete` hands the driver, boxed twice so its `void *` is thin.
 type Callback = Box<dyn FnOnce() + Send>;
 
-unsafe extern "C" fn completed(data: *mut c_void) {
-    // SAFETY: `data` is the `Box<Callback>` leaked by `on_complete`; the driver calls each
-    // host function once.
+/// Called by the driver when a callback lane reaches a callback: once the event the lane
+/// waited for completed, or once a device error ended the lane's work. The driver calls each
+/// callback added with `cuStreamAddCallback` exactly once, passing `CUDA_SUCCESS` or the
+/// error ("In the event of a device error, all subsequently executed callbacks will receive
+/// an appropriate error": the driver API's stream management; a host function of
+/// `cuLaunchHostFunc` is not called after a fault at all). The status is not kept: the
+/// event's own wait and query return the error. Calls `done`, which neither blocks nor calls
+/// the driver (callbacks may make no CUDA call).
+unsafe extern "C" fn called(_stream: sys::CUstream, _status: CUresult, data: *mut c_void) {
+    // SAFETY: `data` is the `Box<Callback>` leaked by `Event::on_complete`; the driver calls
+    // each callback once.
     let done = unsafe { Box::from_raw(data.cast::<Callback>()) };
-    done();
+    // A panic must not unwind into the driver (it would abort the process).
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(done));
 }
 
 impl Event {
@@ -1331,64 +1709,70 @@ impl Event {
     fn resolve(&self) -> Result<Arc<RawEvent>, Error> {
         match &self.end {
             End::Recorded(event) => Ok(event.clone()),
-            End::Launch { stream, ticket } => stream.covering(*ticket),
+            End::Launch => self.stream.covering(self.order),
         }
     }
 
-    /// Blocks until the work completed; its error if it failed.
+    /// Blocks until the work completed; its error if it failed (a fault of a command before
+    /// it on the stream, or of another stream of the context: the driver's own code).
     pub(crate) fn wait(&self) -> Result<(), Error> {
-        let end = self.resolve()?;
-        end.context.bind()?;
-        // SAFETY: a live event.
-        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(end.raw) })
+        self.stream.named((|| {
+            let end = self.resolve()?;
+            self.stream.context.bind()?;
+            // SAFETY: a live event.
+            check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(end.raw) })
+        })())
     }
 
-    /// Whether the work completed.
+    /// Whether the work completed (a failed command is complete: an error).
     pub(crate) fn is_complete(&self) -> Result<bool, Error> {
-        let end = self.resolve()?;
-        end.context.bind()?;
-        // SAFETY: a live event.
-        match unsafe { sys::cuEventQuery(end.raw) } {
-            CUresult::CUDA_SUCCESS => Ok(true),
-            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            code => check("cuEventQuery", code).map(|()| true),
-        }
+        self.stream.named((|| {
+            let end = self.resolve()?;
+            self.stream.context.bind()?;
+            // SAFETY: a live event.
+            match unsafe { sys::cuEventQuery(end.raw) } {
+                CUresult::CUDA_SUCCESS => Ok(true),
+                CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+                code => check("cuEventQuery", code).map(|()| true),
+            }
+        })())
     }
 
-    /// The launch's device timestamps in nanoseconds from the stream's creation (queued,
-    /// submitted, started, ended: CUDA times the start and the end only, so the first three
-    /// are the start); `None` when its stream was made without profiling. Waits for the work.
+    /// The command's device timestamps in nanoseconds from the stream's creation (see
+    /// [`stamps`] and [`Clock`]); `None` when its stream was made without profiling. Waits
+    /// for the work.
     pub(crate) fn profile(&self) -> Result<Option<[u64; 4]>, Error> {
         let Some(timing) = &self.timing else { return Ok(None) };
         self.wait()?;
-        let ns = |from: &RawEvent, to: &RawEvent| -> Result<u64, Error> {
-            let mut ms = 0f32;
-            // SAFETY: two completed, timed events of the bound context; an out-pointer.
-            check("cuEventElapsedTime", unsafe {
-                sys::cuEventElapsedTime(&mut ms, from.raw, to.raw)
-            })?;
-            Ok((f64::from(ms) * 1e6) as u64)
-        };
-        let started = ns(&timing.origin, &timing.start)?;
-        let took = ns(&timing.start, &*self.resolve()?)?;
-        Ok(Some([started, started, started, started + took]))
+        let anchor = timing.anchor.offset()?;
+        let to_start = elapsed_ms(&timing.anchor.event, &timing.start)?;
+        let took = elapsed_ms(&timing.start, &*self.resolve()?)?;
+        Ok(Some(stamps(anchor, to_start, took)))
     }
 
-    /// Calls `done` on a driver thread once the work completed: a host function on the
-    /// context's callback stream, after that stream waits for the event.
+    /// Calls `done` on a driver thread once the work completed, or once a device error ended
+    /// it (then the event's wait returns the error): a callback on one of its stream's lanes
+    /// ([`Lanes`]), after the lane waits for the event. `done` must neither block nor call
+    /// the driver, nor drop the last handle of anything that does (an event, a queue, a
+    /// buffer).
     pub(crate) fn on_complete(&self, done: Callback) -> Result<(), Error> {
-        let end = self.resolve()?;
-        end.context.bind()?;
-        let stream = end.context.callbacks()?;
-        // SAFETY: a live stream and event of the bound context.
-        check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(stream, end.raw, 0) })?;
-        let data = Box::into_raw(Box::new(done));
-        // SAFETY: `completed` takes `data` back exactly once, when the driver calls it.
-        let launched = unsafe { sys::cuLaunchHostFunc(stream, Some(completed), data.cast()) };
-        check("cuLaunchHostFunc", launched).inspect_err(|_| {
-            // SAFETY: the driver refused the host function, so it never takes `data`.
-            drop(unsafe { Box::from_raw(data) });
-        })
+        self.stream.named((|| {
+            let end = self.resolve()?;
+            let stream = &self.stream;
+            stream.context.bind()?;
+            let mut lanes = stream.lanes.lock().unwrap_or_else(|e| e.into_inner());
+            let lane = lanes.lane_for(self.order, &stream.context)?;
+            // SAFETY: a live stream and event of the bound context.
+            check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(lane, end.raw, 0) })?;
+            let data = Box::into_raw(Box::new(done));
+            // SAFETY: `called` takes `data` back exactly once, when the driver calls it (it
+            // calls every callback it took once, after errors too).
+            let added = unsafe { sys::cuStreamAddCallback(lane, Some(called), data.cast(), 0) };
+            check("cuStreamAddCallback", added).inspect_err(|_| {
+                // SAFETY: the driver refused the callback, so it never takes `data`.
+                drop(unsafe { Box::from_raw(data) });
+            })
+        })())
     }
 }
 
@@ -1397,7 +1781,6 @@ impl Event {
 pub(crate) struct HostMemory {
     context: Arc<Context>,
     at: *mut c_void,
-    size: usize,
 }
 
 // SAFETY: page-locked memory is plain host memory, owned by this value alone; it is freed with
@@ -1414,7 +1797,7 @@ impl HostMemory {
         let mut at = ptr::null_mut();
         // SAFETY: an out-pointer to a local; the context is bound.
         check("cuMemAllocHost", unsafe { sys::cuMemAllocHost_v2(&mut at, size) })?;
-        let memory = HostMemory { context: context.clone(), at, size };
+        let memory = HostMemory { context: context.clone(), at };
         // SAFETY: `size` bytes of host memory, ours until `drop` frees them.
         unsafe { ptr::write_bytes(memory.at.cast::<u8>(), 0, size) };
         Ok(memory)
@@ -1422,13 +1805,6 @@ impl HostMemory {
 
     pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.at.cast()
-    }
-
-    /// The first `size` bytes (at most all of them), to read or write.
-    fn bytes_mut(&mut self, size: usize) -> &mut [u8] {
-        // SAFETY: the allocation holds `self.size` initialised bytes (zeroed when made), and
-        // the exclusive borrow of `self` keeps every other access out for the slice's life.
-        unsafe { std::slice::from_raw_parts_mut(self.at.cast(), size.min(self.size)) }
     }
 }
 
@@ -1444,10 +1820,222 @@ impl Drop for HostMemory {
     }
 }
 
-/// A buffer's contents copied into page-locked host memory by [`Stream::map`], until
-/// [`Stream::unmap`].
+/// A block of page-locked host memory (`cuMemAllocHost`), `size` bytes from `at`.
+struct Block {
+    at: *mut c_void,
+    size: usize,
+}
+
+/// The smallest staging block: maps and reads of fewer bytes share blocks of this size.
+const STAGING_MIN: usize = 64 << 10;
+/// The most page-locked memory a context keeps idle for staging; a block given back beyond
+/// it is freed (which waits for the device).
+const STAGING_KEEP: usize = 128 << 20;
+/// The size of each chunk of a staged read ([`Stream::read_staged`]).
+const STAGED_CHUNK: usize = 8 << 20;
+/// The smallest read into pageable memory that is staged: two chunks, one copied out while
+/// the other comes in.
+const STAGED_READ_MIN: usize = 2 * STAGED_CHUNK;
+/// The most threads that copy a staged read's chunks out of staging.
+const COPY_THREADS: usize = 4;
+
+/// The size of the staging block for `size` bytes: the next power of two, and at least
+/// [`STAGING_MIN`] (a few sizes, so that blocks are reused across sizes).
+fn staging_size(size: usize) -> usize {
+    let size = size.max(STAGING_MIN);
+    size.checked_next_power_of_two().unwrap_or(size)
+}
+
+/// Which of the idle blocks (by size) serves a need of `size` bytes: the smallest that holds
+/// them.
+fn best_block(sizes: impl Iterator<Item = usize>, size: usize) -> Option<usize> {
+    sizes.enumerate().filter(|&(_, s)| s >= size).min_by_key(|&(_, s)| s).map(|(i, _)| i)
+}
+
+/// Whether a block of `size` bytes given back is kept, `idle` bytes being idle already.
+fn keeps(idle: usize, size: usize) -> bool {
+    idle.saturating_add(size) <= STAGING_KEEP
+}
+
+/// Which bytes of a chunk of `size` bytes copying thread `thread` of `threads` copies: the
+/// chunk split evenly, on page boundaries (4 KiB) but for the end, so that no two threads
+/// touch one page.
+fn stripe(size: usize, thread: usize, threads: usize) -> (usize, usize) {
+    let at = |k: usize| if k >= threads { size } else { (size / threads * k) & !4095 };
+    (at(thread), at(thread + 1))
+}
+
+/// Copies `chunks` chunks out of staging on `threads` threads (this one among them): chunk
+/// `i` once `ready(i)` returned (on this thread; it may also refill the staging of chunks
+/// copied before `i`), each thread its own stripe of it (`copy(i, thread, threads)`), all
+/// threads done with it before `ready(i + 1)`. Stops at the first error of `ready`.
+fn copy_out(
+    chunks: usize,
+    threads: usize,
+    mut ready: impl FnMut(usize) -> Result<(), Error>,
+    copy: impl Fn(usize, usize, usize) + Sync,
+) -> Result<(), Error> {
+    let threads = threads.max(1);
+    // The other threads copy chunk `current` between two waits at the barrier, until `done`.
+    let barrier = std::sync::Barrier::new(threads);
+    let current = AtomicUsize::new(0);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for thread in 1..threads {
+            let (barrier, current, done, copy) = (&barrier, &current, &done, &copy);
+            scope.spawn(move || loop {
+                barrier.wait();
+                if done.load(Ordering::Acquire) {
+                    break;
+                }
+                copy(current.load(Ordering::Acquire), thread, threads);
+                barrier.wait();
+            });
+        }
+        let copied = (|| {
+            for i in 0..chunks {
+                ready(i)?;
+                current.store(i, Ordering::Release);
+                barrier.wait();
+                copy(i, 0, threads);
+                barrier.wait();
+            }
+            Ok(())
+        })();
+        done.store(true, Ordering::Release);
+        barrier.wait();
+        copied
+    })
+}
+
+/// How many threads copy a staged read's chunks: the cores there are, at most
+/// [`COPY_THREADS`].
+fn copy_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(COPY_THREADS)
+}
+
+/// Whether `at` is page-locked host memory the driver knows (allocated or registered with
+/// it), which it copies to at full speed as it is.
+fn page_locked(at: *const u8) -> bool {
+    let mut kind = 0u32;
+    // SAFETY: an out-pointer of the attribute's type (a `CUmemorytype`, 32 bits); the driver
+    // only looks the address up.
+    let found = unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut kind as *mut u32).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            at as sys::CUdeviceptr,
+        )
+    };
+    found == CUresult::CUDA_SUCCESS && kind == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
+}
+
+/// Whether the pages of `bytes` are in memory, by a sample of three (its first, middle and
+/// last page; `mincore`): memory touched before, into which the driver copies at full
+/// pageable speed. Memory the system cannot tell about counts as in memory.
+#[cfg(target_os = "linux")]
+fn resident(bytes: &[u8]) -> bool {
+    // SAFETY: `sysconf` has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let start = bytes.as_ptr() as usize;
+    [0, bytes.len() / 2, bytes.len().saturating_sub(1)].iter().all(|&offset| {
+        let at = (start + offset) & !(page.max(1) - 1);
+        let mut state = 0u8;
+        // SAFETY: one page from a page boundary, of a mapping `bytes` lies in; the system
+        // writes one byte into `state`.
+        let asked = unsafe { libc::mincore(at as *mut libc::c_void, page, &mut state) };
+        asked != 0 || state & 1 == 1
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn resident(_bytes: &[u8]) -> bool {
+    true
+}
+
+/// Asks the system to back the whole 2 MiB pages within `bytes` with huge pages
+/// (`MADV_HUGEPAGE`): memory not yet touched then faults in once per 2 MiB.
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(bytes: &mut [u8]) {
+    const HUGE: usize = 2 << 20;
+    let start = (bytes.as_ptr() as usize).next_multiple_of(HUGE);
+    let end = (bytes.as_ptr() as usize + bytes.len()) & !(HUGE - 1);
+    if end > start {
+        // SAFETY: advice on whole pages within `bytes`, which are borrowed mutably: it
+        // changes how the system backs them, never what they hold.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_bytes: &mut [u8]) {}
+
+/// Page-locked staging taken from its context's idle blocks ([`Context::stage`]), given back
+/// on drop.
+struct Staged {
+    context: Arc<Context>,
+    block: Block,
+}
+
+// SAFETY: page-locked memory is plain host memory, owned by this value alone.
+unsafe impl Send for Staged {}
+// SAFETY: as above; `&Staged` gives out only the address.
+unsafe impl Sync for Staged {}
+
+impl Context {
+    /// At least `size` bytes of page-locked staging: an idle block when one holds them, else
+    /// one allocated now ([`staging_size`]). Not zeroed.
+    fn stage(self: &Arc<Context>, size: usize) -> Result<Staged, Error> {
+        let size = staging_size(size);
+        {
+            let mut idle = self.staging.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(i) = best_block(idle.iter().map(|b| b.size), size) {
+                return Ok(Staged { context: self.clone(), block: idle.swap_remove(i) });
+            }
+        }
+        self.bind()?;
+        let mut at = ptr::null_mut();
+        // SAFETY: an out-pointer to a local; the context is bound.
+        check("cuMemAllocHost", unsafe { sys::cuMemAllocHost_v2(&mut at, size) })?;
+        Ok(Staged { context: self.clone(), block: Block { at, size } })
+    }
+}
+
+impl Staged {
+    /// Gives up the block without freeing it or giving it back: a copy to or from it may
+    /// still be under way (after a failed wait).
+    fn abandon(self) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the context is read out once and dropped; the rest (the block) is leaked.
+        drop(unsafe { ptr::read(&this.context) });
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let block = Block { at: self.block.at, size: self.block.size };
+        let mut idle = self.context.staging.lock().unwrap_or_else(|e| e.into_inner());
+        if keeps(idle.iter().map(|b| b.size).sum(), block.size) {
+            idle.push(block);
+            return;
+        }
+        drop(idle);
+        if self.context.bind().is_ok() {
+            // SAFETY: allocated once, freed once, here; no copy uses it any more (whoever
+            // copied waited, or abandoned it).
+            unsafe {
+                let _ = sys::cuMemFreeHost(block.at);
+            }
+        }
+    }
+}
+
+/// A buffer's contents copied into page-locked staging by [`Stream::map`], until
+/// [`Stream::unmap`] (or until dropped, which gives the staging back too).
 pub(crate) struct Mapping {
-    host: HostMemory,
+    host: Staged,
     size: usize,
     /// Written back by the unmap.
     write: bool,
@@ -1455,18 +2043,31 @@ pub(crate) struct Mapping {
 
 impl Mapping {
     pub(crate) fn as_ptr(&self) -> *mut u8 {
-        self.host.as_ptr()
+        self.host.block.at.cast()
     }
 }
 
 /// Device memory of the context.
 pub(crate) struct Memory {
-    context: Arc<Context>,
+    heap: Arc<Heap>,
     address: sys::CUdeviceptr,
     /// For a view into another allocation, that allocation, kept alive while the view is.
     _whole: Option<Arc<super::Memory>>,
-    /// Allocated by us (freed on drop); otherwise a program's, which it keeps alive.
-    owned: bool,
+    kind: Kind,
+    /// What [`Memory::free_after`] said: the commands that may still use the memory when it
+    /// goes.
+    after: Mutex<Option<Vec<Event>>>,
+}
+
+/// Whose device memory is, and how it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// From the heap's pool: freed stream-ordered (`cuMemFreeAsync`).
+    Pooled,
+    /// From `cuMemAlloc`: freed with `cuMemFree`, once the commands that use it completed.
+    Plain,
+    /// A view, or a program's memory: never freed here.
+    Borrowed,
 }
 
 impl Memory {
@@ -1477,27 +2078,321 @@ impl Memory {
     /// The memory from `offset` bytes into this allocation on, as a view that keeps `whole`
     /// (this allocation's owner) alive.
     pub(crate) fn view(&self, offset: usize, whole: Arc<super::Memory>) -> Memory {
-        Memory {
-            context: self.context.clone(),
-            address: self.address + offset as u64,
-            _whole: Some(whole),
-            owned: false,
-        }
+        Memory::borrowed(&self.heap, self.address + offset as u64, Some(whole))
     }
 
-    /// Frees the memory after the work `uses` stands for (see `backend::Memory::free_after`).
-    pub(crate) fn free_after(&self, uses: Vec<Event>) {
-        drop(uses);
+    fn borrowed(
+        heap: &Arc<Heap>,
+        address: sys::CUdeviceptr,
+        whole: Option<Arc<super::Memory>>,
+    ) -> Memory {
+        let after = Mutex::new(None);
+        Memory { heap: heap.clone(), address, _whole: whole, kind: Kind::Borrowed, after }
+    }
+
+    /// Says which commands may still use the memory when it goes (those of `events`, on any
+    /// stream of the context): its drop then frees it after them without the host waiting
+    /// (see [`Heap`]). Memory dropped without it is freed after everything the context was
+    /// given, as `cuMemFree` does (a host wait for the whole device): say `free_after(vec![])`
+    /// of memory that nothing uses. A view's or a program's memory is never freed here.
+    pub(crate) fn free_after(&self, events: Vec<Event>) {
+        if self.kind != Kind::Borrowed {
+            *self.after.lock().unwrap_or_else(|e| e.into_inner()) = Some(events);
+        }
     }
 }
 
 impl Drop for Memory {
     fn drop(&mut self) {
-        if self.owned && self.context.bind().is_ok() {
-            // SAFETY: allocated once, freed once.
-            unsafe {
-                let _ = sys::cuMemFree_v2(self.address);
+        let after = self.after.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        self.heap.release(self.address, self.kind, after);
+    }
+}
+
+/// How a context's device memory is allocated and freed: a drop returns at once, and the
+/// memory is freed once the commands that may use it ([`Memory::free_after`]) completed.
+/// - Where the device has memory pools (`CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`), memory
+///   comes from a pool of the runtime's own (`cuMemAllocFromPoolAsync`) on a stream of ours,
+///   synchronized there before the memory is handed out (an allocation is ordered on its own
+///   stream only; synchronized, any stream may use it at once). A drop makes another stream
+///   of ours wait for those commands' events, and frees there (`cuMemFreeAsync`: "the
+///   allocation must not be accessed after stream execution reaches the free"). `cuMemFree`
+///   would instead wait for the whole device, and a stream a program holds with a host wait
+///   would deadlock it. Memory is freed by the call its allocator pairs with it (cudarc does
+///   the same); the pool is ours so that no allocation is made to wait for a pending free
+///   (`CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES` off: "allow cuMemAllocAsync to
+///   insert new stream dependencies in order to establish the stream ordering required to
+///   reuse a piece of memory released by cuMemFreeAsync"), which the allocation's
+///   synchronization would then wait for. Its release threshold stays 0: freed memory goes
+///   back to the system at the next synchronization, as with `cuMemFree`.
+/// - Otherwise memory comes from `cuMemAlloc`, and a drop keeps its address with those
+///   events; each later allocation and drop frees (`cuMemFree`) the kept addresses whose
+///   events all completed, and the heap's own drop the rest, after waiting for them.
+///
+/// Events hold their stream, which holds the context; the heap holds events (kept frees):
+/// so the heap is held by its device and its memory, never by the context.
+struct Heap {
+    context: Arc<Context>,
+    /// Made at the first allocation: `None` where the device has no memory pools (or making
+    /// one failed).
+    pool: OnceLock<Option<Pool>>,
+    /// Memory from `cuMemAlloc` dropped before the commands that use it completed.
+    deferred: Mutex<Vec<Deferred>>,
+}
+
+/// The runtime's memory pool of a context, and its two streams.
+struct Pool {
+    raw: sys::CUmemoryPool,
+    /// Where memory is allocated (and synchronized at once).
+    alloc: sys::CUstream,
+    /// Where memory is freed, after the commands that use it.
+    free: sys::CUstream,
+}
+
+// SAFETY: a pool and streams may be used from any thread with their context current.
+unsafe impl Send for Pool {}
+// SAFETY: as above; the driver's calls on them are thread-safe.
+unsafe impl Sync for Pool {}
+
+struct Deferred {
+    address: sys::CUdeviceptr,
+    after: Vec<Event>,
+}
+
+impl Heap {
+    fn new(context: &Arc<Context>) -> Heap {
+        Heap { context: context.clone(), pool: OnceLock::new(), deferred: Mutex::new(Vec::new()) }
+    }
+
+    /// The pool, made at the first call (the context is bound).
+    fn pool(&self) -> Option<&Pool> {
+        self.pool
+            .get_or_init(|| {
+                Pool::new(&self.context)
+                    .inspect_err(|e| {
+                        trace!("memory", "no memory pool of our own ({e}): cuMemAlloc")
+                    })
+                    .ok()
+                    .flatten()
+            })
+            .as_ref()
+    }
+
+    /// `bytes` (at least one) of device memory, which any stream of the context may use at
+    /// once.
+    fn alloc(self: &Arc<Heap>, bytes: usize) -> Result<Memory, Error> {
+        self.context.bind()?;
+        let (address, kind) = match self.pool() {
+            Some(pool) => (pool.alloc(bytes)?, Kind::Pooled),
+            None => (self.alloc_plain(bytes)?, Kind::Plain),
+        };
+        let after = Mutex::new(None);
+        Ok(Memory { heap: self.clone(), address, _whole: None, kind, after })
+    }
+
+    /// `cuMemAlloc`, after freeing kept memory whose commands completed; when the device is
+    /// out of memory, again after waiting for every kept memory's commands and freeing it.
+    fn alloc_plain(&self, bytes: usize) -> Result<sys::CUdeviceptr, Error> {
+        let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+        self.sweep(&mut deferred, false);
+        let mut address = 0;
+        // SAFETY: an out-pointer to a local; the context is bound.
+        let mut code = unsafe { sys::cuMemAlloc_v2(&mut address, bytes) };
+        if code == CUresult::CUDA_ERROR_OUT_OF_MEMORY && !deferred.is_empty() {
+            self.sweep(&mut deferred, true);
+            // SAFETY: as above.
+            code = unsafe { sys::cuMemAlloc_v2(&mut address, bytes) };
+        }
+        check("cuMemAlloc", code)?;
+        Ok(address)
+    }
+
+    /// Frees the kept memory whose commands completed (all of it, after waiting, with
+    /// `wait`). A command that failed is complete.
+    fn sweep(&self, deferred: &mut Vec<Deferred>, wait: bool) {
+        deferred.retain(|kept| {
+            let complete = kept.after.iter().all(|event| match wait {
+                true => {
+                    let _ = event.wait();
+                    true
+                }
+                false => event.is_complete().unwrap_or(true),
+            });
+            if complete && self.context.bind().is_ok() {
+                // SAFETY: allocated once, freed once, here; what used it completed.
+                unsafe {
+                    let _ = sys::cuMemFree_v2(kept.address);
+                }
             }
+            !complete
+        });
+    }
+
+    /// Frees memory dropped: `after` the commands that may use it, when said.
+    fn release(&self, address: sys::CUdeviceptr, kind: Kind, after: Option<Vec<Event>>) {
+        match (kind, after) {
+            (Kind::Borrowed, _) => {}
+            (Kind::Pooled, after) => {
+                if let (Ok(()), Some(pool)) = (self.context.bind(), self.pool()) {
+                    pool.free(address, after);
+                }
+            }
+            (Kind::Plain, None) => {
+                if self.context.bind().is_ok() {
+                    // SAFETY: allocated once, freed once; `cuMemFree` waits for the device's
+                    // work, which may use it.
+                    unsafe {
+                        let _ = sys::cuMemFree_v2(address);
+                    }
+                }
+            }
+            (Kind::Plain, Some(after)) => {
+                let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+                deferred.push(Deferred { address, after });
+                self.sweep(&mut deferred, false);
+            }
+        }
+    }
+}
+
+impl Drop for Heap {
+    fn drop(&mut self) {
+        let mut deferred =
+            std::mem::take(self.deferred.get_mut().unwrap_or_else(|e| e.into_inner()));
+        self.sweep(&mut deferred, true);
+        if let Some(Some(pool)) = self.pool.take() {
+            if self.context.bind().is_ok() {
+                // SAFETY: made once, destroyed once. Frees still pending complete all the
+                // same: a stream destroyed while the device has work in it is released once
+                // that work completed, and a pool destroyed with frees pending "will return
+                // immediately and the resources associated with the pool will be released
+                // automatically once there are no more outstanding allocations"
+                // (`cuMemPoolDestroy`); no memory of the pool outlives the heap.
+                unsafe {
+                    let _ = sys::cuStreamDestroy_v2(pool.alloc);
+                    let _ = sys::cuStreamDestroy_v2(pool.free);
+                    let _ = sys::cuMemPoolDestroy(pool.raw);
+                }
+            }
+        }
+    }
+}
+
+impl Pool {
+    /// The context's pool and its streams; `None` where the device has no memory pools (the
+    /// context is bound).
+    fn new(context: &Context) -> Result<Option<Pool>, Error> {
+        let mut supported = 0;
+        // SAFETY: the device of a live context; an out-pointer to a local.
+        let asked = unsafe {
+            sys::cuDeviceGetAttribute(
+                &mut supported,
+                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+                context.device,
+            )
+        };
+        if asked != CUresult::CUDA_SUCCESS || supported == 0 {
+            return Ok(None);
+        }
+        let props = sys::CUmemPoolProps {
+            allocType: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
+            handleTypes: sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE,
+            location: sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: context.device,
+            },
+            win32SecurityAttributes: ptr::null_mut(),
+            maxSize: 0,
+            usage: 0,
+            reserved: [0; 54],
+        };
+        let mut raw = ptr::null_mut();
+        // SAFETY: an out-pointer to a local; the properties of device memory of the device.
+        check("cuMemPoolCreate", unsafe { sys::cuMemPoolCreate(&mut raw, &props) })?;
+        let made = (|| {
+            let mut off = 0i32;
+            // SAFETY: a live pool; the attribute's value is an `int`.
+            check("cuMemPoolSetAttribute", unsafe {
+                sys::cuMemPoolSetAttribute(
+                    raw,
+                    sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+                    (&mut off as *mut i32).cast(),
+                )
+            })?;
+            let alloc = context.own_stream()?;
+            match context.own_stream() {
+                Ok(free) => Ok(Pool { raw, alloc, free }),
+                Err(e) => {
+                    // SAFETY: made above, used by nobody.
+                    unsafe {
+                        let _ = sys::cuStreamDestroy_v2(alloc);
+                    }
+                    Err(e)
+                }
+            }
+        })();
+        if made.is_err() {
+            // SAFETY: made above, used by nobody.
+            unsafe {
+                let _ = sys::cuMemPoolDestroy(raw);
+            }
+        }
+        made.map(Some)
+    }
+
+    /// `bytes` of the pool, synchronized (the context is bound). When the device is out of
+    /// memory, tries again once the frees enqueued so far are done.
+    fn alloc(&self, bytes: usize) -> Result<sys::CUdeviceptr, Error> {
+        let mut address = 0;
+        let mut allocate = || {
+            // SAFETY: an out-pointer to a local; a live pool and stream of the bound context.
+            unsafe { sys::cuMemAllocFromPoolAsync(&mut address, bytes, self.raw, self.alloc) }
+        };
+        let mut code = allocate();
+        if code == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            // SAFETY: a live stream.
+            unsafe {
+                let _ = sys::cuStreamSynchronize(self.free);
+            }
+            code = allocate();
+        }
+        check("cuMemAllocFromPoolAsync", code)?;
+        // SAFETY: a live stream.
+        let synchronized =
+            check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.alloc) });
+        if synchronized.is_err() {
+            // SAFETY: allocated above, used by nobody.
+            unsafe {
+                let _ = sys::cuMemFreeAsync(address, self.alloc);
+            }
+        }
+        synchronized.map(|()| address)
+    }
+
+    /// Frees `address` on the free stream, after the commands `after` stands for; without
+    /// them (or when the stream cannot wait for them), after everything the context was given
+    /// (a host wait, as `cuMemFree`'s). The context is bound.
+    fn free(&self, address: sys::CUdeviceptr, after: Option<Vec<Event>>) {
+        let ordered = after.is_some_and(|events| {
+            events.iter().all(|event| {
+                event
+                    .resolve()
+                    .and_then(|end| {
+                        // SAFETY: a live stream; a live event of the context.
+                        check("cuStreamWaitEvent", unsafe {
+                            sys::cuStreamWaitEvent(self.free, end.raw, 0)
+                        })
+                    })
+                    .is_ok()
+            })
+        });
+        // SAFETY: a live context (bound), then memory of the pool freed once, here, after
+        // every command that may use it (waited for on the stream, or by the host).
+        unsafe {
+            if !ordered {
+                let _ = sys::cuCtxSynchronize();
+            }
+            let _ = sys::cuMemFreeAsync(address, self.free);
         }
     }
 }
@@ -1557,17 +2452,7 @@ impl Device {
                 "Queue::from_native: the CUDA context is not of the device given with it".into(),
             ));
         }
-        Ok(Device {
-            context: Arc::new(Context {
-                raw: context,
-                device,
-                primary: false,
-                callbacks: OnceLock::new(),
-                idle_events: Mutex::new(Vec::new()),
-                spare_event: std::sync::atomic::AtomicPtr::new(ptr::null_mut()),
-            }),
-            compute_capability: info.limits.compute_capability.unwrap_or((0, 0)),
-        })
+        Ok(Device::of(Context::new(context, device, false), info))
     }
 
     /// The context everything of this device is made in.
@@ -1581,12 +2466,18 @@ impl Device {
         self.context.primary
     }
 
-    /// A program's stream of this device's context, which the program keeps alive.
+    /// A program's stream of this device's context, which the program keeps alive; `owner`,
+    /// the object it belongs to (a cudarc `CudaStream`), is kept as long as the stream's last
+    /// event, so that no event outlives the stream it records on.
     ///
     /// # Safety
     /// `stream` is a live stream (or null: the legacy default stream), alive as long as the
-    /// queue made of it.
-    pub(crate) unsafe fn adopt_stream(&self, stream: sys::CUstream) -> Result<Stream, Error> {
+    /// queue made of it and its events (which `owner`, when given, ensures).
+    pub(crate) unsafe fn adopt_stream(
+        &self,
+        stream: sys::CUstream,
+        owner: Option<Owner>,
+    ) -> Result<Stream, Error> {
         self.context.bind()?;
         let mut of = ptr::null_mut();
         // SAFETY: a live stream (the caller's promise); an out-pointer to a local.
@@ -1596,14 +2487,8 @@ impl Device {
                 "Queue::from_native: the CUDA stream is of another context than the one given with it".into(),
             ));
         }
-        let shared = Arc::new(StreamShared {
-            context: self.context.clone(),
-            raw: stream,
-            owned: false,
-            issued: AtomicU64::new(0),
-            recorded: Mutex::new(None),
-        });
-        Ok(Stream { shared, origin: None })
+        let shared = Arc::new(StreamShared::new(&self.context, stream, false, owner));
+        Ok(Stream { shared, clock: None })
     }
 
     /// A program's allocation, from `address` on for `size` bytes, which the program keeps
@@ -1667,7 +2552,7 @@ impl Device {
                 "Buffer::from_native: the allocation holds {available} bytes from {address:#x}; the buffer needs {size}"
             )));
         }
-        Ok(Memory { context: self.context.clone(), address, _whole: None, owned: false })
+        Ok(Memory::borrowed(&self.heap, address, None))
     }
 }
 
@@ -1698,6 +2583,148 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_callback_waits_on_a_lane_behind_nothing_that_ends_after_its_command() {
+        // Registered in the order of their commands: one lane serves them all.
+        assert_eq!(pick_lane(&[], 0, LANES), None, "the first makes a lane");
+        assert_eq!(pick_lane(&[3], 5, LANES), Some(0));
+        assert_eq!(pick_lane(&[5], 5, LANES), Some(0), "the same command again");
+        // An earlier command than the lane waits for: another lane, not behind command 9.
+        assert_eq!(pick_lane(&[9], 4, LANES), None);
+        // Of the lanes it may follow, the one whose latest command is the latest.
+        assert_eq!(pick_lane(&[9, 4], 6, LANES), Some(1));
+        assert_eq!(pick_lane(&[2, 4, 3], 7, LANES), Some(1));
+        // All lanes made and each ahead of it: the one that gets there first.
+        assert_eq!(pick_lane(&[9, 7, 12, 8], 5, LANES), Some(1));
+    }
+
+    #[test]
+    fn blocks_are_checked_as_grids_are_and_against_the_kernel() {
+        let shape = |global: &[usize], local: [usize; 3]| launch_shape("k", 1024, global, &local);
+        assert_eq!(shape(&[4096], [256, 1, 1]).unwrap(), ([16, 1, 1], [256, 1, 1]));
+        assert_eq!(shape(&[64, 64], [32, 32, 1]).unwrap(), ([2, 2, 1], [32, 32, 1]));
+        assert_eq!(
+            shape(&[1 << 33], [1 << 32, 1, 1]).unwrap_err().to_string(),
+            "invalid argument: 4294967296 work-items per work-group in dimension 0",
+            "truncated to u32, this block would be 0 work-items"
+        );
+        assert_eq!(
+            shape(&[1 << 40], [128, 1, 1]).unwrap_err().to_string(),
+            "invalid argument: 8589934592 work-groups in dimension 0"
+        );
+        assert_eq!(
+            launch_shape("saxpy", 768, &[4096, 4], &[512, 2, 1]).unwrap_err().to_string(),
+            "invalid argument: a work-group of 1024 work-items (512×2) for kernel `saxpy`, which \
+             takes at most 768 per work-group on this GPU: launch it with smaller work-groups"
+        );
+        assert!(launch_shape("saxpy", 768, &[4096, 4], &[384, 2, 1]).is_ok());
+    }
+
+    #[test]
+    fn profile_stamps_keep_nanoseconds_however_old_the_stream() {
+        assert_eq!(ms_to_ns(1.5), 1_500_000);
+        assert_eq!(ms_to_ns(0.0005), 500, "the timer's resolution, 0.5 µs");
+        assert_eq!(ms_to_ns(-0.001), 0);
+        assert_eq!(ms_to_ns(f32::NAN), 0);
+        // A stream an hour old, reached through anchors each under a second from the next.
+        let hour = (0..3600).fold(0, |at, _| chained(at, 1000.0));
+        assert_eq!(hour, 3_600_000_000_000);
+        // A command 0.1 ms after its anchor, taking 1.5 µs: both exact in nanoseconds.
+        let [queued, submitted, started, ended] = stamps(hour, 0.1, 0.0015);
+        assert_eq!([queued, submitted, started], [3_600_000_100_000; 3]);
+        assert_eq!(ended - started, 1_500);
+        // Measured from the origin as one f32 of milliseconds, the same start is off by tens
+        // of microseconds: what the anchors are for.
+        let from_origin = ms_to_ns(3_600_000.1f32);
+        assert!(from_origin.abs_diff(started) > 10_000, "{from_origin} vs {started}");
+        // The end never comes before the start.
+        assert_eq!(stamps(7, 0.0, -1.0), [7, 7, 7, 7]);
+    }
+
+    #[test]
+    fn staging_blocks_come_in_few_sizes_and_the_smallest_that_fits_is_reused() {
+        assert_eq!(staging_size(1), STAGING_MIN);
+        assert_eq!(staging_size(STAGING_MIN + 1), 2 * STAGING_MIN);
+        assert_eq!(staging_size(3 << 20), 4 << 20);
+        assert_eq!(staging_size(usize::MAX), usize::MAX, "no overflow");
+        let idle = [8 << 20, 1 << 20, 4 << 20];
+        assert_eq!(best_block(idle.into_iter(), 2 << 20), Some(2));
+        assert_eq!(best_block(idle.into_iter(), 1 << 20), Some(1));
+        assert_eq!(best_block(idle.into_iter(), 16 << 20), None);
+        assert!(keeps(0, STAGING_KEEP));
+        assert!(!keeps(STAGING_KEEP - 1, 2));
+        assert!(!keeps(usize::MAX, 1), "no overflow");
+    }
+
+    #[test]
+    fn stripes_split_a_chunk_on_page_boundaries_without_gaps_or_overlaps() {
+        for size in [1, 4095, 4096, 10_000, STAGED_CHUNK, STAGED_CHUNK - 1] {
+            for threads in 1..=COPY_THREADS {
+                let stripes: Vec<_> = (0..threads).map(|t| stripe(size, t, threads)).collect();
+                assert_eq!(stripes[0].0, 0);
+                assert_eq!(stripes[threads - 1].1, size);
+                for pair in stripes.windows(2) {
+                    assert_eq!(pair[0].1, pair[1].0, "{size} bytes on {threads} threads");
+                    assert_eq!(pair[0].1 % 4096, 0);
+                }
+                assert!(stripes.iter().all(|&(lo, hi)| lo <= hi));
+            }
+        }
+    }
+
+    #[test]
+    fn copying_out_of_staging_on_several_threads_copies_every_chunk_whole_in_order() {
+        const CHUNK: usize = 3 * 4096 + 5;
+        for (len, threads) in [(0, 2), (1, 1), (CHUNK, 3), (5 * CHUNK + 17, 4), (2 * CHUNK, 2)] {
+            let src: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let mut dst = vec![0u8; len];
+            let (from, to) = (src.as_ptr() as usize, dst.as_mut_ptr() as usize);
+            let chunks = len.div_ceil(CHUNK);
+            let mut readied = Vec::new();
+            let copy = |i: usize, thread: usize, threads: usize| {
+                let size = CHUNK.min(len - i * CHUNK);
+                let (lo, hi) = stripe(size, thread, threads);
+                // SAFETY: a stripe of chunk `i`, within both vectors; stripes do not overlap.
+                unsafe {
+                    ptr::copy_nonoverlapping(
+                        (from + i * CHUNK + lo) as *const u8,
+                        (to + i * CHUNK + lo) as *mut u8,
+                        hi - lo,
+                    );
+                }
+            };
+            let ready = |i| {
+                readied.push(i);
+                Ok(())
+            };
+            copy_out(chunks, threads, ready, copy).unwrap();
+            assert_eq!(readied, (0..chunks).collect::<Vec<_>>());
+            assert!(dst == src, "{len} bytes on {threads} threads");
+        }
+        // An error stops the copy (and lets the other threads go: no hang).
+        let failed = copy_out(
+            4,
+            3,
+            |i| match i {
+                2 => Err(Error::InvalidArgument("the device".into())),
+                _ => Ok(()),
+            },
+            |_, _, _| {},
+        );
+        assert_eq!(failed.unwrap_err().to_string(), "invalid argument: the device");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn memory_never_touched_is_not_resident_and_touched_memory_is() {
+        // Beyond glibc's largest mmap threshold (32 MiB): pages of their own, untouched by
+        // `calloc`.
+        let fresh = vec![0u8; 64 << 20];
+        assert!(!resident(&fresh));
+        let touched = vec![1u8; 64 << 20];
+        assert!(resident(&touched));
+    }
 
     #[test]
     fn default_work_groups_divide_the_global_size_within_256_work_items() {

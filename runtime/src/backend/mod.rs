@@ -35,6 +35,10 @@ pub(crate) use caps::Capabilities;
 
 use crate::Error;
 
+/// Another library's object that a queue or buffer was made from, kept alive with it (a
+/// CUDA stream's by every event of the stream).
+pub(crate) type Owner = Box<dyn std::any::Any + Send + Sync>;
+
 /// Which driver a device is reached through: the one enum of backends, public as
 /// `sycl_runtime::Backend` (a device's [`DeviceInfo::backend`](crate::DeviceInfo::backend)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -623,6 +627,23 @@ impl Queue {
         }
     }
 
+    /// Copies `out.len()` bytes of `mem` from `offset` into `out` after everything enqueued
+    /// before; returns when they are there. The range lies within `mem` (callers check). On
+    /// CUDA a large read into pageable memory goes through reused page-locked staging, the
+    /// copy out of one chunk overlapping the next chunk's transfer; `None` on OpenCL, whose
+    /// reads the caller makes asynchronous and waits for.
+    pub(crate) fn read_blocking(
+        &self,
+        mem: &Memory,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Option<Result<(), Error>> {
+        match (self, mem) {
+            (Queue::Cuda(s), Memory::Cuda(m)) => Some(s.read(m, offset, out)),
+            _ => None,
+        }
+    }
+
     /// Copies `size` bytes of `mem` from `offset` to `out` after everything enqueued before;
     /// returns at once, with the event of the copy's completion. The range lies within `mem`
     /// (callers check).
@@ -874,12 +895,18 @@ impl Device {
         }
     }
 
-    /// The program's queue `native` itself, on this device (made by [`Device::adopt`] of it).
+    /// The program's queue `native` itself, on this device (made by [`Device::adopt`] of it);
+    /// `owner`, the object the queue belongs to, is kept by a CUDA stream until its last
+    /// event goes.
     ///
     /// # Safety
     /// As [`Device::adopt`]; the queue or stream stays alive as long as the queue made of it
-    /// (an OpenCL queue is retained here; a CUDA stream is not).
-    pub(crate) unsafe fn adopt_queue(&self, native: &NativeQueue) -> Result<Queue, Error> {
+    /// (an OpenCL queue is retained here; a CUDA stream is not, unless `owner` keeps it).
+    pub(crate) unsafe fn adopt_queue(
+        &self,
+        native: &NativeQueue,
+        owner: &mut Option<Owner>,
+    ) -> Result<Queue, Error> {
         // SAFETY: the caller's promise, passed on.
         unsafe {
             Ok(match (self, *native) {
@@ -892,7 +919,7 @@ impl Device {
                     Queue::OpenCl(opencl::Queue::adopt(queue, context, opencl::DeviceId(device))?)
                 }
                 (Device::Cuda(d), NativeQueue::Cuda { stream, .. }) => {
-                    Queue::Cuda(d.adopt_stream(stream)?)
+                    Queue::Cuda(d.adopt_stream(stream, owner.take())?)
                 }
                 _ => {
                     return Err(Error::InvalidArgument(

@@ -113,7 +113,6 @@ impl Stream {
         match *self {}
     }
 
-
     /// # Safety
     /// None needed: this build has no stream to call it on.
     pub(crate) unsafe fn read_async(
@@ -254,6 +253,7 @@ impl Device {
     pub(crate) unsafe fn adopt_stream(
         &self,
         _stream: super::native::CUstream,
+        _owner: Option<super::Owner>,
     ) -> Result<Stream, Error> {
         match *self {}
     }

@@ -133,8 +133,7 @@ pub(super) struct QueueInner {
     _owner: Option<Owner>,
 }
 
-/// Another library's object that a queue or buffer was made from, kept alive with it.
-pub(crate) type Owner = Box<dyn std::any::Any + Send + Sync>;
+pub(crate) use crate::backend::Owner;
 
 /// How many kernels a queue keeps ready for its next launches: a loop that launches a few
 /// kernels in turn finds each of them there, as a loop of one kernel does.
@@ -245,8 +244,11 @@ impl Queue {
         native: NativeQueue,
         owner: Option<Owner>,
     ) -> Result<Queue, Error> {
+        let mut owner = owner;
+        // A CUDA stream's owner goes into the stream's state, which every event of the queue
+        // holds: a cudarc stream outlives the events too. Any other stays with the queue.
         // SAFETY: the caller's promise, passed on.
-        let (device, queue) = unsafe { runtime().adopt(&native)? };
+        let (device, queue) = unsafe { runtime().adopt(&native, &mut owner)? };
         Ok(Queue::made(device, queue, owner))
     }
 
@@ -460,6 +462,20 @@ impl<T: Pod> Buffer<T> {
         self.check_range("reading", &range, out.len())?;
         let offset = range.start * std::mem::size_of::<T>();
         let out = as_bytes_mut(out);
+        if self.queue.inner.device.info.backend == crate::Backend::Cuda {
+            // CUDA's own blocking read (staged through page-locked memory when large), made
+            // while the buffer's record is held, then recorded as a marker after it.
+            self.ordered(Access::Read, |queue, waits| {
+                if !waits.is_empty() {
+                    queue.wait_for(waits)?;
+                }
+                if let Some(read) = queue.read_blocking(self.mem(), offset, out) {
+                    read?;
+                }
+                queue.marker()
+            })?;
+            return Ok(());
+        }
         let (at, size) = (out.as_mut_ptr(), out.len());
         let copy = self.ordered(Access::Read, |queue, waits| {
             if !waits.is_empty() {
