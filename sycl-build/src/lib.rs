@@ -49,6 +49,12 @@ pub const TARGETS: &[Target] = Target::BUILDABLE;
 /// SPIR-V extensions the translator may use: function pointers, for virtual functions.
 const SPIRV_EXTENSIONS: &str = "--spirv-ext=+SPV_INTEL_function_pointers";
 
+/// Keeps each kernel's `kernel_arg_type_qual` (and `kernel_arg_type`) metadata, which SPIR-V
+/// has no place for, as an `OpString`: `sycl-spirv` reads from it which pointer parameters
+/// point at `const` memory, so that the runtime knows what a launch only reads. Drivers and
+/// `llvm-spirv -r` take the strings as they take any other.
+const KEEP_ARG_TYPE_QUALIFIERS: &str = "--preserve-ocl-kernel-arg-type-metadata-through-string";
+
 /// What `opt-15` runs between the front end and the translator: LLVM 15's `default<O2>`
 /// pipeline, as `opt-15 -passes='default<O2>' -print-pipeline-passes` prints it, less five
 /// passes. Four write what llvm-spirv-15 cannot translate: `div-rem-pairs` (a `freeze` after
@@ -770,7 +776,14 @@ fn to_spirv(
     spv: &Path,
     source: &Path,
 ) -> Result<(Vec<u8>, sycl_spirv::dr::Module), Error> {
-    run(Command::new(llvm_spirv).arg(SPIRV_EXTENSIONS).arg(bc).arg("-o").arg(spv), source)?;
+    run(
+        Command::new(llvm_spirv)
+            .args([SPIRV_EXTENSIONS, KEEP_ARG_TYPE_QUALIFIERS])
+            .arg(bc)
+            .arg("-o")
+            .arg(spv),
+        source,
+    )?;
     let spirv = fs::read(spv).map_err(|error| Error::Io { path: spv.to_path_buf(), error })?;
     // C99 `inline` functions come out as bodies with `Import` linkage: local definitions.
     let spirv = sycl_spirv::localize_inline_definitions(&spirv).unwrap_or(spirv);

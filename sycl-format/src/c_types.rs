@@ -157,9 +157,25 @@ pub fn matches_memory(pointee: &str, type_name: &str) -> bool {
     }
 }
 
-/// The pointee of a pointer parameter's type: `int` of `global int*`, `struct Pt` of
-/// `constant struct Pt*`; `None` for a type that is not one pointer.
+/// The pointee of a pointer parameter's type, as far as matching goes: `int` of `global int*`
+/// and of `global const int*`, `struct Pt` of `constant struct Pt*`; `None` for a type that
+/// is not one pointer. A `const` pointee is the same type to match: memory a kernel only
+/// reads holds values of the type it reads.
 pub fn pointee(ty: &str) -> Option<&str> {
+    let (_, pointee) = split_pointer(ty)?;
+    Some(pointee)
+}
+
+/// Whether a pointer parameter's type points at `const` memory, as the parameter lists write
+/// it: `global const int*`. `false` for any other type, a `constant` pointer among them (its
+/// address space says it is read-only; the lists do not repeat that with `const`).
+pub fn points_to_const(ty: &str) -> bool {
+    split_pointer(ty).is_some_and(|(is_const, _)| is_const)
+}
+
+/// A one-level pointer type's pointee, without its address space and its `const`, and whether
+/// it had that `const` (OpenCL C's order: `global const int*`).
+fn split_pointer(ty: &str) -> Option<(bool, &str)> {
     let ty = ty.trim().strip_suffix('*')?;
     if ty.ends_with('*') {
         return None;
@@ -168,7 +184,11 @@ pub fn pointee(ty: &str) -> Option<&str> {
         .iter()
         .find_map(|space| ty.strip_prefix(space))
         .unwrap_or(ty);
-    Some(ty.trim())
+    let ty = ty.trim_start();
+    Some(match ty.strip_prefix("const ") {
+        Some(pointee) => (true, pointee.trim()),
+        None => (false, ty.trim()),
+    })
 }
 
 #[cfg(test)]
@@ -248,5 +268,25 @@ mod tests {
         assert_eq!(pointee("local float4*"), Some("float4"));
         assert_eq!(pointee("int"), None);
         assert_eq!(pointee("global int**"), None);
+    }
+
+    #[test]
+    fn const_pointees_match_as_their_type_and_say_they_are_const() {
+        assert_eq!(pointee("global const int*"), Some("int"));
+        assert_eq!(pointee("local const float4*"), Some("float4"));
+        assert_eq!(pointee("global const struct Pt*"), Some("struct Pt"));
+        assert!(matches_memory(pointee("global const float4*").unwrap(), "f32"));
+        assert!(!matches_memory(pointee("global const int*").unwrap(), "f32"));
+        assert!(points_to_const("global const int*") && points_to_const("local const int*"));
+        for not_const in [
+            "global int*",
+            "constant int*",
+            "global struct constant_pool*",
+            "global constint*",
+            "const int",
+            "global const int**",
+        ] {
+            assert!(!points_to_const(not_const), "{not_const}");
+        }
     }
 }

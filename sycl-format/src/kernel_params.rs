@@ -8,6 +8,7 @@
 
 use std::fmt;
 
+use crate::c_types;
 use crate::sets::{
     KERNEL_ARGUMENTS_FIELD_SEPARATOR as FIELD, KERNEL_ARGUMENTS_LINE_SEPARATOR as LINE,
 };
@@ -88,9 +89,17 @@ pub struct KernelParam {
     /// samplers and other handles. For a `local` pointer this is the pointer's size too,
     /// although `clSetKernelArg` takes the bytes to allocate there. 0: unknown.
     pub size: u32,
-    /// The type in OpenCL C's words: `global int*`, `constant float*`, `local float*`, `int`,
-    /// `float4`, `struct Pt`, `read_only image2d_t`, `sampler_t`. SPIR-V has no signedness,
-    /// so unsigned types read as their signed twins (`uint` as `int`, `uchar` as `char`).
+    /// The type in OpenCL C's words: `global int*`, `global const int*`, `constant float*`,
+    /// `local float*`, `int`, `float4`, `struct Pt`, `read_only image2d_t`, `sampler_t`. SPIR-V
+    /// has no signedness, so unsigned types read as their signed twins (`uint` as `int`,
+    /// `uchar` as `char`).
+    ///
+    /// A pointer's `const` is part of the type, in OpenCL C's order (`global const int*`),
+    /// rather than a field of its own: it is what the kernel declared and what people read
+    /// in a signature, and the line format stays as it was. A `constant` pointer is written
+    /// without it: its address space already says that nothing writes there. `volatile` and
+    /// `restrict` are left out; nothing on the host depends on them. Records written before
+    /// `const` was recorded have none: see [`reads_only`](Self::reads_only).
     pub ty: String,
     /// The parameter's name, empty when the SPIR-V does not name it (clang names kernel
     /// parameters only with `-cl-kernel-arg-info` or `-fno-discard-value-names`).
@@ -98,6 +107,26 @@ pub struct KernelParam {
 }
 
 impl KernelParam {
+    /// Whether a launch only reads the memory this parameter points at, as the kernel
+    /// declares it: `true` for a `constant` pointer and for a `global` pointer to `const`
+    /// (`global const int*`); `false` for every other pointer (`global int*`, and `local`
+    /// memory, which no buffer backs) and for every parameter that is not a pointer (a value
+    /// is copied when it is set; images, samplers and other handles are not buffers). This is
+    /// what ordering per buffer asks of a launch: one that only reads a buffer need wait only
+    /// for the buffer's last write, and others may read it meanwhile.
+    ///
+    /// The declaration is trusted: a kernel that casts `const` away and writes breaks its own
+    /// signature. A record written before `const` was recorded (see [`ty`](Self::ty)) has no
+    /// `global` pointer to `const`, so its `global` pointers count as written: more ordering
+    /// than needed, never less.
+    pub fn reads_only(&self) -> bool {
+        match self.kind {
+            ParamKind::Constant => true,
+            ParamKind::Global => c_types::points_to_const(&self.ty),
+            _ => false,
+        }
+    }
+
     /// The parameter as declared: `global int* out`, or the type alone when it has no name.
     pub fn declaration(&self) -> String {
         if self.name.is_empty() {
@@ -194,6 +223,35 @@ mod tests {
         for kind in ParamKind::ALL {
             assert_eq!(ParamKind::parse(kind.name()), Some(kind));
         }
+    }
+
+    #[test]
+    fn const_pointers_round_trip_and_say_that_launches_only_read_them() {
+        let params = vec![
+            param(ParamKind::Global, 8, "global const int*", "in"),
+            param(ParamKind::Global, 8, "global int*", "out"),
+            param(ParamKind::Constant, 8, "constant float*", "lut"),
+            param(ParamKind::Local, 8, "local const int*", "scratch"),
+            param(ParamKind::Scalar, 4, "int", "n"),
+            param(ParamKind::Image, 8, "read_only image2d_t", "img"),
+            param(ParamKind::Other, 8, "private const int*", "p"),
+        ];
+        let value = encode_kernel_params(&params);
+        assert_eq!(
+            value.lines().next(),
+            Some("global\t8\tglobal const int*\tin"),
+            "const is part of the type's text"
+        );
+        let back = parse_kernel_params(&value).unwrap();
+        assert_eq!(back, params);
+        let reads: Vec<bool> = back.iter().map(KernelParam::reads_only).collect();
+        assert_eq!(reads, [true, false, true, false, false, false, false]);
+        assert_eq!(
+            kernel_signature(&back[..2]),
+            "(global const int*, global int*)",
+            "signatures show const"
+        );
+        assert_eq!(back[0].declaration(), "global const int* in");
     }
 
     #[test]

@@ -185,8 +185,11 @@ pub mod sets {
     ///    `other` ([`ParamKind`](crate::ParamKind));
     /// 2. the size in bytes as `clSetKernelArg` expects it, in decimal (0: unknown; for a
     ///    `local` pointer, the pointer's size);
-    /// 3. the type in OpenCL C's words (`global int*`, `int`, `float4`, `struct Pt`), signedness
-    ///    aside, which SPIR-V does not record;
+    /// 3. the type in OpenCL C's words (`global int*`, `global const int*`, `int`, `float4`,
+    ///    `struct Pt`), signedness aside, which SPIR-V does not record; a pointer to `const`
+    ///    memory says so in OpenCL C's order, except a `constant` one (earlier writers wrote no
+    ///    `const`: their pointers read as not `const`, and older readers match `const int` as a
+    ///    type they do not know, which they accept);
     /// 4. the parameter's name, empty when the SPIR-V has none.
     ///
     /// For example `global\t8\tglobal int*\tout\nscalar\t4\tint\tn`. Neither the type nor the

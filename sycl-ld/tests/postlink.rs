@@ -677,7 +677,12 @@ kernel void structs(global int *out, Pt p, struct Big b, struct S3 s3, struct Pk
 kernel void images(read_only image2d_t img, sampler_t smp, write_only image3d_t dst, global float4 *out) {\n\
   out[0] = read_imagef(img, smp, (int2)(0, 0));\n\
 }\n\
-kernel void nothing(void) {}\n";
+kernel void nothing(void) {}\n\
+kernel void qualifiers(const global int *a, global const volatile int *b, global int *restrict c,\n\
+                       const global int *restrict d, constant float *e, local const int *f, const int n,\n\
+                       global volatile float4 *g, const global Pt *h, global const uint *u) {\n\
+  c[0] = a[0] + b[0] + d[0] + (int)e[0] + f[0] + n + (int)g[0].x + h->n + u[0];\n\
+}\n";
 
 /// A parameter as (kind, size, type, name).
 type Param<'a> = (sycl_format::ParamKind, u32, &'a str, &'a str);
@@ -695,12 +700,12 @@ fn every_kernel_image_records_its_parameters_as_clang_compiles_them() {
     let pocl: Vec<&sycl_format::Image> =
         set.images.iter().filter(|i| i.target == Target::PoclCpu).collect();
     assert!(!pocl.is_empty());
-    let expected: [(&str, Vec<Param<'_>>); 6] = [
+    let expected: [(&str, Vec<Param<'_>>); 7] = [
         ("sizes", vec![(Global, 8, "global int*", "out")]),
         (
             "reduce",
             vec![
-                (Global, 8, "global float*", "in"),
+                (Global, 8, "global const float*", "in"),
                 (Global, 8, "global float*", "out"),
                 (Local, 8, "local float*", "scratch"),
                 (Scalar, 4, "int", "n"),
@@ -748,6 +753,21 @@ fn every_kernel_image_records_its_parameters_as_clang_compiles_them() {
             ],
         ),
         ("nothing", vec![]),
+        (
+            "qualifiers",
+            vec![
+                (Global, 8, "global const int*", "a"),
+                (Global, 8, "global const int*", "b"),
+                (Global, 8, "global int*", "c"),
+                (Global, 8, "global const int*", "d"),
+                (Constant, 8, "constant float*", "e"),
+                (Local, 8, "local const int*", "f"),
+                (Scalar, 4, "int", "n"),
+                (Global, 8, "global float4*", "g"),
+                (Global, 8, "global const struct Pt*", "h"),
+                (Global, 8, "global const int*", "u"),
+            ],
+        ),
     ];
     for (kernel, params) in &expected {
         let image = spirv.iter().find(|i| i.kernels.contains(&kernel.to_string())).unwrap();
@@ -769,8 +789,18 @@ fn every_kernel_image_records_its_parameters_as_clang_compiles_them() {
     let params = reduce.kernel_params("reduce").unwrap().unwrap();
     assert_eq!(
         sycl_format::kernel_signature(&params),
-        "(global float*, global float*, local float*, int)"
+        "(global const float*, global float*, local float*, int)"
     );
+    // What the runtime orders launches by: `const` and `constant` pointers are only read.
+    let image = spirv.iter().find(|i| i.kernels.contains(&"qualifiers".to_string())).unwrap();
+    let reads: Vec<bool> = image
+        .kernel_params("qualifiers")
+        .unwrap()
+        .unwrap()
+        .iter()
+        .map(sycl_format::KernelParam::reads_only)
+        .collect();
+    assert_eq!(reads, [true, true, false, true, true, false, false, false, true, true]);
     assert!(
         set.images
             .iter()
@@ -813,7 +843,9 @@ fn c_plus_plus_for_opencl_structs_keep_their_qualified_names() {
     let mut unit = Unit::new();
     let src = "namespace geo { struct Pt { float x; int n; }; }\n\
 class Cl { public: int v; char c; };\n\
-kernel void cpp_k(global int *out, geo::Pt p, Cl c) { out[0] = p.n + c.v; }\n";
+kernel void cpp_k(global int *out, geo::Pt p, Cl c, const global geo::Pt *q) {\n\
+  out[0] = p.n + c.v + q->n;\n\
+}\n";
     unit.build("cpp", &[("k.clcpp", src)], |_| {});
     let set = unit.link_shared();
     let params = set.images[0].kernel_params("cpp_k").unwrap().unwrap();
@@ -821,7 +853,12 @@ kernel void cpp_k(global int *out, geo::Pt p, Cl c) { out[0] = p.n + c.v; }\n";
         params.iter().map(|p| format!("{} ({} bytes)", p.declaration(), p.size)).collect();
     assert_eq!(
         shown,
-        ["global int* out (8 bytes)", "struct geo::Pt p (8 bytes)", "class Cl c (8 bytes)"]
+        [
+            "global int* out (8 bytes)",
+            "struct geo::Pt p (8 bytes)",
+            "class Cl c (8 bytes)",
+            "global const struct geo::Pt* q (8 bytes)"
+        ]
     );
 }
 

@@ -13,6 +13,15 @@
 //! puts them on the entry function's parameters when clang ran with `-cl-kernel-arg-info`, and
 //! on the plain function's with `-fno-discard-value-names`.
 //!
+//! SPIR-V has no `const` on a pointer's pointee. llvm-spirv-15 keeps clang's
+//! `kernel_arg_type_qual` metadata when `sycl-build` asks it to
+//! (`--preserve-ocl-kernel-arg-type-metadata-through-string`), as one `OpString` per kernel:
+//! `kernel_arg_type_qual.KERNEL.` then each parameter's qualifiers (`const`, `volatile`,
+//! `restrict`, `pipe`, space-separated in any order), each followed by a comma. A pointer
+//! parameter whose list has `const` reads `global const int*`. Without the string (SPIR-V of
+//! other compilers, or an earlier `sycl-build`), or when its count of parameters is not the
+//! kernel's, no parameter reads `const`.
+//!
 //! Type sizes follow OpenCL C's layout: scalars as wide as their values and aligned to their
 //! size, vectors of 3 padded to 4 and aligned to their padded size, structs laid out as C
 //! does (`CPacked`: no padding). They are computed in one pass over the module's types, in
@@ -30,6 +39,10 @@ use sycl_format::{KernelParam, ParamKind};
 /// Size of the handle `clSetKernelArg` takes for an image, a sampler, a pipe or a queue
 /// (`cl_mem`, `cl_sampler`, … on a 64-bit host).
 const HANDLE_SIZE: u32 = 8;
+
+/// How the `OpString` that keeps a kernel's `kernel_arg_type_qual` metadata starts; the
+/// kernel's name and a `.` follow.
+const TYPE_QUAL_PREFIX: &str = "kernel_arg_type_qual.";
 
 /// How many pointers or arrays deep a type's text goes before it is cut short: kernels take
 /// `global float*`, and a type that nests further is not one people wrote.
@@ -51,13 +64,37 @@ pub fn kernel_params(module: &Module, kernels: &[String]) -> Vec<(String, Vec<Ke
     }
     let functions: HashMap<Word, &Function> =
         module.functions.iter().filter_map(|f| Some((f.def_id()?, f))).collect();
+    let qualifiers = type_qualifiers(module);
     kernels
         .iter()
         .filter_map(|kernel| {
             let entry = functions.get(entries.get(kernel.as_str())?)?;
-            Some((kernel.clone(), reader.params(entry, &functions)))
+            let qualifiers = qualifiers.get(kernel.as_str()).map(Vec::as_slice);
+            Some((kernel.clone(), reader.params(entry, &functions, qualifiers)))
         })
         .collect()
+}
+
+/// Each kernel's parameter qualifiers (`const`, `restrict const`, empty), from the
+/// `kernel_arg_type_qual` strings llvm-spirv keeps (the module doc says how), by kernel name;
+/// the first string of a kernel counts. No qualifier holds a `.` or a `,`, so the kernel's name
+/// ends at the last `.`.
+fn type_qualifiers(module: &Module) -> HashMap<&str, Vec<&str>> {
+    let mut out = HashMap::new();
+    for inst in &module.debug_string_source {
+        let (Op::String, Some(Operand::LiteralString(text))) =
+            (inst.class.opcode, inst.operands.first())
+        else {
+            continue;
+        };
+        let Some((kernel, list)) =
+            text.strip_prefix(TYPE_QUAL_PREFIX).and_then(|rest| rest.rsplit_once('.'))
+        else {
+            continue;
+        };
+        out.entry(kernel).or_insert_with(|| list.split_terminator(',').collect());
+    }
+    out
 }
 
 /// What the module says about parameters: their names and which are passed by value.
@@ -93,8 +130,16 @@ impl<'m> Reader<'m> {
         Reader { types, names, by_value }
     }
 
-    fn params(&self, entry: &Function, functions: &HashMap<Word, &Function>) -> Vec<KernelParam> {
+    /// The parameters of kernel `entry`, with `qualifiers` (one per parameter, as
+    /// [`type_qualifiers`] reads them) where known.
+    fn params(
+        &self,
+        entry: &Function,
+        functions: &HashMap<Word, &Function>,
+        qualifiers: Option<&[&str]>,
+    ) -> Vec<KernelParam> {
         let ids: Vec<Word> = entry.parameters.iter().filter_map(|p| p.result_id).collect();
+        let qualifiers = qualifiers.filter(|q| q.len() == entry.parameters.len());
         // The plain function the entry function hands its parameters to, in order: its
         // parameters are the same ones, and may be the ones with names.
         let wrapped = entry
@@ -123,9 +168,12 @@ impl<'m> Reader<'m> {
                     })
                     .copied()
                     .unwrap_or_default();
-                let mut param = self
-                    .types
-                    .param(p.result_type.unwrap_or_default(), self.by_value.contains(&id));
+                let is_const = qualifiers.is_some_and(|q| q[i].split(' ').any(|w| w == "const"));
+                let mut param = self.types.param(
+                    p.result_type.unwrap_or_default(),
+                    self.by_value.contains(&id),
+                    is_const,
+                );
                 param.name = name.to_string();
                 param
             })
@@ -318,8 +366,9 @@ impl Types {
         })
     }
 
-    /// The parameter of type `ty` (`by_value`: decorated `FuncParamAttr ByVal`), unnamed.
-    fn param(&self, ty: Word, by_value: bool) -> KernelParam {
+    /// The parameter of type `ty` (`by_value`: decorated `FuncParamAttr ByVal`; `is_const`:
+    /// its qualifiers have `const`), unnamed.
+    fn param(&self, ty: Word, by_value: bool, is_const: bool) -> KernelParam {
         let size =
             |id: Word| self.layouts.get(&id).map_or(0, |l| u32::try_from(l.size).unwrap_or(0));
         let (kind, size) = match self.types.get(&ty) {
@@ -334,7 +383,7 @@ impl Types {
                 return KernelParam {
                     kind,
                     size: size(*pointee),
-                    ty: self.text(*pointee),
+                    ty: self.text(*pointee, false),
                     name: String::new(),
                 };
             }
@@ -356,11 +405,15 @@ impl Types {
             Some(Type::Opaque(_)) => (ParamKind::Other, HANDLE_SIZE),
             Some(Type::Array(..)) | None => (ParamKind::Other, size(ty)),
         };
-        KernelParam { kind, size, ty: self.text(ty), name: String::new() }
+        KernelParam { kind, size, ty: self.text(ty, is_const), name: String::new() }
     }
 
-    /// A type in OpenCL C's words: `global int*`, `float4`, `struct Pt`, `char[16]`.
-    fn text(&self, ty: Word) -> String {
+    /// A type in OpenCL C's words: `global int*`, `float4`, `struct Pt`, `char[16]`; with
+    /// `pointee_const`, a pointer's pointee is `const` (`global const int*`), except where
+    /// the text stays as it is: a `constant` pointer (read-only by its address space), a
+    /// pointer to a pointer or an array (no kernel takes one), and a type that is not a
+    /// pointer (clang gives a value no `const`).
+    fn text(&self, ty: Word, pointee_const: bool) -> String {
         // Pointers and arrays wrap a base type: `global` + `int` + `*`, `char` + `[16]`.
         let (mut id, mut space, mut suffix) = (ty, None, String::new());
         for _ in 0..TEXT_DEPTH {
@@ -403,6 +456,14 @@ impl Types {
             // `void` as a pointee, or a type kernels never take.
             None => "void".to_string(),
         };
+        let qualifier = match space {
+            Some(class)
+                if pointee_const && class != StorageClass::UniformConstant && suffix == "*" =>
+            {
+                "const "
+            }
+            _ => "",
+        };
         let space = space.map(|class| match class {
             StorageClass::CrossWorkgroup => "global ".to_string(),
             StorageClass::UniformConstant => "constant ".to_string(),
@@ -411,7 +472,7 @@ impl Types {
             StorageClass::Generic => "generic ".to_string(),
             other => format!("{other:?} "),
         });
-        format!("{}{base}{suffix}", space.unwrap_or_default())
+        format!("{}{qualifier}{base}{suffix}", space.unwrap_or_default())
     }
 }
 
@@ -581,6 +642,78 @@ mod tests {
             sycl_format::kernel_signature(&params_of(&m, "k")),
             "(global int*, constant float*, local float*, int)"
         );
+    }
+
+    #[test]
+    fn const_comes_from_the_qualifier_strings_llvm_spirv_keeps() {
+        let mut b = builder(AddressingModel::Physical64);
+        let int = b.type_int(32, 0);
+        let float = b.type_float(32, None);
+        let global_int = b.type_pointer(None, StorageClass::CrossWorkgroup, int);
+        let constant_float = b.type_pointer(None, StorageClass::UniformConstant, float);
+        let local_int = b.type_pointer(None, StorageClass::Workgroup, int);
+        let global_global_int = b.type_pointer(None, StorageClass::CrossWorkgroup, global_int);
+        let pt = b.type_struct([int, float]);
+        b.name(pt, "struct.Pt");
+        let by_value = b.type_pointer(None, StorageClass::Function, pt);
+        let global_pt = b.type_pointer(None, StorageClass::CrossWorkgroup, pt);
+        let params = [
+            global_int,
+            global_int,
+            global_int,
+            global_int,
+            constant_float,
+            local_int,
+            int,
+            by_value,
+            global_global_int,
+            global_pt,
+        ];
+        kernel(&mut b, "k", &params, &[], &[], &[7]);
+        // As clang writes them: `const global int* a`, `global int* restrict b`,
+        // `const global int* restrict c`, `volatile global int* d`, `constant float* e`,
+        // `local const int* f`, `const int n`, `struct Pt p`, and two more.
+        b.string(
+            "kernel_arg_type_qual.k.const,restrict,restrict const,volatile,const,const,,,const,const,",
+        );
+        kernel(&mut b, "kk", &[global_int], &[], &[], &[]);
+        b.string("kernel_arg_type_qual.kk.,");
+        // Counts that are not the kernel's: the strings are not trusted.
+        kernel(&mut b, "short", &[global_int, global_int], &[], &[], &[]);
+        b.string("kernel_arg_type_qual.short.const,");
+        kernel(&mut b, "long", &[global_int], &[], &[], &[]);
+        b.string("kernel_arg_type_qual.long.const,const,");
+        kernel(&mut b, "none", &[global_int], &[], &[], &[]);
+        kernel(&mut b, "empty", &[], &[], &[], &[]);
+        b.string("kernel_arg_type_qual.empty.");
+        b.string("kernel_arg_type.k.int*,int*,int*,int*,float*,int*,int,Pt,int**,Pt*,");
+        let m = b.module();
+        let k = params_of(&m, "k");
+        assert_eq!(
+            shapes(&k),
+            [
+                (ParamKind::Global, 8, "global const int*"),
+                (ParamKind::Global, 8, "global int*"),
+                (ParamKind::Global, 8, "global const int*"),
+                (ParamKind::Global, 8, "global int*"),
+                (ParamKind::Constant, 8, "constant float*"),
+                (ParamKind::Local, 8, "local const int*"),
+                (ParamKind::Scalar, 4, "int"),
+                (ParamKind::Struct, 8, "struct Pt"),
+                (ParamKind::Global, 8, "global int**"),
+                (ParamKind::Global, 8, "global const struct Pt*"),
+            ]
+        );
+        let reads: Vec<bool> = k.iter().map(KernelParam::reads_only).collect();
+        assert_eq!(reads, [true, false, true, false, true, false, false, false, false, true]);
+        for other in ["kk", "short", "long", "none"] {
+            let params = params_of(&m, other);
+            assert!(
+                params.iter().all(|p| p.ty == "global int*" && !p.reads_only()),
+                "{other}: {params:?}"
+            );
+        }
+        assert_eq!(params_of(&m, "empty"), []);
     }
 
     #[test]

@@ -56,7 +56,7 @@ fn conversions_refuse_another_context_a_wrong_element_type_and_a_partial_value()
         );
         assert_eq!(
             line("an opencl3 buffer of f32 for an int*: "),
-            "invalid argument: kernel `add_lib` argument 0 (global int* theirs) takes a buffer of int (i32 or u32); got a buffer of f32"
+            "invalid argument: kernel `add_lib` argument 0 (global const int* theirs) takes a buffer of int (i32 or u32); got a buffer of f32"
         );
         assert_eq!(
             line("a queue given with another context: "),
