@@ -703,7 +703,7 @@ fn reads_only(params: &[KernelParam]) -> u64 {
         .iter()
         .take(64)
         .enumerate()
-        .filter(|(_, p)| p.kind == ParamKind::Constant)
+        .filter(|(_, p)| p.reads_only())
         .fold(0, |bits, (i, _)| bits | 1 << i)
 }
 
