@@ -168,7 +168,8 @@ impl<'m> Reader<'m> {
                     })
                     .copied()
                     .unwrap_or_default();
-                let is_const = qualifiers.is_some_and(|q| q[i].split(' ').any(|w| w == "const"));
+                let is_const =
+                    qualifiers.is_some_and(|q| q[i].split_ascii_whitespace().any(|w| w == "const"));
                 let mut param = self.types.param(
                     p.result_type.unwrap_or_default(),
                     self.by_value.contains(&id),
