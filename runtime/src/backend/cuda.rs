@@ -1706,6 +1706,19 @@ unsafe extern "C" fn called(_stream: sys::CUstream, _status: CUresult, data: *mu
 
 impl Event {
     /// The recorded event that stands for this one.
+    /// An event that completes when everything the stream was given until now did: its
+    /// latest command's, recorded when first asked about (a superset of this one).
+    pub(crate) fn later(&self) -> Event {
+        let order = self.stream.issued.load(Ordering::Acquire).saturating_sub(1).max(self.order);
+        Event {
+            stream: self.stream.clone(),
+            order,
+            end: End::Launch,
+            timing: None,
+            pinned: OnceLock::new(),
+        }
+    }
+
     fn resolve(&self) -> Result<Arc<RawEvent>, Error> {
         match &self.end {
             End::Recorded(event) => Ok(event.clone()),

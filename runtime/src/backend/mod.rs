@@ -209,6 +209,26 @@ impl Event {
         }
     }
 
+    /// An event that completes when everything the event's queue was given until now did (a
+    /// superset of this one): an OpenCL marker on its queue (this event itself for a user
+    /// event, which has none), or on CUDA the stream's latest command's, recorded when first
+    /// asked about. Give it up with [`Event::release_when_complete`].
+    pub(crate) fn later(&self) -> Result<Event, Error> {
+        match self {
+            Event::OpenCl(e) => e.later().map(Event::OpenCl),
+            Event::Cuda(e) => Ok(Event::Cuda(e.later())),
+        }
+    }
+
+    /// Gives up an event that may be a runtime's marker once its command completed, not
+    /// before (see `opencl::Event::release_when_complete`).
+    pub(crate) fn release_when_complete(self) {
+        match self {
+            Event::OpenCl(e) => e.release_when_complete(),
+            Event::Cuda(e) => drop(e),
+        }
+    }
+
     /// Submits the event's queue to the device (OpenCL's `clFlush`; the CUDA driver submits
     /// at once), so that its command will complete: before the event is waited for by another
     /// queue, awaited, or waited for by the host. A user event has no queue: nothing to do.
@@ -283,7 +303,9 @@ impl Memory {
     #[cfg_attr(not(feature = "cuda"), allow(unreachable_code))]
     pub(crate) fn free_after(&self, uses: Vec<Event>) {
         match self {
-            Memory::OpenCl(_) => drop(uses),
+            // OpenCL frees by itself; the uses may be markers of the runtime's, which go once
+            // they completed.
+            Memory::OpenCl(_) => uses.into_iter().for_each(Event::release_when_complete),
             Memory::Cuda(m) => m.free_after(
                 uses.into_iter()
                     .filter_map(|e| match e {

@@ -183,6 +183,10 @@ impl Stream {
 pub(crate) enum Event {}
 
 impl Event {
+    pub(crate) fn later(&self) -> Event {
+        match *self {}
+    }
+
     pub(crate) fn wait(&self) -> Result<(), Error> {
         match *self {}
     }

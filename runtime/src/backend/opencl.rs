@@ -286,6 +286,22 @@ impl Event {
         Ok(Some(times))
     }
 
+    /// A marker on the event's command queue: it completes when everything the queue was
+    /// given until now did. A user event, which has no queue, is its own.
+    pub(crate) fn later(&self) -> Result<Event, Error> {
+        let queue: cl_command_queue = info_ptr(
+            cl3::event::get_event_info(self.0, cl3::event::CL_EVENT_COMMAND_QUEUE),
+            "clGetEventInfo",
+        )?;
+        if queue.is_null() {
+            return Ok(self.clone());
+        }
+        // SAFETY: the queue of a live event (which keeps it alive), and an empty wait list.
+        unsafe { cl3::command_queue::enqueue_marker_with_wait_list(queue, 0, ptr::null()) }
+            .map(Event)
+            .map_err(cl_err("clEnqueueMarkerWithWaitList"))
+    }
+
     /// Submits the event's command queue to the device (`clFlush`); nothing for a user
     /// event, which has none.
     pub(crate) fn flush(&self) -> Result<(), Error> {

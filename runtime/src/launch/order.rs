@@ -9,7 +9,11 @@
 //! conflicting use on *other* queues (read after write, write after read, write after write):
 //! the queue waits on the device, the host does not. A queue is in order, so its own earlier
 //! uses need no wait, and a loop of launches on one queue waits for nothing: it takes one
-//! uncontended lock per buffer, and allocates nothing.
+//! uncontended lock per buffer, and allocates nothing. Nor does it keep each launch's event: a
+//! queue's record that its later commands used the buffer again is marked stale, and a
+//! command of another queue that must wait for it takes a new event of that queue then (an
+//! OpenCL marker, a CUDA stream's latest command), which covers those uses and everything
+//! before them.
 //!
 //! The buffers' locks are held from the check to the record, so two threads that give two
 //! queues conflicting commands order them one way or the other, never not at all; they are
@@ -65,6 +69,40 @@ pub(crate) struct State {
 struct Use {
     queue: u64,
     event: backend::Event,
+    /// The queue used the buffer again after `event`: a command that waits for this use
+    /// takes [`backend::Event::later`] of it first.
+    stale: bool,
+    /// `event` is the runtime's marker (from `later`): given up once it completed (PoCL aborts
+    /// the process when a failure reaches a marker released while pending).
+    marker: bool,
+}
+
+impl Use {
+    fn new(queue: u64, event: &backend::Event) -> Use {
+        Use { queue, event: event.clone(), stale: false, marker: false }
+    }
+
+    /// Makes `event` cover the queue's latest use.
+    fn refresh(&mut self) -> Result<(), Error> {
+        if self.stale {
+            let later = self.event.later()?;
+            let was = std::mem::replace(&mut self.event, later);
+            if std::mem::replace(&mut self.marker, true) {
+                was.release_when_complete();
+            }
+            self.stale = false;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Use {
+    fn drop(&mut self) {
+        if self.marker {
+            // A clone of the marker's reference, released once it completed; ours drops now.
+            self.event.clone().release_when_complete();
+        }
+    }
 }
 
 impl Uses {
@@ -86,13 +124,33 @@ impl Uses {
     pub(crate) fn take_all(&self) -> Vec<backend::Event> {
         let mut state = self.lock();
         let reads = std::mem::take(&mut state.reads);
-        state.write.take().into_iter().chain(reads).map(|u| u.event).collect()
+        let uses = state.write.take().into_iter().chain(reads);
+        uses.map(|mut u| {
+            if let Err(e) = u.refresh() {
+                log::warn!("a dropped buffer's last use: {e}; freed after an earlier one");
+            }
+            u.marker = false; // the caller gives it up once it completed
+            u.event.clone()
+        })
+        .collect()
     }
 }
 
 impl State {
-    /// The events of other queues' uses that a command of `queue` using the buffer as
-    /// `access` must come after.
+    /// Other queues' uses that a command of `queue` using the buffer as `access` must come
+    /// after, each made to cover its queue's latest use first.
+    fn refresh_conflicts(&mut self, queue: u64, access: Access) -> Result<(), Error> {
+        let reads = match access {
+            Access::Read => [].iter_mut(),
+            Access::Write => self.reads.iter_mut(),
+        };
+        for u in self.write.iter_mut().chain(reads).filter(|u| u.queue != queue) {
+            u.refresh()?;
+        }
+        Ok(())
+    }
+
+    /// The events of the uses [`State::refresh_conflicts`] refreshed.
     fn conflicts(&self, queue: u64, access: Access) -> impl Iterator<Item = &backend::Event> {
         let write = self.write.iter();
         let reads = match access {
@@ -102,20 +160,32 @@ impl State {
         write.chain(reads).filter(move |u| u.queue != queue).map(|u| &u.event)
     }
 
-    /// Records `event` as queue `queue`'s use of the buffer.
+    /// Records `event` as queue `queue`'s use of the buffer: where the queue's own record is
+    /// the one a later command would wait for, it is marked stale rather than replaced (no
+    /// event kept per command).
     fn record(&mut self, queue: u64, access: Access, event: &backend::Event) {
-        let now = Use { queue, event: event.clone() };
+        let mine = |u: &Use| u.queue == queue;
         match access {
             Access::Write => {
                 // Every use it replaces was waited for (another queue's) or comes before it
                 // on its own queue.
+                let only_mine = self.write.as_ref().is_some_and(mine) && self.reads.iter().all(mine);
                 self.reads.clear();
-                self.write = Some(now);
+                match &mut self.write {
+                    Some(write) if only_mine => write.stale = true,
+                    write => *write = Some(Use::new(queue, event)),
+                }
             }
-            Access::Read => match self.reads.iter_mut().find(|u| u.queue == queue) {
-                Some(slot) => *slot = now,
-                None => self.reads.push(now),
-            },
+            Access::Read => {
+                if let Some(read) = self.reads.iter_mut().find(|u| mine(u)) {
+                    read.stale = true;
+                } else if let Some(write) = self.write.as_mut().filter(|w| mine(w)) {
+                    // What waits for this read waits for the write anyway: made to cover it.
+                    write.stale = true;
+                } else {
+                    self.reads.push(Use::new(queue, event));
+                }
+            }
         }
     }
 }
@@ -152,6 +222,9 @@ pub(crate) fn ordered(
         if let Some(mapping) = state.map.take() {
             queue.unmap(&uses.root, mapping)?;
         }
+    }
+    for (state, (_, access)) in states.iter_mut().zip(accesses.iter()) {
+        state.refresh_conflicts(id, *access)?;
     }
     let mut waits: SmallVec<[&backend::Event; 8]> = SmallVec::new();
     for event in after {
