@@ -1706,10 +1706,11 @@ unsafe extern "C" fn called(_stream: sys::CUstream, _status: CUresult, data: *mu
 
 impl Event {
     /// The recorded event that stands for this one.
-    /// An event that completes when everything the stream was given until now did: its
-    /// latest command's, recorded when first asked about (a superset of this one).
+    /// An event that completes when everything the stream was given until now did, recorded
+    /// when first asked about (a superset of this one). It takes a number of its own, which no
+    /// event recorded before covers: so it covers work other libraries gave the stream too.
     pub(crate) fn later(&self) -> Event {
-        let order = self.stream.issued.load(Ordering::Acquire).saturating_sub(1).max(self.order);
+        let order = self.stream.issued.fetch_add(1, Ordering::AcqRel);
         Event {
             stream: self.stream.clone(),
             order,

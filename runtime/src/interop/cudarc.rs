@@ -35,7 +35,10 @@
 //! `DevicePtrMut`): cuBLAS calls and cudarc's copies take `&buffer` and `&mut buffer`. Used
 //! on its queue's own stream it costs nothing; on another stream of the queue's context, the
 //! stream first waits for the queue's work (an event), and the host waits for the stream when
-//! the use's `SyncOnDrop` drops, so the queue's later work comes after it. The reverse,
+//! the use's `SyncOnDrop` drops, so the queue's later work comes after it. Either way the use
+//! counts as one of the buffer's (a read for `DevicePtr`, a write for `DevicePtrMut`): it
+//! comes after other queues' conflicting commands, and theirs given later wait for what the
+//! buffer's queue was given by then, cudarc's work included. The reverse,
 //! [`Queue::buffer_from_cudarc`], makes a `CudaSlice` a [`Buffer`] that owns it, with the
 //! same waits at both ends when the streams differ, and the slice's `write` event recorded
 //! after the toolkit's work when the buffer goes.
@@ -57,6 +60,7 @@ use ::cudarc::driver::{CudaView, CudaViewMut};
 
 use crate::backend::native::{NativeBuffer, NativeEvent, NativeQueue};
 use crate::launch::kernel::{ArgValue, KernelArg};
+use crate::launch::order::Access;
 use crate::launch::typed::{DeviceMemory, OfType};
 use crate::{Buffer, Error, Event, Launch, Pod, Queue};
 
@@ -372,8 +376,14 @@ fn cuda_parts<T: Pod>(buffer: &Buffer<T>, stream: &CudaStream) -> (sys::CUdevice
 fn ordered<'a, T: Pod>(
     buffer: &Buffer<T>,
     stream: &'a CudaStream,
+    access: Access,
 ) -> (sys::CUdeviceptr, SyncOnDrop<'a>) {
     let (ptr, queue_stream) = cuda_parts(buffer, stream);
+    // After other queues' conflicting uses of the buffer, on its queue (which cudarc's stream
+    // follows), and before their later ones, which then wait for cudarc's work.
+    buffer
+        .use_externally(access)
+        .unwrap_or_else(|e| panic!("ordering a Buffer's use by cudarc: {e}"));
     if stream.cu_stream() as usize == queue_stream {
         return (ptr, SyncOnDrop::Sync(None));
     }
@@ -400,7 +410,7 @@ impl<T: Pod> DeviceSlice<T> for Buffer<T> {
 /// A [`Buffer`] read by cudarc (cuBLAS's inputs, a copy's source).
 impl<T: Pod> DevicePtr<T> for Buffer<T> {
     fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (sys::CUdeviceptr, SyncOnDrop<'a>) {
-        ordered(self, stream)
+        ordered(self, stream, Access::Read)
     }
 }
 
@@ -410,7 +420,7 @@ impl<T: Pod> DevicePtrMut<T> for Buffer<T> {
         &'a mut self,
         stream: &'a CudaStream,
     ) -> (sys::CUdeviceptr, SyncOnDrop<'a>) {
-        ordered(self, stream)
+        ordered(self, stream, Access::Write)
     }
 }
 

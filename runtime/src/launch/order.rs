@@ -119,6 +119,17 @@ impl Uses {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Notes that queue `queue` was given more work that uses the buffer, which no event of
+    /// ours stands for (another library's, on the queue's stream): its uses are marked stale,
+    /// so a command of another queue that must wait for them waits for that work too.
+    pub(crate) fn used_later_by(&self, queue: u64) {
+        let mut state = self.lock();
+        let State { write, reads, .. } = &mut *state;
+        for u in write.iter_mut().chain(reads.iter_mut()).filter(|u| u.queue == queue) {
+            u.stale = true;
+        }
+    }
+
     /// The events of every command that may still use the buffer, for its memory to be freed
     /// after them; the uses are forgotten.
     pub(crate) fn take_all(&self) -> Vec<backend::Event> {
@@ -169,7 +180,8 @@ impl State {
             Access::Write => {
                 // Every use it replaces was waited for (another queue's) or comes before it
                 // on its own queue.
-                let only_mine = self.write.as_ref().is_some_and(mine) && self.reads.iter().all(mine);
+                let only_mine =
+                    self.write.as_ref().is_some_and(mine) && self.reads.iter().all(mine);
                 self.reads.clear();
                 match &mut self.write {
                     Some(write) if only_mine => write.stale = true,

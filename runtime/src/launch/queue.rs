@@ -380,6 +380,16 @@ impl<T: Pod> Buffer<T> {
         Buffer { uses: Uses::new(mem), len, queue: queue.clone(), _t: PhantomData }
     }
 
+    /// Orders work another library gives the buffer's queue's own stream (cudarc's, cuBLAS's)
+    /// as a use of the buffer as `access`: after other queues' conflicting uses, and before
+    /// their later conflicting commands, which wait for what the queue was given by then.
+    #[cfg_attr(not(feature = "cudarc"), allow(dead_code))]
+    pub(crate) fn use_externally(&self, access: Access) -> Result<(), Error> {
+        self.settle(access)?;
+        self.uses.used_later_by(self.queue.inner.id);
+        Ok(())
+    }
+
     /// The whole allocation.
     pub(super) fn mem(&self) -> &Arc<Memory> {
         self.uses.root()
@@ -403,7 +413,7 @@ impl<T: Pod> Buffer<T> {
     /// use of the buffer as `access` conflicts with; for a command that no other can overlap
     /// (one made while the buffer is borrowed exclusively: a map), or that the host waits for
     /// before anything else can use the buffer.
-    pub(super) fn settle(&self, access: Access) -> Result<(), Error> {
+    pub(crate) fn settle(&self, access: Access) -> Result<(), Error> {
         self.ordered(access, |queue, waits| {
             if !waits.is_empty() {
                 queue.wait_for(waits)?;
