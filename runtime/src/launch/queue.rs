@@ -95,10 +95,8 @@ fn zeroed<T: Pod>(len: usize) -> Vec<T> {
     let layout = std::alloc::Layout::array::<T>(len)
         .unwrap_or_else(|_| panic!("{len} values of {} overflow", std::any::type_name::<T>()));
     if layout.size() == 0 {
-        let mut out = Vec::with_capacity(len);
-        // SAFETY: values of no bytes need no memory; the one such value is valid (`T: Pod`).
-        unsafe { out.set_len(len) };
-        return out;
+        // SAFETY: all-zero bytes (here, none) are a valid `T` (`T: Pod`).
+        return (0..len).map(|_| unsafe { std::mem::zeroed::<T>() }).collect();
     }
     // SAFETY: a layout of non-zero size.
     let at = unsafe { std::alloc::alloc_zeroed(layout) };
