@@ -213,6 +213,7 @@ impl Event {
     /// superset of this one): an OpenCL marker on its queue (this event itself for a user
     /// event, which has none), or on CUDA the stream's latest command's, recorded when first
     /// asked about. Give it up with [`Event::release_when_complete`].
+    #[cfg_attr(not(feature = "cuda"), allow(unreachable_code))]
     pub(crate) fn later(&self) -> Result<Event, Error> {
         match self {
             Event::OpenCl(e) => e.later().map(Event::OpenCl),
