@@ -295,7 +295,50 @@ pub(crate) enum Memory {
     Cuda(cuda::Memory),
 }
 
+/// The memory objects of the live buffers, by handle.
+static OWNED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+fn owned_buffers() -> std::sync::MutexGuard<'static, Vec<usize>> {
+    OWNED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Memory {
+    /// Notes that a buffer holds `mem` (when it is OpenCL memory).
+    pub(crate) fn own(&self) {
+        if let NativeBuffer::OpenCl(handle) = self.native() {
+            owned_buffers().push(handle as usize);
+        }
+    }
+
+    /// Notes that the buffer that held `mem` is gone.
+    pub(crate) fn disown(&self) {
+        if let NativeBuffer::OpenCl(handle) = self.native() {
+            let mut owned = owned_buffers();
+            if let Some(i) = owned.iter().rposition(|&h| h == handle as usize) {
+                owned.swap_remove(i);
+            }
+        }
+    }
+
+    /// Refuses `mem`, about to become a buffer by `what`, when a live buffer holds its memory
+    /// object, or the one it is a sub-buffer of.
+    pub(crate) fn check_not_owned(&self, what: &str) -> Result<(), Error> {
+        let NativeBuffer::OpenCl(handle) = self.native() else { return Ok(()) };
+        let parent =
+            cl3::memory::get_mem_object_info(handle, cl3::memory::CL_MEM_ASSOCIATED_MEMOBJECT)
+                .map_or(0, |p| isize::from(p) as usize);
+        let owned = owned_buffers();
+        if owned.iter().any(|&h| h == handle as usize || (parent != 0 && h == parent)) {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: the memory object (or the buffer it is a sub-buffer of) is a live \
+                 Buffer's already (made by the runtime, or adopted before): two buffers of one \
+                 memory would not order their commands, and their maps could hand out the same \
+                 bytes as `&mut` and `&`; use that Buffer (or views of it, Buffer::slice)"
+            )));
+        }
+        Ok(())
+    }
+
     /// Frees the memory, when its last owner drops it, only after the commands `uses` stand
     /// for (on any queue of the device), without the host waiting for them. OpenCL does so by
     /// itself (a memory object goes once no queued command uses it); CUDA's `cuMemFree`

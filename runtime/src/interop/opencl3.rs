@@ -24,8 +24,9 @@
 //! **One buffer per memory object.** A [`Buffer`] keeps the record of its uses that orders
 //! commands on several queues (the crate's docs: "Ordering"); two buffers of one memory
 //! object would keep two, and their maps could hand out `&mut [T]` and `&[T]` of the same
-//! bytes. So every live buffer's memory object is noted here, and [`Buffer::from_opencl3`]
-//! (and [`Buffer::from_native`]) refuse one that a buffer already holds, or a sub-buffer of it.
+//! bytes. So every live buffer's memory object is noted (`backend::Memory::own`), and
+//! [`Buffer::from_opencl3`] (and [`Buffer::from_native`]) refuse one that a buffer already
+//! holds, or a sub-buffer of it.
 
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
@@ -36,52 +37,9 @@ use crate::backend::native::{
     cl_command_queue, cl_context, cl_device_id, NativeBuffer, NativeEvent, NativeQueue,
 };
 use crate::backend::opencl::cl_err;
-use crate::backend::Memory;
 use crate::launch::kernel::{ArgValue, KernelArg};
 use crate::launch::typed::{DeviceMemory, OfType};
 use crate::{Buffer, Error, Event, Launch, Pod, Queue};
-
-/// The memory objects of the live buffers, by handle.
-static OWNED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
-
-fn owned() -> std::sync::MutexGuard<'static, Vec<usize>> {
-    OWNED.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Notes that a buffer holds `mem` (when it is OpenCL memory).
-pub(crate) fn own(mem: &Memory) {
-    if let NativeBuffer::OpenCl(handle) = mem.native() {
-        owned().push(handle as usize);
-    }
-}
-
-/// Notes that the buffer that held `mem` is gone.
-pub(crate) fn disown(mem: &Memory) {
-    if let NativeBuffer::OpenCl(handle) = mem.native() {
-        let mut owned = owned();
-        if let Some(i) = owned.iter().rposition(|&h| h == handle as usize) {
-            owned.swap_remove(i);
-        }
-    }
-}
-
-/// Refuses `mem`, about to become a buffer by `what`, when a live buffer holds its memory
-/// object, or the one it is a sub-buffer of.
-pub(crate) fn check_not_owned(mem: &Memory, what: &str) -> Result<(), Error> {
-    let NativeBuffer::OpenCl(handle) = mem.native() else { return Ok(()) };
-    let parent = cl3::memory::get_mem_object_info(handle, cl3::memory::CL_MEM_ASSOCIATED_MEMOBJECT)
-        .map_or(0, |p| isize::from(p) as usize);
-    let owned = owned();
-    if owned.iter().any(|&h| h == handle as usize || (parent != 0 && h == parent)) {
-        return Err(Error::InvalidArgument(format!(
-            "{what}: the memory object (or the buffer it is a sub-buffer of) is a live \
-             Buffer's already (made by the runtime, or adopted before): two buffers of one \
-             memory would not order their commands, and their maps could hand out the same \
-             bytes as `&mut` and `&`; use that Buffer (or views of it, Buffer::slice)"
-        )));
-    }
-    Ok(())
-}
 
 /// An OpenCL error code, from cl3 or opencl3, as the runtime reports a driver's.
 fn cl(call: &'static str) -> impl Fn(ClError) -> Error {

@@ -363,8 +363,7 @@ impl<T: Pod> Drop for Buffer<T> {
                 log::warn!("unmapping a dropped buffer: {e}");
             }
         }
-        #[cfg(feature = "opencl3")]
-        crate::interop::opencl3::disown(self.mem());
+        self.mem().disown();
         self.mem().free_after(self.uses.take_all());
     }
 }
@@ -373,8 +372,7 @@ impl<T: Pod> Buffer<T> {
     /// `mem`, of `len` values, as a buffer of `queue`.
     fn made(queue: &Queue, mem: Memory, len: usize) -> Buffer<T> {
         let mem = Arc::new(mem);
-        #[cfg(feature = "opencl3")]
-        crate::interop::opencl3::own(&mem);
+        mem.own();
         Buffer { uses: Uses::new(mem), len, queue: queue.clone(), _t: PhantomData }
     }
 
@@ -447,8 +445,7 @@ impl<T: Pod> Buffer<T> {
         let bytes = byte_size::<T>(len)?;
         // SAFETY: the caller's promise, passed on.
         let mem = unsafe { queue.inner.device.device.adopt_memory(native, bytes)? };
-        #[cfg(feature = "opencl3")]
-        crate::interop::opencl3::check_not_owned(&mem, "Buffer::from_native")?;
+        mem.check_not_owned("Buffer::from_native")?;
         Ok(Buffer::made(queue, mem, len))
     }
 
