@@ -1846,12 +1846,12 @@ const STAGING_MIN: usize = 64 << 10;
 /// it is freed (which waits for the device).
 const STAGING_KEEP: usize = 128 << 20;
 /// The size of each chunk of a staged read ([`Stream::read_staged`]).
-const STAGED_CHUNK: usize = 8 << 20;
+const STAGED_CHUNK: usize = 16 << 20;
 /// The smallest read into pageable memory that is staged: two chunks, one copied out while
 /// the other comes in.
 const STAGED_READ_MIN: usize = 2 * STAGED_CHUNK;
 /// The most threads that copy a staged read's chunks out of staging.
-const COPY_THREADS: usize = 4;
+const COPY_THREADS: usize = 8;
 
 /// The size of the staging block for `size` bytes: the next power of two, and at least
 /// [`STAGING_MIN`] (a few sizes, so that blocks are reused across sizes).
