@@ -217,6 +217,16 @@ pub(crate) fn ordered(
     after: &[&backend::Event],
     enqueue: impl FnOnce(&[&backend::Event]) -> Result<backend::Event, Error>,
 ) -> Result<backend::Event, Error> {
+    // The common case first: one buffer, nothing to wait for, no map left in place (a loop
+    // of launches on one queue), with one lock and nothing else to build.
+    if let ([(uses, access)], []) = (&accesses[..], after) {
+        let mut state = uses.lock();
+        if state.map.is_none() && state.conflicts(id, *access).next().is_none() {
+            let event = enqueue(&[])?;
+            state.record(id, *access, &event);
+            return Ok(event);
+        }
+    }
     // In address order, each buffer once (as a writer when any use writes): one lock each.
     if accesses.len() > 1 {
         accesses.sort_unstable_by_key(|(uses, access)| (*uses as *const Uses, *access));
