@@ -339,6 +339,12 @@ impl Memory {
         Ok(())
     }
 
+    /// Whether the driver frees the memory by itself once no queued command uses it
+    /// (OpenCL): then its last uses need not be given to [`Memory::free_after`].
+    pub(crate) fn frees_itself(&self) -> bool {
+        matches!(self, Memory::OpenCl(_))
+    }
+
     /// Frees the memory, when its last owner drops it, only after the commands `uses` stand
     /// for (on any queue of the device), without the host waiting for them. OpenCL does so by
     /// itself (a memory object goes once no queued command uses it); CUDA's `cuMemFree`
@@ -773,8 +779,12 @@ impl Queue {
         }
     }
 
-    /// Makes the commands enqueued from now on wait for those `after` stands for.
+    /// Makes the commands enqueued from now on wait for those `after` stands for; nothing for
+    /// none (OpenCL would enqueue a barrier that waits for nothing).
     pub(crate) fn wait_for(&self, after: &[&Event]) -> Result<(), Error> {
+        if after.is_empty() {
+            return Ok(());
+        }
         match self {
             Queue::OpenCl(q) => q.wait_for(&events_of(after, |e| match e {
                 Event::OpenCl(e) => Some(e),

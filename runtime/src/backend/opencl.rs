@@ -289,10 +289,7 @@ impl Event {
     /// A marker on the event's command queue: it completes when everything the queue was
     /// given until now did. A user event, which has no queue, is its own.
     pub(crate) fn later(&self) -> Result<Event, Error> {
-        let queue: cl_command_queue = info_ptr(
-            cl3::event::get_event_info(self.0, cl3::event::CL_EVENT_COMMAND_QUEUE),
-            "clGetEventInfo",
-        )?;
+        let queue = self.queue()?;
         if queue.is_null() {
             return Ok(self.clone());
         }
@@ -305,14 +302,20 @@ impl Event {
     /// Submits the event's command queue to the device (`clFlush`); nothing for a user
     /// event, which has none.
     pub(crate) fn flush(&self) -> Result<(), Error> {
-        let queue: cl_command_queue = info_ptr(
-            cl3::event::get_event_info(self.0, cl3::event::CL_EVENT_COMMAND_QUEUE),
-            "clGetEventInfo",
-        )?;
+        let queue = self.queue()?;
         if queue.is_null() {
             return Ok(());
         }
         cl3::command_queue::flush(queue).map_err(cl_err("clFlush"))
+    }
+
+    /// The command queue of the event's command (null for a user event), which the event
+    /// keeps alive.
+    fn queue(&self) -> Result<cl_command_queue, Error> {
+        info_ptr(
+            cl3::event::get_event_info(self.0, cl3::event::CL_EVENT_COMMAND_QUEUE),
+            "clGetEventInfo",
+        )
     }
 
     /// Gives up this reference once the command completed, not before. PoCL 3.1 aborts the

@@ -343,10 +343,7 @@ impl<T: Pod> Buffer<T> {
         let (offset, size) = bytes_of::<T>(&range);
         let out = host.memory.as_ptr();
         let event = host.pending.start(INTO_HOST, || {
-            self.ordered(Access::Read, |queue, waits| {
-                if !waits.is_empty() {
-                    queue.wait_for(waits)?;
-                }
+            self.ordered(Access::Read, |queue| {
                 // SAFETY: `out` holds `host.len` values, at least the `size` bytes read
                 // (checked above), and the range lies within the buffer. The memory stays
                 // allocated and untouched until the copy completed: the `Transfer` returned
@@ -391,10 +388,7 @@ impl<T: Pod> Buffer<T> {
         let (offset, size) = bytes_of::<T>(&range);
         let data = host.memory.as_ptr().cast_const();
         let event = host.pending.start(FROM_HOST, || {
-            self.ordered(Access::Write, |queue, waits| {
-                if !waits.is_empty() {
-                    queue.wait_for(waits)?;
-                }
+            self.ordered(Access::Write, |queue| {
                 // SAFETY: `data` holds `host.len` values, the `size` bytes written, and the
                 // range lies within the buffer (checked above). The memory stays allocated and
                 // unchanged until the copy completed: the `Transfer` returned borrows `host`
@@ -461,8 +455,8 @@ impl<T: Pod> Buffer<T> {
         Ok(MapAt(at))
     }
 
-    /// Ends the buffer's map, once.
-    fn end_map(&self) -> Result<(), Error> {
+    /// Ends the buffer's map, once (a guard's, or one a forgotten guard left in place).
+    pub(super) fn end_map(&self) -> Result<(), Error> {
         let mapping = self.uses.lock().map.take();
         match mapping {
             Some(mapping) => self.queue().inner.queue.unmap(self.mem(), mapping),

@@ -678,8 +678,8 @@ impl Queue {
         let mut uses = Accesses::new();
         for (i, ArgValue(arg)) in args.iter().enumerate() {
             if let Arg::Mem(.., span) = arg {
-                let reads = i < 64 && reads & (1 << i) != 0;
-                uses.push((span.uses, if reads { Access::Read } else { Access::Write }));
+                let only_reads = i < 64 && reads & (1 << i) != 0;
+                uses.push((span.uses, if only_reads { Access::Read } else { Access::Write }));
             }
         }
         if uses.len() > 1 {

@@ -17,8 +17,10 @@
 //!
 //! The buffers' locks are held from the check to the record, so two threads that give two
 //! queues conflicting commands order them one way or the other, never not at all; they are
-//! taken in address order, so that no two commands deadlock. Nothing blocks while they are
-//! held: a blocking read is enqueued, recorded, and only then waited for.
+//! taken in address order, so that no two commands deadlock. A blocking read or write is
+//! enqueued, recorded, and only then waited for, with no lock held; but for CUDA's blocking
+//! read (staged through page-locked memory when large), which holds its buffer's lock until
+//! the bytes are there.
 //!
 //! An event of another queue is handed to this queue's driver after that queue is flushed
 //! (`clFlush`): OpenCL need not submit a queue's commands until then, and a command waiting

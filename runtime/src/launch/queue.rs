@@ -356,15 +356,16 @@ pub struct Buffer<T: Pod> {
 
 impl<T: Pod> Drop for Buffer<T> {
     fn drop(&mut self) {
-        let map = self.uses.lock().map.take();
-        if let Some(mapping) = map {
-            // A guard that was forgotten left the map in place.
-            if let Err(e) = self.queue.inner.queue.unmap(self.mem(), mapping) {
-                log::warn!("unmapping a dropped buffer: {e}");
-            }
+        // A guard that was forgotten left the map in place.
+        if let Err(e) = self.end_map() {
+            log::warn!("unmapping a dropped buffer: {e}");
         }
         self.mem().disown();
-        self.mem().free_after(self.uses.take_all());
+        // OpenCL frees it after the queued commands that use it by itself: no event is
+        // refreshed for it (the uses, dropped with the buffer, give up their markers).
+        if !self.mem().frees_itself() {
+            self.mem().free_after(self.uses.take_all());
+        }
     }
 }
 
@@ -392,31 +393,26 @@ impl<T: Pod> Buffer<T> {
     }
 
     /// Enqueues on the buffer's queue a command that uses this buffer as `access`, after the
-    /// conflicting uses on other queues; records it (see `order`). `enqueue` gets the events
-    /// to wait for.
+    /// conflicting uses on other queues (the queue waits for them first); records it (see
+    /// `order`).
     pub(super) fn ordered(
         &self,
         access: Access,
-        enqueue: impl FnOnce(&backend::Queue, &[&backend::Event]) -> Result<backend::Event, Error>,
+        enqueue: impl FnOnce(&backend::Queue) -> Result<backend::Event, Error>,
     ) -> Result<backend::Event, Error> {
         let queue = &self.queue.inner;
         ordered(&queue.queue, queue.id, &mut smallvec![(&self.uses, access)], &[], |waits| {
-            enqueue(&queue.queue, waits)
+            queue.queue.wait_for(waits)?;
+            enqueue(&queue.queue)
         })
     }
 
     /// Makes the buffer's queue wait, on the device, for the commands of other queues that a
-    /// use of the buffer as `access` conflicts with; for a command that no other can overlap
-    /// (one made while the buffer is borrowed exclusively: a map), or that the host waits for
-    /// before anything else can use the buffer.
-    pub(crate) fn settle(&self, access: Access) -> Result<(), Error> {
-        self.ordered(access, |queue, waits| {
-            if !waits.is_empty() {
-                queue.wait_for(waits)?;
-            }
-            queue.marker()
-        })
-        .map(drop)
+    /// use of the buffer as `access` conflicts with, and records a marker as that use: for a
+    /// command that no other can overlap (one made while the buffer is borrowed exclusively: a
+    /// map), or one of another library's on the queue (see [`Buffer::use_externally`]).
+    pub(crate) fn settle(&self, access: Access) -> Result<backend::Event, Error> {
+        self.ordered(access, backend::Queue::marker)
     }
     /// How many values of `T` it holds.
     pub fn len(&self) -> usize {
@@ -481,30 +477,19 @@ impl<T: Pod> Buffer<T> {
         self.check_range("reading", &range, out.len())?;
         let offset = range.start * std::mem::size_of::<T>();
         let out = as_bytes_mut(out);
-        if self.queue.inner.device.info.backend == crate::Backend::Cuda {
-            // CUDA's own blocking read (staged through page-locked memory when large), made
-            // while the buffer's record is held, then recorded as a marker after it.
-            self.ordered(Access::Read, |queue, waits| {
-                if !waits.is_empty() {
-                    queue.wait_for(waits)?;
-                }
-                if let Some(read) = queue.read_blocking(self.mem(), offset, out) {
-                    read?;
-                }
-                queue.marker()
-            })?;
-            return Ok(());
-        }
-        let (at, size) = (out.as_mut_ptr(), out.len());
-        let copy = self.ordered(Access::Read, |queue, waits| {
-            if !waits.is_empty() {
-                queue.wait_for(waits)?;
+        let copy = self.ordered(Access::Read, |queue| {
+            match queue.read_blocking(self.mem(), offset, out) {
+                // CUDA's own blocking read (staged through page-locked memory when large),
+                // made while the buffer's record is held; a marker after it stands for it.
+                Some(read) => read.and_then(|()| queue.marker()),
+                // SAFETY: `out` (exclusively borrowed for this call) holds `out.len()` bytes,
+                // and the range lies within the buffer (checked above); the copy is waited
+                // for below, before `out` can go. Enqueued and recorded first, so that a
+                // command another thread gives another queue meanwhile comes after it.
+                None => unsafe {
+                    queue.read_async(self.mem(), offset, out.as_mut_ptr(), out.len())
+                },
             }
-            // SAFETY: `out` (exclusively borrowed for this call) holds `size` bytes, and the
-            // range lies within the buffer (checked above); the copy is waited for below,
-            // before `out` can go. Enqueued and recorded first, so that a command another
-            // thread gives another queue meanwhile comes after it.
-            unsafe { queue.read_async(self.mem(), offset, at, size) }
         })?;
         copy.wait()
     }
@@ -528,10 +513,7 @@ impl<T: Pod> Buffer<T> {
         self.check_range("writing", &(offset..end), data.len())?;
         let bytes = offset * std::mem::size_of::<T>();
         let data = as_bytes(data);
-        let copy = self.ordered(Access::Write, |queue, waits| {
-            if !waits.is_empty() {
-                queue.wait_for(waits)?;
-            }
+        let copy = self.ordered(Access::Write, |queue| {
             // SAFETY: `data` (borrowed for this call) holds the bytes written, within the
             // buffer (checked above); the copy is waited for below, before `data` can go.
             unsafe { queue.write_async(self.mem(), bytes, data.as_ptr(), data.len()) }
@@ -569,12 +551,7 @@ impl<T: Pod> Buffer<T> {
         let event = if Arc::ptr_eq(self.mem(), src.mem()) {
             // A buffer copied onto itself: nothing changes, but the event still comes after
             // what its queue was given before, and what other queues write it.
-            self.ordered(Access::Read, |queue, waits| {
-                if !waits.is_empty() {
-                    queue.wait_for(waits)?;
-                }
-                queue.marker()
-            })?
+            self.settle(Access::Read)?
         } else {
             let bytes = byte_size::<T>(self.len)?;
             let mut uses = smallvec![(&src.uses, Access::Read), (&self.uses, Access::Write)];
@@ -604,12 +581,7 @@ impl<T: Pod> Buffer<T> {
 
     /// Repeats `pattern` over the first `bytes` bytes, ordered as a write.
     fn fill_bytes(&self, pattern: &[u8], bytes: usize) -> Result<backend::Event, Error> {
-        self.ordered(Access::Write, |queue, waits| {
-            if !waits.is_empty() {
-                queue.wait_for(waits)?;
-            }
-            queue.fill(self.mem(), pattern, 0, bytes)
-        })
+        self.ordered(Access::Write, |queue| queue.fill(self.mem(), pattern, 0, bytes))
     }
 
     /// The values at `range`, as a kernel argument of their own (an OpenCL sub-buffer, a
