@@ -212,6 +212,8 @@ fn host_buffers_transfer_asynchronously_and_maps_share_what_kernels_write() {
                 "a map sees what a kernel wrote: 9 x 1024",
                 "a kernel sees what a map wrote: every value is its index + 1",
                 "a map dropped keeps what it wrote: -5",
+                "a map forgotten (mem::forget), then a kernel: -6",
+                "a read-only map forgotten, then a kernel, then a map: -5",
                 "a copy across queues: 3 x 1024",
                 "a fill's event waited: 4 x 1024 (true)",
                 "a 12-byte fill: true",
