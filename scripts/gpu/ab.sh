@@ -8,7 +8,10 @@
 #   cargo xtask gpu-suite DIR
 #   scripts/gpu/ab.sh DIR/suite.tar.xz DIR/suite.tar.xz:bin-ptx    # native against PTX
 #   scripts/gpu/ab.sh OLD/suite.tar.xz NEW/suite.tar.xz            # two versions' builds
+#   ARGS="--host-api @CUBIN throughput" ROUNDS=3 scripts/gpu/ab.sh OLD/… NEW/…  # launch rate
 #
+# ARGS are gpu-bench's arguments (`@CUBIN` for nvcc's cubin; default: the kernels), ROUNDS
+# how many times each side runs (default 2).
 # Prints each run's RATIO lines prefixed with its side and round; logs in $OUT (else
 # ./gpu-ab-out).
 set -euo pipefail
@@ -30,11 +33,13 @@ done
 arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 nvcc -O3 -arch="$arch" -cubin -o "$work/bench.cubin" "$work/a/bench.cu"
 unset SYCL_DEVICE SYCL_TRACE SYCL_CACHE_DISABLE
-for round in 1 2; do
+read -r -a args <<<"${ARGS:-@CUBIN}"
+args=("${args[@]//@CUBIN/$work/bench.cubin}")
+for round in $(seq "${ROUNDS:-2}"); do
     for side in a b; do
         bin=$work/$side/${build[$side]}
         SYCL_CACHE_DIR=$work/$side/cache \
-            "$bin/gpu-bench" "$work/bench.cubin" >"$out/$side-$round.txt" 2>&1
-        grep RATIO "$out/$side-$round.txt" | sed "s/^/$side$round /"
+            "$bin/gpu-bench" "${args[@]}" >"$out/$side-$round.txt" 2>&1
+        grep -E "RATIO|per launch" "$out/$side-$round.txt" | sed "s/^/$side$round /"
     done
 done
