@@ -128,12 +128,13 @@ impl<'a> ArgValue<'a> {
 impl Arg<'_> {
     /// What [`check_arguments`] reads of it.
     fn key(&self) -> ArgKey {
-        match self {
-            Arg::Mem(_, _, ty, _) => ArgKey(0, ty, 0),
-            Arg::Bytes(bytes, ty) => ArgKey(1, ty, bytes.len()),
-            Arg::Local(_, ty) => ArgKey(2, ty, 0),
-            Arg::Native(_, _, ty, _) => ArgKey(3, ty, 0),
-        }
+        let (kind, type_name, size) = match self {
+            Arg::Mem(_, _, ty, _) => (0, *ty, 0),
+            Arg::Bytes(bytes, ty) => (1, *ty, bytes.len()),
+            Arg::Local(_, ty) => (2, *ty, 0),
+            Arg::Native(_, _, ty, _) => (3, *ty, 0),
+        };
+        ArgKey { kind, type_name, size }
     }
 
     fn describe(&self) -> String {
