@@ -16,9 +16,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use rspirv::dr::{Module, Operand};
 use rspirv::spirv::{Op, Word};
 
-use crate::features::Location;
 use crate::load::operand_id;
 use crate::load::untyped_sets;
+use crate::location::{file_names, Location};
 use crate::symbols::{linkage_of, Linkage};
 
 /// One reference from a function's body to a function.
@@ -45,7 +45,7 @@ pub(crate) struct CallGraph {
 
 impl CallGraph {
     pub(crate) fn of(module: &Module) -> CallGraph {
-        let files = crate::features::file_names(module);
+        let files = file_names(module);
         let untyped: HashSet<Word> = untyped_sets(module).into_iter().collect();
         let mut graph = CallGraph::default();
         for f in &module.functions {
