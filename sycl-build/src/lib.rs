@@ -170,9 +170,9 @@ pub enum Error {
         /// The constant's name.
         constant: String,
     },
-    /// The device configuration file cannot be read as one; the text says where and why.
+    /// The device configuration file cannot be read as one; the error says where and why.
     #[error("device configuration {0}")]
-    DeviceConfig(String),
+    DeviceConfig(sycl_format::ConfigError),
     /// A target name that no buildable target or configured device has.
     #[error("unknown target `{target}` in {setter} (known: {known})")]
     UnknownTarget {
