@@ -13,11 +13,11 @@ use super::order::{ordered, Access, Accesses, Uses};
 use super::queue::{as_bytes, Buffer, BufferView, LastLaunch, Pod, Queue, KEPT_KERNELS};
 use crate::backend::native::NativeBuffer;
 use crate::backend::{self, Memory, Program};
-use crate::build::{
-    ArgBytes, ArgKey, DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues,
-};
 use crate::discovery::LoadState;
 use crate::process::runtime;
+use crate::program::{
+    ArgBytes, ArgKey, DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues,
+};
 use crate::registry::Registry;
 use crate::trace::trace;
 use crate::Error;
