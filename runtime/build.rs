@@ -1,8 +1,8 @@
-//! The identity of the code that shapes a program (`src/build/code_identity.rs`), compiled in
+//! The identity of the code that shapes a program (`src/program/code_identity.rs`), compiled in
 //! as `SYCL_RUNTIME_CODE_IDENTITY`: part of the persistent cache's key, so that after a change
 //! to the resolution, link or rewrite code no program built before it is reused.
 
-#[path = "src/build/code_identity.rs"]
+#[path = "src/program/code_identity.rs"]
 mod code_identity;
 
 fn main() {

@@ -39,7 +39,7 @@
 
 // The rooms, each importing only those above it: `error` and `trace` serve every room; then
 // the loaded binaries' images (`registry`, filled by `discovery`), the drivers (`backend`),
-// what a program is linked from (`resolve`), building it (`build`), the process's devices
+// what a program is linked from (`resolve`), building it (`program`), the process's devices
 // and caches (`process`), the API (`launch`), and its conversions with cudarc and opencl3
 // (`interop`).
 mod error;
@@ -48,7 +48,7 @@ mod registry;
 mod discovery;
 mod backend;
 mod resolve;
-mod build;
+mod program;
 mod process;
 mod launch;
 #[cfg(any(feature = "cudarc", feature = "opencl3"))]
@@ -57,10 +57,6 @@ mod interop;
 pub use backend::native::{
     cl_command_queue, cl_context, cl_device_id, cl_event, cl_mem, cl_platform_id, CUcontext,
     CUdevice, CUdeviceptr, CUevent, CUstream, NativeBuffer, NativeDevice, NativeEvent, NativeQueue,
-};
-pub use build::disk::{
-    DIR_ENV as CACHE_DIR_ENV, DISABLE_ENV as CACHE_DISABLE_ENV,
-    MAX_BYTES_ENV as CACHE_MAX_BYTES_ENV,
 };
 pub use discovery::files::{
     load_device_library, load_device_library_with, DeviceLibrary, LibraryScope,
@@ -77,6 +73,10 @@ pub use launch::kernel::{GlobalRange, KernelArg, Launch, Local, NoGlobalRange};
 pub use launch::queue::{Buffer, BufferView, Pod, Queue};
 pub use launch::typed::{c, DeviceMemory, OfType};
 pub use process::{compile_object_for, DEVICE_ENV};
+pub use program::disk::{
+    DIR_ENV as CACHE_DIR_ENV, DISABLE_ENV as CACHE_DISABLE_ENV,
+    MAX_BYTES_ENV as CACHE_MAX_BYTES_ENV,
+};
 pub use resolve::STRICT_ENV;
 
 // The concurrency contract the types document, checked by the compiler: every handle a
@@ -97,12 +97,12 @@ const _: () = {
 pub mod fuzz_support {
     /// Checks `bytes` as the persistent-cache entry of `key`; the payload when it is intact.
     pub fn decode_cache_entry<'a>(bytes: &'a [u8], key: &str) -> Result<&'a [u8], String> {
-        crate::build::disk::decode_entry(bytes, key)
+        crate::program::disk::decode_entry(bytes, key)
     }
 
     /// The bytes the persistent cache writes for `payload` under `key`.
     pub fn encode_cache_entry(key: &str, payload: &[u8]) -> Vec<u8> {
-        crate::build::disk::encode_entry(key, payload)
+        crate::program::disk::encode_entry(key, payload)
     }
 }
 
@@ -111,7 +111,7 @@ pub mod fuzz_support {
 pub mod test_support {
     use std::sync::Arc;
 
-    use crate::build::Step;
+    use crate::program::Step;
     use crate::Error;
 
     /// Compiles each OpenCL C source for the OpenCL device `selector` picks and links the

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use crate::backend::native::NativeQueue;
 use crate::backend::{self, info, select, DeviceHandle, DeviceInfo};
-use crate::build::disk::DiskCache;
-use crate::build::{DeviceState, Step};
 use crate::discovery::{Discovery, LoadState};
+use crate::program::disk::DiskCache;
+use crate::program::{DeviceState, Step};
 use crate::registry::Registry;
 use crate::trace::trace;
 use crate::Error;

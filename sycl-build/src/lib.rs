@@ -16,24 +16,22 @@
 //! Sources include `<sycl/device.h>` for `SYCL_EXTERNAL`.
 
 mod archive;
+mod codegen;
 mod elf;
 mod tool;
 mod translate;
 
 use std::env;
 use std::ffi::OsString;
-use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sycl_format::aspects::aspect_name;
-use sycl_format::c_types::{self, CType};
-use sycl_format::{
-    DeviceConfig, DeviceObject, KernelParam, ParamKind, DEVICE_OBJECT_MEMBER_PREFIX,
-    DEVICE_OBJECT_SECTION,
-};
+use sycl_format::{DeviceConfig, DeviceObject, DEVICE_OBJECT_MEMBER_PREFIX, DEVICE_OBJECT_SECTION};
 use sycl_spirv::Features;
+
+use codegen::DeviceInterface;
 
 pub use sycl_format::{SplitMode, Target, DEFAULT_DEVICE_CONFIG};
 pub use tool::{Package, Tool, ToolFile};
@@ -172,9 +170,9 @@ pub enum Error {
         /// The constant's name.
         constant: String,
     },
-    /// The device configuration file cannot be read as one; the text says where and why.
+    /// The device configuration file cannot be read as one; the error says where and why.
     #[error("device configuration {0}")]
-    DeviceConfig(String),
+    DeviceConfig(sycl_format::ConfigError),
     /// A target name that no buildable target or configured device has.
     #[error("unknown target `{target}` in {setter} (known: {known})")]
     UnknownTarget {
@@ -350,10 +348,91 @@ impl Build {
             None => env::var_os("OUT_DIR").map(PathBuf::from).ok_or(Error::Env("OUT_DIR"))?,
         };
         let package = env::var("CARGO_PKG_NAME").unwrap_or_default();
-        let clang = Tool::CLANG.find(self.clang.as_deref(), cargo)?;
-        let opt = Tool::OPT.find(self.opt.as_deref(), cargo)?;
-        let llvm_spirv = Tool::LLVM_SPIRV.find(self.llvm_spirv.as_deref(), cargo)?;
+        let tools = self.find_tools(cargo)?;
         let (config, config_text) = self.load_device_config(cargo)?;
+        self.check_targets(&config)?;
+
+        let work = out_dir.join("sycl-device").join(name);
+        create_dir(&work)?;
+        let include_dir = write_device_header(&out_dir)?;
+
+        let mut members = Vec::new();
+        let mut interface = DeviceInterface::default();
+        let mut diagnostics = Vec::new();
+        let mut compiler_warnings = Vec::new();
+        for (index, source) in self.files.iter().enumerate() {
+            let std_flag = match source.extension().and_then(|e| e.to_str()) {
+                Some("cl") => "-cl-std=CL2.0",
+                Some("clcpp") => "-cl-std=clc++2021",
+                _ => return Err(Error::UnknownSourceKind { source_path: source.clone() }),
+            };
+            let stem = source.file_stem().unwrap_or_default().to_string_lossy();
+            let unit = Unit {
+                source,
+                base: work.join(format!("{index}-{stem}")),
+                std_flag,
+                include_dir: &include_dir,
+            };
+            compiler_warnings.extend(self.front_end(&tools.clang, &unit, cargo)?);
+            let translated = self.translate(&tools, &unit)?;
+            interface.add(&translated.module);
+            if needs_feature_check(&translated.module, &self.fixed_targets) {
+                let warnings = self.feature_diagnostics(&tools, &unit, &translated, &config)?;
+                if cargo {
+                    for line in warnings.iter().flat_map(|w| w.lines()) {
+                        println!("cargo:warning={line}");
+                    }
+                }
+                diagnostics.extend(warnings);
+            }
+
+            let object = DeviceObject {
+                package: package.clone(),
+                source: source.to_string_lossy().into_owned(),
+                split: self.split,
+                fixed_targets: self.fixed_targets.clone(),
+                targets: self.targets.clone(),
+                device_config: config_text.clone(),
+                spirv: translated.spirv,
+            };
+            members.push((
+                format!("{DEVICE_OBJECT_MEMBER_PREFIX}{index}-{stem}.o"),
+                elf_object(&object),
+            ));
+        }
+
+        let archive = work.join(format!("libsycl_device_{name}.a"));
+        write_file(&archive, &archive::gnu_archive(&members))?;
+        let kernels_rs = out_dir.join(format!("sycl-kernels-{name}.rs"));
+        let module = interface.module(&mut diagnostics)?;
+        if cargo {
+            for line in
+                diagnostics.iter().filter(|d| d.starts_with("warning: specialization constant"))
+            {
+                println!("cargo:warning={line}");
+            }
+        }
+        write_file(&kernels_rs, module.as_bytes())?;
+        if cargo {
+            self.print_link_lines(name, &work)?;
+        }
+        let kernels = interface.kernels;
+        Ok(Compiled { archive, kernels_rs, kernels, diagnostics, compiler_warnings })
+    }
+
+    /// The tools every source goes through: each setter, then its environment variable, then
+    /// PATH.
+    fn find_tools(&self, cargo: bool) -> Result<Tools, Error> {
+        Ok(Tools {
+            clang: Tool::CLANG.find(self.clang.as_deref(), cargo)?,
+            opt: Tool::OPT.find(self.opt.as_deref(), cargo)?,
+            llvm_spirv: Tool::LLVM_SPIRV.find(self.llvm_spirv.as_deref(), cargo)?,
+        })
+    }
+
+    /// Refuses a target name that no buildable target ([`Build::targets`]) or configured
+    /// device ([`Build::fixed_targets`]) has.
+    fn check_targets(&self, config: &DeviceConfig) -> Result<(), Error> {
         for target in &self.targets {
             Target::buildable(target).map_err(|e| Error::UnknownTarget {
                 target: e.name,
@@ -371,158 +450,108 @@ impl Build {
                 });
             }
         }
+        Ok(())
+    }
 
-        let work = out_dir.join("sycl-device").join(name);
-        create_dir(&work)?;
-        let include_dir = out_dir.join("sycl-include");
-        // Written only when it differs: cargo watches the headers a source includes, and a
-        // header written anew on every run would make every build run this script again.
-        let header = include_dir.join("sycl").join("device.h");
-        if fs::read(&header).ok().as_deref() != Some(DEVICE_HEADER.as_bytes()) {
-            write_file(&header, DEVICE_HEADER.as_bytes())?;
-        }
-
-        let mut members = Vec::new();
-        let mut kernels = Vec::new();
-        let mut diagnostics = Vec::new();
-        let mut compiler_warnings = Vec::new();
-        let mut spec_constants: Vec<(String, String)> = Vec::new();
-        let mut params: Vec<(String, Vec<KernelParam>)> = Vec::new();
-        for (index, source) in self.files.iter().enumerate() {
-            let std_flag = match source.extension().and_then(|e| e.to_str()) {
-                Some("cl") => "-cl-std=CL2.0",
-                Some("clcpp") => "-cl-std=clc++2021",
-                _ => return Err(Error::UnknownSourceKind { source_path: source.clone() }),
-            };
-            let stem = source.file_stem().unwrap_or_default().to_string_lossy();
-            let base = work.join(format!("{index}-{stem}"));
-            let (bc, spv, dep) =
-                (base.with_extension("bc"), base.with_extension("spv"), base.with_extension("d"));
-
-            let mut cmd = self.clang_command(&clang, std_flag, &include_dir);
-            cmd.arg("-MD").arg("-MF").arg(&dep).arg("-o").arg(&bc).arg(source);
-            let warnings = run(&mut cmd, source)?;
-            if cargo {
-                for line in &warnings {
-                    println!("cargo:warning={line}");
-                }
-            }
-            compiler_warnings.extend(warnings);
-            if cargo {
-                println!("cargo:rerun-if-changed={}", source.display());
-                // Not the compiler's own headers (`/usr/lib/llvm-15/…`, which change with
-                // the package) nor ours (`sycl/device.h`, which changes with this crate).
-                for header in read_depfile(&dep)? {
-                    let theirs = header.to_string_lossy().starts_with("/usr/lib/llvm-");
-                    if !theirs && !header.starts_with(&include_dir) {
-                        println!("cargo:rerun-if-changed={}", header.display());
-                    }
-                }
-            }
-
-            let optimised = base.with_extension("opt.bc");
-            let mut cmd = Command::new(&opt);
-            cmd.arg(format!("-passes={OPT_PIPELINE}")).arg(&bc).arg("-o").arg(&optimised);
-            run(&mut cmd, source)?;
-            // Should the translator refuse what the optimiser made, or emulate an LLVM
-            // intrinsic it has no SPIR-V for (`llvm.fshl.i32`, which instcombine makes of a
-            // rotate), the front end's IR is translated instead: the devices' compilers
-            // optimise it themselves.
-            let translated = match to_spirv(&llvm_spirv, &optimised, &spv, source) {
-                Ok((spirv, module)) if !has_llvm_intrinsics(&module) => {
-                    Ok(((spirv, module), false))
-                }
-                _ => to_spirv(&llvm_spirv, &bc, &spv, source).map(|t| (t, true)),
-            };
-            let ((spirv, module), from_front_end) = translated.map_err(|error| match error {
-                Error::Compile { source_path, command, stderr } => {
-                    let ir = base.with_extension("ll");
-                    let mut cmd = self.clang_command(&clang, std_flag, &include_dir);
-                    cmd.args(["-S", "-gline-tables-only", "-w"]).arg("-o").arg(&ir).arg(source);
-                    let ir = run(&mut cmd, source)
-                        .ok()
-                        .and_then(|_| fs::read_to_string(&ir).ok())
-                        .unwrap_or_default();
-                    Error::Translate(Box::new(Untranslatable::new(
-                        source_path,
-                        command,
-                        &stderr,
-                        &ir,
-                    )))
-                }
-                other => other,
-            })?;
-            let symbols = sycl_spirv::Symbols::of(&module);
-            let names: Vec<String> = symbols.kernels.into_iter().map(|(name, _)| name).collect();
-            params.extend(sycl_spirv::kernel_params(&module, &names));
-            kernels.extend(names);
-            for constant in sycl_spirv::spec::declared(&module) {
-                if !spec_constants.iter().any(|(n, _): &(String, String)| *n == constant.name) {
-                    spec_constants.push((constant.name, constant.c_type));
-                }
-            }
-            if needs_feature_check(&module, &self.fixed_targets) {
-                // On the front end's IR, whose call chains are the source's (no inlining).
-                let front_end = if from_front_end {
-                    module.clone()
-                } else {
-                    to_spirv(&llvm_spirv, &bc, &base.with_extension("check.spv"), source)?.1
-                };
-                let warnings = feature_warnings(&front_end, &self.fixed_targets, &config);
-                if cargo {
-                    for line in warnings.iter().flat_map(|w| w.lines()) {
-                        println!("cargo:warning={line}");
-                    }
-                }
-                diagnostics.extend(warnings);
-            }
-
-            let object = DeviceObject {
-                package: package.clone(),
-                source: source.to_string_lossy().into_owned(),
-                split: self.split,
-                fixed_targets: self.fixed_targets.clone(),
-                targets: self.targets.clone(),
-                device_config: config_text.clone(),
-                spirv,
-            };
-            members.push((
-                format!("{DEVICE_OBJECT_MEMBER_PREFIX}{index}-{stem}.o"),
-                elf_object(&object),
-            ));
-        }
-
-        let archive = work.join(format!("libsycl_device_{name}.a"));
-        write_file(&archive, &archive::gnu_archive(&members))?;
-        let kernels_rs = out_dir.join(format!("sycl-kernels-{name}.rs"));
-        let mut module = kernel_module(&kernels)?;
-        module.push_str(&launcher_module(&kernels, &params));
-        module.push_str(&spec_module(&spec_constants, &mut diagnostics));
+    /// The front end: the source as LLVM bitcode (`BASE.bc`), and its depfile; the compiler's
+    /// warnings, which are also printed for cargo with a `rerun-if-changed` line for the
+    /// source and each header it includes.
+    fn front_end(&self, clang: &Path, unit: &Unit, cargo: bool) -> Result<Vec<String>, Error> {
+        let dep = unit.base.with_extension("d");
+        let mut cmd = self.clang_command(clang, unit.std_flag, unit.include_dir);
+        cmd.arg("-MD").arg("-MF").arg(&dep).arg("-o").arg(unit.bitcode()).arg(unit.source);
+        let warnings = run(&mut cmd, unit.source)?;
         if cargo {
-            for line in
-                diagnostics.iter().filter(|d| d.starts_with("warning: specialization constant"))
-            {
+            for line in &warnings {
                 println!("cargo:warning={line}");
             }
-        }
-        write_file(&kernels_rs, module.as_bytes())?;
-        if cargo {
-            for line in linker_warning(
-                env::var_os("RUSTC_LINKER").as_deref(),
-                &env::var("TARGET").unwrap_or_default(),
-            ) {
-                println!("cargo:warning={line}");
-            }
-            println!("cargo:rustc-link-search=native={}", work.display());
-            println!("cargo:rustc-link-lib=static=sycl_device_{name}");
-            for image in &self.device_images {
-                let path = fs::canonicalize(image)
-                    .map_err(|error| Error::Io { path: image.clone(), error })?;
-                println!("cargo:rerun-if-changed={}", path.display());
-                println!("cargo:rustc-link-arg=--sycl-add-images={}", path.display());
+            println!("cargo:rerun-if-changed={}", unit.source.display());
+            // Not the compiler's own headers (`/usr/lib/llvm-15/…`, which change with
+            // the package) nor ours (`sycl/device.h`, which changes with this crate).
+            for header in read_depfile(&dep)? {
+                let theirs = header.to_string_lossy().starts_with("/usr/lib/llvm-");
+                if !theirs && !header.starts_with(unit.include_dir) {
+                    println!("cargo:rerun-if-changed={}", header.display());
+                }
             }
         }
-        Ok(Compiled { archive, kernels_rs, kernels, diagnostics, compiler_warnings })
+        Ok(warnings)
+    }
+
+    /// The front end's bitcode optimised (`BASE.opt.bc`) and translated to SPIR-V
+    /// (`BASE.spv`). Should the translator refuse what the optimiser made, or emulate an LLVM
+    /// intrinsic it has no SPIR-V for (`llvm.fshl.i32`, which instcombine makes of a rotate),
+    /// the front end's IR is translated instead: the devices' compilers optimise it
+    /// themselves. A failure of that too is explained ([`Untranslatable`]).
+    fn translate(&self, tools: &Tools, unit: &Unit) -> Result<Translated, Error> {
+        let (bc, spv) = (unit.bitcode(), unit.base.with_extension("spv"));
+        let optimised = unit.base.with_extension("opt.bc");
+        let mut cmd = Command::new(&tools.opt);
+        cmd.arg(format!("-passes={OPT_PIPELINE}")).arg(&bc).arg("-o").arg(&optimised);
+        run(&mut cmd, unit.source)?;
+        let translated = match to_spirv(&tools.llvm_spirv, &optimised, &spv, unit.source) {
+            Ok((spirv, module)) if !has_llvm_intrinsics(&module) => Ok(((spirv, module), false)),
+            _ => to_spirv(&tools.llvm_spirv, &bc, &spv, unit.source).map(|t| (t, true)),
+        };
+        let ((spirv, module), from_front_end) = translated.map_err(|error| match error {
+            Error::Compile { source_path, command, stderr } => {
+                let ir = self.line_tables_ir(&tools.clang, unit);
+                Error::Translate(Box::new(Untranslatable::new(source_path, command, &stderr, &ir)))
+            }
+            other => other,
+        })?;
+        Ok(Translated { spirv, module, from_front_end })
+    }
+
+    /// The source's LLVM IR as text with line tables (`BASE.ll`), which locate what the
+    /// translator refused; empty if it cannot be made.
+    fn line_tables_ir(&self, clang: &Path, unit: &Unit) -> String {
+        let ir = unit.base.with_extension("ll");
+        let mut cmd = self.clang_command(clang, unit.std_flag, unit.include_dir);
+        cmd.args(["-S", "-gline-tables-only", "-w"]).arg("-o").arg(&ir).arg(unit.source);
+        run(&mut cmd, unit.source)
+            .ok()
+            .and_then(|_| fs::read_to_string(&ir).ok())
+            .unwrap_or_default()
+    }
+
+    /// The feature diagnostics of one source ([`feature_warnings`]), on the front end's IR,
+    /// whose call chains are the source's (no inlining): translated anew
+    /// (`BASE.check.spv`) when the SPIR-V was made from the optimised IR.
+    fn feature_diagnostics(
+        &self,
+        tools: &Tools,
+        unit: &Unit,
+        translated: &Translated,
+        config: &DeviceConfig,
+    ) -> Result<Vec<String>, Error> {
+        let front_end = if translated.from_front_end {
+            translated.module.clone()
+        } else {
+            let check = unit.base.with_extension("check.spv");
+            to_spirv(&tools.llvm_spirv, &unit.bitcode(), &check, unit.source)?.1
+        };
+        Ok(feature_warnings(&front_end, &self.fixed_targets, config))
+    }
+
+    /// The `cargo:` lines that link the archive in `work` and the device images into the
+    /// crate, after a warning if cargo's linker is not `sycl-ld`.
+    fn print_link_lines(&self, name: &str, work: &Path) -> Result<(), Error> {
+        for line in linker_warning(
+            env::var_os("RUSTC_LINKER").as_deref(),
+            &env::var("TARGET").unwrap_or_default(),
+        ) {
+            println!("cargo:warning={line}");
+        }
+        println!("cargo:rustc-link-search=native={}", work.display());
+        println!("cargo:rustc-link-lib=static=sycl_device_{name}");
+        for image in &self.device_images {
+            let path = fs::canonicalize(image)
+                .map_err(|error| Error::Io { path: image.clone(), error })?;
+            println!("cargo:rerun-if-changed={}", path.display());
+            println!("cargo:rustc-link-arg=--sycl-add-images={}", path.display());
+        }
+        Ok(())
     }
 
     /// clang for one source: target, language (the user's `-cl-std=` replaces ours), kernel
@@ -581,6 +610,57 @@ impl Build {
             DeviceConfig::parse(&text, &path.display().to_string()).map_err(Error::DeviceConfig)?;
         Ok((config, Some(text)))
     }
+}
+
+/// The tools every source goes through, found once a build.
+struct Tools {
+    /// The front end (`clang-15`).
+    clang: PathBuf,
+    /// The optimiser (`opt-15`).
+    opt: PathBuf,
+    /// The translator (`llvm-spirv-15`).
+    llvm_spirv: PathBuf,
+}
+
+/// One source being compiled: where its files go and how the front end reads it.
+struct Unit<'a> {
+    /// The source as given to [`Build::file`].
+    source: &'a Path,
+    /// Its files' path in the work directory, less the extension (`WORK/0-kernels`).
+    base: PathBuf,
+    /// The language its extension says (`-cl-std=CL2.0`), unless the user's flags say one.
+    std_flag: &'static str,
+    /// The directory holding `sycl/device.h`.
+    include_dir: &'a Path,
+}
+
+impl Unit<'_> {
+    /// The front end's bitcode (`BASE.bc`).
+    fn bitcode(&self) -> PathBuf {
+        self.base.with_extension("bc")
+    }
+}
+
+/// One source's SPIR-V, as the device object carries it, and its module.
+struct Translated {
+    /// The SPIR-V's bytes.
+    spirv: Vec<u8>,
+    /// The SPIR-V, read.
+    module: sycl_spirv::dr::Module,
+    /// Whether it was made from the front end's IR rather than the optimised one.
+    from_front_end: bool,
+}
+
+/// Writes `sycl/device.h` under `OUT_DIR/sycl-include`, which it returns, when it differs:
+/// cargo watches the headers a source includes, and a header written anew on every run would
+/// make every build run the build script again.
+fn write_device_header(out_dir: &Path) -> Result<PathBuf, Error> {
+    let include_dir = out_dir.join("sycl-include");
+    let header = include_dir.join("sycl").join("device.h");
+    if fs::read(&header).ok().as_deref() != Some(DEVICE_HEADER.as_bytes()) {
+        write_file(&header, DEVICE_HEADER.as_bytes())?;
+    }
+    Ok(include_dir)
 }
 
 /// Whether a source needs the feature diagnostics: it declares aspects, or it is compiled
@@ -841,273 +921,6 @@ fn elf_object(device_object: &DeviceObject) -> Vec<u8> {
     elf::relocatable_with_section(DEVICE_OBJECT_SECTION, SHF_EXCLUDE, &device_object.encode(), 8)
 }
 
-/// `pub const NAME: &str = "name";` for every kernel.
-fn kernel_module(kernels: &[String]) -> Result<String, Error> {
-    let mut out = String::from("// Generated by sycl-build: one constant per kernel.\n");
-    let mut seen: Vec<(String, &str)> = Vec::new();
-    for kernel in kernels {
-        let constant = constant_name(kernel);
-        // Launchers are named as the constants are, case aside: no two clash when no two
-        // constants do.
-        if let Some((_, first)) = seen.iter().find(|(c, _)| *c == constant) {
-            return Err(Error::KernelNameClash {
-                first: first.to_string(),
-                second: kernel.clone(),
-                constant,
-            });
-        }
-        let _ = writeln!(out, "#[allow(dead_code)]\npub const {constant}: &str = {kernel:?};");
-        seen.push((constant, kernel));
-    }
-    Ok(out)
-}
-
-/// A kernel's constant in the kernel-name module: its name in SCREAMING_SNAKE_CASE, every
-/// character that is not an ASCII letter or digit made `_`, `K_` before a leading digit.
-fn constant_name(kernel: &str) -> String {
-    let constant: String = kernel
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
-        .collect();
-    match constant.chars().next() {
-        Some(c) if c.is_ascii_digit() => format!("K_{constant}"),
-        _ => constant,
-    }
-}
-
-/// Rust's keywords, strict and reserved (2024 edition's `gen` included): a name that is one is
-/// written raw (`r#in`).
-const KEYWORDS: &[&str] = &[
-    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "do", "dyn",
-    "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl", "in", "let",
-    "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref", "return",
-    "static", "struct", "trait", "true", "try", "type", "typeof", "unsafe", "unsized", "use",
-    "virtual", "where", "while", "yield",
-];
-
-/// `name` as a Rust identifier, its case kept: every character that is not an ASCII letter or
-/// digit made `_`, `prefix` before a leading digit. The plain form, before [`raw`].
-fn plain_identifier(name: &str, prefix: &str) -> String {
-    let ident: String =
-        name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-    match ident.chars().next() {
-        Some(c) if c.is_ascii_digit() => format!("{prefix}{ident}"),
-        None => prefix.to_string(),
-        _ => ident,
-    }
-}
-
-/// A plain identifier as Rust code writes it: a keyword raw (`r#in`), and those that cannot
-/// be raw (`self`, `Self`, `super`, `crate`, `_`) with a `_` after them.
-fn raw(ident: &str) -> String {
-    if KEYWORDS.contains(&ident) {
-        format!("r#{ident}")
-    } else if ["self", "Self", "super", "crate", "_"].contains(&ident) {
-        format!("{ident}_")
-    } else {
-        ident.to_string()
-    }
-}
-
-/// The launcher's name for `kernel`, as Rust code writes it.
-fn launcher_name(kernel: &str) -> String {
-    raw(&plain_identifier(kernel, "k_"))
-}
-
-/// The marker type (`sycl_runtime::c::…`) of the OpenCL C type `c`: `c::int`,
-/// `c::Vector<c::float, 4>`, and `c::Any` for a struct or a type the table does not know.
-fn marker(c: &str) -> String {
-    match CType::parse(c) {
-        CType::Number { scalar, lanes: 1 } => format!("sycl_runtime::c::{}", scalar.c),
-        CType::Number { scalar, lanes } => {
-            format!("sycl_runtime::c::Vector<sycl_runtime::c::{}, {lanes}>", scalar.c)
-        }
-        CType::Struct(_) | CType::Other => "sycl_runtime::c::Any".to_string(),
-    }
-}
-
-/// How a launcher takes one parameter.
-enum LauncherParam {
-    /// As a value or an `impl` of this type.
-    Typed(String),
-    /// As a type parameter bounded by `Pod`, of this size when known (a struct by value).
-    Generic(Option<u32>),
-}
-
-/// How a launcher takes `param` (by the table of C types); `Err`: a kind no Rust type stands
-/// for, in words (`an image`).
-fn launcher_param(param: &KernelParam) -> Result<LauncherParam, &'static str> {
-    let pointee = || marker(c_types::pointee(&param.ty).unwrap_or("void"));
-    Ok(match param.kind {
-        ParamKind::Global | ParamKind::Constant => {
-            LauncherParam::Typed(format!("impl sycl_runtime::DeviceMemory<'q, {}>", pointee()))
-        }
-        ParamKind::Local => LauncherParam::Typed(format!(
-            "sycl_runtime::Local<impl sycl_runtime::OfType<{}>>",
-            pointee()
-        )),
-        ParamKind::Scalar | ParamKind::Struct => {
-            let ty = CType::parse(&param.ty);
-            // Floating types by their own Rust type (`f32`, `[f32; 4]`): a literal `2.0` is an
-            // `f64` otherwise. `half`, whose type is another crate's, as the others.
-            let concrete = match ty {
-                CType::Number { scalar, .. }
-                    if scalar.float && c_types::declared_rust(scalar.c).is_some() =>
-                {
-                    ty.rust_names().into_iter().next()
-                }
-                _ => None,
-            };
-            match (ty, concrete) {
-                (_, Some(rust)) => LauncherParam::Typed(rust),
-                (CType::Number { .. }, None) => LauncherParam::Typed(format!(
-                    "impl sycl_runtime::OfType<{}>",
-                    marker(&param.ty)
-                )),
-                (CType::Struct(_) | CType::Other, None) => {
-                    LauncherParam::Generic((param.size > 0).then_some(param.size))
-                }
-            }
-        }
-        ParamKind::Image => return Err("an image"),
-        ParamKind::Sampler => return Err("a sampler"),
-        ParamKind::Other => return Err("of a kind launches cannot pass"),
-    })
-}
-
-/// A typed launcher for every kernel whose parameters are known and are all buffers, local
-/// memory or values: `pub fn kernel<'q>(queue, args…) -> Launch<'q, NoGlobalRange>`, which
-/// sets the arguments in order; a comment for each kernel without one. Call after
-/// [`kernel_module`], which refuses kernels whose names clash.
-fn launcher_module(kernels: &[String], params: &[(String, Vec<KernelParam>)]) -> String {
-    let mut out = String::new();
-    if kernels.is_empty() {
-        return out;
-    }
-    out.push_str("// Typed launchers: one per kernel whose parameters Rust types stand for.\n");
-    // Constants and launchers share a namespace: a kernel named in capitals (`ADD`) would give
-    // both the same name, and `self` and `self_` give one launcher name.
-    let mut taken: Vec<String> = kernels.iter().map(|k| constant_name(k)).collect();
-    for kernel in kernels {
-        let constant = constant_name(kernel);
-        let name = launcher_name(kernel);
-        if taken.contains(&name) {
-            let _ = writeln!(out, "// {kernel}: no typed launcher: its name `{name}` is taken");
-            continue;
-        }
-        taken.push(name.clone());
-        let Some((_, params)) = params.iter().find(|(k, _)| k == kernel) else {
-            let _ = writeln!(out, "// {kernel}: no typed launcher: its parameters are unknown");
-            continue;
-        };
-        let _ = writeln!(out, "{}", launcher(kernel, &name, &constant, params));
-    }
-    out
-}
-
-/// One kernel's launcher (or the comment that says why it has none).
-fn launcher(kernel: &str, name: &str, constant: &str, params: &[KernelParam]) -> String {
-    let mut generics = vec!["'q".to_string()];
-    let mut args = vec!["queue: &'q sycl_runtime::Queue".to_string()];
-    let mut asserts = String::new();
-    let mut body = format!("queue.launch({constant})");
-    // Names a parameter cannot take: the queue's and the constant the body names. Named
-    // parameters choose first, then unnamed ones are `arg0`, `arg1`… where still free.
-    let mut taken: Vec<String> = vec!["queue".into(), constant.to_string()];
-    let mut idents = vec![String::new(); params.len()];
-    for named in [true, false] {
-        for (i, param) in params.iter().enumerate() {
-            if param.name.is_empty() == named {
-                continue;
-            }
-            let c_name = if named { param.name.clone() } else { format!("arg{i}") };
-            let mut ident = plain_identifier(&c_name, "p_");
-            while taken.contains(&ident) {
-                ident.push('_');
-            }
-            taken.push(ident.clone());
-            idents[i] = ident;
-        }
-    }
-    for (i, (param, plain)) in params.iter().zip(&idents).enumerate() {
-        let ty = match launcher_param(param) {
-            Ok(ty) => ty,
-            Err(what) => {
-                return format!(
-                    "// {kernel}: no typed launcher: parameter {i} ({}) is {what}",
-                    param.declaration()
-                )
-            }
-        };
-        let c_name = if param.name.is_empty() { format!("arg{i}") } else { param.name.clone() };
-        let ident = raw(plain);
-        let ty = match ty {
-            LauncherParam::Typed(ty) => ty,
-            LauncherParam::Generic(size) => {
-                let t = format!("T{i}");
-                generics.push(format!("{t}: sycl_runtime::Pod"));
-                if let Some(size) = size {
-                    let message = format!(
-                        "kernel `{kernel}` parameter `{c_name}` ({}) takes {size} bytes",
-                        param.ty
-                    )
-                    .replace('{', "{{")
-                    .replace('}', "}}");
-                    let _ = writeln!(
-                        asserts,
-                        "    const {{ assert!(::std::mem::size_of::<{t}>() == {size}, {message:?}) }};"
-                    );
-                }
-                t
-            }
-        };
-        // Memory goes through `Launch::memory`: `DeviceMemory` is not a `KernelArg`.
-        let method = if ty.contains("sycl_runtime::DeviceMemory") { "memory" } else { "arg" };
-        args.push(format!("{ident}: {ty}"));
-        let _ = write!(body, ".{method}({ident})");
-    }
-    let declarations: Vec<String> = params.iter().map(KernelParam::declaration).collect();
-    format!(
-        "#[allow(dead_code, non_snake_case, clippy::too_many_arguments)]\n\
-         /// `{kernel}({})`\n\
-         pub fn {name}<{}>({}) -> sycl_runtime::Launch<'q, sycl_runtime::NoGlobalRange> {{\n\
-         {asserts}    {body}\n}}",
-        declarations.join(", "),
-        generics.join(", "),
-        args.join(", "),
-    )
-}
-
-/// `pub mod spec { pub const NAME: sycl_runtime::SpecConstant<T> = …; }` for the named
-/// specialization constants whose C type has a Rust counterpart.
-fn spec_module(constants: &[(String, String)], diagnostics: &mut Vec<String>) -> String {
-    if constants.is_empty() {
-        return String::new();
-    }
-    let mut out = String::from(
-        "/// Typed handles of the specialization constants.\n#[allow(dead_code)]\npub mod spec {\n",
-    );
-    for (name, c_type) in constants {
-        let Some(rust) = c_types::declared_rust(c_type) else {
-            diagnostics.push(format!(
-                "warning: specialization constant `{name}` has type `{}`, which has no Rust handle",
-                c_type.trim()
-            ));
-            continue;
-        };
-        let constant: String = name
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
-            .collect();
-        let _ = writeln!(
-            out,
-            "    pub const {constant}: sycl_runtime::SpecConstant<{rust}> = sycl_runtime::SpecConstant::new({name:?});"
-        );
-    }
-    out.push_str("}\n");
-    out
-}
-
 fn create_dir(dir: &Path) -> Result<(), Error> {
     fs::create_dir_all(dir).map_err(|error| Error::Io { path: dir.into(), error })
 }
@@ -1138,199 +951,6 @@ mod tests {
         assert_eq!(
             read_depfile(&dep).unwrap(),
             [PathBuf::from("src/a.cl"), "inc/my header.h".into(), "/usr/x.h".into()]
-        );
-    }
-
-    #[test]
-    fn kernel_constants_are_screaming_snake_case() {
-        let m = kernel_module(&["app_kernel".into(), "vecAdd".into()]).unwrap();
-        assert!(m.contains("#[allow(dead_code)]\npub const APP_KERNEL: &str = \"app_kernel\";"));
-        assert!(m.contains("pub const VECADD: &str = \"vecAdd\";"));
-        assert!(matches!(
-            kernel_module(&["a_b".into(), "a.b".into()]),
-            Err(Error::KernelNameClash { .. })
-        ));
-    }
-
-    fn param(kind: ParamKind, size: u32, ty: &str, name: &str) -> KernelParam {
-        KernelParam { kind, size, ty: ty.into(), name: name.into() }
-    }
-
-    /// Kernels of every parameter kind, as `sycl_spirv::kernel_params` reads them.
-    fn launchers() -> String {
-        use ParamKind::*;
-        let kernels = [
-            (
-                "saxpy",
-                vec![
-                    param(Scalar, 4, "int", "n"),
-                    param(Scalar, 4, "float", "a"),
-                    param(Global, 8, "global float*", "x"),
-                    param(Global, 8, "global float*", "y"),
-                ],
-            ),
-            (
-                "scalars",
-                vec![
-                    param(Scalar, 1, "char", "c"),
-                    param(Scalar, 2, "short", "s"),
-                    param(Scalar, 8, "long", "l"),
-                    param(Scalar, 2, "half", "h"),
-                    param(Scalar, 8, "double", "d"),
-                ],
-            ),
-            (
-                "vectors",
-                vec![
-                    param(Scalar, 16, "float4", "f4"),
-                    param(Scalar, 16, "float3", "f3"),
-                    param(Scalar, 16, "double2", "d2"),
-                    param(Scalar, 8, "int2", "i2"),
-                    param(Scalar, 16, "int3", "i3"),
-                    param(Scalar, 16, "half8", "h8"),
-                    param(Global, 8, "global float4*", "out"),
-                ],
-            ),
-            (
-                "shift",
-                vec![
-                    param(Global, 8, "global struct Pt*", "pts"),
-                    param(Struct, 8, "struct Pt", "by"),
-                    param(Struct, 0, "struct", "opaque"),
-                    param(Constant, 8, "constant char*", "table"),
-                    param(Local, 8, "local struct Pt*", "scratch"),
-                    param(Local, 8, "local int3*", "lanes"),
-                ],
-            ),
-            (
-                "blur",
-                vec![
-                    param(Global, 8, "global float*", "out"),
-                    param(Image, 8, "read_only image2d_t", "src"),
-                ],
-            ),
-            (
-                "match",
-                vec![
-                    param(Global, 8, "global int*", "in"),
-                    param(Scalar, 4, "int", "type"),
-                    param(Scalar, 4, "int", "queue"),
-                    param(Scalar, 4, "int", "queue_"),
-                    param(Scalar, 4, "int", "MATCH"),
-                    param(Scalar, 4, "int", "self"),
-                ],
-            ),
-            (
-                "anon",
-                vec![
-                    param(Global, 8, "global int*", ""),
-                    param(Scalar, 4, "int", ""),
-                    param(Scalar, 4, "int", "arg1"),
-                ],
-            ),
-            ("ADD", vec![]),
-            ("2d.copy", vec![]),
-        ];
-        let names: Vec<String> =
-            kernels.iter().map(|(k, _)| k.to_string()).chain(["unread".into()]).collect();
-        let params: Vec<(String, Vec<KernelParam>)> =
-            kernels.into_iter().map(|(k, p)| (k.to_string(), p)).collect();
-        kernel_module(&names).unwrap() + &launcher_module(&names, &params)
-    }
-
-    #[test]
-    fn launchers_take_what_each_parameter_is() {
-        let m = launchers();
-        let saxpy = "\
-#[allow(dead_code, non_snake_case, clippy::too_many_arguments)]
-/// `saxpy(int n, float a, global float* x, global float* y)`
-pub fn saxpy<'q>(queue: &'q sycl_runtime::Queue, n: impl sycl_runtime::OfType<sycl_runtime::c::int>, a: f32, x: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::float>, y: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::float>) -> sycl_runtime::Launch<'q, sycl_runtime::NoGlobalRange> {
-    queue.launch(SAXPY).arg(n).arg(a).memory(x).memory(y)
-}
-";
-        assert!(m.contains(saxpy), "{m}");
-        let of = |c: &str| format!("impl sycl_runtime::OfType<sycl_runtime::c::{c}>");
-        for arg in [
-            format!("c: {}", of("char")),
-            format!("s: {}", of("short")),
-            format!("l: {}", of("long")),
-            format!("h: {}", of("half")),
-            "d: f64".into(),
-            "f4: [f32; 4]".into(),
-            "f3: [f32; 4]".into(),
-            "d2: [f64; 2]".into(),
-            format!("i2: {}", of("Vector<sycl_runtime::c::int, 2>")),
-            format!("i3: {}", of("Vector<sycl_runtime::c::int, 3>")),
-            format!("h8: {}", of("Vector<sycl_runtime::c::half, 8>")),
-            "out: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::Vector<sycl_runtime::c::float, 4>>".into(),
-        ] {
-            assert!(m.contains(&format!(", {arg}")), "{arg}\n{m}");
-        }
-        let shift = "\
-#[allow(dead_code, non_snake_case, clippy::too_many_arguments)]
-/// `shift(global struct Pt* pts, struct Pt by, struct opaque, constant char* table, local struct Pt* scratch, local int3* lanes)`
-pub fn shift<'q, T1: sycl_runtime::Pod, T2: sycl_runtime::Pod>(queue: &'q sycl_runtime::Queue, pts: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::Any>, by: T1, opaque: T2, table: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::char>, scratch: sycl_runtime::Local<impl sycl_runtime::OfType<sycl_runtime::c::Any>>, lanes: sycl_runtime::Local<impl sycl_runtime::OfType<sycl_runtime::c::Vector<sycl_runtime::c::int, 3>>>) -> sycl_runtime::Launch<'q, sycl_runtime::NoGlobalRange> {
-    const { assert!(::std::mem::size_of::<T1>() == 8, \"kernel `shift` parameter `by` (struct Pt) takes 8 bytes\") };
-    queue.launch(SHIFT).memory(pts).arg(by).arg(opaque).memory(table).arg(scratch).arg(lanes)
-}
-";
-        assert!(m.contains(shift), "{m}");
-    }
-
-    #[test]
-    fn launchers_name_parameters_as_rust_can() {
-        let m = launchers();
-        assert!(m.contains(
-            "pub fn r#match<'q>(queue: &'q sycl_runtime::Queue, r#in: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::int>, r#type: "
-        ), "{m}");
-        assert!(m.contains(
-            "    queue.launch(MATCH).memory(r#in).arg(r#type).arg(queue_).arg(queue__).arg(MATCH_).arg(self_)\n"
-        ), "{m}");
-        assert!(m.contains("/// `anon(global int*, int, int arg1)`\n"), "{m}");
-        assert!(m.contains("    queue.launch(ANON).memory(arg0).arg(arg1_).arg(arg1)\n"), "{m}");
-        assert!(m.contains("pub fn k_2d_copy<'q>(queue: &'q sycl_runtime::Queue) -> "), "{m}");
-        assert!(m.contains("    queue.launch(K_2D_COPY)\n"), "{m}");
-    }
-
-    #[test]
-    fn kernels_without_launchers_say_why() {
-        let m = launchers();
-        for line in [
-            "// blur: no typed launcher: parameter 1 (read_only image2d_t src) is an image\n",
-            "// ADD: no typed launcher: its name `ADD` is taken\n",
-            "// unread: no typed launcher: its parameters are unknown\n",
-        ] {
-            assert!(m.contains(line), "{line}{m}");
-        }
-        assert!(!m.contains("fn blur") && !m.contains("fn ADD"), "{m}");
-        assert_eq!(launcher_module(&[], &[]), "");
-    }
-
-    #[test]
-    fn specialization_handles_keep_their_signedness() {
-        let constants: Vec<(String, String)> = [
-            ("n", "int"),
-            ("mask", "unsigned int"),
-            ("scale", "float"),
-            ("h", "half"),
-            ("v", "float4"),
-        ]
-        .iter()
-        .map(|(n, t)| (n.to_string(), t.to_string()))
-        .collect();
-        let mut diagnostics = Vec::new();
-        let m = spec_module(&constants, &mut diagnostics);
-        assert!(m.contains(
-            "pub const N: sycl_runtime::SpecConstant<i32> = sycl_runtime::SpecConstant::new(\"n\");"
-        ));
-        assert!(m.contains("pub const MASK: sycl_runtime::SpecConstant<u32>"));
-        assert!(m.contains("pub const SCALE: sycl_runtime::SpecConstant<f32>"));
-        assert_eq!(
-            diagnostics,
-            [
-                "warning: specialization constant `h` has type `half`, which has no Rust handle",
-                "warning: specialization constant `v` has type `float4`, which has no Rust handle",
-            ]
         );
     }
 

@@ -4,6 +4,7 @@
 //! (`sycl-build/device-config.toml`); a user file replaces it.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::Deserialize;
 
@@ -38,6 +39,53 @@ impl TargetConfig {
     }
 }
 
+/// Why a device configuration file's text is not one. Each names the file (`origin`, as given
+/// to [`DeviceConfig::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The text is not TOML, or not of the configuration's shape (an unknown field, a value of
+    /// the wrong type). The message includes the TOML error's, which [`source`] returns for
+    /// its details (where in the text, what was expected).
+    ///
+    /// [`source`]: std::error::Error::source
+    Toml {
+        /// The file, as the caller names it.
+        origin: String,
+        /// What the TOML reader found.
+        source: toml::de::Error,
+    },
+    /// An entry names an aspect by a name no aspect has.
+    UnknownAspect {
+        /// The file, as the caller names it.
+        origin: String,
+        /// The entry's name.
+        target: String,
+        /// The name as written.
+        aspect: String,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Toml { origin, source } => write!(f, "{origin}: {source}"),
+            ConfigError::UnknownAspect { origin, target, aspect } => {
+                write!(f, "{origin}: target `{target}`: unknown aspect `{aspect}`")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Toml { source, .. } => Some(source),
+            ConfigError::UnknownAspect { .. } => None,
+        }
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum AspectRef {
@@ -59,9 +107,9 @@ struct RawTarget {
 
 impl DeviceConfig {
     /// Parses a configuration file's text; `origin` names it in errors.
-    pub fn parse(text: &str, origin: &str) -> Result<DeviceConfig, String> {
-        let raw: BTreeMap<String, RawTarget> =
-            toml::from_str(text).map_err(|e| format!("{origin}: {e}"))?;
+    pub fn parse(text: &str, origin: &str) -> Result<DeviceConfig, ConfigError> {
+        let raw: BTreeMap<String, RawTarget> = toml::from_str(text)
+            .map_err(|source| ConfigError::Toml { origin: origin.to_string(), source })?;
         let mut targets = BTreeMap::new();
         for (name, raw) in raw {
             let _ = raw.description;
@@ -69,9 +117,13 @@ impl DeviceConfig {
             for a in raw.aspects {
                 aspects.push(match a {
                     AspectRef::Number(n) => n,
-                    AspectRef::Name(s) => aspect_number(&s).ok_or_else(|| {
-                        format!("{origin}: target `{name}`: unknown aspect `{s}`")
-                    })?,
+                    AspectRef::Name(s) => {
+                        aspect_number(&s).ok_or_else(|| ConfigError::UnknownAspect {
+                            origin: origin.to_string(),
+                            target: name.clone(),
+                            aspect: s,
+                        })?
+                    }
                 });
             }
             let target_aspect = raw.target_aspect.or_else(|| target_aspect(&name));
@@ -146,9 +198,11 @@ mod tests {
         assert_eq!(c.target("x").unwrap().aspects, [5, 6]);
         assert_eq!(c.target("x").unwrap().sub_group_sizes, [8, 16]);
         let err = DeviceConfig::parse("[x]\naspects = [\"warp_drive\"]\n", "f.toml").unwrap_err();
-        assert_eq!(err, "f.toml: target `x`: unknown aspect `warp_drive`");
-        assert!(DeviceConfig::parse("[x]\nfrobnicate = 1\n", "f.toml")
-            .unwrap_err()
-            .starts_with("f.toml: "));
+        assert_eq!(err.to_string(), "f.toml: target `x`: unknown aspect `warp_drive`");
+        assert!(std::error::Error::source(&err).is_none());
+        let err = DeviceConfig::parse("[x]\nfrobnicate = 1\n", "f.toml").unwrap_err();
+        assert!(err.to_string().starts_with("f.toml: "), "{err}");
+        let toml = std::error::Error::source(&err).expect("the TOML error");
+        assert_eq!(err.to_string(), format!("f.toml: {toml}"));
     }
 }

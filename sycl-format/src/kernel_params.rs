@@ -170,30 +170,84 @@ pub fn encode_kernel_params(params: &[KernelParam]) -> String {
     lines.join(&LINE.to_string())
 }
 
+/// Why a kernel's `SYCL/kernel arguments` record cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KernelParamsError {
+    /// A line without its four fields.
+    Fields {
+        /// The parameter's index (the line's).
+        parameter: usize,
+        /// The line as written.
+        line: String,
+    },
+    /// A kind no [`ParamKind`] has.
+    UnknownKind {
+        /// The parameter's index.
+        parameter: usize,
+        /// The kind as written.
+        kind: String,
+    },
+    /// A size that is not a `u32`.
+    Size {
+        /// The parameter's index.
+        parameter: usize,
+        /// The size as written.
+        size: String,
+    },
+    /// The record is not a string.
+    NotAString {
+        /// The kernel whose record it is.
+        kernel: String,
+    },
+}
+
+impl fmt::Display for KernelParamsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KernelParamsError::Fields { parameter, line } => write!(
+                f,
+                "parameter {parameter}: expected 4 tab-separated fields (kind, size, type, name), found `{line}`"
+            ),
+            KernelParamsError::UnknownKind { parameter, kind } => {
+                write!(f, "parameter {parameter}: unknown kind `{kind}`")
+            }
+            KernelParamsError::Size { parameter, size } => {
+                write!(f, "parameter {parameter}: size `{size}` is not a number of bytes")
+            }
+            KernelParamsError::NotAString { kernel } => write!(
+                f,
+                "the `{}` record of kernel `{kernel}` is not a string",
+                crate::sets::KERNEL_ARGUMENTS
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KernelParamsError {}
+
 /// Reads a `SYCL/kernel arguments` value; the error says which line is wrong and why.
-pub fn parse_kernel_params(value: &str) -> Result<Vec<KernelParam>, String> {
+pub fn parse_kernel_params(value: &str) -> Result<Vec<KernelParam>, KernelParamsError> {
     if value.is_empty() {
         return Ok(Vec::new());
     }
     value
         .split(LINE)
         .enumerate()
-        .map(|(i, line)| {
-            let at = || format!("parameter {i}");
+        .map(|(parameter, line)| {
             let mut fields = line.split(FIELD);
             let (Some(kind), Some(size), Some(ty), Some(name)) =
                 (fields.next(), fields.next(), fields.next(), fields.next())
             else {
-                return Err(format!(
-                    "{}: expected 4 tab-separated fields (kind, size, type, name), found `{line}`",
-                    at()
-                ));
+                return Err(KernelParamsError::Fields { parameter, line: line.to_string() });
             };
-            let kind =
-                ParamKind::parse(kind).ok_or_else(|| format!("{}: unknown kind `{kind}`", at()))?;
+            let kind = ParamKind::parse(kind).ok_or_else(|| KernelParamsError::UnknownKind {
+                parameter,
+                kind: kind.to_string(),
+            })?;
             let size = size
                 .parse::<u32>()
-                .map_err(|_| format!("{}: size `{size}` is not a number of bytes", at()))?;
+                .map_err(|_| KernelParamsError::Size { parameter, size: size.to_string() })?;
             Ok(KernelParam { kind, size, ty: ty.to_string(), name: name.to_string() })
         })
         .collect()
@@ -267,7 +321,7 @@ mod tests {
             parse_kernel_params("scalar\t4\tint\tn\tfuture").unwrap(),
             [param(ParamKind::Scalar, 4, "int", "n")]
         );
-        let err = |v: &str| parse_kernel_params(v).unwrap_err();
+        let err = |v: &str| parse_kernel_params(v).unwrap_err().to_string();
         assert_eq!(err("scalar\t4\tint"), "parameter 0: expected 4 tab-separated fields (kind, size, type, name), found `scalar\t4\tint`");
         assert_eq!(
             err("scalar\t4\tint\tn\npointer\t8\tint*\tp"),

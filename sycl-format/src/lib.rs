@@ -30,13 +30,14 @@ mod target;
 mod view;
 
 pub use codec::DecodeError;
-pub use config::{DeviceConfig, TargetConfig, DEFAULT_DEVICE_CONFIG};
+pub use config::{ConfigError, DeviceConfig, TargetConfig, DEFAULT_DEVICE_CONFIG};
 pub use kernel_params::{
-    encode_kernel_params, kernel_signature, parse_kernel_params, KernelParam, ParamKind,
+    encode_kernel_params, kernel_signature, parse_kernel_params, KernelParam, KernelParamsError,
+    ParamKind,
 };
 pub use note::{elf_note, find_notes, payload_hash, scope_marker_symbol};
 pub use property::{Property, PropertySet, PropertyValue};
-pub use requirements::DeviceRequirements;
+pub use requirements::{DeviceRequirements, RequirementsError};
 pub use target::{sass_runs_on, CudaArch, Target, UnknownTarget};
 pub use view::{ImageSetView, ImageView, PropertySetView, PropertyValueView};
 
@@ -435,16 +436,19 @@ impl Image {
     /// Kernel `kernel`'s parameters (`SYCL/kernel arguments`): `None` when the image records
     /// none for it (an image made before the set existed, or a kernel it does not define),
     /// an error when the record is malformed.
-    pub fn kernel_params(&self, kernel: &str) -> Option<Result<Vec<KernelParam>, String>> {
+    pub fn kernel_params(
+        &self,
+        kernel: &str,
+    ) -> Option<Result<Vec<KernelParam>, KernelParamsError>> {
         let value = self.property_set(sets::KERNEL_ARGUMENTS)?.get(kernel)?;
         Some(match value {
             PropertyValue::String(value) => parse_kernel_params(value),
-            _ => Err(kernel_params_not_a_string(kernel)),
+            _ => Err(KernelParamsError::NotAString { kernel: kernel.to_string() }),
         })
     }
 
     /// The image's device requirements (none when it has no such set).
-    pub fn requirements(&self) -> Result<DeviceRequirements, String> {
+    pub fn requirements(&self) -> Result<DeviceRequirements, RequirementsError> {
         match self.property_set(sets::DEVICE_REQUIREMENTS) {
             Some(set) => DeviceRequirements::from_property_set(set),
             None => Ok(DeviceRequirements::default()),
@@ -455,10 +459,6 @@ impl Image {
 /// The callees in a `SYCL/call graph` value.
 pub fn call_graph_callees(value: &str) -> impl Iterator<Item = &str> {
     value.split(sets::CALL_GRAPH_SEPARATOR).filter(|c| !c.is_empty())
-}
-
-pub(crate) fn kernel_params_not_a_string(kernel: &str) -> String {
-    format!("the `{}` record of kernel `{kernel}` is not a string", sets::KERNEL_ARGUMENTS)
 }
 
 /// The images embedded in one executable or shared library.
@@ -769,12 +769,11 @@ mod tests {
             .kernel_params("bad")
             .unwrap()
             .unwrap_err()
+            .to_string()
             .contains("expected 4 tab-separated fields"));
         assert_eq!(
-            second.kernel_params("number"),
-            Some(Err(
-                "the `SYCL/kernel arguments` record of kernel `number` is not a string".into()
-            ))
+            second.kernel_params("number").unwrap().unwrap_err().to_string(),
+            "the `SYCL/kernel arguments` record of kernel `number` is not a string"
         );
     }
 }

@@ -1,6 +1,8 @@
 //! The `SYCL/device requirements` property set (DPC++'s optional kernel features design): what a device must have to run an
 //! image, and the aspect filter's rule for whether a configured target can.
 
+use std::fmt;
+
 use crate::aspects::{decode_u32s, encode_u32s};
 use crate::{sets, Property, PropertySet, PropertyValue, TargetConfig};
 
@@ -58,14 +60,15 @@ impl DeviceRequirements {
     }
 
     /// Reads the set back; malformed values are an error naming the property.
-    pub fn from_property_set(set: &PropertySet) -> Result<DeviceRequirements, String> {
+    pub fn from_property_set(set: &PropertySet) -> Result<DeviceRequirements, RequirementsError> {
         let mut out = DeviceRequirements::default();
         for p in &set.properties {
             let PropertyValue::Bytes(bytes) = &p.value else {
-                return Err(format!("property `{}` is not a byte array", p.name));
+                return Err(RequirementsError::NotBytes { property: p.name.clone() });
             };
-            let values = decode_u32s(bytes).ok_or_else(|| {
-                format!("property `{}` has {} bytes, not a multiple of 4", p.name, bytes.len())
+            let values = decode_u32s(bytes).ok_or_else(|| RequirementsError::NotWords {
+                property: p.name.clone(),
+                len: bytes.len(),
             })?;
             match p.name.as_str() {
                 ASPECT => out.aspects = values,
@@ -75,7 +78,7 @@ impl DeviceRequirements {
                     while let Some((&n, tail)) = rest.split_first() {
                         let n = n as usize;
                         if !(1..=3).contains(&n) || tail.len() < n {
-                            return Err(format!("property `{}` is malformed", p.name));
+                            return Err(RequirementsError::Malformed { property: p.name.clone() });
                         }
                         out.reqd_work_group_sizes.push(tail[..n].to_vec());
                         rest = &tail[n..];
@@ -96,6 +99,47 @@ impl DeviceRequirements {
             && self.fixed_target.as_ref().is_none_or(|f| f.iter().any(|a| entry.has_aspect(*a)))
     }
 }
+
+/// Why a `SYCL/device requirements` set cannot be read back: each names the property.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RequirementsError {
+    /// A value that is not a byte array.
+    NotBytes {
+        /// The property's name.
+        property: String,
+    },
+    /// A byte array that is not a whole number of `u32`s.
+    NotWords {
+        /// The property's name.
+        property: String,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// Required work-group sizes whose dimension counts do not add up.
+    Malformed {
+        /// The property's name.
+        property: String,
+    },
+}
+
+impl fmt::Display for RequirementsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequirementsError::NotBytes { property } => {
+                write!(f, "property `{property}` is not a byte array")
+            }
+            RequirementsError::NotWords { property, len } => {
+                write!(f, "property `{property}` has {len} bytes, not a multiple of 4")
+            }
+            RequirementsError::Malformed { property } => {
+                write!(f, "property `{property}` is malformed")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RequirementsError {}
 
 #[cfg(test)]
 mod tests {

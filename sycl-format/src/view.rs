@@ -7,8 +7,8 @@
 use crate::codec::{DecodeError, Decoder};
 use crate::property::{TYPE_BYTE_ARRAY, TYPE_STRING, TYPE_UINT32};
 use crate::{
-    sets, Image, ImageFormat, KernelParam, Property, PropertySet, PropertyValue, IMAGE_SET_MAGIC,
-    IMAGE_SET_OLDEST_VERSION, IMAGE_SET_VERSION,
+    sets, Image, ImageFormat, KernelParam, KernelParamsError, Property, PropertySet, PropertyValue,
+    IMAGE_SET_MAGIC, IMAGE_SET_OLDEST_VERSION, IMAGE_SET_VERSION,
 };
 
 /// A checked image-set payload.
@@ -268,11 +268,14 @@ impl<'a> ImageView<'a> {
 
     /// Kernel `kernel`'s parameters (`SYCL/kernel arguments`), as
     /// [`Image::kernel_params`] reads them.
-    pub fn kernel_params(&self, kernel: &str) -> Option<Result<Vec<KernelParam>, String>> {
+    pub fn kernel_params(
+        &self,
+        kernel: &str,
+    ) -> Option<Result<Vec<KernelParam>, KernelParamsError>> {
         let value = self.property_set(sets::KERNEL_ARGUMENTS)?.get(kernel)?;
         Some(match value {
             PropertyValueView::String(value) => crate::parse_kernel_params(value),
-            _ => Err(crate::kernel_params_not_a_string(kernel)),
+            _ => Err(KernelParamsError::NotAString { kernel: kernel.to_string() }),
         })
     }
 

@@ -47,8 +47,9 @@ impl Settings {
         };
         let config = match &first.device_config {
             Some(text) => {
+                // Its message is whole: as a chain, the TOML error's would come twice.
                 DeviceConfig::parse(text, &format!("the device configuration of {}", first.package))
-                    .map_err(|e| anyhow!(e))?
+                    .map_err(|e| anyhow!("{e}"))?
             }
             None => DeviceConfig::default_config(),
         };

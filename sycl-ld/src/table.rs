@@ -99,7 +99,8 @@ pub(crate) fn aspect_filter(args: &[OsString]) -> Result<ExitCode> {
         Some(path) => {
             let text = std::fs::read_to_string(command.existing(path)?)
                 .with_context(|| format!("reading the device configuration {}", path.display()))?;
-            DeviceConfig::parse(&text, &path.display().to_string()).map_err(|e| anyhow!(e))?
+            // Its message is whole: as a chain, the TOML error's would come twice.
+            DeviceConfig::parse(&text, &path.display().to_string()).map_err(|e| anyhow!("{e}"))?
         }
         None => DeviceConfig::default_config(),
     };

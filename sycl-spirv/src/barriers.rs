@@ -39,6 +39,32 @@ pub fn sub_group_barriers_to_calls(module: &mut Module, name: &str) -> usize {
         next += 1;
         next - 1
     };
+    let (void, signature) = void_function_type(module, &mut fresh);
+    let function = fresh();
+    for f in &mut module.functions {
+        for block in &mut f.blocks {
+            for inst in &mut block.instructions {
+                if is_sub_group_barrier(inst) {
+                    let call = fresh();
+                    *inst = Instruction::new(
+                        Op::FunctionCall,
+                        Some(void),
+                        Some(call),
+                        vec![Operand::IdRef(function)],
+                    );
+                }
+            }
+        }
+    }
+    declare_import(module, function, void, signature, name);
+    if let Some(h) = &mut module.header {
+        h.bound = next;
+    }
+    count
+}
+
+/// The module's `void` type and `void()` function type, each made where the module has none.
+fn void_function_type(module: &mut Module, fresh: &mut impl FnMut() -> Word) -> (Word, Word) {
     let void = match module
         .types_global_values
         .iter()
@@ -72,22 +98,12 @@ pub fn sub_group_barriers_to_calls(module: &mut Module, name: &str) -> usize {
         );
         id
     });
-    let function = fresh();
-    for f in &mut module.functions {
-        for block in &mut f.blocks {
-            for inst in &mut block.instructions {
-                if is_sub_group_barrier(inst) {
-                    let call = fresh();
-                    *inst = Instruction::new(
-                        Op::FunctionCall,
-                        Some(void),
-                        Some(call),
-                        vec![Operand::IdRef(function)],
-                    );
-                }
-            }
-        }
-    }
+    (void, signature)
+}
+
+/// Declares `function` (`void()`, of type `signature`) as the import `name`: its declaration
+/// first among the functions, its linkage, its name, and the `Linkage` capability.
+fn declare_import(module: &mut Module, function: Word, void: Word, signature: Word, name: &str) {
     // Declarations come before definitions.
     module.functions.insert(
         0,
@@ -132,10 +148,6 @@ pub fn sub_group_barriers_to_calls(module: &mut Module, name: &str) -> usize {
             vec![Operand::Capability(Capability::Linkage)],
         ));
     }
-    if let Some(h) = &mut module.header {
-        h.bound = next;
-    }
-    count
 }
 
 #[cfg(test)]

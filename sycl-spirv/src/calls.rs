@@ -16,9 +16,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use rspirv::dr::{Module, Operand};
 use rspirv::spirv::{Op, Word};
 
-use crate::features::Location;
 use crate::load::operand_id;
 use crate::load::untyped_sets;
+use crate::location::{file_names, Location};
 use crate::symbols::{linkage_of, Linkage};
 
 /// One reference from a function's body to a function.
@@ -45,7 +45,7 @@ pub(crate) struct CallGraph {
 
 impl CallGraph {
     pub(crate) fn of(module: &Module) -> CallGraph {
-        let files = crate::features::file_names(module);
+        let files = file_names(module);
         let untyped: HashSet<Word> = untyped_sets(module).into_iter().collect();
         let mut graph = CallGraph::default();
         for f in &module.functions {
@@ -282,33 +282,7 @@ pub(crate) fn reduced_call_graph(
         }
     };
 
-    // Kernels: each entry function stands for the function of the kernel's name it calls.
-    let mut node_of: Vec<usize> = (0..n).collect();
-    let mut kernel_name: HashMap<usize, &str> = HashMap::new();
-    for e in &module.entry_points {
-        let (Some(Operand::IdRef(id)), Some(Operand::LiteralString(name))) =
-            (e.operands.get(1), e.operands.get(2))
-        else {
-            continue;
-        };
-        let Some(&entry) = graph.position.get(id) else { continue };
-        if !graph.defined[entry] || kernel_name.contains_key(&entry) {
-            continue;
-        }
-        let wrapped =
-            graph.calls[entry].iter().filter(|c| c.direct).map(|c| graph.position[&c.callee]).find(
-                |&p| {
-                    p != entry
-                        && graph.defined[p]
-                        && !names.entry.contains_key(&graph.functions[p])
-                        && !kernel_name.contains_key(&p)
-                        && names.get(graph.functions[p]) == *name
-                },
-            );
-        let node = wrapped.unwrap_or(entry);
-        node_of[entry] = node;
-        kernel_name.insert(node, name);
-    }
+    let (node_of, kernel_name) = kernel_nodes(module, &graph, &names);
 
     // Direct calls between nodes (the entry function's call of its kernel dropped), and calls of
     // imports.
@@ -327,24 +301,9 @@ pub(crate) fn reduced_call_graph(
         }
     }
 
-    // Nodes: on a cycle, or reaching an import (backwards from the callers of imports).
+    // Nodes: on a cycle, or reaching an import.
     let mut node = on_cycle(&successors);
-    let mut callers: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (v, list) in successors.iter().enumerate() {
-        for &w in list {
-            callers[w].push(v);
-        }
-    }
-    let mut reaches: Vec<bool> = imports_called.iter().map(|i| !i.is_empty()).collect();
-    let mut pending: Vec<usize> = (0..n).filter(|&v| reaches[v]).collect();
-    while let Some(v) = pending.pop() {
-        for &u in &callers[v] {
-            if !reaches[u] {
-                reaches[u] = true;
-                pending.push(u);
-            }
-        }
-    }
+    let reaches = reaching_imports(&successors, &imports_called);
     for v in 0..n {
         node[v] = (node[v] || reaches[v]) && graph.defined[v] && node_of[v] == v;
     }
@@ -395,6 +354,67 @@ pub(crate) fn reduced_call_graph(
         out.insert(name_of[v].clone().expect("every node is named"), callees);
     }
     out
+}
+
+/// Kernels: each entry function stands for the function of the kernel's name it calls. The
+/// node each function's calls count for (its own position but for an entry function), and
+/// each kernel's node with the kernel's name.
+#[cfg_attr(not(feature = "link"), allow(dead_code))]
+fn kernel_nodes<'m>(
+    module: &'m Module,
+    graph: &CallGraph,
+    names: &Names,
+) -> (Vec<usize>, HashMap<usize, &'m str>) {
+    let mut node_of: Vec<usize> = (0..graph.functions.len()).collect();
+    let mut kernel_name: HashMap<usize, &str> = HashMap::new();
+    for e in &module.entry_points {
+        let (Some(Operand::IdRef(id)), Some(Operand::LiteralString(name))) =
+            (e.operands.get(1), e.operands.get(2))
+        else {
+            continue;
+        };
+        let Some(&entry) = graph.position.get(id) else { continue };
+        if !graph.defined[entry] || kernel_name.contains_key(&entry) {
+            continue;
+        }
+        let wrapped =
+            graph.calls[entry].iter().filter(|c| c.direct).map(|c| graph.position[&c.callee]).find(
+                |&p| {
+                    p != entry
+                        && graph.defined[p]
+                        && !names.entry.contains_key(&graph.functions[p])
+                        && !kernel_name.contains_key(&p)
+                        && names.get(graph.functions[p]) == *name
+                },
+            );
+        let node = wrapped.unwrap_or(entry);
+        node_of[entry] = node;
+        kernel_name.insert(node, name);
+    }
+    (node_of, kernel_name)
+}
+
+/// Which nodes reach an import through `successors`: those that call one (`imports_called`
+/// not empty), and backwards from them their callers.
+#[cfg_attr(not(feature = "link"), allow(dead_code))]
+fn reaching_imports(successors: &[Vec<usize>], imports_called: &[Vec<&str>]) -> Vec<bool> {
+    let mut callers: Vec<Vec<usize>> = vec![Vec::new(); successors.len()];
+    for (v, list) in successors.iter().enumerate() {
+        for &w in list {
+            callers[w].push(v);
+        }
+    }
+    let mut reaches: Vec<bool> = imports_called.iter().map(|i| !i.is_empty()).collect();
+    let mut pending: Vec<usize> = (0..reaches.len()).filter(|&v| reaches[v]).collect();
+    while let Some(v) = pending.pop() {
+        for &u in &callers[v] {
+            if !reaches[u] {
+                reaches[u] = true;
+                pending.push(u);
+            }
+        }
+    }
+    reaches
 }
 
 /// Unique names: each name asked for, or when it is taken, the first of `name#2`, `name#3`, …

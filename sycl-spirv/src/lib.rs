@@ -24,6 +24,7 @@ mod inline;
 #[cfg(feature = "link")]
 mod link;
 mod load;
+mod location;
 mod params;
 #[cfg(feature = "link")]
 mod postlink;
@@ -37,13 +38,14 @@ pub use barriers::sub_group_barriers_to_calls;
 #[cfg(feature = "link")]
 pub use builtins::{fuse_mad, lower_generic_builtins, lower_renamed_builtins};
 pub use calls::{call_cycle, cycle_warning, function_name};
-pub use features::{Features, Location, DEVICE_HAS_SEMANTIC};
+pub use features::{Features, DEVICE_HAS_SEMANTIC};
 #[cfg(feature = "link")]
 pub use fnptr::lower_function_pointers;
 pub use inline::localize_inline_definitions;
 #[cfg(feature = "link")]
 pub use link::{link, LinkInput, Linked};
 pub use load::{assemble, load};
+pub use location::Location;
 pub use params::kernel_params;
 #[cfg(feature = "link")]
 pub use postlink::{post_link, PostLink, PostLinkImage, PostLinkOptions, Requirements, Source};

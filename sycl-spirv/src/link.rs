@@ -93,8 +93,38 @@ impl Linker {
         let mut out = Module::new();
         let version = modules.iter().filter_map(|m| m.header.as_ref()).map(|h| h.version).max();
         let generator = modules.iter().find_map(|m| m.header.as_ref()).map_or(0, |h| h.generator);
+        self.merge_module_scope(&mut modules, &mut out)?;
+        self.intern_types(&mut modules, &mut out);
+        let dropped = self.resolve_symbols(&modules)?;
 
-        // Module-scope sections that only need union or first-wins.
+        // Module-scope values were rewritten before imports were resolved: imported variables
+        // that now fold onto a definition go, and a function-pointer constant may refer to an
+        // import that now folds onto its definition.
+        out.types_global_values.retain(|i| !i.result_id.is_some_and(|id| dropped.contains(&id)));
+        for inst in &mut out.types_global_values {
+            self.rewrite(inst);
+        }
+        self.emit_rest(&mut modules, &mut out, &dropped);
+
+        let bound = max_id(&out) + 1;
+        out.header = Some(ModuleHeader {
+            magic_number: rspirv::spirv::MAGIC_NUMBER,
+            version: version.unwrap_or(0x0001_0000),
+            generator,
+            bound,
+            reserved_word: 0,
+        });
+        Ok(out)
+    }
+
+    /// The module-scope sections that only need union or first-wins: capabilities,
+    /// extensions, extended instruction sets (folded by name), the memory model (which must
+    /// agree).
+    fn merge_module_scope(
+        &mut self,
+        modules: &mut [Module],
+        out: &mut Module,
+    ) -> Result<(), Error> {
         let mut seen_caps = HashSet::new();
         let mut seen_exts = HashSet::new();
         let mut ext_sets: HashMap<String, Word> = HashMap::new();
@@ -136,21 +166,23 @@ impl Linker {
                 _ => {}
             }
         }
+        Ok(())
+    }
 
-        // Decorations by target, so that two types differing only in decorations stay apart.
+    /// Types and constants, hash-consed in definition order (operands are always defined
+    /// before use, so each key is built from already-folded ids), with their decorations, so
+    /// that two types differing only in decorations stay apart.
+    fn intern_types(&mut self, modules: &mut [Module], out: &mut Module) {
         let mut decorations: HashMap<Word, Vec<Vec<Operand>>> = HashMap::new();
-        for m in &modules {
+        for m in modules.iter() {
             for a in &m.annotations {
                 if let Some(Operand::IdRef(target)) = a.operands.first() {
                     decorations.entry(*target).or_default().push(a.operands[1..].to_vec());
                 }
             }
         }
-
-        // Types and constants, hash-consed in definition order (operands are always defined
-        // before use, so each key is built from already-folded ids).
         let mut interned: HashMap<TypeKey, Word> = HashMap::new();
-        for m in &mut modules {
+        for m in modules.iter_mut() {
             for mut inst in std::mem::take(&mut m.types_global_values) {
                 self.rewrite(&mut inst);
                 let (Some(id), true) = (inst.result_id, is_interned(inst.class.opcode)) else {
@@ -174,9 +206,11 @@ impl Linker {
                 }
             }
         }
+    }
 
-        // Symbol resolution: each export once; each import onto its export, or onto the first
-        // import of the same name.
+    /// Symbol resolution: each export once; each import onto its export, or onto the first
+    /// import of the same name. The imports folded so, whose declarations go.
+    fn resolve_symbols(&mut self, modules: &[Module]) -> Result<HashSet<Word>, Error> {
         let mut exports: HashMap<String, (Word, usize)> = HashMap::new();
         let mut imports: Vec<(Word, String, usize)> = Vec::new();
         for (i, m) in modules.iter().enumerate() {
@@ -200,7 +234,7 @@ impl Linker {
                 }
             }
         }
-        let function_types = function_types(&modules);
+        let function_types = function_types(modules);
         let mut first_import: HashMap<String, Word> = HashMap::new();
         let mut dropped: HashSet<Word> = HashSet::new();
         for (id, name, i) in imports {
@@ -229,20 +263,15 @@ impl Linker {
             self.subst.insert(id, target);
             dropped.insert(id);
         }
+        Ok(dropped)
+    }
 
-        // Module-scope values were rewritten before imports were resolved: imported variables
-        // that now fold onto a definition go, and a function-pointer constant may refer to an
-        // import that now folds onto its definition.
-        out.types_global_values.retain(|i| !i.result_id.is_some_and(|id| dropped.contains(&id)));
-        for inst in &mut out.types_global_values {
-            self.rewrite(inst);
-        }
-
-        // Emit everything else with ids folded, leaving out the dropped declarations.
+    /// Everything else emitted with ids folded, leaving out the `dropped` declarations.
+    fn emit_rest(&self, modules: &mut [Module], out: &mut Module, dropped: &HashSet<Word>) {
         let mut named = HashSet::new();
         let mut seen_annotations = HashSet::new();
         let mut seen_processed = HashSet::new();
-        for m in &mut modules {
+        for m in modules.iter_mut() {
             let sections = [
                 (&mut m.entry_points, &mut out.entry_points),
                 (&mut m.execution_modes, &mut out.execution_modes),
@@ -289,16 +318,6 @@ impl Linker {
                 out.functions.push(f);
             }
         }
-
-        let bound = max_id(&out) + 1;
-        out.header = Some(ModuleHeader {
-            magic_number: rspirv::spirv::MAGIC_NUMBER,
-            version: version.unwrap_or(0x0001_0000),
-            generator,
-            bound,
-            reserved_word: 0,
-        });
-        Ok(out)
     }
 }
 

@@ -54,74 +54,14 @@ pub fn load(bytes: &[u8]) -> Result<Module, Error> {
 /// [`check_declaration_order`]); each made the post-link, the linker or the lowering of
 /// function pointers write invalid SPIR-V.
 fn check_ids(module: &Module) -> Result<(), Error> {
-    let bound = module.header.as_ref().map_or(0, |h| h.bound);
-    let mut all = HashSet::new();
-    let mut define = |id: u32| {
-        if id == 0 || id >= bound {
-            return Err(Error::Malformed(format!("id {id} outside the bound {bound}")));
-        }
-        if !all.insert(id) {
-            return Err(Error::Malformed(format!("id {id} is defined more than once")));
-        }
-        Ok(())
-    };
-    let mut global = HashSet::new();
-    let mut functions = HashSet::new();
-    for inst in module.global_inst_iter() {
-        if let Some(id) = inst.result_id {
-            define(id)?;
-            global.insert(id);
-        }
-    }
-    for function in &module.functions {
-        if let Some(id) = function.def.as_ref().and_then(|def| def.result_id) {
-            define(id)?;
-            global.insert(id);
-            functions.insert(id);
-        }
-    }
-    let mut locals = Vec::with_capacity(module.functions.len());
-    for function in &module.functions {
-        let mut local = HashSet::new();
-        let body = function
-            .parameters
-            .iter()
-            .chain(function.blocks.iter().flat_map(|b| b.label.iter().chain(&b.instructions)));
-        for id in body.filter_map(|inst| inst.result_id) {
-            define(id)?;
-            local.insert(id);
-        }
-        locals.push(local);
-    }
+    let Definitions { all, global, functions, locals } = Definitions::of(module)?;
     let types: HashSet<u32> = module
         .types_global_values
         .iter()
         .filter(|inst| inst.class.opname.starts_with("Type"))
         .filter_map(|inst| inst.result_id)
         .collect();
-    // Names and decorations may name a function's parameters and values as what they name or
-    // decorate; nothing else at module scope may use them (a decoration's own operands, such
-    // as `OpDecorateId`'s, are module-scope values).
-    for inst in module.debug_names.iter().chain(&module.annotations) {
-        check_uses(inst, &types, |id| all.contains(&id))?;
-        // What it names or decorates may be any id; its other id operands may not.
-        let operands = match inst.class.opcode {
-            Op::GroupDecorate | Op::GroupMemberDecorate => {
-                &inst.operands[..inst.operands.len().min(1)]
-            }
-            _ => inst.operands.get(1..).unwrap_or(&[]),
-        };
-        for op in operands {
-            if let Some(id) = operand_id(op) {
-                if !global.contains(&id) {
-                    return Err(Error::Malformed(format!(
-                        "{:?} has id {id}, defined inside a function, as an operand",
-                        inst.class.opcode
-                    )));
-                }
-            }
-        }
-    }
+    check_names_and_decorations(module, &types, &all, &global)?;
     let declarations = (module
         .capabilities
         .iter()
@@ -143,6 +83,116 @@ fn check_ids(module: &Module) -> Result<(), Error> {
     }
     check_functions_and_linkage(module, &functions)?;
     check_declaration_order(module)?;
+    check_entry_point_targets(module, &functions)?;
+    for (function, local) in module.functions.iter().zip(&locals) {
+        for inst in function.all_inst_iter() {
+            check_uses(inst, &types, |id| global.contains(&id) || local.contains(&id))?;
+            if inst.class.opcode == Op::FunctionCall {
+                match inst.operands.first() {
+                    Some(rspirv::dr::Operand::IdRef(callee)) if functions.contains(callee) => {}
+                    _ => {
+                        return Err(Error::Malformed(
+                            "OpFunctionCall calls something that is not a function".into(),
+                        ))
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The ids a module defines, by where, each checked to be below the bound and defined once.
+struct Definitions {
+    /// Every id defined.
+    all: HashSet<u32>,
+    /// The ids defined at module scope, functions included.
+    global: HashSet<u32>,
+    /// The functions.
+    functions: HashSet<u32>,
+    /// Each function's own ids (parameters, labels, results), in module order.
+    locals: Vec<HashSet<u32>>,
+}
+
+impl Definitions {
+    fn of(module: &Module) -> Result<Definitions, Error> {
+        let bound = module.header.as_ref().map_or(0, |h| h.bound);
+        let mut all = HashSet::new();
+        let mut define = |id: u32| {
+            if id == 0 || id >= bound {
+                return Err(Error::Malformed(format!("id {id} outside the bound {bound}")));
+            }
+            if !all.insert(id) {
+                return Err(Error::Malformed(format!("id {id} is defined more than once")));
+            }
+            Ok(())
+        };
+        let mut global = HashSet::new();
+        let mut functions = HashSet::new();
+        for inst in module.global_inst_iter() {
+            if let Some(id) = inst.result_id {
+                define(id)?;
+                global.insert(id);
+            }
+        }
+        for function in &module.functions {
+            if let Some(id) = function.def.as_ref().and_then(|def| def.result_id) {
+                define(id)?;
+                global.insert(id);
+                functions.insert(id);
+            }
+        }
+        let mut locals = Vec::with_capacity(module.functions.len());
+        for function in &module.functions {
+            let mut local = HashSet::new();
+            let body = function
+                .parameters
+                .iter()
+                .chain(function.blocks.iter().flat_map(|b| b.label.iter().chain(&b.instructions)));
+            for id in body.filter_map(|inst| inst.result_id) {
+                define(id)?;
+                local.insert(id);
+            }
+            locals.push(local);
+        }
+        Ok(Definitions { all, global, functions, locals })
+    }
+}
+
+/// Names and decorations may name a function's parameters and values as what they name or
+/// decorate; nothing else at module scope may use them (a decoration's own operands, such as
+/// `OpDecorateId`'s, are module-scope values).
+fn check_names_and_decorations(
+    module: &Module,
+    types: &HashSet<u32>,
+    all: &HashSet<u32>,
+    global: &HashSet<u32>,
+) -> Result<(), Error> {
+    for inst in module.debug_names.iter().chain(&module.annotations) {
+        check_uses(inst, types, |id| all.contains(&id))?;
+        // What it names or decorates may be any id; its other id operands may not.
+        let operands = match inst.class.opcode {
+            Op::GroupDecorate | Op::GroupMemberDecorate => {
+                &inst.operands[..inst.operands.len().min(1)]
+            }
+            _ => inst.operands.get(1..).unwrap_or(&[]),
+        };
+        for op in operands {
+            if let Some(id) = operand_id(op) {
+                if !global.contains(&id) {
+                    return Err(Error::Malformed(format!(
+                        "{:?} has id {id}, defined inside a function, as an operand",
+                        inst.class.opcode
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every entry point and execution mode names a function.
+fn check_entry_point_targets(module: &Module, functions: &HashSet<u32>) -> Result<(), Error> {
     let targets = module
         .entry_points
         .iter()
@@ -156,21 +206,6 @@ fn check_ids(module: &Module) -> Result<(), Error> {
                     "an entry point or execution mode names something that is not a function"
                         .into(),
                 ))
-            }
-        }
-    }
-    for (function, local) in module.functions.iter().zip(&locals) {
-        for inst in function.all_inst_iter() {
-            check_uses(inst, &types, |id| global.contains(&id) || local.contains(&id))?;
-            if inst.class.opcode == Op::FunctionCall {
-                match inst.operands.first() {
-                    Some(rspirv::dr::Operand::IdRef(callee)) if functions.contains(callee) => {}
-                    _ => {
-                        return Err(Error::Malformed(
-                            "OpFunctionCall calls something that is not a function".into(),
-                        ))
-                    }
-                }
             }
         }
     }

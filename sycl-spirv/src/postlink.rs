@@ -15,22 +15,25 @@
 //! graph and its kernels' parameters, from the image as written (see [`crate::calls`] and
 //! [`crate::params`]).
 
+mod extract;
+mod module_index;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use rspirv::dr::{Function, Instruction, Module, Operand};
-use rspirv::spirv::{Decoration, LinkageType, Op, Word};
+use rspirv::dr::Module;
+use rspirv::spirv::{Op, Word};
 use sycl_format::aspects::{aspect_name, target_aspect};
 use sycl_format::{DeviceConfig, KernelParam, SplitMode};
 
 use crate::calls::reduced_call_graph;
 use crate::features::Features;
 use crate::link::{max_id, Linked};
-use crate::load::operand_id;
-use crate::load::untyped_sets;
 use crate::spec::{constants_of, SpecConstant};
-use crate::symbols::{linkage_of, Linkage, Symbols};
+use crate::symbols::Symbols;
 use crate::vfunc::{self, VirtualSets};
 use crate::{assemble, Error};
+use extract::extract;
+use module_index::{Contents, ModuleIndex};
 
 /// A link input as the post-link sees it: its name and the fixed targets it was compiled for.
 #[derive(Debug, Clone, Default)]
@@ -150,77 +153,32 @@ struct Entry {
 /// Splits a linked module into device images by DPC++'s rules (see the module
 /// documentation). Fails with [`Error::Malformed`] when an image it makes would not load.
 pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLink, Error> {
-    let Linked { module, origins } = linked;
-    let symbols = Symbols::of(&module);
-    let features = Features::analyze(&module);
-    let vsets = VirtualSets::of(&module);
-    let ic: HashSet<Word> = vsets.set_of.keys().copied().collect();
-    let ic_names: HashSet<String> =
-        ic.iter().filter_map(|f| symbols.linkage.get(f).map(|(n, _)| n.clone())).collect();
-    let index = ModuleIndex::of(&module);
-    let set_aspects: BTreeMap<&str, BTreeSet<u32>> = vsets
-        .members
-        .iter()
-        .map(|(set, members)| {
-            (set.as_str(), members.iter().flat_map(|f| features.used(*f)).collect())
-        })
-        .collect();
-    let declared_sets = |declaring: &[Word]| -> BTreeSet<String> {
-        declaring.iter().flat_map(|d| vsets.calls.get(d).into_iter().flatten().cloned()).collect()
-    };
+    let unit = Unit::new(linked, options);
     let split = match options.split {
-        SplitMode::Auto if features.has_function_pointers => SplitMode::Off,
+        SplitMode::Auto if unit.features.has_function_pointers => SplitMode::Off,
         SplitMode::Auto => SplitMode::PerSource,
         mode => mode,
     };
-    let origin = |f: Word| origins.get(&f).copied().unwrap_or(0);
-    let fixed = |o: usize| {
-        let mut t = options.sources.get(o).map(|s| s.fixed_targets.clone()).unwrap_or_default();
-        t.sort();
-        t.dedup();
-        t
-    };
-
-    let mut entries = Vec::new();
-    for (name, entry) in &symbols.kernels {
-        let mut declaring = vec![*entry];
-        declaring.extend(features.callees(*entry).filter(|c| features.name(*c) == *name));
-        entries.push((name.clone(), *entry, true, declaring));
+    let entries = unit.entries();
+    let groups = groups(&entries, split);
+    let mut warnings = Vec::new();
+    let mut images = Vec::with_capacity(groups.len());
+    for group in groups {
+        let members: Vec<&Entry> = group.iter().map(|&i| &entries[i]).collect();
+        images.push(unit.group_image(&members, &mut warnings));
     }
-    for (name, id) in symbols.exports() {
-        if !ic.contains(&id) {
-            entries.push((name, id, false, vec![id]));
-        }
+    // Each virtual-function set in an image of its own, whatever the split mode; and, for a set
+    // that needs optional features, a dummy with empty bodies for devices without them.
+    for (set, functions) in &unit.vsets.members {
+        images.extend(unit.set_images(set, functions));
     }
-    let entries: Vec<Entry> = entries
-        .into_iter()
-        .map(|(name, function, kernel, declaring)| {
-            let o = origin(function);
-            let targets = fixed(o);
-            let key = if targets.is_empty() {
-                let mut aspects = features.used(function);
-                for d in &declaring {
-                    aspects.extend(features.declared(*d).into_iter().flatten());
-                }
-                // A kernel that calls into a set needs what the set's functions need (one that
-                // only builds objects referring to the set does not).
-                for set in declared_sets(&declaring) {
-                    aspects.extend(set_aspects.get(set.as_str()).into_iter().flatten());
-                }
-                Key::Features {
-                    aspects,
-                    wg: features.reqd_work_group_size.get(&function).copied(),
-                    sg: features.reqd_sub_group_size.get(&function).copied(),
-                    sets: declared_sets(&declaring),
-                }
-            } else {
-                Key::Fixed(targets)
-            };
-            Entry { name, function, kernel, origin: o, declaring, key }
-        })
-        .collect();
+    check_images(&images)?;
+    Ok(PostLink { images, split, warnings })
+}
 
-    // Groups in order of their first entry: kernels in module order, then exports by name.
+/// The groups of entries (indices into `entries`) that become images, in order of their first
+/// entry: kernels in module order, then exports by name.
+fn groups(entries: &[Entry], split: SplitMode) -> Vec<Vec<usize>> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut slots: HashMap<(bool, usize, Key), usize> = HashMap::new();
     for (i, e) in entries.iter().enumerate() {
@@ -235,153 +193,13 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
         });
         groups[slot].push(i);
     }
+    groups
+}
 
-    let same_origin_used = features.propagate(|a, b| origin(a) == origin(b));
-    let externals: HashSet<Word> = symbols
-        .sycl_external
-        .iter()
-        .copied()
-        .filter(|f| symbols.defined_functions.contains(f))
-        .collect();
-    let mut warnings = Vec::new();
-    let mut images = Vec::with_capacity(groups.len());
-    for group in groups {
-        let members: Vec<&Entry> = group.iter().map(|&i| &entries[i]).collect();
-        let kernel = members[0].kernel;
-        let roots: Vec<Word> = members.iter().map(|e| e.function).collect();
-        let (contents, exports) = if kernel {
-            // Self-contained, but for virtual functions: those stay declarations.
-            (index.contents(roots.iter().copied(), &ic), HashSet::new())
-        } else {
-            let own: HashSet<Word> = roots.iter().copied().collect();
-            let others: HashSet<Word> = externals.difference(&own).chain(&ic).copied().collect();
-            (index.contents(roots.iter().copied(), &others), own)
-        };
-
-        let requirements = match &members[0].key {
-            Key::Features { aspects, wg, sg, .. } => {
-                let mut aspects = aspects.clone();
-                for e in members.iter().filter(|e| e.kernel) {
-                    let mut expected =
-                        same_origin_used.get(&e.function).cloned().unwrap_or_default();
-                    for d in &e.declaring {
-                        expected.extend(features.declared(*d).into_iter().flatten());
-                    }
-                    for a in features.used(e.function).difference(&expected) {
-                        let Some((path, _)) = features.chain(e.function, *a, |_, _| true) else {
-                            continue;
-                        };
-                        if let Some((f, _)) = path.iter().find(|(f, _)| origin(*f) != e.origin) {
-                            warnings.push(format!(
-                                "warning: function '{}' uses aspect '{}' not expected by its calling kernel.\nMissing SYCL_DEVICE_HAS on SYCL_EXTERNAL function?",
-                                features.name(*f),
-                                aspect_name(*a)
-                            ));
-                        }
-                    }
-                    aspects.extend(features.used(e.function));
-                }
-                Requirements {
-                    aspects: aspects.into_iter().collect(),
-                    reqd_work_group_size: *wg,
-                    reqd_sub_group_size: *sg,
-                    fixed_target: None,
-                }
-            }
-            Key::Fixed(targets) => {
-                let mut final_targets: Vec<String> = targets.clone();
-                let mut checked: Vec<Word> =
-                    contents.defined.iter().copied().filter(|f| externals.contains(f)).collect();
-                checked.sort_unstable();
-                for f in checked {
-                    let theirs = fixed(origin(f));
-                    if !theirs.is_empty() && theirs.iter().any(|t| !targets.contains(t)) {
-                        warnings.push(format!(
-                            "warning: function '{}' compiled with different fixed targets than its calling kernel.",
-                            features.name(f)
-                        ));
-                        final_targets.retain(|t| theirs.contains(t));
-                    }
-                }
-                let mut fixed_aspects = Vec::new();
-                for t in &final_targets {
-                    match options.config.target(t).and_then(|c| c.target_aspect).or_else(|| target_aspect(t)) {
-                        Some(a) => fixed_aspects.push(a),
-                        None => warnings.push(format!(
-                            "warning: fixed target '{t}' is not in the device configuration; no device will match it"
-                        )),
-                    }
-                }
-                Requirements { fixed_target: Some(fixed_aspects), ..Requirements::default() }
-            }
-        };
-
-        let image = extract(&module, &index, &contents, &exports);
-        let mut exported: Vec<String> =
-            members.iter().filter(|e| !e.kernel).map(|e| e.name.clone()).collect();
-        exported.sort();
-        let mut uses: BTreeSet<String> =
-            contents.declared.iter().filter_map(|f| vsets.set_of.get(f).cloned()).collect();
-        for e in members.iter().filter(|e| e.kernel) {
-            uses.extend(declared_sets(&e.declaring));
-        }
-        let virtual_functions =
-            VirtualFunctions { uses: uses.into_iter().collect(), ..VirtualFunctions::default() };
-        let kernels = members.iter().filter(|e| e.kernel).map(|e| e.name.clone()).collect();
-        images.push(finish(
-            image,
-            kernels,
-            exported,
-            requirements,
-            virtual_functions,
-            options,
-            &ic_names,
-        ));
-    }
-
-    // Each virtual-function set in an image of its own, whatever the split mode; and, for a set
-    // that needs optional features, a dummy with empty bodies for devices without them.
-    for (set, functions) in &vsets.members {
-        let own: HashSet<Word> = functions.iter().copied().collect();
-        let others: HashSet<Word> =
-            externals.iter().chain(&ic).copied().filter(|f| !own.contains(f)).collect();
-        let contents = index.contents(functions.iter().copied(), &others);
-        let aspects: Vec<u32> = set_aspects[set.as_str()].iter().copied().collect();
-        let requirements = Requirements { aspects: aspects.clone(), ..Requirements::default() };
-        let image = extract(&module, &index, &contents, &own);
-        let vf = VirtualFunctions { set: Some(set.clone()), ..VirtualFunctions::default() };
-        // Exported, so that a binary that calls into the set from elsewhere finds it; the
-        // runtime links a set's image (or its dummy) by set, never by name alone.
-        let mut names: Vec<String> = functions
-            .iter()
-            .filter_map(|f| symbols.linkage.get(f).map(|(n, _)| n.clone()))
-            .collect();
-        names.sort();
-        images.push(finish(image, vec![], names.clone(), requirements, vf, options, &ic_names));
-        if !aspects.is_empty() {
-            let emptied = vfunc::with_empty_bodies(&module, functions);
-            let dummy_index = ModuleIndex::of(&emptied);
-            let contents = dummy_index.contents(functions.iter().copied(), &HashSet::new());
-            let image = extract(&emptied, &dummy_index, &contents, &own);
-            let vf = VirtualFunctions {
-                set: Some(set.clone()),
-                dummy: true,
-                ..VirtualFunctions::default()
-            };
-            images.push(finish(
-                image,
-                vec![],
-                names,
-                Requirements::default(),
-                vf,
-                options,
-                &ic_names,
-            ));
-        }
-    }
-    // What the post-link writes, it checks: an input that `load` accepted but that still
-    // makes an image `load` refuses is an error naming the image, never an invalid image.
-    for image in &images {
+/// What the post-link writes, it checks: an input that `load` accepted but that still makes an
+/// image `load` refuses is an error naming the image, never an invalid image.
+fn check_images(images: &[PostLinkImage]) -> Result<(), Error> {
+    for image in images {
         if let Err(e) = crate::load(&image.spirv) {
             let mut names =
                 image.kernels.iter().chain(&image.exported).chain(&image.virtual_functions.set);
@@ -391,419 +209,332 @@ pub fn post_link(linked: Linked, options: &PostLinkOptions<'_>) -> Result<PostLi
             )));
         }
     }
-    Ok(PostLink { images, split, warnings })
+    Ok(())
 }
 
-fn finish(
-    mut module: Module,
-    kernels: Vec<String>,
-    exported: Vec<String>,
-    mut requirements: Requirements,
-    virtual_functions: VirtualFunctions,
-    options: &PostLinkOptions<'_>,
-    virtual_names: &HashSet<String>,
-) -> PostLinkImage {
-    let bound = max_id(&module) + 1;
-    if let Some(header) = &mut module.header {
-        header.bound = bound;
-    }
-    // Function pointers are an optional feature of their own (see `aspects.rs`).
-    let uses_pointers = module.all_inst_iter().any(|i| {
-        matches!(i.class.opcode, Op::ConstantFunctionPointerINTEL | Op::FunctionPointerCallINTEL)
-    });
-    if uses_pointers && requirements.fixed_target.is_none() {
-        let aspect =
-            sycl_format::aspects::aspect_number("function_pointers").expect("known aspect");
-        if !requirements.aspects.contains(&aspect) {
-            requirements.aspects.push(aspect);
-            requirements.aspects.sort_unstable();
-        }
-    }
-    // Virtual functions are linked in by set, not resolved by name.
-    let mut imported = Symbols::of(&module).imports(&module);
-    imported.retain(|name| !virtual_names.contains(name));
-    let spec_constants = constants_of(&module, options.spec_constants);
-    let call_graph = reduced_call_graph(&module, &imported);
-    let kernel_params = crate::params::kernel_params(&module, &kernels);
-    PostLinkImage {
-        kernels,
-        exported,
-        imported,
-        requirements,
-        spec_constants,
-        virtual_functions,
-        call_graph,
-        kernel_params,
-        spirv: assemble(&module),
-    }
+/// The linked module and what the post-link reads of it, once for all the images it makes.
+struct Unit<'a> {
+    module: Module,
+    /// The input each function definition came from ([`Linked::origins`]).
+    origins: HashMap<Word, usize>,
+    options: &'a PostLinkOptions<'a>,
+    symbols: Symbols,
+    features: Features,
+    vsets: VirtualSets,
+    /// The virtual functions (indirectly callable), by id and by linkage name.
+    ic: HashSet<Word>,
+    ic_names: HashSet<String>,
+    index: ModuleIndex,
+    /// What the functions of each virtual-function set use.
+    set_aspects: BTreeMap<String, BTreeSet<u32>>,
+    /// What each function uses through calls within its own input.
+    same_origin_used: HashMap<Word, BTreeSet<u32>>,
+    /// The SYCL_EXTERNAL functions the module defines.
+    externals: HashSet<Word>,
 }
 
-/// The linked module indexed once, so that each image is built in time proportional to its own
-/// size rather than the module's; and the one notion of what a definition uses, behind both
-/// which functions an image must hold and which module-scope values. A function uses what its
-/// instructions, its entry point, its execution modes and the decorations on its ids use; a
-/// module-scope value (type, constant, variable, decoration group), what its instruction and its
-/// decorations use. Deciding the two questions from separate notions let them drift apart: the
-/// `spirv_postlink` fuzz target found images holding a type or an interface variable that
-/// named a function the image had dropped.
-struct ModuleIndex {
-    /// Function id → position in `module.functions`.
-    functions: HashMap<Word, usize>,
-    /// Module-scope value id → position in `types_global_values`.
-    globals: HashMap<Word, usize>,
-    /// Pointer type id → position of the `OpTypeForwardPointer` that announces it.
-    forward_pointers: HashMap<Word, usize>,
-    /// Id → positions of the annotations that decorate it (for a decoration group, also the
-    /// `OpDecorationGroup` itself) and of the names that name it.
-    annotations: HashMap<Word, Vec<usize>>,
-    names: HashMap<Word, Vec<usize>>,
-    /// What each function's whole definition uses, what its declaration alone uses (type,
-    /// parameters and their decorations), and what each module-scope value uses: functions and
-    /// module-scope values only, each list without repeats.
-    body_uses: HashMap<Word, Vec<Word>>,
-    declaration_uses: HashMap<Word, Vec<Word>>,
-    value_uses: HashMap<Word, Vec<Word>>,
-}
-
-/// What one image holds: functions with their bodies, functions only declared, and module-scope
-/// values (decoration groups included).
-struct Contents {
-    defined: HashSet<Word>,
-    declared: HashSet<Word>,
-    values: HashSet<Word>,
-}
-
-impl ModuleIndex {
-    fn of(module: &Module) -> ModuleIndex {
-        let functions: HashMap<Word, usize> = module
-            .functions
+impl<'a> Unit<'a> {
+    fn new(linked: Linked, options: &'a PostLinkOptions<'a>) -> Unit<'a> {
+        let Linked { module, origins } = linked;
+        let symbols = Symbols::of(&module);
+        let features = Features::analyze(&module);
+        let vsets = VirtualSets::of(&module);
+        let ic: HashSet<Word> = vsets.set_of.keys().copied().collect();
+        let ic_names: HashSet<String> =
+            ic.iter().filter_map(|f| symbols.linkage.get(f).map(|(n, _)| n.clone())).collect();
+        let index = ModuleIndex::of(&module);
+        let set_aspects = vsets
+            .members
             .iter()
-            .enumerate()
-            .filter_map(|(i, f)| Some((f.def_id()?, i)))
-            .collect();
-        let globals: HashMap<Word, usize> = module
-            .types_global_values
-            .iter()
-            .enumerate()
-            .filter_map(|(i, g)| Some((g.result_id?, i)))
-            .collect();
-        let forward_pointers = module
-            .types_global_values
-            .iter()
-            .enumerate()
-            .filter(|(_, g)| g.class.opcode == Op::TypeForwardPointer)
-            .filter_map(|(i, g)| match g.operands.first() {
-                Some(Operand::IdRef(p)) => Some((*p, i)),
-                _ => None,
+            .map(|(set, members)| {
+                (set.clone(), members.iter().flat_map(|f| features.used(*f)).collect())
             })
             .collect();
-        let groups: HashSet<Word> = module
-            .annotations
+        let origin = |f: Word| origins.get(&f).copied().unwrap_or(0);
+        let same_origin_used = features.propagate(|a, b| origin(a) == origin(b));
+        let externals: HashSet<Word> = symbols
+            .sycl_external
             .iter()
-            .filter(|a| a.class.opcode == Op::DecorationGroup)
-            .filter_map(|a| a.result_id)
+            .copied()
+            .filter(|f| symbols.defined_functions.contains(f))
             .collect();
-        let untyped: HashSet<Word> = untyped_sets(module).into_iter().collect();
-        // The functions and module-scope values an instruction uses. The operands of an
-        // extended instruction from a set rspirv has no grammar for may be literals read as
-        // ids: they keep a module-scope value they happen to name, never a function.
-        let uses = |inst: &Instruction, out: &mut Vec<Word>| {
-            let untyped_from = match (inst.class.opcode, inst.operands.first()) {
-                (Op::ExtInst, Some(Operand::IdRef(set))) if untyped.contains(set) => 1,
-                _ => usize::MAX,
-            };
-            let operands =
-                inst.operands.iter().enumerate().filter_map(|(i, op)| Some((i, operand_id(op)?)));
-            for (i, id) in inst.result_type.map(|t| (0, t)).into_iter().chain(operands) {
-                let node = globals.contains_key(&id) || groups.contains(&id);
-                if node || (i < untyped_from && functions.contains_key(&id)) {
-                    out.push(id);
-                }
-            }
-        };
-
-        // Where each id's uses go: a value's own list, or its function's body (and declaration).
-        enum Owner {
-            Value,
-            Body(Word),
-            Declaration(Word),
-        }
-        let mut owner: HashMap<Word, Owner> = HashMap::new();
-        for id in globals.keys().chain(&groups) {
-            owner.insert(*id, Owner::Value);
-        }
-        let mut body_uses: HashMap<Word, Vec<Word>> = HashMap::new();
-        let mut declaration_uses: HashMap<Word, Vec<Word>> = HashMap::new();
-        for f in &module.functions {
-            let Some(id) = f.def_id() else { continue };
-            let (mut body, mut declaration) = (Vec::new(), Vec::new());
-            for inst in f.def.iter().chain(&f.parameters) {
-                uses(inst, &mut declaration);
-                owner.extend(inst.result_id.map(|r| (r, Owner::Declaration(id))));
-            }
-            for inst in f.all_inst_iter() {
-                uses(inst, &mut body);
-                if let Some(r) = inst.result_id {
-                    owner.entry(r).or_insert(Owner::Body(id));
-                }
-            }
-            body_uses.insert(id, body);
-            declaration_uses.insert(id, declaration);
-        }
-        let mut value_uses: HashMap<Word, Vec<Word>> = HashMap::new();
-        for g in &module.types_global_values {
-            if let Some(id) = g.result_id {
-                uses(g, value_uses.entry(id).or_default());
-            }
-        }
-        for id in &groups {
-            value_uses.entry(*id).or_default();
-        }
-        let mut add = |target: Word, used: &[Word]| {
-            let lists: [Option<&mut Vec<Word>>; 2] = match owner.get(&target) {
-                Some(Owner::Value) => [value_uses.get_mut(&target), None],
-                Some(Owner::Body(f)) => [body_uses.get_mut(f), None],
-                Some(Owner::Declaration(f)) => {
-                    let f = *f;
-                    [body_uses.get_mut(&f), declaration_uses.get_mut(&f)]
-                }
-                None => [None, None],
-            };
-            for list in lists.into_iter().flatten() {
-                list.extend_from_slice(used);
-            }
-        };
-        let used_by = |inst: &Instruction| {
-            let mut used = Vec::new();
-            uses(inst, &mut used);
-            used
-        };
-        for e in &module.entry_points {
-            if let Some(Operand::IdRef(f)) = e.operands.get(1) {
-                add(*f, &used_by(e));
-            }
-        }
-        for m in &module.execution_modes {
-            if let Some(Operand::IdRef(f)) = m.operands.first() {
-                add(*f, &used_by(m));
-            }
-        }
-        let mut annotations: HashMap<Word, Vec<usize>> = HashMap::new();
-        for (i, a) in module.annotations.iter().enumerate() {
-            // An id in a group uses the group (and so the group's decorations), nothing else
-            // the group names.
-            let used = match (a.class.opcode, a.operands.first()) {
-                (Op::GroupDecorate | Op::GroupMemberDecorate, Some(Operand::IdRef(g)))
-                    if groups.contains(g) =>
-                {
-                    vec![*g]
-                }
-                (Op::GroupDecorate | Op::GroupMemberDecorate, _) => vec![],
-                _ => used_by(a),
-            };
-            for target in annotation_targets(a) {
-                add(target, &used);
-                annotations.entry(target).or_default().push(i);
-            }
-        }
-        for list in body_uses
-            .values_mut()
-            .chain(declaration_uses.values_mut())
-            .chain(value_uses.values_mut())
-        {
-            list.sort_unstable();
-            list.dedup();
-        }
-        let mut names: HashMap<Word, Vec<usize>> = HashMap::new();
-        for (i, n) in module.debug_names.iter().enumerate() {
-            if let Some(Operand::IdRef(t)) = n.operands.first() {
-                names.entry(*t).or_default().push(i);
-            }
-        }
-        ModuleIndex {
-            functions,
-            globals,
-            forward_pointers,
-            annotations,
-            names,
-            body_uses,
-            declaration_uses,
-            value_uses,
+        Unit {
+            module,
+            origins,
+            options,
+            symbols,
+            features,
+            vsets,
+            ic,
+            ic_names,
+            index,
+            set_aspects,
+            same_origin_used,
+            externals,
         }
     }
 
-    /// What an image with `roots` must hold: everything they use, transitively; the functions
-    /// in `stop` only as declarations.
-    fn contents(&self, roots: impl IntoIterator<Item = Word>, stop: &HashSet<Word>) -> Contents {
-        let mut contents =
-            Contents { defined: HashSet::new(), declared: HashSet::new(), values: HashSet::new() };
-        let mut seen = HashSet::new();
-        let mut pending: Vec<Word> = roots.into_iter().collect();
-        while let Some(id) = pending.pop() {
-            if !seen.insert(id) {
-                continue;
-            }
-            let (set, uses) = if stop.contains(&id) && self.functions.contains_key(&id) {
-                (&mut contents.declared, self.declaration_uses.get(&id))
-            } else if self.functions.contains_key(&id) {
-                (&mut contents.defined, self.body_uses.get(&id))
-            } else {
-                (&mut contents.values, self.value_uses.get(&id))
-            };
-            if let Some(uses) = uses {
-                set.insert(id);
-                pending.extend(uses);
-            }
-        }
-        contents
+    /// The input function `f` came from.
+    fn origin(&self, f: Word) -> usize {
+        self.origins.get(&f).copied().unwrap_or(0)
     }
-}
 
-/// The ids an annotation decorates; an `OpDecorationGroup` counts as decorating its group.
-fn annotation_targets(a: &Instruction) -> Vec<Word> {
-    match a.class.opcode {
-        Op::DecorationGroup => a.result_id.into_iter().collect(),
-        Op::GroupDecorate | Op::GroupMemberDecorate => a
-            .operands
+    /// The fixed targets of input `o`, sorted, without repeats.
+    fn fixed(&self, o: usize) -> Vec<String> {
+        let mut t =
+            self.options.sources.get(o).map(|s| s.fixed_targets.clone()).unwrap_or_default();
+        t.sort();
+        t.dedup();
+        t
+    }
+
+    /// The virtual-function sets that `declaring` declare they call.
+    fn declared_sets(&self, declaring: &[Word]) -> BTreeSet<String> {
+        declaring
             .iter()
-            .skip(1)
-            .filter_map(|op| match op {
-                Operand::IdRef(t) => Some(*t),
-                _ => None,
+            .flat_map(|d| self.vsets.calls.get(d).into_iter().flatten().cloned())
+            .collect()
+    }
+
+    /// The entry points, each with what it is grouped by: kernels in module order, then the
+    /// exported functions that are not virtual, by name.
+    fn entries(&self) -> Vec<Entry> {
+        let features = &self.features;
+        let mut entries = Vec::new();
+        for (name, entry) in &self.symbols.kernels {
+            let mut declaring = vec![*entry];
+            declaring.extend(features.callees(*entry).filter(|c| features.name(*c) == *name));
+            entries.push((name.clone(), *entry, true, declaring));
+        }
+        for (name, id) in self.symbols.exports() {
+            if !self.ic.contains(&id) {
+                entries.push((name, id, false, vec![id]));
+            }
+        }
+        entries
+            .into_iter()
+            .map(|(name, function, kernel, declaring)| {
+                let origin = self.origin(function);
+                let key = self.key(function, origin, &declaring);
+                Entry { name, function, kernel, origin, declaring, key }
             })
-            .collect(),
-        _ => match a.operands.first() {
-            Some(Operand::IdRef(t)) => vec![*t],
-            _ => vec![],
-        },
+            .collect()
     }
-}
 
-/// An image of `module` holding `contents`, its entry points among them, and export linkage
-/// only on `exports` (every other definition is internalized).
-fn extract(
-    module: &Module,
-    index: &ModuleIndex,
-    contents: &Contents,
-    exports: &HashSet<Word>,
-) -> Module {
-    let stub = |f: &Function| Function {
-        def: f.def.clone(),
-        end: f.end.clone(),
-        parameters: f.parameters.clone(),
-        blocks: vec![],
-    };
-    let mut positions: Vec<usize> = contents
-        .defined
-        .iter()
-        .chain(&contents.declared)
-        .filter_map(|f| index.functions.get(f).copied())
-        .collect();
-    positions.sort_unstable();
-    let functions: Vec<Function> = positions
-        .iter()
-        .map(|&i| {
-            let f = &module.functions[i];
-            if f.def_id().is_some_and(|id| contents.declared.contains(&id)) {
-                stub(f)
-            } else {
-                f.clone()
-            }
-        })
-        .collect();
-
-    // Ids the image defines, whose names and decorations it keeps.
-    let mut present: HashSet<Word> = contents.values.clone();
-    for f in &functions {
-        present.extend(f.all_inst_iter().filter_map(|i| i.result_id));
+    /// What the entry `function` of input `origin` is grouped by.
+    fn key(&self, function: Word, origin: usize, declaring: &[Word]) -> Key {
+        let targets = self.fixed(origin);
+        if !targets.is_empty() {
+            return Key::Fixed(targets);
+        }
+        let features = &self.features;
+        let mut aspects = features.used(function);
+        for d in declaring {
+            aspects.extend(features.declared(*d).into_iter().flatten());
+        }
+        // A kernel that calls into a set needs what the set's functions need (one that
+        // only builds objects referring to the set does not).
+        for set in self.declared_sets(declaring) {
+            aspects.extend(self.set_aspects.get(set.as_str()).into_iter().flatten());
+        }
+        Key::Features {
+            aspects,
+            wg: features.reqd_work_group_size.get(&function).copied(),
+            sg: features.reqd_sub_group_size.get(&function).copied(),
+            sets: self.declared_sets(declaring),
+        }
     }
-    let mut globals: Vec<usize> = contents
-        .values
-        .iter()
-        .flat_map(|id| index.globals.get(id).into_iter().chain(index.forward_pointers.get(id)))
-        .copied()
-        .collect();
-    globals.sort_unstable();
 
-    let targeted = |map: &HashMap<Word, Vec<usize>>| -> Vec<usize> {
-        let mut out: Vec<usize> =
-            present.iter().filter_map(|id| map.get(id)).flatten().copied().collect();
-        out.sort_unstable();
-        out.dedup();
-        out
-    };
-    let mut annotations = Vec::new();
-    for i in targeted(&index.annotations) {
-        let mut a = module.annotations[i].clone();
-        match linkage_of(&a) {
-            Some((id, _, _)) if contents.declared.contains(&id) => {
-                a.operands[3] = Operand::LinkageType(LinkageType::Import)
-            }
-            Some((id, _, Linkage::Export | Linkage::LinkOnceOdr)) if !exports.contains(&id) => {
-                continue
-            }
-            _ => {}
+    /// The image of one group of entries, which share their key.
+    fn group_image(&self, members: &[&Entry], warnings: &mut Vec<String>) -> PostLinkImage {
+        let kernel = members[0].kernel;
+        let roots: Vec<Word> = members.iter().map(|e| e.function).collect();
+        let (contents, exports) = if kernel {
+            // Self-contained, but for virtual functions: those stay declarations.
+            (self.index.contents(roots.iter().copied(), &self.ic), HashSet::new())
+        } else {
+            let own: HashSet<Word> = roots.iter().copied().collect();
+            let others: HashSet<Word> =
+                self.externals.difference(&own).chain(&self.ic).copied().collect();
+            (self.index.contents(roots.iter().copied(), &others), own)
+        };
+
+        let requirements = match &members[0].key {
+            Key::Features { aspects, wg, sg, .. } => Requirements {
+                aspects: self.kernel_aspects(members, aspects.clone(), warnings),
+                reqd_work_group_size: *wg,
+                reqd_sub_group_size: *sg,
+                fixed_target: None,
+            },
+            Key::Fixed(targets) => Requirements {
+                fixed_target: Some(self.fixed_aspects(targets, &contents, warnings)),
+                ..Requirements::default()
+            },
+        };
+
+        let image = extract(&self.module, &self.index, &contents, &exports);
+        let mut exported: Vec<String> =
+            members.iter().filter(|e| !e.kernel).map(|e| e.name.clone()).collect();
+        exported.sort();
+        let mut uses: BTreeSet<String> =
+            contents.declared.iter().filter_map(|f| self.vsets.set_of.get(f).cloned()).collect();
+        for e in members.iter().filter(|e| e.kernel) {
+            uses.extend(self.declared_sets(&e.declaring));
         }
-        // Our own markers (`sycl-external`, `sycl-device-has:…`) have served once the post-link
-        // has read them; left in, they come back from SPIR-V as `llvm.global.annotations`
-        // referring to the kernel, which PoCL's kernel compiler aborts on.
-        if matches!(a.operands.as_slice(), [_, Operand::Decoration(Decoration::UserSemantic), Operand::LiteralString(s)] if s.starts_with("sycl-"))
-        {
-            continue;
-        }
-        // A group applied to several ids applies here only to those the image holds.
-        if matches!(a.class.opcode, Op::GroupDecorate | Op::GroupMemberDecorate) {
-            let mut operands = a.operands.iter();
-            let group = operands.next().cloned();
-            let mut kept = Vec::new();
-            let member = a.class.opcode == Op::GroupMemberDecorate;
-            while let Some(target) = operands.next() {
-                let literal = if member { operands.next().cloned() } else { None };
-                if matches!(target, Operand::IdRef(t) if present.contains(t)) {
-                    kept.push(target.clone());
-                    kept.extend(literal);
+        let virtual_functions =
+            VirtualFunctions { uses: uses.into_iter().collect(), ..VirtualFunctions::default() };
+        let kernels = members.iter().filter(|e| e.kernel).map(|e| e.name.clone()).collect();
+        self.finish(image, kernels, exported, requirements, virtual_functions)
+    }
+
+    /// The aspects of an image with `members`, which start from their key's `aspects`: with
+    /// what each kernel uses, and a warning for each aspect a kernel uses through a function
+    /// of another input that the kernel did not expect.
+    fn kernel_aspects(
+        &self,
+        members: &[&Entry],
+        mut aspects: BTreeSet<u32>,
+        warnings: &mut Vec<String>,
+    ) -> Vec<u32> {
+        let features = &self.features;
+        for e in members.iter().filter(|e| e.kernel) {
+            let mut expected = self.same_origin_used.get(&e.function).cloned().unwrap_or_default();
+            for d in &e.declaring {
+                expected.extend(features.declared(*d).into_iter().flatten());
+            }
+            for a in features.used(e.function).difference(&expected) {
+                let Some((path, _)) = features.chain(e.function, *a, |_, _| true) else {
+                    continue;
+                };
+                if let Some((f, _)) = path.iter().find(|(f, _)| self.origin(*f) != e.origin) {
+                    warnings.push(format!(
+                        "warning: function '{}' uses aspect '{}' not expected by its calling kernel.\nMissing SYCL_DEVICE_HAS on SYCL_EXTERNAL function?",
+                        features.name(*f),
+                        aspect_name(*a)
+                    ));
                 }
             }
-            a.operands = group.into_iter().chain(kept).collect();
+            aspects.extend(features.used(e.function));
         }
-        annotations.push(a);
+        aspects.into_iter().collect()
     }
 
-    let entry_points = module
-        .entry_points
-        .iter()
-        .filter(|e| matches!(e.operands.get(1), Some(Operand::IdRef(id)) if contents.defined.contains(id)))
-        .cloned()
-        .collect();
-    let execution_modes = module
-        .execution_modes
-        .iter()
-        .filter(|m| matches!(m.operands.first(), Some(Operand::IdRef(id)) if contents.defined.contains(id)))
-        .cloned()
-        .collect();
-    let mut functions = functions;
-    // SPIR-V's layout: every declaration before the first definition.
-    functions.sort_by_key(|f| !f.blocks.is_empty());
-    Module {
-        header: module.header.clone(),
-        capabilities: module.capabilities.clone(),
-        extensions: module.extensions.clone(),
-        ext_inst_imports: module.ext_inst_imports.clone(),
-        memory_model: module.memory_model.clone(),
-        execution_modes,
-        entry_points,
-        debug_string_source: module.debug_string_source.clone(),
-        debug_names: targeted(&index.names)
-            .into_iter()
-            .map(|i| module.debug_names[i].clone())
-            .collect(),
-        debug_module_processed: module.debug_module_processed.clone(),
-        annotations,
-        types_global_values: globals
-            .into_iter()
-            .map(|g| module.types_global_values[g].clone())
-            .collect(),
-        functions,
+    /// The `target_*` aspects of an image of sources compiled for `targets`: those of the
+    /// targets that every SYCL_EXTERNAL function it holds was also compiled for, with a warning
+    /// for each function that narrows them and each target the configuration lacks.
+    fn fixed_aspects(
+        &self,
+        targets: &[String],
+        contents: &Contents,
+        warnings: &mut Vec<String>,
+    ) -> Vec<u32> {
+        let mut final_targets: Vec<String> = targets.to_vec();
+        let mut checked: Vec<Word> =
+            contents.defined.iter().copied().filter(|f| self.externals.contains(f)).collect();
+        checked.sort_unstable();
+        for f in checked {
+            let theirs = self.fixed(self.origin(f));
+            if !theirs.is_empty() && theirs.iter().any(|t| !targets.contains(t)) {
+                warnings.push(format!(
+                    "warning: function '{}' compiled with different fixed targets than its calling kernel.",
+                    self.features.name(f)
+                ));
+                final_targets.retain(|t| theirs.contains(t));
+            }
+        }
+        let mut fixed_aspects = Vec::new();
+        for t in &final_targets {
+            match self.options.config.target(t).and_then(|c| c.target_aspect).or_else(|| target_aspect(t)) {
+                Some(a) => fixed_aspects.push(a),
+                None => warnings.push(format!(
+                    "warning: fixed target '{t}' is not in the device configuration; no device will match it"
+                )),
+            }
+        }
+        fixed_aspects
+    }
+
+    /// A virtual-function set's image, and its dummy (empty bodies, no requirements) when the
+    /// set needs optional features.
+    fn set_images(&self, set: &str, functions: &[Word]) -> Vec<PostLinkImage> {
+        let own: HashSet<Word> = functions.iter().copied().collect();
+        let others: HashSet<Word> =
+            self.externals.iter().chain(&self.ic).copied().filter(|f| !own.contains(f)).collect();
+        let contents = self.index.contents(functions.iter().copied(), &others);
+        let aspects: Vec<u32> = self.set_aspects[set].iter().copied().collect();
+        let requirements = Requirements { aspects: aspects.clone(), ..Requirements::default() };
+        let image = extract(&self.module, &self.index, &contents, &own);
+        let vf = VirtualFunctions { set: Some(set.to_string()), ..VirtualFunctions::default() };
+        // Exported, so that a binary that calls into the set from elsewhere finds it; the
+        // runtime links a set's image (or its dummy) by set, never by name alone.
+        let mut names: Vec<String> = functions
+            .iter()
+            .filter_map(|f| self.symbols.linkage.get(f).map(|(n, _)| n.clone()))
+            .collect();
+        names.sort();
+        let mut images = vec![self.finish(image, vec![], names.clone(), requirements, vf)];
+        if !aspects.is_empty() {
+            let emptied = vfunc::with_empty_bodies(&self.module, functions);
+            let dummy_index = ModuleIndex::of(&emptied);
+            let contents = dummy_index.contents(functions.iter().copied(), &HashSet::new());
+            let image = extract(&emptied, &dummy_index, &contents, &own);
+            let vf = VirtualFunctions {
+                set: Some(set.to_string()),
+                dummy: true,
+                ..VirtualFunctions::default()
+            };
+            images.push(self.finish(image, vec![], names, Requirements::default(), vf));
+        }
+        images
+    }
+
+    /// The image `module` made: its id bound set, the `function_pointers` aspect added where it
+    /// uses them, its imports (virtual functions left out), specialization constants, reduced
+    /// call graph and kernel parameters read from it, and its binary.
+    fn finish(
+        &self,
+        mut module: Module,
+        kernels: Vec<String>,
+        exported: Vec<String>,
+        mut requirements: Requirements,
+        virtual_functions: VirtualFunctions,
+    ) -> PostLinkImage {
+        let bound = max_id(&module) + 1;
+        if let Some(header) = &mut module.header {
+            header.bound = bound;
+        }
+        // Function pointers are an optional feature of their own (see `aspects.rs`).
+        let uses_pointers = module.all_inst_iter().any(|i| {
+            matches!(
+                i.class.opcode,
+                Op::ConstantFunctionPointerINTEL | Op::FunctionPointerCallINTEL
+            )
+        });
+        if uses_pointers && requirements.fixed_target.is_none() {
+            let aspect =
+                sycl_format::aspects::aspect_number("function_pointers").expect("known aspect");
+            if !requirements.aspects.contains(&aspect) {
+                requirements.aspects.push(aspect);
+                requirements.aspects.sort_unstable();
+            }
+        }
+        // Virtual functions are linked in by set, not resolved by name.
+        let mut imported = Symbols::of(&module).imports(&module);
+        imported.retain(|name| !self.ic_names.contains(name));
+        let spec_constants = constants_of(&module, self.options.spec_constants);
+        let call_graph = reduced_call_graph(&module, &imported);
+        let kernel_params = crate::params::kernel_params(&module, &kernels);
+        PostLinkImage {
+            kernels,
+            exported,
+            imported,
+            requirements,
+            spec_constants,
+            virtual_functions,
+            call_graph,
+            kernel_params,
+            spirv: assemble(&module),
+        }
     }
 }
 
@@ -811,7 +542,8 @@ fn extract(
 mod tests {
     use super::*;
     use crate::load;
-    use rspirv::dr::Builder;
+    use crate::Linkage;
+    use rspirv::dr::{Builder, Instruction, Operand};
     use rspirv::spirv::{self, Decoration, ExecutionModel, FunctionControl, LinkageType};
 
     /// `kernel k` calls SYCL_EXTERNAL `f` (defined here), which calls `g` (declared only);

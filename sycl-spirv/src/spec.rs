@@ -182,140 +182,184 @@ pub fn lower_to_globals(
         next += 1;
         next - 1
     };
-    // (constant, its type, variable, the variable's type, bool)
-    let mut lowered: Vec<(Word, Word, Word, Word, bool)> = Vec::new();
+    let mut lowered = Vec::new();
     let mut made = Vec::new();
     for (spec_id, name) in globals {
         let Some((&value, _)) = ids.iter().find(|(_, id)| *id == spec_id) else { continue };
-        let Some(def) =
-            module.types_global_values.iter().find(|i| i.result_id == Some(value)).cloned()
-        else {
-            continue;
-        };
-        let Some(ty) = def.result_type else { continue };
-        let in_constants = module
-            .types_global_values
-            .iter()
-            .any(|i| i.result_id != Some(value) && i.operands.contains(&Operand::IdRef(value)));
-        if in_constants {
-            return Err(name.clone());
+        if let Some(constant) = lower_constant(module, value, name, &mut fresh)? {
+            lowered.push(constant);
+            made.push(name.clone());
         }
-        let boolean = matches!(def.class.opcode, Op::SpecConstantTrue | Op::SpecConstantFalse);
-        let mut new = Vec::new();
-        let (stored, initial) = if boolean {
-            let uchar = find_or_make_int8(module, &mut new, &mut fresh);
-            let one = def.class.opcode == Op::SpecConstantTrue;
-            let initial = fresh();
-            new.push(Instruction::new(
-                Op::Constant,
-                Some(uchar),
-                Some(initial),
-                vec![Operand::LiteralBit32(one as u32)],
-            ));
-            (uchar, initial)
-        } else {
-            let initial = fresh();
-            new.push(Instruction::new(Op::Constant, Some(ty), Some(initial), def.operands.clone()));
-            (ty, initial)
-        };
-        let pointer = fresh();
-        let variable = fresh();
-        new.push(Instruction::new(
-            Op::TypePointer,
-            None,
-            Some(pointer),
-            vec![Operand::StorageClass(StorageClass::UniformConstant), Operand::IdRef(stored)],
-        ));
-        new.push(Instruction::new(
-            Op::Variable,
-            Some(pointer),
-            Some(variable),
-            vec![Operand::StorageClass(StorageClass::UniformConstant), Operand::IdRef(initial)],
-        ));
-        module.types_global_values.extend(new);
-        module.debug_names.push(Instruction::new(
-            Op::Name,
-            None,
-            None,
-            vec![Operand::IdRef(variable), Operand::LiteralString(name.clone())],
-        ));
-        lowered.push((value, ty, variable, stored, boolean));
-        made.push(name.clone());
     }
-    let zero8 = if lowered.iter().any(|l| l.4) {
-        let mut new = Vec::new();
-        let uchar = find_or_make_int8(module, &mut new, &mut fresh);
-        let zero = fresh();
-        new.push(Instruction::new(
-            Op::Constant,
-            Some(uchar),
-            Some(zero),
-            vec![Operand::LiteralBit32(0)],
-        ));
-        module.types_global_values.extend(new);
-        // An 8-bit integer type needs the `Int8` capability.
-        let int8 = [Operand::Capability(rspirv::spirv::Capability::Int8)];
-        if !module.capabilities.iter().any(|c| c.operands == int8) {
-            module.capabilities.push(Instruction::new(Op::Capability, None, None, int8.to_vec()));
-        }
-        Some(zero)
-    } else {
-        None
-    };
-
+    let zero8 =
+        if lowered.iter().any(|l| l.boolean) { Some(uchar_zero(module, &mut fresh)) } else { None };
     for f in &mut module.functions {
-        let uses = |value: Word| {
-            f.blocks
-                .iter()
-                .flat_map(|b| &b.instructions)
-                .any(|i| i.operands.contains(&Operand::IdRef(value)))
-        };
-        let here: Vec<_> = lowered.iter().copied().filter(|l| uses(l.0)).collect();
-        if here.is_empty() {
-            continue;
-        }
-        let mut loads = Vec::new();
-        let mut replace = HashMap::new();
-        for (value, ty, variable, stored, boolean) in here {
-            let loaded = fresh();
-            loads.push(Instruction::new(
-                Op::Load,
-                Some(stored),
-                Some(loaded),
-                vec![Operand::IdRef(variable)],
-            ));
-            let result = if boolean {
-                let b = fresh();
-                let zero = zero8.expect("made for bool constants");
-                loads.push(Instruction::new(
-                    Op::INotEqual,
-                    Some(ty),
-                    Some(b),
-                    vec![Operand::IdRef(loaded), Operand::IdRef(zero)],
-                ));
-                b
-            } else {
-                loaded
-            };
-            replace.insert(value, result);
-        }
-        for inst in f.blocks.iter_mut().flat_map(|b| &mut b.instructions) {
-            for o in &mut inst.operands {
-                if let Operand::IdRef(id) = o {
-                    if let Some(new) = replace.get(id) {
-                        *id = *new;
-                    }
-                }
-            }
-        }
-        let entry = &mut f.blocks[0].instructions;
-        let at = entry.iter().position(|i| i.class.opcode != Op::Variable).unwrap_or(entry.len());
-        entry.splice(at..at, loads);
+        load_lowered(f, &lowered, zero8, &mut fresh);
     }
     if let Some(h) = &mut module.header {
         h.bound = next;
     }
     Ok(made)
+}
+
+/// A specialization constant made a variable: what a function that uses it loads instead.
+#[cfg(feature = "link")]
+#[derive(Clone, Copy)]
+struct Lowered {
+    /// The constant, whose uses go.
+    constant: Word,
+    /// Its type.
+    ty: Word,
+    /// The variable holding its value.
+    variable: Word,
+    /// The variable's value type: the constant's, or `uchar` for a `bool`.
+    stored: Word,
+    /// Whether it is a `bool` (stored as a `uchar`, compared with 0 once loaded).
+    boolean: bool,
+}
+
+/// The variable named `name` for the specialization constant `value` (its type, its default,
+/// its name), added to the module; `None` when the module does not define the constant, the
+/// name as the error when a constant expression uses it.
+#[cfg(feature = "link")]
+fn lower_constant(
+    module: &mut Module,
+    value: Word,
+    name: &str,
+    fresh: &mut impl FnMut() -> Word,
+) -> Result<Option<Lowered>, String> {
+    let Some(def) = module.types_global_values.iter().find(|i| i.result_id == Some(value)).cloned()
+    else {
+        return Ok(None);
+    };
+    let Some(ty) = def.result_type else { return Ok(None) };
+    let in_constants = module
+        .types_global_values
+        .iter()
+        .any(|i| i.result_id != Some(value) && i.operands.contains(&Operand::IdRef(value)));
+    if in_constants {
+        return Err(name.to_string());
+    }
+    let boolean = matches!(def.class.opcode, Op::SpecConstantTrue | Op::SpecConstantFalse);
+    let mut new = Vec::new();
+    let (stored, initial) = if boolean {
+        let uchar = find_or_make_int8(module, &mut new, fresh);
+        let one = def.class.opcode == Op::SpecConstantTrue;
+        let initial = fresh();
+        new.push(Instruction::new(
+            Op::Constant,
+            Some(uchar),
+            Some(initial),
+            vec![Operand::LiteralBit32(one as u32)],
+        ));
+        (uchar, initial)
+    } else {
+        let initial = fresh();
+        new.push(Instruction::new(Op::Constant, Some(ty), Some(initial), def.operands.clone()));
+        (ty, initial)
+    };
+    let pointer = fresh();
+    let variable = fresh();
+    new.push(Instruction::new(
+        Op::TypePointer,
+        None,
+        Some(pointer),
+        vec![Operand::StorageClass(StorageClass::UniformConstant), Operand::IdRef(stored)],
+    ));
+    new.push(Instruction::new(
+        Op::Variable,
+        Some(pointer),
+        Some(variable),
+        vec![Operand::StorageClass(StorageClass::UniformConstant), Operand::IdRef(initial)],
+    ));
+    module.types_global_values.extend(new);
+    module.debug_names.push(Instruction::new(
+        Op::Name,
+        None,
+        None,
+        vec![Operand::IdRef(variable), Operand::LiteralString(name.to_string())],
+    ));
+    Ok(Some(Lowered { constant: value, ty, variable, stored, boolean }))
+}
+
+/// A `uchar` 0, which a loaded `bool` is compared with, added to the module (with the `Int8`
+/// capability an 8-bit integer type needs).
+#[cfg(feature = "link")]
+fn uchar_zero(module: &mut Module, fresh: &mut impl FnMut() -> Word) -> Word {
+    let mut new = Vec::new();
+    let uchar = find_or_make_int8(module, &mut new, fresh);
+    let zero = fresh();
+    new.push(Instruction::new(
+        Op::Constant,
+        Some(uchar),
+        Some(zero),
+        vec![Operand::LiteralBit32(0)],
+    ));
+    module.types_global_values.extend(new);
+    let int8 = [Operand::Capability(rspirv::spirv::Capability::Int8)];
+    if !module.capabilities.iter().any(|c| c.operands == int8) {
+        module.capabilities.push(Instruction::new(Op::Capability, None, None, int8.to_vec()));
+    }
+    zero
+}
+
+/// In `f`, each of the `lowered` constants it uses loaded once at the start of its entry block
+/// (after its variables), and the load used in its place; `zero8` is the `uchar` 0 a `bool`
+/// is compared with.
+#[cfg(feature = "link")]
+fn load_lowered(
+    f: &mut rspirv::dr::Function,
+    lowered: &[Lowered],
+    zero8: Option<Word>,
+    fresh: &mut impl FnMut() -> Word,
+) {
+    let uses = |value: Word| {
+        f.blocks
+            .iter()
+            .flat_map(|b| &b.instructions)
+            .any(|i| i.operands.contains(&Operand::IdRef(value)))
+    };
+    let here: Vec<Lowered> = lowered.iter().copied().filter(|l| uses(l.constant)).collect();
+    if here.is_empty() {
+        return;
+    }
+    let mut loads = Vec::new();
+    let mut replace = HashMap::new();
+    for Lowered { constant, ty, variable, stored, boolean } in here {
+        let loaded = fresh();
+        loads.push(Instruction::new(
+            Op::Load,
+            Some(stored),
+            Some(loaded),
+            vec![Operand::IdRef(variable)],
+        ));
+        let result = if boolean {
+            let b = fresh();
+            let zero = zero8.expect("made for bool constants");
+            loads.push(Instruction::new(
+                Op::INotEqual,
+                Some(ty),
+                Some(b),
+                vec![Operand::IdRef(loaded), Operand::IdRef(zero)],
+            ));
+            b
+        } else {
+            loaded
+        };
+        replace.insert(constant, result);
+    }
+    for inst in f.blocks.iter_mut().flat_map(|b| &mut b.instructions) {
+        for o in &mut inst.operands {
+            if let Operand::IdRef(id) = o {
+                if let Some(new) = replace.get(id) {
+                    *id = *new;
+                }
+            }
+        }
+    }
+    let entry = &mut f.blocks[0].instructions;
+    let at = entry.iter().position(|i| i.class.opcode != Op::Variable).unwrap_or(entry.len());
+    entry.splice(at..at, loads);
 }
 
 /// The module's `uchar` type (`OpTypeInt 8 0`), made (into `new`) where it has none.

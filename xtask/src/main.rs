@@ -12,7 +12,8 @@
 //!   and `-D warnings`, see `style.rs`); after the tests, every benchmark once (`cargo xtask
 //!   bench --smoke`), `cargo test -p sycl-runtime --all-features`, a short smoke run of every fuzz
 //!   target, `package`, and the GPU suite where an NVIDIA GPU is (said plainly where not). Any
-//!   failed step fails the run, after the others have run.
+//!   failed step fails the run, after the others have run, and so does a `Cargo.lock` that the
+//!   run changed (see `locks.rs`).
 //! * `style` runs the style checks alone.
 //! * `gpu-pack DIR` writes the PTX images the `ptx64` target makes for a set of real kernels,
 //!   with a manifest, for `scripts/gpu/ptx-check.sh` to run on an NVIDIA GPU (see `gpu.rs`).
@@ -34,6 +35,7 @@ mod bench;
 mod fuzz;
 mod gpu;
 mod gpu_suite;
+mod locks;
 mod pack;
 mod package;
 mod style;
@@ -86,8 +88,9 @@ commands:
   test [ARGS]    setup, build all the fixtures and run `cargo test --workspace ARGS`
                  (without ARGS, the CI run: first the style checks, then the tests, every
                  benchmark once, the runtime's tests with all features, a 5-second smoke run
-                 of every fuzz target, `package`, and the GPU suite where a GPU is); every
-                 test process has a persistent cache of its own, never the home directory's
+                 of every fuzz target, `package`, and the GPU suite where a GPU is; a
+                 Cargo.lock the run changed fails it); every test process has a persistent
+                 cache of its own, never the home directory's
   style          `cargo fmt --all --check` for this workspace, fixtures/ and fuzz/, then
                  `cargo clippy --workspace --all-targets --all-features --keep-going -- -D
                  warnings`
@@ -200,7 +203,7 @@ fn demo(args: &[OsString]) -> Result<ExitCode> {
 /// Runs setup, builds the fixtures the end-to-end tests load, then runs the workspace tests.
 /// The CI run (no arguments) checks the style first and runs the rest of the checks after the
 /// tests (see [`run_tests`]); a style failure is reported again, and fails the run, once the
-/// tests have run.
+/// tests have run, as does a lock file the run changed (see `locks.rs`).
 fn test(args: &[OsString]) -> Result<ExitCode> {
     if args.is_empty() && env::var_os("SYCL_TEST_BLESS").is_some() {
         bail!(
@@ -214,11 +217,17 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
     let cache = tempfile::Builder::new().prefix("sycl-xtask-test-cache-").tempdir()?;
     env::set_var("SYCL_CACHE_DIR", cache.path());
     env::remove_var("SYCL_CACHE_DISABLE");
+    // Read before the first cargo command, which would rewrite a stale one.
+    let locks = if args.is_empty() { Some(locks::Snapshot::take(&repo_root())?) } else { None };
     let style = if args.is_empty() { style::check()? } else { Vec::new() };
     let tests = run_tests(args);
     let style_clean = style::report(&style);
+    let locks_kept = match &locks {
+        Some(before) => locks::report(&repo_root(), before)?,
+        None => true,
+    };
     match tests? {
-        status if status.success() && !style_clean => Ok(ExitCode::FAILURE),
+        status if status.success() && !(style_clean && locks_kept) => Ok(ExitCode::FAILURE),
         status => Ok(exit_code(status)),
     }
 }

@@ -25,6 +25,9 @@
 //!   the style step runs with `-D warnings`, holds each crate's code to the crate's own
 //!   `rust-version` (a standard library item stabilized later is an error); what a dependency
 //!   needs no lint sees.
+//! - No function of library code (the `src/` of the crates the workspace publishes, unit tests
+//!   left out) is over [`MAX_FUNCTION_LINES`] lines, but those [`LONG_FUNCTIONS_ALLOWED`]
+//!   lists with the reason.
 //!
 //! Each check is a function from text to the problems it finds, each naming the file and what
 //! to do, so the unit tests below feed each one a bad input and see it fail.
@@ -573,6 +576,248 @@ fn layering_problems(shown: &str, sources: &[(String, String)]) -> Vec<String> {
     problems
 }
 
+/// The most lines a function of library code may have, from its `fn` line to its closing
+/// brace: past it, a function does several things, which want names of their own.
+const MAX_FUNCTION_LINES: usize = 120;
+
+/// The functions of library code allowed past [`MAX_FUNCTION_LINES`]: the file (from the
+/// repository root), the function's name (every function of that name in the file), and why.
+/// Issue 39 allows one: a `match` of IR text generators, should splitting it read worse; none
+/// needs it now (`sycl-ld/src/ptx/shim.rs`'s `Builtin::define` gives each builtin family a
+/// function). An entry whose function is no longer long is reported, so the list only shrinks.
+const LONG_FUNCTIONS_ALLOWED: &[(&str, &str, &str)] = &[];
+
+#[test]
+fn no_library_function_is_over_the_length_bound() {
+    let root = repo_root();
+    let mut sources = Vec::new();
+    for dir in library_source_dirs(&root) {
+        let mut files = Vec::new();
+        rust_files(&dir, &mut files);
+        for file in files {
+            let name = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+            sources.push((name, read(&file)));
+        }
+    }
+    assert!(
+        sources.len() > 50,
+        "found only {} library files under {}",
+        sources.len(),
+        root.display()
+    );
+    let problems = long_function_problems(&sources, LONG_FUNCTIONS_ALLOWED);
+    assert_no_problems("functions of library code over the length bound", &problems);
+}
+
+/// The `src/` of every crate of the workspace that is published: library code, as against the
+/// tools (`xtask`) and the end-to-end tests (`sycl-tests`), which say `publish = false`.
+fn library_source_dirs(root: &Path) -> Vec<PathBuf> {
+    let manifest = read(&root.join("Cargo.toml"));
+    let members = manifest
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("members"))
+        .expect("the root Cargo.toml lists its members on one line");
+    members
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .map(|member| root.join(member))
+        .filter(|dir| {
+            let manifest = read(&dir.join("Cargo.toml"));
+            !manifest.lines().any(|line| line.replace(' ', "") == "publish=false")
+        })
+        .map(|dir| dir.join("src"))
+        .collect()
+}
+
+/// Every function of `sources` (name, text) over [`MAX_FUNCTION_LINES`] that `allowed` does
+/// not list, and every entry of `allowed` whose function is not over it.
+fn long_function_problems(
+    sources: &[(String, String)],
+    allowed: &[(&str, &str, &str)],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut still_long = Vec::new();
+    for (name, text) in sources {
+        for function in function_lengths(text) {
+            if function.lines <= MAX_FUNCTION_LINES {
+                continue;
+            }
+            if allowed.iter().any(|(file, f, _)| file == name && *f == function.name) {
+                still_long.push((name.as_str(), function.name));
+                continue;
+            }
+            problems.push(format!(
+                "{name}:{}: `fn {}` is {} lines, over {MAX_FUNCTION_LINES}: split it by concern \
+                 (or, if that reads worse, list it in LONG_FUNCTIONS_ALLOWED in \
+                 xtask/src/tidy.rs with the reason)",
+                function.line, function.name, function.lines
+            ));
+        }
+    }
+    for (file, f, _) in allowed {
+        if !still_long.iter().any(|(name, long)| name == file && long == f) {
+            problems.push(format!(
+                "LONG_FUNCTIONS_ALLOWED in xtask/src/tidy.rs lists `fn {f}` of {file}, which is \
+                 no longer over {MAX_FUNCTION_LINES} lines (or is gone): drop the entry"
+            ));
+        }
+    }
+    problems
+}
+
+/// A function as [`function_lengths`] finds it.
+struct FunctionLength {
+    /// The line of its `fn`, from 1.
+    line: usize,
+    name: String,
+    /// From its `fn` line to the line of its closing brace.
+    lines: usize,
+}
+
+/// Every function with a body in `text`, nested ones too, but none of an item under
+/// `#[cfg(test)]` (unit tests are not library code). Read as text: comments and literals are
+/// blanked out first, so that no brace in them counts.
+fn function_lengths(text: &str) -> Vec<FunctionLength> {
+    let code: Vec<char> = blank_comments_and_literals(text).chars().collect();
+    let line_at = |at: usize| 1 + code[..at].iter().filter(|c| **c == '\n').count();
+    let is_ident = |c: Option<&char>| c.is_some_and(|c| c.is_alphanumeric() || *c == '_');
+    let cfg_test: Vec<char> = "#[cfg(test)]".chars().collect();
+    let mut functions = Vec::new();
+    let mut at = 0;
+    while at < code.len() {
+        if code[at..].starts_with(&cfg_test) {
+            // The item under the attribute, which ends with its `;` or its block.
+            at = match extent(&code, at) {
+                Extent::Block(close) | Extent::Declaration(close) => close + 1,
+                Extent::Unclosed => code.len(),
+            };
+            continue;
+        }
+        let fn_here = code[at..].starts_with(&['f', 'n'])
+            && !is_ident(at.checked_sub(1).and_then(|b| code.get(b)))
+            && code.get(at + 2).is_some_and(|c| c.is_whitespace());
+        if fn_here {
+            let name_at = (at + 2..code.len()).find(|&i| !code[i].is_whitespace());
+            let name: String = name_at
+                .map(|n| code[n..].iter().take_while(|c| is_ident(Some(c))).collect())
+                .unwrap_or_default();
+            if let (false, Extent::Block(close)) = (name.is_empty(), extent(&code, at)) {
+                let line = line_at(at);
+                functions.push(FunctionLength { line, name, lines: line_at(close) - line + 1 });
+            }
+        }
+        at += 1;
+    }
+    functions
+}
+
+/// How the item (or signature) starting at `from` ends.
+enum Extent {
+    /// With a block, whose closing brace is here.
+    Block(usize),
+    /// With a `;` outside brackets, here, before any block (`fn f();`, `mod m;`).
+    Declaration(usize),
+    /// Not before the text ends.
+    Unclosed,
+}
+
+/// Where the item starting at `from` ends (see [`Extent`]).
+fn extent(code: &[char], from: usize) -> Extent {
+    let mut brackets = 0usize;
+    let mut depth = 0usize;
+    for (i, c) in code.iter().enumerate().skip(from) {
+        match c {
+            '(' | '[' if depth == 0 => brackets += 1,
+            ')' | ']' if depth == 0 => brackets = brackets.saturating_sub(1),
+            ';' if depth == 0 && brackets == 0 => return Extent::Declaration(i),
+            '{' => depth += 1,
+            '}' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    return Extent::Block(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    Extent::Unclosed
+}
+
+/// `text` with every comment, string literal and character literal made spaces (line breaks
+/// kept, so lines still count): what is left is code, whose braces are the blocks'.
+fn blank_comments_and_literals(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |out: &mut String, span: &[char]| {
+        out.extend(span.iter().map(|c| if *c == '\n' { '\n' } else { ' ' }));
+    };
+    let mut i = 0;
+    while i < chars.len() {
+        let rest = &chars[i..];
+        let ident_before = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
+        let end = if rest.starts_with(&['/', '/']) {
+            rest.iter().position(|c| *c == '\n').unwrap_or(rest.len())
+        } else if rest.starts_with(&['/', '*']) {
+            let mut depth = 0;
+            let mut j = 0;
+            while j < rest.len() {
+                if rest[j..].starts_with(&['/', '*']) {
+                    depth += 1;
+                    j += 2;
+                } else if rest[j..].starts_with(&['*', '/']) {
+                    depth -= 1;
+                    j += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    j += 1;
+                }
+            }
+            j
+        } else if let Some(len) = raw_string_len(rest).filter(|_| !ident_before) {
+            len
+        } else if rest[0] == '"' || (rest.starts_with(&['b', '"']) && !ident_before) {
+            let mut j = rest.iter().position(|c| *c == '"').unwrap_or(0) + 1;
+            while j < rest.len() && rest[j] != '"' {
+                j += if rest[j] == '\\' { 2 } else { 1 };
+            }
+            (j + 1).min(rest.len())
+        } else if rest[0] == '\'' && rest.get(1) == Some(&'\\') && rest.len() > 3 {
+            // An escaped character: `'\n'`, `'\''`, `'\u{7b}'`.
+            3 + rest[3..].iter().position(|c| *c == '\'').map_or(rest.len() - 3, |p| p + 1)
+        } else if rest[0] == '\'' && rest.get(2) == Some(&'\'') {
+            3
+        } else {
+            // Code, a lifetime (`'a`) among it.
+            out.push(rest[0]);
+            i += 1;
+            continue;
+        };
+        blank(&mut out, &rest[..end]);
+        i += end;
+    }
+    out
+}
+
+/// The length of the raw string literal (`r"…"`, `r#"…"#`, `br"…"`) that `rest` starts with.
+fn raw_string_len(rest: &[char]) -> Option<usize> {
+    let start =
+        if rest.starts_with(&['b', 'r']) { 2 } else { usize::from(rest.first() == Some(&'r')) };
+    if start == 0 {
+        return None;
+    }
+    let hashes = rest[start..].iter().take_while(|c| **c == '#').count();
+    if rest.get(start + hashes) != Some(&'"') {
+        return None;
+    }
+    let body = start + hashes + 1;
+    let closing: Vec<char> = std::iter::once('"').chain(std::iter::repeat_n('#', hashes)).collect();
+    let end = (body..rest.len()).find(|&j| rest[j..].starts_with(&closing))?;
+    Some(end + closing.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -717,5 +962,44 @@ trace!(EVENT, \"c\");
         assert!(problems[2].starts_with(
             "new-dep 0.1.0 needs Rust 1.89.1, newer than the workspace's rust-version 1.88: raise"
         ));
+    }
+
+    #[test]
+    fn a_long_function_is_reported_unless_allowed_and_a_stale_allowance_too() {
+        let function = |name: &str, lines: usize| {
+            let body = "    let s = \"}\"; // }\n".repeat(lines - 2);
+            format!("/// `{name}`: {{\npub(crate) fn {name}(x: [u8; 2]) -> u8 {{\n{body}}}\n")
+        };
+        let tests = format!("#[cfg(test)]\nmod tests {{\n{}}}\n", function("long_test", 200));
+        let text = format!(
+            "//! m\n{}{}#[cfg(test)]\nmod declared;\n{}{tests}{}",
+            function("fits", MAX_FUNCTION_LINES),
+            function("long", MAX_FUNCTION_LINES + 1),
+            "fn declared(&self);\nconst C: char = '{';\nconst D: char = '\\'';\nfn r() { r#\"}\"#; }\n",
+            function("allowed", 300),
+        );
+        let lengths: Vec<(String, usize)> =
+            function_lengths(&text).into_iter().map(|f| (f.name, f.lines)).collect();
+        assert_eq!(
+            lengths,
+            [
+                ("fits".to_string(), 120),
+                ("long".into(), 121),
+                ("r".into(), 1),
+                ("allowed".into(), 300)
+            ]
+        );
+        let sources = [("a/src/m.rs".to_string(), text)];
+        let allowed = [("a/src/m.rs", "allowed", "a match of IR text"), ("a/src/m.rs", "fits", "")];
+        let problems = long_function_problems(&sources, &allowed);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].starts_with("a/src/m.rs:124: `fn long` is 121 lines, over 120: split it"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].contains("lists `fn fits` of a/src/m.rs, which is no longer over 120"),
+            "{problems:?}"
+        );
     }
 }

@@ -22,9 +22,9 @@ use sycl_format::{Image, ImageFormat, Target};
 
 use super::queue::{as_bytes, Pod, Queue};
 use crate::backend::{self, Program};
-use crate::build::{can_translate, DeviceState, Options, SpecValues};
 use crate::discovery::files::DeviceLibrary;
 use crate::process::runtime;
+use crate::program::{can_translate, DeviceState, Options, SpecValues};
 use crate::registry::{ImageId, Registry};
 use crate::resolve;
 use crate::trace::trace;

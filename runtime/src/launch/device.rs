@@ -12,8 +12,8 @@ pub use crate::backend::info::{DeviceInfo, DeviceType};
 pub use crate::backend::Backend;
 
 use super::queue::Queue;
-use crate::build::Options;
 use crate::process::runtime;
+use crate::program::Options;
 use crate::Error;
 
 /// Every device of every backend, in the order selectors number them: CUDA's GPUs first (when

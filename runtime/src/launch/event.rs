@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend;
 use crate::backend::native::NativeEvent;
-use crate::build::DeviceState;
+use crate::program::DeviceState;
 use crate::Error;
 
 /// The completion of a command enqueued on a queue: a kernel launch, a copy, a fill. Cheap to

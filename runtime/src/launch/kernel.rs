@@ -13,11 +13,11 @@ use super::order::{ordered, Access, Accesses, Uses};
 use super::queue::{as_bytes, Buffer, BufferView, LastLaunch, Pod, Queue, KEPT_KERNELS};
 use crate::backend::native::NativeBuffer;
 use crate::backend::{self, Memory, Program};
-use crate::build::{
-    ArgBytes, ArgKey, DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues,
-};
 use crate::discovery::LoadState;
 use crate::process::runtime;
+use crate::program::{
+    ArgBytes, ArgKey, DeviceState, Options, PooledKernel, SetArg, Signature, SpecValues,
+};
 use crate::registry::Registry;
 use crate::trace::trace;
 use crate::Error;
@@ -128,12 +128,13 @@ impl<'a> ArgValue<'a> {
 impl Arg<'_> {
     /// What [`check_arguments`] reads of it.
     fn key(&self) -> ArgKey {
-        match self {
-            Arg::Mem(_, _, ty, _) => ArgKey(0, ty, 0),
-            Arg::Bytes(bytes, ty) => ArgKey(1, ty, bytes.len()),
-            Arg::Local(_, ty) => ArgKey(2, ty, 0),
-            Arg::Native(_, _, ty, _) => ArgKey(3, ty, 0),
-        }
+        let (kind, type_name, size) = match self {
+            Arg::Mem(_, _, ty, _) => (0, *ty, 0),
+            Arg::Bytes(bytes, ty) => (1, *ty, bytes.len()),
+            Arg::Local(_, ty) => (2, *ty, 0),
+            Arg::Native(_, _, ty, _) => (3, *ty, 0),
+        };
+        ArgKey { kind, type_name, size }
     }
 
     fn describe(&self) -> String {

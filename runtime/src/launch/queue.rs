@@ -12,9 +12,9 @@ use super::event::Event;
 use super::order::{next_queue_id, ordered, Access, Uses};
 use crate::backend::native::{NativeBuffer, NativeQueue};
 use crate::backend::{self, Memory, Program};
-use crate::build::{DeviceState, PooledKernel};
 use crate::discovery::LoadState;
 use crate::process::runtime;
+use crate::program::{DeviceState, PooledKernel};
 use crate::registry::Registry;
 use crate::Error;
 

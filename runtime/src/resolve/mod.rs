@@ -14,7 +14,7 @@
 //! 4. for a kernel's GPU image (PTX or native), the twin with its imports compiled in, when
 //!    resolution picked exactly what it compiled in (`inline`).
 //!
-//! A plan is only made complete: nothing incomplete is ever handed to `build`.
+//! A plan is only made complete: nothing incomplete is ever handed to `program`.
 
 mod collect;
 mod cycles;

@@ -365,6 +365,8 @@ impl Builtin {
         }
     }
 
+    /// Adds our definition of `decl` to `m`, unless it is there already: its header, then the
+    /// body its family writes.
     fn define(&self, decl: &Declaration, m: &mut Module) {
         if !m.defined.insert(decl.name.clone()) {
             return;
@@ -379,57 +381,18 @@ impl Builtin {
             signature.join(", ")
         );
         let mut b = Body::default();
-        let ret = &decl.ret;
         match self {
-            Builtin::GlobalOffset => b.line(&format!("ret {ret} 0")),
-            Builtin::WorkDim => {
-                // The inverse of `sycl_format::ptx_dynamic_shared_size`.
-                let size = b.inst("call i32 asm \"mov.u32 $0, %dynamic_smem_size;\", \"=r\"()");
-                let low = b.inst(&format!("and i32 {size}, 3"));
-                let dims = b.inst(&format!("add i32 {low}, 1"));
-                b.line(&format!("ret {ret} {dims}"));
-            }
-            Builtin::EnqueuedLocalSize => {
-                m.declare("declare i64 @_Z14get_local_sizej(i32)");
-                let v = b.inst("call i64 @_Z14get_local_sizej(i32 %a0)");
-                b.line(&format!("ret {ret} {v}"));
-            }
-            Builtin::LinearId { global } => {
-                let (id, size) = if *global {
-                    ("_Z13get_global_idj", "_Z15get_global_sizej")
-                } else {
-                    ("_Z12get_local_idj", "_Z14get_local_sizej")
-                };
-                m.declare(&format!("declare i64 @{id}(i32)"));
-                m.declare(&format!("declare i64 @{size}(i32)"));
-                let ids: Vec<String> =
-                    (0..3).map(|d| b.inst(&format!("call i64 @{id}(i32 {d})"))).collect();
-                let sizes: Vec<String> =
-                    (0..2).map(|d| b.inst(&format!("call i64 @{size}(i32 {d})"))).collect();
-                // id0 + size0 * (id1 + size1 * id2)
-                let t = b.inst(&format!("mul i64 {}, {}", sizes[1], ids[2]));
-                let t = b.inst(&format!("add i64 {}, {t}", ids[1]));
-                let t = b.inst(&format!("mul i64 {}, {t}", sizes[0]));
-                let t = b.inst(&format!("add i64 {}, {t}", ids[0]));
-                b.line(&format!("ret {ret} {t}"));
-            }
+            Builtin::GlobalOffset => b.line(&format!("ret {} 0", decl.ret)),
+            Builtin::WorkDim => work_dim(decl, &mut b),
+            Builtin::EnqueuedLocalSize => enqueued_local_size(decl, &mut b, m),
+            Builtin::LinearId { global } => linear_id(*global, decl, &mut b, m),
             Builtin::Approx(f) => {
+                let ret = &decl.ret;
                 let result =
                     b.elementwise(ret, decl.params.len(), |b, args| approx(f, &args, b, m));
                 b.line(&format!("ret {ret} {result}"));
             }
-            Builtin::Atomic { op, cmpxchg } => {
-                let ptr = &decl.params[0];
-                let v = if *cmpxchg {
-                    let pair =
-                        b.inst(&format!("cmpxchg {ptr} %a0, {ret} %a1, {ret} %a2 seq_cst seq_cst"));
-                    b.inst(&format!("extractvalue {{ {ret}, i1 }} {pair}, 0"))
-                } else {
-                    let operand = if decl.params.len() > 1 { "%a1" } else { "1" };
-                    b.inst(&format!("atomicrmw {op} {ptr} %a0, {ret} {operand} seq_cst"))
-                };
-                b.line(&format!("ret {ret} {v}"));
-            }
+            Builtin::Atomic { op, cmpxchg } => atomic(op, *cmpxchg, decl, &mut b),
             Builtin::WorkGroup(collective) => {
                 m.work_group_helpers();
                 work_group(*collective, &scalar_code(decl), decl, &mut b, m);
@@ -438,181 +401,237 @@ impl Builtin {
                 m.sub_group_helpers();
                 sub_group(*function, &scalar_code(decl), decl, &mut b, m);
             }
-            Builtin::Half(Twin { decl: twin, pointees }) => {
-                // The twin is ours (a float collective, `native_sin`, …) or libclc's.
-                let callee = match Builtin::of(twin) {
-                    Some(builtin) => {
-                        builtin.define(twin, m);
-                        format!("{PREFIX}{}", twin.name)
-                    }
-                    None => {
-                        m.declare(&format!(
-                            "declare {} @{}({})",
-                            twin.ret,
-                            twin.name,
-                            twin.params.join(", ")
-                        ));
-                        twin.name.clone()
-                    }
-                };
-                // A second result goes to a private temporary of the twin's type, then
-                // (narrowed) where the builtin's pointer points.
-                let mut written = Vec::new();
-                let args: Vec<String> = decl
-                    .params
-                    .iter()
-                    .zip(&twin.params)
-                    .zip(pointees)
-                    .enumerate()
-                    .map(|(i, ((ty, wide), pointee))| {
-                        let arg = format!("%a{i}");
-                        if let Some(narrow) = pointee {
-                            let temp_ty = ir_widened(narrow, "half", "float")
-                                .unwrap_or_else(|| narrow.clone());
-                            let temp = b.inst(&format!("alloca {temp_ty}"));
-                            written.push((arg, ty, temp.clone(), temp_ty, narrow));
-                            return format!("{wide} {temp}");
-                        }
-                        let v = match (ty == wide, ty.contains("half")) {
-                            (true, _) => arg,
-                            (false, true) => b.inst(&format!("fpext {ty} {arg} to {wide}")),
-                            (false, false) => b.inst(&format!("sext {ty} {arg} to {wide}")),
-                        };
-                        format!("{wide} {v}")
-                    })
-                    .collect();
-                let call = format!("call {} @{callee}({})", twin.ret, args.join(", "));
-                if twin.ret == "void" {
-                    b.line(&call);
-                    b.line("ret void");
-                    return m.add(&header, b);
-                }
-                let v = b.inst(&call);
-                for (pointer, pointer_ty, temp, temp_ty, narrow) in written {
-                    let w = b.inst(&format!("load {temp_ty}, ptr {temp}"));
-                    let w = match temp_ty == *narrow {
-                        true => w,
-                        false => b.inst(&format!("fptrunc {temp_ty} {w} to {narrow}")),
-                    };
-                    b.line(&format!("store {narrow} {w}, {pointer_ty} {pointer}"));
-                }
-                let mut v = match (*ret == twin.ret, ret.contains("half")) {
-                    (true, _) => v,
-                    (false, true) => b.inst(&format!("fptrunc {} {v} to {ret}", twin.ret)),
-                    (false, false) => b.inst(&format!("trunc {} {v} to {ret}", twin.ret)),
-                };
-                if mangle::demangle(&decl.name).is_some_and(|n| n.base == "fract") {
-                    // fract's float result below 1 can round to 1 in half: the largest half
-                    // below 1 (0x1.ffcp-1) instead, as OpenCL has it (NaN stays NaN).
-                    let below_one = splat(ret, "half", "0xH3BFF");
-                    let above = b.inst(&format!("fcmp ogt {ret} {v}, {below_one}"));
-                    v = b.inst(&format!(
-                        "select {} {above}, {ret} {below_one}, {ret} {v}",
-                        ret.replace("half", "i1")
-                    ));
-                }
-                b.line(&format!("ret {ret} {v}"));
-            }
-            Builtin::HalfVector { store, n } => {
-                let (value, offset, pointer) = match store {
-                    true => (decl.params[0].as_str(), "%a1", &decl.params[2]),
-                    false => (ret.as_str(), "%a0", &decl.params[1]),
-                };
-                let index = b.inst(&format!("mul i64 {offset}, {n}"));
-                let p = b.inst(&format!(
-                    "getelementptr half, {pointer} %a{}, i64 {index}",
-                    if *store { 2 } else { 1 }
-                ));
-                if *store {
-                    b.line(&format!("store {value} %a0, {pointer} {p}, align 2"));
-                    b.line("ret void");
-                } else {
-                    let v = b.inst(&format!("load {value}, {pointer} {p}, align 2"));
-                    b.line(&format!("ret {ret} {v}"));
-                }
-            }
+            Builtin::Half(twin) => through_twin(twin, decl, &mut b, m),
+            Builtin::HalfVector { store, n } => half_vector(*store, *n, decl, &mut b),
             Builtin::HalfBits(op) => half_bits(*op, decl, &mut b),
-            Builtin::HalfFma { intrinsic } => {
-                let suffix = match vector_type(ret) {
-                    Some((n, _)) => format!("v{n}f16"),
-                    None => "f16".to_string(),
-                };
-                m.declare(&format!(
-                    "declare {ret} @llvm.{intrinsic}.{suffix}({ret}, {ret}, {ret})"
-                ));
-                let v = b.inst(&format!(
-                    "call {ret} @llvm.{intrinsic}.{suffix}({ret} %a0, {ret} %a1, {ret} %a2)"
-                ));
-                b.line(&format!("ret {ret} {v}"));
-            }
-            Builtin::ToHalf { from, rounding } => {
-                let source = &decl.params[0];
-                let v = match rounding {
-                    None => match conversion_to_half(from) {
-                        Some(op) => b.inst(&format!("{op} {source} %a0 to {ret}")),
-                        None => "%a0".to_string(),
-                    },
-                    Some(mode) => {
-                        let lanes = vector_type(ret).map(|(n, _)| n);
-                        let element = |ty: &str| {
-                            vector_type(ty).map_or(ty.to_string(), |(_, e)| e.to_string())
-                        };
-                        let source_element = element(source);
-                        let mut acc = "poison".to_string();
-                        for lane in 0..lanes.unwrap_or(1) {
-                            let x = match lanes {
-                                Some(_) => {
-                                    b.inst(&format!("extractelement {source} %a0, i32 {lane}"))
-                                }
-                                None => "%a0".to_string(),
-                            };
-                            let h = rounded_to_half(&mut b, from, &source_element, &x, mode);
-                            if lanes.is_none() {
-                                acc = h;
-                            } else {
-                                acc = b.inst(&format!(
-                                    "insertelement {ret} {acc}, half {h}, i32 {lane}"
-                                ));
-                            }
-                        }
-                        acc
-                    }
-                };
-                b.line(&format!("ret {ret} {v}"));
-            }
+            Builtin::HalfFma { intrinsic } => half_fma(intrinsic, decl, &mut b, m),
+            Builtin::ToHalf { from, rounding } => to_half(from, *rounding, decl, &mut b),
             Builtin::StoreHalf { from, mode, stride } => {
-                let (value, pointer) = (&decl.params[0], &decl.params[2]);
-                let (lanes, element) = match vector_type(value) {
-                    Some((n, e)) => (Some(n), e.to_string()),
-                    None => (None, value.clone()),
-                };
-                let ptx = conversion_code(from).map_or("f32", |(_, ptx)| ptx);
-                let mut bits = "poison".to_string();
-                for lane in 0..lanes.unwrap_or(1) {
-                    let x = match lanes {
-                        Some(_) => b.inst(&format!("extractelement {value} %a0, i32 {lane}")),
-                        None => "%a0".to_string(),
-                    };
-                    let h = rounded_to_half_bits(&mut b, ptx, &element, &x, mode);
-                    bits = match lanes {
-                        Some(n) => b.inst(&format!(
-                            "insertelement <{n} x i16> {bits}, i16 {h}, i32 {lane}"
-                        )),
-                        None => h,
-                    };
-                }
-                let bits_ty = match lanes {
-                    Some(n) => format!("<{n} x i16>"),
-                    None => "i16".to_string(),
-                };
-                let index = b.inst(&format!("mul i64 %a1, {stride}"));
-                let p = b.inst(&format!("getelementptr i16, {pointer} %a2, i64 {index}"));
-                b.line(&format!("store {bits_ty} {bits}, {pointer} {p}, align 2"));
-                b.line("ret void");
+                vstore_half(from, mode, *stride, decl, &mut b)
             }
         }
         m.add(&header, b);
     }
+}
+
+/// `get_work_dim`: the inverse of `sycl_format::ptx_dynamic_shared_size`.
+fn work_dim(decl: &Declaration, b: &mut Body) {
+    let size = b.inst("call i32 asm \"mov.u32 $0, %dynamic_smem_size;\", \"=r\"()");
+    let low = b.inst(&format!("and i32 {size}, 3"));
+    let dims = b.inst(&format!("add i32 {low}, 1"));
+    b.line(&format!("ret {} {dims}", decl.ret));
+}
+
+/// `get_enqueued_local_size`: the local size, as the runtime launches no partial work-groups.
+fn enqueued_local_size(decl: &Declaration, b: &mut Body, m: &mut Module) {
+    m.declare("declare i64 @_Z14get_local_sizej(i32)");
+    let v = b.inst("call i64 @_Z14get_local_sizej(i32 %a0)");
+    b.line(&format!("ret {} {v}", decl.ret));
+}
+
+/// `get_global_linear_id` (`global`) or `get_local_linear_id`, from the ids and sizes.
+fn linear_id(global: bool, decl: &Declaration, b: &mut Body, m: &mut Module) {
+    let (id, size) = if global {
+        ("_Z13get_global_idj", "_Z15get_global_sizej")
+    } else {
+        ("_Z12get_local_idj", "_Z14get_local_sizej")
+    };
+    m.declare(&format!("declare i64 @{id}(i32)"));
+    m.declare(&format!("declare i64 @{size}(i32)"));
+    let ids: Vec<String> = (0..3).map(|d| b.inst(&format!("call i64 @{id}(i32 {d})"))).collect();
+    let sizes: Vec<String> =
+        (0..2).map(|d| b.inst(&format!("call i64 @{size}(i32 {d})"))).collect();
+    // id0 + size0 * (id1 + size1 * id2)
+    let t = b.inst(&format!("mul i64 {}, {}", sizes[1], ids[2]));
+    let t = b.inst(&format!("add i64 {}, {t}", ids[1]));
+    let t = b.inst(&format!("mul i64 {}, {t}", sizes[0]));
+    let t = b.inst(&format!("add i64 {}, {t}", ids[0]));
+    b.line(&format!("ret {} {t}", decl.ret));
+}
+
+/// `atomic_*` and `atom_*`: `atomicrmw` of `op`, or `cmpxchg`, on any address space.
+fn atomic(op: &str, cmpxchg: bool, decl: &Declaration, b: &mut Body) {
+    let (ret, ptr) = (&decl.ret, &decl.params[0]);
+    let v = if cmpxchg {
+        let pair = b.inst(&format!("cmpxchg {ptr} %a0, {ret} %a1, {ret} %a2 seq_cst seq_cst"));
+        b.inst(&format!("extractvalue {{ {ret}, i1 }} {pair}, 0"))
+    } else {
+        let operand = if decl.params.len() > 1 { "%a1" } else { "1" };
+        b.inst(&format!("atomicrmw {op} {ptr} %a0, {ret} {operand} seq_cst"))
+    };
+    b.line(&format!("ret {ret} {v}"));
+}
+
+/// A builtin on half through its float twin (see [`half_twin`]): the arguments widened, a
+/// second result through a temporary of the twin's type, the result narrowed.
+fn through_twin(twin: &Twin, decl: &Declaration, b: &mut Body, m: &mut Module) {
+    let Twin { decl: twin, pointees } = twin;
+    let ret = &decl.ret;
+    // The twin is ours (a float collective, `native_sin`, …) or libclc's.
+    let callee = match Builtin::of(twin) {
+        Some(builtin) => {
+            builtin.define(twin, m);
+            format!("{PREFIX}{}", twin.name)
+        }
+        None => {
+            m.declare(&format!("declare {} @{}({})", twin.ret, twin.name, twin.params.join(", ")));
+            twin.name.clone()
+        }
+    };
+    // A second result goes to a private temporary of the twin's type, then
+    // (narrowed) where the builtin's pointer points.
+    let mut written = Vec::new();
+    let args: Vec<String> = decl
+        .params
+        .iter()
+        .zip(&twin.params)
+        .zip(pointees)
+        .enumerate()
+        .map(|(i, ((ty, wide), pointee))| {
+            let arg = format!("%a{i}");
+            if let Some(narrow) = pointee {
+                let temp_ty = ir_widened(narrow, "half", "float").unwrap_or_else(|| narrow.clone());
+                let temp = b.inst(&format!("alloca {temp_ty}"));
+                written.push((arg, ty, temp.clone(), temp_ty, narrow));
+                return format!("{wide} {temp}");
+            }
+            let v = match (ty == wide, ty.contains("half")) {
+                (true, _) => arg,
+                (false, true) => b.inst(&format!("fpext {ty} {arg} to {wide}")),
+                (false, false) => b.inst(&format!("sext {ty} {arg} to {wide}")),
+            };
+            format!("{wide} {v}")
+        })
+        .collect();
+    let call = format!("call {} @{callee}({})", twin.ret, args.join(", "));
+    if twin.ret == "void" {
+        b.line(&call);
+        b.line("ret void");
+        return;
+    }
+    let v = b.inst(&call);
+    for (pointer, pointer_ty, temp, temp_ty, narrow) in written {
+        let w = b.inst(&format!("load {temp_ty}, ptr {temp}"));
+        let w = match temp_ty == *narrow {
+            true => w,
+            false => b.inst(&format!("fptrunc {temp_ty} {w} to {narrow}")),
+        };
+        b.line(&format!("store {narrow} {w}, {pointer_ty} {pointer}"));
+    }
+    let mut v = match (*ret == twin.ret, ret.contains("half")) {
+        (true, _) => v,
+        (false, true) => b.inst(&format!("fptrunc {} {v} to {ret}", twin.ret)),
+        (false, false) => b.inst(&format!("trunc {} {v} to {ret}", twin.ret)),
+    };
+    if mangle::demangle(&decl.name).is_some_and(|n| n.base == "fract") {
+        // fract's float result below 1 can round to 1 in half: the largest half
+        // below 1 (0x1.ffcp-1) instead, as OpenCL has it (NaN stays NaN).
+        let below_one = splat(ret, "half", "0xH3BFF");
+        let above = b.inst(&format!("fcmp ogt {ret} {v}, {below_one}"));
+        v = b.inst(&format!(
+            "select {} {above}, {ret} {below_one}, {ret} {v}",
+            ret.replace("half", "i1")
+        ));
+    }
+    b.line(&format!("ret {ret} {v}"));
+}
+
+/// `vloadN` (`store` false) or `vstoreN` of `n` halves: one load or store, aligned as a half.
+fn half_vector(store: bool, n: u32, decl: &Declaration, b: &mut Body) {
+    let ret = &decl.ret;
+    let (value, offset, pointer) = match store {
+        true => (decl.params[0].as_str(), "%a1", &decl.params[2]),
+        false => (ret.as_str(), "%a0", &decl.params[1]),
+    };
+    let index = b.inst(&format!("mul i64 {offset}, {n}"));
+    let p = b.inst(&format!(
+        "getelementptr half, {pointer} %a{}, i64 {index}",
+        if store { 2 } else { 1 }
+    ));
+    if store {
+        b.line(&format!("store {value} %a0, {pointer} {p}, align 2"));
+        b.line("ret void");
+    } else {
+        let v = b.inst(&format!("load {value}, {pointer} {p}, align 2"));
+        b.line(&format!("ret {ret} {v}"));
+    }
+}
+
+/// `fma` and `mad` on half: LLVM's `intrinsic` (`fma`, `fmuladd`) on half.
+fn half_fma(intrinsic: &str, decl: &Declaration, b: &mut Body, m: &mut Module) {
+    let ret = &decl.ret;
+    let suffix = match vector_type(ret) {
+        Some((n, _)) => format!("v{n}f16"),
+        None => "f16".to_string(),
+    };
+    m.declare(&format!("declare {ret} @llvm.{intrinsic}.{suffix}({ret}, {ret}, {ret})"));
+    let v =
+        b.inst(&format!("call {ret} @llvm.{intrinsic}.{suffix}({ret} %a0, {ret} %a1, {ret} %a2)"));
+    b.line(&format!("ret {ret} {v}"));
+}
+
+/// `convert_halfN` from the type whose code is `from`: LLVM's conversion, or with a
+/// `rounding` mode PTX's `cvt` lane by lane.
+fn to_half(from: &str, rounding: Option<&str>, decl: &Declaration, b: &mut Body) {
+    let (ret, source) = (&decl.ret, &decl.params[0]);
+    let v = match rounding {
+        None => match conversion_to_half(from) {
+            Some(op) => b.inst(&format!("{op} {source} %a0 to {ret}")),
+            None => "%a0".to_string(),
+        },
+        Some(mode) => {
+            let lanes = vector_type(ret).map(|(n, _)| n);
+            let element = |ty: &str| vector_type(ty).map_or(ty.to_string(), |(_, e)| e.to_string());
+            let source_element = element(source);
+            let mut acc = "poison".to_string();
+            for lane in 0..lanes.unwrap_or(1) {
+                let x = match lanes {
+                    Some(_) => b.inst(&format!("extractelement {source} %a0, i32 {lane}")),
+                    None => "%a0".to_string(),
+                };
+                let h = rounded_to_half(b, from, &source_element, &x, mode);
+                if lanes.is_none() {
+                    acc = h;
+                } else {
+                    acc = b.inst(&format!("insertelement {ret} {acc}, half {h}, i32 {lane}"));
+                }
+            }
+            acc
+        }
+    };
+    b.line(&format!("ret {ret} {v}"));
+}
+
+/// `vstore_halfN` and `vstorea_halfN` from the type whose code is `from`, rounding by `mode`:
+/// each element through PTX's `cvt`, stored as `i16`s at `p + offset * stride` (see
+/// [`Builtin::StoreHalf`]).
+fn vstore_half(from: &str, mode: &str, stride: u32, decl: &Declaration, b: &mut Body) {
+    let (value, pointer) = (&decl.params[0], &decl.params[2]);
+    let (lanes, element) = match vector_type(value) {
+        Some((n, e)) => (Some(n), e.to_string()),
+        None => (None, value.clone()),
+    };
+    let ptx = conversion_code(from).map_or("f32", |(_, ptx)| ptx);
+    let mut bits = "poison".to_string();
+    for lane in 0..lanes.unwrap_or(1) {
+        let x = match lanes {
+            Some(_) => b.inst(&format!("extractelement {value} %a0, i32 {lane}")),
+            None => "%a0".to_string(),
+        };
+        let h = rounded_to_half_bits(b, ptx, &element, &x, mode);
+        bits = match lanes {
+            Some(n) => b.inst(&format!("insertelement <{n} x i16> {bits}, i16 {h}, i32 {lane}")),
+            None => h,
+        };
+    }
+    let bits_ty = match lanes {
+        Some(n) => format!("<{n} x i16>"),
+        None => "i16".to_string(),
+    };
+    let index = b.inst(&format!("mul i64 %a1, {stride}"));
+    let p = b.inst(&format!("getelementptr i16, {pointer} %a2, i64 {index}"));
+    b.line(&format!("store {bits_ty} {bits}, {pointer} {p}, align 2"));
+    b.line("ret void");
 }
 
 /// The builtins on half that libclc lacks, as we define them: vector loads and stores,

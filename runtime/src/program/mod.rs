@@ -89,17 +89,23 @@ pub(crate) struct Signature {
     pub reads: u64,
 }
 
-/// What the argument check reads of one argument: its kind (a number the launch code gives
-/// each kind), its Rust type's name, and a value's size in bytes.
+/// What the argument check reads of one argument.
 #[derive(Clone, Copy, Eq)]
-pub(crate) struct ArgKey(pub u8, pub &'static str, pub usize);
+pub(crate) struct ArgKey {
+    /// Its kind: a number the launch code gives each kind.
+    pub kind: u8,
+    /// Its Rust type's name.
+    pub type_name: &'static str,
+    /// A value's size in bytes (0 for the other kinds).
+    pub size: usize,
+}
 
 impl PartialEq for ArgKey {
     fn eq(&self, other: &ArgKey) -> bool {
         // One type's name is one string in the binary: its address answers first.
-        self.0 == other.0
-            && self.2 == other.2
-            && (std::ptr::eq(self.1, other.1) || self.1 == other.1)
+        self.kind == other.kind
+            && self.size == other.size
+            && (std::ptr::eq(self.type_name, other.type_name) || self.type_name == other.type_name)
     }
 }
 
@@ -117,23 +123,65 @@ pub(crate) enum SetArg {
 /// A value argument's bytes: up to 16 (a scalar, a vector of four) without an allocation.
 pub(crate) type ArgBytes = smallvec::SmallVec<[u8; 16]>;
 
-/// A program and every binary it was built from.
-type BuiltFrom = (Arc<Program>, Vec<BinaryId>);
-
 /// A program being built or built: threads that want the same one wait on the slot.
 type Slot = Arc<Mutex<Option<Arc<Program>>>>;
 
 #[derive(Default)]
 struct Caches {
-    compiled: HashMap<(ImageId, Options), Arc<Object>>,
-    linked: HashMap<(Vec<ImageId>, Options), Slot>,
-    /// The nested key of DPC++'s dynamic-linking design: kernel name → (binary, options) → program, with every binary
-    /// the program was built from (so that closing any of them drops it). A short list per
-    /// kernel, searched without building a key.
-    by_kernel: HashMap<String, Vec<(BinaryId, Options, BuiltFrom)>>,
+    compiled: HashMap<CompileKey, Arc<Object>>,
+    linked: HashMap<LinkKey, Slot>,
+    /// The nested key of DPC++'s dynamic-linking design: kernel name → (binary, options) →
+    /// program. A short list per kernel, searched without building a key.
+    by_kernel: HashMap<String, Vec<KernelProgram>>,
     /// Kernel objects ready for reuse, by program and name: creating one per launch costs more
     /// than the launch. A kernel is taken while its arguments are set and enqueued.
-    kernels: HashMap<usize, (Arc<Program>, KernelPool)>,
+    kernels: HashMap<ProgramAddress, ProgramKernels>,
+}
+
+/// What an image's compiled object is cached by: the image and the options it was compiled
+/// with.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct CompileKey {
+    image: ImageId,
+    options: Options,
+}
+
+/// What a linked program is cached by: its images, sorted, and the options they were built
+/// with.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct LinkKey {
+    images: Vec<ImageId>,
+    options: Options,
+}
+
+/// A program that holds a kernel, as the kernel's list in [`Caches::by_kernel`] has it.
+struct KernelProgram {
+    /// A binary the program was built from: a launch finds the program from any of them.
+    binary: BinaryId,
+    /// The options it was built with (or, the same program, the options as the launch gave
+    /// them).
+    options: Options,
+    program: Arc<Program>,
+    /// Every binary the program was built from, so that closing any of them drops it.
+    built_from: Vec<BinaryId>,
+}
+
+/// A program by its address: the key of its kernel objects waiting for reuse.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct ProgramAddress(usize);
+
+impl ProgramAddress {
+    fn of(program: &Arc<Program>) -> ProgramAddress {
+        ProgramAddress(Arc::as_ptr(program) as usize)
+    }
+}
+
+/// The kernel objects of one program waiting for reuse, by kernel name, and the program: the
+/// entry holds it, so that its address cannot be another program's while they wait.
+struct ProgramKernels {
+    /// Never read: holding it is the point.
+    _program: Arc<Program>,
+    pool: KernelPool,
 }
 
 impl DeviceState {
@@ -183,10 +231,10 @@ impl DeviceState {
     /// Drops everything built from binaries that are no longer loaded.
     pub(crate) fn forget_unloaded(&self, registry: &Registry) {
         let mut caches = self.caches();
-        caches.compiled.retain(|(id, _), _| registry.contains(id.binary));
-        caches.linked.retain(|(ids, _), _| ids.iter().all(|id| registry.contains(id.binary)));
+        caches.compiled.retain(|key, _| registry.contains(key.image.binary));
+        caches.linked.retain(|key, _| key.images.iter().all(|id| registry.contains(id.binary)));
         for programs in caches.by_kernel.values_mut() {
-            programs.retain(|(_, _, (_, from))| from.iter().all(|b| registry.contains(*b)));
+            programs.retain(|p| p.built_from.iter().all(|b| registry.contains(*b)));
         }
         caches.kernels.clear();
     }
@@ -205,8 +253,8 @@ impl DeviceState {
             let hit = self.caches().by_kernel.get(kernel).and_then(|programs| {
                 programs
                     .iter()
-                    .find(|(b, o, _)| *b == root.binary && o == options)
-                    .map(|(_, _, (p, _))| p.clone())
+                    .find(|p| p.binary == root.binary && p.options == *options)
+                    .map(|p| p.program.clone())
             });
             if let Some(program) = hit {
                 trace!("cache-hit", "{kernel} on {}", self.name);
@@ -226,9 +274,10 @@ impl DeviceState {
             )?,
         };
 
-        let mut key = plan.images().to_vec();
-        key.sort();
-        let slot = self.caches().linked.entry((key, options.clone())).or_default().clone();
+        let mut images = plan.images().to_vec();
+        images.sort();
+        let key = LinkKey { images, options: options.clone() };
+        let slot = self.caches().linked.entry(key).or_default().clone();
         let program = {
             let mut built = slot.lock().unwrap_or_else(|e| e.into_inner());
             match built.as_ref() {
@@ -261,8 +310,13 @@ impl DeviceState {
                 // Under the options as given too, so a launch that sets a default again finds it.
                 for key in [options, given] {
                     for &binary in &from {
-                        if !per_kernel.iter().any(|(b, o, _)| *b == binary && o == key) {
-                            per_kernel.push((binary, key.clone(), (program.clone(), from.clone())));
+                        if !per_kernel.iter().any(|p| p.binary == binary && p.options == *key) {
+                            per_kernel.push(KernelProgram {
+                                binary,
+                                options: key.clone(),
+                                program: program.clone(),
+                                built_from: from.clone(),
+                            });
                         }
                     }
                 }
@@ -318,9 +372,12 @@ impl DeviceState {
         program: &Arc<Program>,
         name: &str,
     ) -> Result<PooledKernel, Error> {
-        let key = Arc::as_ptr(program) as usize;
-        let pooled =
-            self.caches().kernels.get_mut(&key).and_then(|(_, pool)| pool.get_mut(name)?.pop());
+        let key = ProgramAddress::of(program);
+        let pooled = self
+            .caches()
+            .kernels
+            .get_mut(&key)
+            .and_then(|kernels| kernels.pool.get_mut(name)?.pop());
         match pooled {
             Some(kernel) => Ok(kernel),
             None => {
@@ -332,11 +389,10 @@ impl DeviceState {
     /// Gives a kernel object back once it is enqueued (the launch keeps its arguments).
     pub(crate) fn return_kernel(&self, program: &Arc<Program>, name: &str, kernel: PooledKernel) {
         let mut caches = self.caches();
-        // The entry holds the program, so its address cannot be reused while kernels of it wait.
-        let (_, pool) = caches
+        let ProgramKernels { pool, .. } = caches
             .kernels
-            .entry(Arc::as_ptr(program) as usize)
-            .or_insert_with(|| (program.clone(), HashMap::new()));
+            .entry(ProgramAddress::of(program))
+            .or_insert_with(|| ProgramKernels { _program: program.clone(), pool: HashMap::new() });
         match pool.get_mut(name) {
             Some(kernels) => kernels.push(kernel),
             None => {
@@ -440,7 +496,8 @@ impl DeviceState {
     ) -> Result<Vec<Arc<Object>>, Error> {
         let mut objects = Vec::with_capacity(images.len());
         for &id in images {
-            let cached = self.caches().compiled.get(&(id, options.clone())).cloned();
+            let key = CompileKey { image: id, options: options.clone() };
+            let cached = self.caches().compiled.get(&key).cloned();
             if let Some(object) = cached {
                 objects.push(object);
                 continue;
@@ -478,7 +535,7 @@ impl DeviceState {
                 }
             };
             let object = Arc::new(object);
-            self.caches().compiled.insert((id, options.clone()), object.clone());
+            self.caches().compiled.insert(key, object.clone());
             objects.push(object);
         }
         Ok(objects)
@@ -554,15 +611,19 @@ fn is_whole_native_program(registry: &Registry, plan: &Plan) -> bool {
 mod tests {
     use super::ArgKey;
 
+    fn key(kind: u8, type_name: &'static str, size: usize) -> ArgKey {
+        ArgKey { kind, type_name, size }
+    }
+
     #[test]
     fn argument_keys_compare_type_names_by_text_and_kinds_and_sizes_exactly() {
         // The same name at two addresses (a type named in two crates' strings) is one type.
         let here: &'static str = "i32";
         let elsewhere: &'static str = String::from("i32").leak();
         assert!(!std::ptr::eq(here, elsewhere));
-        assert!(ArgKey(1, here, 4) == ArgKey(1, elsewhere, 4));
-        assert!(ArgKey(1, here, 4) != ArgKey(1, "u32", 4));
-        assert!(ArgKey(1, here, 4) != ArgKey(0, here, 4), "a value is not a buffer");
-        assert!(ArgKey(1, here, 4) != ArgKey(1, here, 8), "nor a value of another size");
+        assert!(key(1, here, 4) == key(1, elsewhere, 4));
+        assert!(key(1, here, 4) != key(1, "u32", 4));
+        assert!(key(1, here, 4) != key(0, here, 4), "a value is not a buffer");
+        assert!(key(1, here, 4) != key(1, here, 8), "nor a value of another size");
     }
 }

@@ -76,16 +76,16 @@ mod tests {
     fn any_change_to_a_source_changes_the_code_identity() {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("src");
-        std::fs::create_dir_all(src.join("build")).unwrap();
+        std::fs::create_dir_all(src.join("program")).unwrap();
         std::fs::write(src.join("lib.rs"), "fn a() {}").unwrap();
-        std::fs::write(src.join("build/spir.rs"), "fn rewrite() {}").unwrap();
+        std::fs::write(src.join("program/spir.rs"), "fn rewrite() {}").unwrap();
         let dirs = [src.clone()];
         let before = code_identity(&dirs).unwrap();
         assert_eq!(code_identity(&dirs).unwrap(), before, "the same sources, the same identity");
-        std::fs::write(src.join("build/spir.rs"), "fn rewrite() { }").unwrap();
+        std::fs::write(src.join("program/spir.rs"), "fn rewrite() { }").unwrap();
         let edited = code_identity(&dirs).unwrap();
         assert_ne!(edited, before, "one byte more in a nested file");
-        std::fs::rename(src.join("build/spir.rs"), src.join("build/spir2.rs")).unwrap();
+        std::fs::rename(src.join("program/spir.rs"), src.join("program/spir2.rs")).unwrap();
         assert_ne!(code_identity(&dirs).unwrap(), edited, "a file renamed");
     }
 }
