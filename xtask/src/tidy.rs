@@ -13,8 +13,8 @@
 //!   workspaces: this one, `fixtures/`, `fuzz/`) but build scripts and what lies under a
 //!   `target/` or hidden directory.
 //! - Every `SYCL_TRACE` event the runtime prints (`trace!("event", …)` under `runtime/src/`,
-//!   outside comments; `log::trace!` is not one) has a row in the README's `SYCL_TRACE` events
-//!   table, and every event that table lists is printed somewhere.
+//!   outside comments; `log::trace!` is not one) has a row in the guide's `SYCL_TRACE` events
+//!   table ([`GUIDE`]), and every event that table lists is printed somewhere.
 //! - The runtime's imports read one way: its rooms are the modules `runtime/src/lib.rs`
 //!   declares, in the order it declares them, and a room uses (`crate::ROOM`) only rooms
 //!   declared before it; inside a room, a module uses (`super::MODULE`) only the modules its
@@ -40,7 +40,10 @@ const SOURCE_EXTENSIONS: &[&str] = &["rs", "md", "toml", "cl", "clcpp", "h", "c"
 /// The architecture map, relative to the repository root.
 const ARCHITECTURE: &str = "docs/ARCHITECTURE.md";
 
-/// The heading above the README's table of trace events.
+/// The user's guide, relative to the repository root: it holds the table of trace events.
+const GUIDE: &str = "docs/GUIDE.md";
+
+/// The heading above the guide's table of trace events.
 const TRACE_TABLE_HEADING: &str = "`SYCL_TRACE` events";
 
 #[test]
@@ -68,7 +71,7 @@ fn every_rust_file_has_a_module_doc() {
 }
 
 #[test]
-fn every_trace_event_is_in_the_readme() {
+fn every_trace_event_is_in_the_guide() {
     let root = repo_root();
     let mut files = Vec::new();
     rust_files(&root.join("runtime/src"), &mut files);
@@ -77,8 +80,8 @@ fn every_trace_event_is_in_the_readme() {
         let name = file.strip_prefix(&root).unwrap_or(file).display().to_string();
         sources.push((name, read(file)));
     }
-    let problems = trace_problems(&read(&root.join("README.md")), &sources);
-    assert_no_problems("the README's `SYCL_TRACE` table and the runtime disagree", &problems);
+    let problems = trace_problems(&read(&root.join(GUIDE)), &sources);
+    assert_no_problems("the guide's `SYCL_TRACE` table and the runtime disagree", &problems);
 }
 
 #[test]
@@ -397,13 +400,13 @@ fn link_targets(text: &str) -> Vec<(usize, String)> {
     targets
 }
 
-/// Every disagreement between the README's `SYCL_TRACE` events table and the events the
+/// Every disagreement between the guide's `SYCL_TRACE` events table and the events the
 /// runtime's `sources` (file name, text) print.
-fn trace_problems(readme: &str, sources: &[(String, String)]) -> Vec<String> {
+fn trace_problems(guide: &str, sources: &[(String, String)]) -> Vec<String> {
     let mut problems = Vec::new();
-    let Some(documented) = trace_table(readme) else {
+    let Some(documented) = trace_table(guide) else {
         return vec![format!(
-            "README.md: no table under a heading `{TRACE_TABLE_HEADING}`: restore it, one row per \
+            "{GUIDE}: no table under a heading `{TRACE_TABLE_HEADING}`: restore it, one row per \
              event the runtime prints"
         )];
     };
@@ -414,7 +417,7 @@ fn trace_problems(readme: &str, sources: &[(String, String)]) -> Vec<String> {
                 Ok(event) => {
                     if !documented.contains(&event) {
                         problems.push(format!(
-                            "README.md: the `SYCL_TRACE` table lacks `{event}`, which {name}:{line} \
+                            "{GUIDE}: the `SYCL_TRACE` table lacks `{event}`, which {name}:{line} \
                              prints: add a row saying when the runtime prints it"
                         ));
                     }
@@ -430,7 +433,7 @@ fn trace_problems(readme: &str, sources: &[(String, String)]) -> Vec<String> {
     for event in documented {
         if !printed.contains(&event) {
             problems.push(format!(
-                "README.md: the `SYCL_TRACE` table lists `{event}`, which nothing under \
+                "{GUIDE}: the `SYCL_TRACE` table lists `{event}`, which nothing under \
                  runtime/src prints: remove its row, or name the event the code prints now"
             ));
         }
@@ -438,11 +441,11 @@ fn trace_problems(readme: &str, sources: &[(String, String)]) -> Vec<String> {
     problems
 }
 
-/// The events the README's `SYCL_TRACE` table lists: the code spans of its rows' first
+/// The events the guide's `SYCL_TRACE` table lists: the code spans of its rows' first
 /// cells. `None` when there is no such table.
-fn trace_table(readme: &str) -> Option<Vec<String>> {
+fn trace_table(guide: &str) -> Option<Vec<String>> {
     let mut lines =
-        readme.lines().skip_while(|l| !(l.starts_with('#') && l.contains(TRACE_TABLE_HEADING)));
+        guide.lines().skip_while(|l| !(l.starts_with('#') && l.contains(TRACE_TABLE_HEADING)));
     lines.next()?;
     let rows: Vec<&str> = lines
         .skip_while(|l| l.trim().is_empty())
@@ -639,8 +642,8 @@ Read [the design](DESIGN.md) and [gone](GONE.md#top), see <https://example.com>.
     }
 
     #[test]
-    fn trace_events_and_the_readme_table_are_compared_both_ways() {
-        let readme = "\
+    fn trace_events_and_the_guide_table_are_compared_both_ways() {
+        let guide = "\
 ### `SYCL_TRACE` events
 
 | event | when |
@@ -661,7 +664,7 @@ trace!(\"load\", \"a\"); trace!(\"unload\", \"b\");
 trace!(EVENT, \"c\");
 // trace!(\"commented\", \"d\"); log::trace!(\"logged\"); my_trace!(\"other\");
 ";
-        let problems = trace_problems(readme, &[("runtime/src/x.rs".into(), source.into())]);
+        let problems = trace_problems(guide, &[("runtime/src/x.rs".into(), source.into())]);
         assert_eq!(problems.len(), 3, "{problems:#?}");
         assert!(problems[0].contains("lacks `inline`, which runtime/src/x.rs:3 prints"));
         assert!(problems[1].starts_with("runtime/src/x.rs:7: `trace!` with `EVENT`"));
