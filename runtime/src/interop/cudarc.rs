@@ -108,14 +108,14 @@ impl Queue {
 
     /// Lends cudarc's `slice` to the launches `launches` gives this queue, a queue of another
     /// stream than the slice's included, with cudarc's ordering kept ([cudarc: one
-    /// stream](crate::interop#cudarc-one-stream) says when that matters). First this queue's stream waits for the work the slice's stream
-    /// was given so far (its allocation included) and for the slice's last reads and writes
-    /// on other streams; then `launches` runs, given the slice as a kernel argument
-    /// (`.cudarc_arg(slice)`); then the slice's stream waits for this queue's work, and the
-    /// slice's `write` event is recorded on this queue's stream, so that cudarc's later uses
-    /// of the slice on any stream, its free included, come after those launches. Give the
-    /// slice only to launches on this queue. Errors: a queue of an OpenCL device, a slice of
-    /// another CUDA context.
+    /// stream](crate::interop#cudarc-one-stream) says when that matters). First this queue's
+    /// stream waits for the work the slice's stream was given so far (its allocation included)
+    /// and for the slice's last reads and writes on other streams; then `launches` runs, given
+    /// the slice as a kernel argument (`.cudarc_arg(slice)`); then the slice's stream waits for
+    /// this queue's work, and the slice's `write` event is recorded on this queue's stream, so
+    /// that cudarc's later uses of the slice on any stream, its free included, come after those
+    /// launches. Give the slice only to launches on this queue. Errors: a queue of an OpenCL
+    /// device, a slice of another CUDA context.
     pub fn with_tracking<T: Pod, S: DevicePtrMut<T>, R>(
         &self,
         slice: &mut S,
