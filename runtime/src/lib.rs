@@ -5,20 +5,51 @@
 //! binary (from memory, in the dynamic loader's order), indexes kernels and exported symbols,
 //! and for each kernel collects the images that resolve its imports, compiles each once,
 //! links them through the device's driver (OpenCL, or the CUDA driver for NVIDIA GPUs) and
-//! caches the program.
+//! caches the program. A program's side is a build script that compiles its device code with
+//! `sycl_build::Build`, `sycl-ld` as its linker, and the API below; the repository's README and
+//! `docs/GUIDE.md` show the whole of it.
 //!
 //! ```no_run
 //! mod kernels {
-//!     // What `sycl_runtime::include_kernels!("app");` brings in after `Build::compile("app")`:
+//!     // What `sycl_runtime::include_kernels!("app");` brings in after `Build::compile("app")`,
+//!     // for `kernel void app_kernel(global int* out)`: a name constant, and a typed launcher.
 //!     pub const APP_KERNEL: &str = "app_kernel";
 //! }
 //!
-//! let q = sycl_runtime::Queue::new()?;
+//! let q = sycl_runtime::Queue::new()?; // the device `SYCL_DEVICE` picks, or the default
 //! let out = q.buffer::<i32>(8)?;
-//! q.launch(kernels::APP_KERNEL).arg(&out).global([8]).run()?;
+//! let done = q.launch(kernels::APP_KERNEL).arg(&out).global([8]).run()?; // never waits
+//! done.wait()?; // or `.await` it; a read waits by itself
 //! println!("{:?}", out.read()?);
 //! # Ok::<(), sycl_runtime::Error>(())
 //! ```
+//!
+//! # The model: queues, buffers, launches, events
+//!
+//! - A [`Queue`] is an in-order command queue on one device: [`Queue::new`] opens one on the
+//!   default device, [`Queue::with_device`] on the device a selector picks (as `SYCL_DEVICE`
+//!   does), [`Queue::on`] on a [`DeviceInfo`] of [`devices`]. A clone is a handle to the same
+//!   queue; [`Queue::new`] twice gives two queues of one device, which share its programs.
+//! - A [`Buffer<T>`] is device memory of `T: `[`Pod`] values, made by a queue
+//!   ([`Queue::buffer`], [`Queue::buffer_from`], [`Queue::buffer_zeroed`]); its reads, writes,
+//!   copies and fills ([`Buffer::read_into`], [`Buffer::write`], [`Buffer::copy_from`],
+//!   [`Buffer::fill`], …) go through that queue, and [`Buffer::map`] reads it in place. A
+//!   [`BufferView`] ([`Buffer::slice`]) is part of one, as a kernel argument. A
+//!   [`HostBuffer<T>`] ([`Queue::host_buffer`]) is host memory for asynchronous copies, each a
+//!   [`Transfer`] that borrows it until the copy completed.
+//! - A [`Launch`] ([`Queue::launch`], or the typed launcher [`include_kernels!`] brings for each
+//!   kernel) takes the kernel's arguments ([`Launch::arg`]: buffers, views, values, [`Local`]
+//!   memory; checked against the kernel's parameters, or at compile time by a typed launcher),
+//!   its global range ([`Launch::global`]) and optionally a work-group size, an offset, events
+//!   to wait for ([`Launch::after`]) or a kernel bundle; [`Launch::run`] enqueues it.
+//! - An [`Event`] is the completion of one command: every launch returns one, and so do the
+//!   asynchronous copies. [`Event::wait`], [`Event::wait_timeout`] and [`wait_all`] wait on the
+//!   host; an `Event` is a `Future` too, woken by the driver's callback. On a profiled queue
+//!   ([`Queue::profiled`]) it times the command ([`Event::elapsed`], [`Event::profile`]).
+//!
+//! Nothing waits unless asked: a launch returns at once, a read ([`Buffer::read`]) waits for
+//! what its queue was given before it, and [`Queue::wait`] for everything. Every handle is
+//! `Send + Sync` (checked at compile time): threads may share one queue.
 //!
 //! # Ordering
 //!
@@ -33,9 +64,49 @@
 //! what no buffer shows. A buffer may be dropped while commands use it: its memory is freed
 //! after them, without the host waiting.
 //!
+//! # Kernels, programs and caches
+//!
+//! A kernel is found by name in every loaded binary, and its imports resolve in the dynamic
+//! loader's order ([`STRICT_ENV`] makes a symbol exported twice an error). Its program is
+//! built at its first launch on a device and cached: in memory for the process, and on disk
+//! across processes ([`CACHE_DIR_ENV`], [`CACHE_DISABLE_ENV`], [`CACHE_MAX_BYTES_ENV`]).
+//! [`KernelBundle`]s make those steps explicit, as SYCL 2020's kernel bundles: [`compile`],
+//! [`link`] (where imports resolve, or fail), [`build`], specialization constants
+//! ([`KernelBundle::with_spec_constant`], [`Launch::spec_constant`]).
+//! [`load_device_library`] loads device code from a file made by `sycl-ld device-lib`.
+//!
+//! # Errors
+//!
+//! Every fallible call returns [`Error`], whose message names the thing and the remedy;
+//! [`Error::kind`] says what a program can do about it ([`ErrorKind`]: out of memory, device
+//! lost, invalid argument, not supported, a build or link error, …).
+//!
+//! # Driver handles, cudarc and opencl3
+//!
+//! Every object hands out its driver handles ([`Queue::native`], [`Buffer::native`],
+//! [`Event::native`], [`DeviceInfo::native`]) and adopts a program's own
+//! ([`Queue::from_native`], [`Buffer::from_native`]). With the `cudarc` and `opencl3`
+//! features, [`interop`] converts cudarc's and opencl3's streams, queues, memory and events
+//! safely, and says who owns what and how work is ordered between the libraries.
+//!
+//! # Features
+//!
+//! - `cuda` (default): NVIDIA GPUs through the CUDA driver, loaded at run time (no CUDA is
+//!   needed to build or run); without it the runtime drives OpenCL devices alone.
+//! - `cudarc`, `opencl3`: the conversions of [`interop`].
+//! - `bytemuck`: every `bytemuck::Pod` type is a [`Pod`] (buffer element and argument).
+//! - `half`: `half::f16` and `half::bf16` as buffer elements and arguments.
+//!
 //! Environment: `SYCL_DEVICE` picks the device (`intel`, `pocl`, `cuda`, `cpu`, `pocl:0`: see
 //! [`Queue::with_device`]; [`devices`] lists them, [`Queue::on`] opens one); `SYCL_TRACE=1`
 //! prints one line per event (`sycl: discover …`).
+
+// The docs link the conversions of `interop`, which exist with the `cudarc` and `opencl3`
+// features; CI builds the docs with every feature, where every link must resolve.
+#![cfg_attr(
+    not(all(feature = "cudarc", feature = "opencl3")),
+    allow(rustdoc::broken_intra_doc_links)
+)]
 
 // The rooms, each importing only those above it: `error` and `trace` serve every room; then
 // the loaded binaries' images (`registry`, filled by `discovery`), the drivers (`backend`),
@@ -52,7 +123,7 @@ mod program;
 mod process;
 mod launch;
 #[cfg(any(feature = "cudarc", feature = "opencl3"))]
-mod interop;
+pub mod interop;
 
 pub use backend::native::{
     cl_command_queue, cl_context, cl_device_id, cl_event, cl_mem, cl_platform_id, CUcontext,

@@ -146,7 +146,7 @@ pub fn matches(c: &str, type_name: &str) -> bool {
 }
 
 /// Whether memory of Rust values of `type_name` can be what a kernel's pointer to `pointee`
-/// points at: as [`matches`], and for a vector pointee also its element's type (a flat
+/// points at: as [`matches()`], and for a vector pointee also its element's type (a flat
 /// `Buffer<f32>` is how programs keep the values a `global float4*` reads four at a time).
 pub fn matches_memory(pointee: &str, type_name: &str) -> bool {
     match CType::parse(pointee) {

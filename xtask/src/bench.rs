@@ -143,7 +143,7 @@ pub(crate) fn smoke() -> Result<bool> {
     Ok(run(true, false, &[])? == ExitCode::SUCCESS)
 }
 
-/// [`bench`] after the setup.
+/// [`bench()`] after the setup.
 fn run(smoke: bool, informational: bool, args: &[OsString]) -> Result<ExitCode> {
     let root = repo_root();
     // The runtime's benchmarks link their programs through target/debug/sycl-ld.

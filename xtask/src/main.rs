@@ -9,11 +9,12 @@
 //!   --workspace` with any extra arguments, the tidy checks of `tidy.rs` among the tests, with a
 //!   temporary persistent cache (`SYCL_CACHE_DIR`) for the run. Without arguments (the CI run,
 //!   `.ci/run`), the style checks come first (`cargo fmt --check`, clippy with every feature
-//!   and `-D warnings`, see `style.rs`); after the tests, every benchmark once (`cargo xtask
-//!   bench --smoke`), `cargo test -p sycl-runtime --all-features`, a short smoke run of every fuzz
-//!   target, `package`, and the GPU suite where an NVIDIA GPU is (said plainly where not). Any
-//!   failed step fails the run, after the others have run, and so does a `Cargo.lock` that the
-//!   run changed (see `locks.rs`).
+//!   and `-D warnings`, see `style.rs`); after the tests, the API docs (`cargo doc` of the
+//!   workspace with every feature, broken intra-doc links denied), every benchmark once
+//!   (`cargo xtask bench --smoke`), `cargo test -p sycl-runtime --all-features`, a short smoke
+//!   run of every fuzz target, `package`, and the GPU suite where an NVIDIA GPU is (said plainly
+//!   where not). Any failed step fails the run, after the others have run, and so does a
+//!   `Cargo.lock` that the run changed (see `locks.rs`).
 //! * `style` runs the style checks alone.
 //! * `gpu-pack DIR` writes the PTX images the `ptx64` target makes for a set of real kernels,
 //!   with a manifest, for `scripts/gpu/ptx-check.sh` to run on an NVIDIA GPU (see `gpu.rs`).
@@ -86,11 +87,11 @@ commands:
   setup          install and register everything the demo and the tests need
   demo [ARGS]    setup, build the fixture app and run it with ARGS
   test [ARGS]    setup, build all the fixtures and run `cargo test --workspace ARGS`
-                 (without ARGS, the CI run: first the style checks, then the tests, every
-                 benchmark once, the runtime's tests with all features, a 5-second smoke run
-                 of every fuzz target, `package`, and the GPU suite where a GPU is; a
-                 Cargo.lock the run changed fails it); every test process has a persistent
-                 cache of its own, never the home directory's
+                 (without ARGS, the CI run: first the style checks, then the tests, the API
+                 docs with broken links denied, every benchmark once, the runtime's tests with
+                 all features, a 5-second smoke run of every fuzz target, `package`, and the
+                 GPU suite where a GPU is; a Cargo.lock the run changed fails it); every test
+                 process has a persistent cache of its own, never the home directory's
   style          `cargo fmt --all --check` for this workspace, fixtures/ and fuzz/, then
                  `cargo clippy --workspace --all-targets --all-features --keep-going -- -D
                  warnings`
@@ -233,10 +234,11 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
 }
 
 /// Everything `test` does after the style checks: `cargo test --workspace ARGS`; in the CI
-/// run (no arguments) then every benchmark once (their smoke mode, `bench::smoke`), the runtime's
-/// tests with every feature (its interop modules), a short smoke run of every fuzz target, the
-/// packaged crates (see package.rs) and, where a CUDA GPU is, the GPU suite. Every step runs
-/// even after one failed; the first failure is the run's status.
+/// run (no arguments) then the API docs ([`DOC`], links checked), every benchmark once (their
+/// smoke mode, `bench::smoke`), the runtime's tests with every feature (its interop modules), a
+/// short smoke run of every fuzz target, the packaged crates (see package.rs) and, where a CUDA
+/// GPU is, the GPU suite. Every step runs even after one failed; the first failure is the
+/// run's status.
 fn run_tests(args: &[OsString]) -> Result<ExitStatus> {
     setup()?;
     build_fixtures(&[])?;
@@ -251,6 +253,19 @@ fn run_tests(args: &[OsString]) -> Result<ExitStatus> {
     let mut failed = Vec::new();
     if !status.success() {
         failed.push("cargo test --workspace".to_string());
+    }
+    // The API docs as users read them: every feature (the interop conversions' docs render
+    // only with theirs), every link resolved.
+    let docs = run_within(
+        cargo().args(DOC).env("RUSTDOCFLAGS", DOC_FLAGS).current_dir(&root),
+        STEP_LIMIT,
+    )?;
+    if !docs.success() {
+        failed.push(format!(
+            "RUSTDOCFLAGS=\"{DOC_FLAGS}\" cargo {} (fix each link it names: a path in scope, \
+             or `crate::`; the item's kind when a name is two, `f()` or `m!`)",
+            DOC.join(" ")
+        ));
     }
     // Every benchmark once (their smoke mode), every ratio they must print checked for.
     if !bench::smoke()? {
@@ -280,6 +295,13 @@ fn run_tests(args: &[OsString]) -> Result<ExitStatus> {
     eprintln!("xtask: test: failed: {}", failed.join("; "));
     Ok(if status.success() { failure_status() } else { status })
 }
+
+/// `cargo doc` of the workspace's crates as CI builds them: every feature, no dependencies.
+const DOC: &[&str] = &["doc", "--workspace", "--no-deps", "--all-features"];
+
+/// What CI's `cargo doc` denies: a link that resolves to nothing, or to an item the docs do
+/// not show.
+const DOC_FLAGS: &str = "-D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links";
 
 /// How long one test command may run (its build included) before it is killed and fails the
 /// run: a hang the test processes' own watchdogs do not see (a unit test, a doctest) fails

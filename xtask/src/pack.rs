@@ -77,7 +77,7 @@ pub(crate) fn pack(args: &[OsString]) -> Result<()> {
     }
     println!(
         "xtask: from the target machine: {} (and at run time an OpenCL ICD loader with each \
-         device's runtime, or the NVIDIA driver: README, \"Deployment\")",
+         device's runtime, or the NVIDIA driver: docs/DEPLOYMENT.md)",
         packed.system.join(", ")
     );
     if let Some(archive) = &request.tar {

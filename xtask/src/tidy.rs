@@ -13,8 +13,10 @@
 //!   workspaces: this one, `fixtures/`, `fuzz/`) but build scripts and what lies under a
 //!   `target/` or hidden directory.
 //! - Every `SYCL_TRACE` event the runtime prints (`trace!("event", …)` under `runtime/src/`,
-//!   outside comments; `log::trace!` is not one) has a row in the README's `SYCL_TRACE` events
-//!   table, and every event that table lists is printed somewhere.
+//!   outside comments; `log::trace!` is not one) has a row in the guide's `SYCL_TRACE` events
+//!   table ([`GUIDE`]), and every event that table lists is printed somewhere.
+//! - The README and `docs/*.md` hold what they show: every Rust snippet is a piece of
+//!   compiled code, every link leads somewhere (see `documents.rs`).
 //! - The runtime's imports read one way: its rooms are the modules `runtime/src/lib.rs`
 //!   declares, in the order it declares them, and a room uses (`crate::ROOM`) only rooms
 //!   declared before it; inside a room, a module uses (`super::MODULE`) only the modules its
@@ -37,13 +39,18 @@ use std::path::{Path, PathBuf};
 
 use crate::repo_root;
 
+mod documents;
+
 /// The extensions that make a code span with no `/` a file name (`lib.rs`, `Cargo.toml`).
 const SOURCE_EXTENSIONS: &[&str] = &["rs", "md", "toml", "cl", "clcpp", "h", "c", "cu", "sh"];
 
 /// The architecture map, relative to the repository root.
 const ARCHITECTURE: &str = "docs/ARCHITECTURE.md";
 
-/// The heading above the README's table of trace events.
+/// The user's guide, relative to the repository root: it holds the table of trace events.
+const GUIDE: &str = "docs/GUIDE.md";
+
+/// The heading above the guide's table of trace events.
 const TRACE_TABLE_HEADING: &str = "`SYCL_TRACE` events";
 
 #[test]
@@ -58,7 +65,7 @@ fn architecture_names_only_paths_that_exist() {
 fn every_rust_file_has_a_module_doc() {
     let root = repo_root();
     let mut files = Vec::new();
-    rust_files(&root, &mut files);
+    rust_files(&root, false, &mut files);
     assert!(files.len() > 50, "found only {} Rust files under {}", files.len(), root.display());
     let problems: Vec<String> = files
         .iter()
@@ -71,17 +78,12 @@ fn every_rust_file_has_a_module_doc() {
 }
 
 #[test]
-fn every_trace_event_is_in_the_readme() {
+fn every_trace_event_is_in_the_guide() {
     let root = repo_root();
     let mut files = Vec::new();
-    rust_files(&root.join("runtime/src"), &mut files);
-    let mut sources = Vec::new();
-    for file in &files {
-        let name = file.strip_prefix(&root).unwrap_or(file).display().to_string();
-        sources.push((name, read(file)));
-    }
-    let problems = trace_problems(&read(&root.join("README.md")), &sources);
-    assert_no_problems("the README's `SYCL_TRACE` table and the runtime disagree", &problems);
+    rust_files(&root.join("runtime/src"), false, &mut files);
+    let problems = trace_problems(&read(&root.join(GUIDE)), &texts(&root, &files));
+    assert_no_problems("the guide's `SYCL_TRACE` table and the runtime disagree", &problems);
 }
 
 #[test]
@@ -89,7 +91,7 @@ fn the_runtimes_imports_read_one_way() {
     let root = repo_root();
     let src = root.join("runtime/src");
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    rust_files(&src, false, &mut files);
     let sources: Vec<(String, String)> = files
         .iter()
         .map(|file| {
@@ -194,13 +196,21 @@ fn assert_no_problems(title: &str, problems: &[String]) {
     }
 }
 
+/// Each file with its text, named by its path from `root`.
+fn texts(root: &Path, files: &[PathBuf]) -> Vec<(String, String)> {
+    files
+        .iter()
+        .map(|file| (file.strip_prefix(root).unwrap_or(file).display().to_string(), read(file)))
+        .collect()
+}
+
 fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
-/// Every `.rs` file under `dir` but build scripts (a `build.rs` beside a `Cargo.toml`), skipping
-/// `target/` and hidden directories, in a stable order.
-fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir`, build scripts (a `build.rs` beside a `Cargo.toml`) only with
+/// `build_scripts`, skipping `target/` and hidden directories, in a stable order.
+fn rust_files(dir: &Path, build_scripts: bool, files: &mut Vec<PathBuf>) {
     let mut entries: Vec<PathBuf> = fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
         .map(|entry| entry.unwrap_or_else(|e| panic!("listing {}: {e}", dir.display())).path())
@@ -210,9 +220,10 @@ fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if path.is_dir() {
             if name != "target" && !name.starts_with('.') {
-                rust_files(&path, files);
+                rust_files(&path, build_scripts, files);
             }
-        } else if name.ends_with(".rs") && !(name == "build.rs" && dir.join("Cargo.toml").exists())
+        } else if name.ends_with(".rs")
+            && (build_scripts || !(name == "build.rs" && dir.join("Cargo.toml").exists()))
         {
             files.push(path);
         }
@@ -374,6 +385,23 @@ impl Markdown {
 /// The relative targets of the Markdown links of a text, outside fenced code blocks and
 /// code spans, with their lines; anchors dropped, web and in-page links left out.
 fn link_targets(text: &str) -> Vec<(usize, String)> {
+    markdown_links(text)
+        .into_iter()
+        .filter_map(|(line, target)| {
+            let path = target.split('#').next().unwrap_or("");
+            (!path.is_empty() && !is_web(path)).then(|| (line, path.to_string()))
+        })
+        .collect()
+}
+
+/// Whether a link target is a web (or mail) address rather than a path.
+fn is_web(target: &str) -> bool {
+    target.contains("://") || target.starts_with("mailto:")
+}
+
+/// The targets of the Markdown links of a text (`[text](target)`, anchors kept), outside
+/// fenced code blocks and code spans, with their lines.
+fn markdown_links(text: &str) -> Vec<(usize, String)> {
     let mut targets = Vec::new();
     let mut fenced = false;
     for (index, line) in text.lines().enumerate() {
@@ -390,23 +418,20 @@ fn link_targets(text: &str) -> Vec<(usize, String)> {
         while let Some(start) = rest.find("](") {
             rest = &rest[start + 2..];
             let Some(end) = rest.find(')') else { break };
-            let target = rest[..end].split('#').next().unwrap_or("");
-            if !target.is_empty() && !target.contains("://") && !target.starts_with("mailto:") {
-                targets.push((index + 1, target.to_string()));
-            }
+            targets.push((index + 1, rest[..end].to_string()));
             rest = &rest[end..];
         }
     }
     targets
 }
 
-/// Every disagreement between the README's `SYCL_TRACE` events table and the events the
+/// Every disagreement between the guide's `SYCL_TRACE` events table and the events the
 /// runtime's `sources` (file name, text) print.
-fn trace_problems(readme: &str, sources: &[(String, String)]) -> Vec<String> {
+fn trace_problems(guide: &str, sources: &[(String, String)]) -> Vec<String> {
     let mut problems = Vec::new();
-    let Some(documented) = trace_table(readme) else {
+    let Some(documented) = trace_table(guide) else {
         return vec![format!(
-            "README.md: no table under a heading `{TRACE_TABLE_HEADING}`: restore it, one row per \
+            "{GUIDE}: no table under a heading `{TRACE_TABLE_HEADING}`: restore it, one row per \
              event the runtime prints"
         )];
     };
@@ -417,7 +442,7 @@ fn trace_problems(readme: &str, sources: &[(String, String)]) -> Vec<String> {
                 Ok(event) => {
                     if !documented.contains(&event) {
                         problems.push(format!(
-                            "README.md: the `SYCL_TRACE` table lacks `{event}`, which {name}:{line} \
+                            "{GUIDE}: the `SYCL_TRACE` table lacks `{event}`, which {name}:{line} \
                              prints: add a row saying when the runtime prints it"
                         ));
                     }
@@ -433,7 +458,7 @@ fn trace_problems(readme: &str, sources: &[(String, String)]) -> Vec<String> {
     for event in documented {
         if !printed.contains(&event) {
             problems.push(format!(
-                "README.md: the `SYCL_TRACE` table lists `{event}`, which nothing under \
+                "{GUIDE}: the `SYCL_TRACE` table lists `{event}`, which nothing under \
                  runtime/src prints: remove its row, or name the event the code prints now"
             ));
         }
@@ -441,11 +466,11 @@ fn trace_problems(readme: &str, sources: &[(String, String)]) -> Vec<String> {
     problems
 }
 
-/// The events the README's `SYCL_TRACE` table lists: the code spans of its rows' first
+/// The events the guide's `SYCL_TRACE` table lists: the code spans of its rows' first
 /// cells. `None` when there is no such table.
-fn trace_table(readme: &str) -> Option<Vec<String>> {
+fn trace_table(guide: &str) -> Option<Vec<String>> {
     let mut lines =
-        readme.lines().skip_while(|l| !(l.starts_with('#') && l.contains(TRACE_TABLE_HEADING)));
+        guide.lines().skip_while(|l| !(l.starts_with('#') && l.contains(TRACE_TABLE_HEADING)));
     lines.next()?;
     let rows: Vec<&str> = lines
         .skip_while(|l| l.trim().is_empty())
@@ -884,8 +909,8 @@ Read [the design](DESIGN.md) and [gone](GONE.md#top), see <https://example.com>.
     }
 
     #[test]
-    fn trace_events_and_the_readme_table_are_compared_both_ways() {
-        let readme = "\
+    fn trace_events_and_the_guide_table_are_compared_both_ways() {
+        let guide = "\
 ### `SYCL_TRACE` events
 
 | event | when |
@@ -906,7 +931,7 @@ trace!(\"load\", \"a\"); trace!(\"unload\", \"b\");
 trace!(EVENT, \"c\");
 // trace!(\"commented\", \"d\"); log::trace!(\"logged\"); my_trace!(\"other\");
 ";
-        let problems = trace_problems(readme, &[("runtime/src/x.rs".into(), source.into())]);
+        let problems = trace_problems(guide, &[("runtime/src/x.rs".into(), source.into())]);
         assert_eq!(problems.len(), 3, "{problems:#?}");
         assert!(problems[0].contains("lacks `inline`, which runtime/src/x.rs:3 prints"));
         assert!(problems[1].starts_with("runtime/src/x.rs:7: `trace!` with `EVENT`"));

@@ -1,51 +1,10 @@
 //! cudarc 0.19 (the `cudarc` feature): a `CudaStream` as a [`Queue`], cudarc's memory as
 //! kernel arguments and as a [`Buffer`], a [`Buffer`] as cudarc's device memory (so cuBLAS
-//! and cudarc's copies take it), and events across the two.
-//!
-//! **Ownership.** [`Queue::from_cudarc`] keeps a clone of the stream's `Arc` (and so its
-//! `CudaContext`) as long as the queue, its clones and its buffers live. cudarc's memory
-//! stays cudarc's: a launch borrows a `&CudaSlice` until it is enqueued, and cudarc frees the
-//! slice on the slice's stream (`cuMemFreeAsync`), after the work that stream was given.
-//!
-//! **Ordering: one stream.** cudarc orders a slice's uses across streams with two events per
-//! slice, `read` and `write`, which `DevicePtr::device_ptr(&stream)` makes `stream` wait for
-//! (the last write) and records again once the use is enqueued (the `SyncOnDrop` it returns);
-//! it does so only while the context has several streams (`new_stream`, `fork`). A kernel
-//! argument is made before the launch knows its queue, and nothing of it runs after the
-//! launch is enqueued, so a `&CudaSlice`, `&CudaView` or `&CudaViewMut` argument cannot
-//! record those events after the kernel. The rule, then: **launch on a queue of the slice's
-//! own stream** (`Queue::from_cudarc(slice.stream())`). There the kernel runs after what
-//! cudarc enqueued on the stream before and before what it enqueues after, the slice's free
-//! included; making the argument also makes the slice's stream wait for the slice's last
-//! write on any other stream, as cudarc's own reads do. What the rule does not give: another
-//! stream's later cudarc use of the slice is not ordered after the kernel (the slice's events
-//! do not cover it). For that, or to launch on another stream of the context, lend the
-//! slice through [`Queue::with_tracking`]: the queue's stream first waits for the slice
-//! stream's work so far (its allocation included) and for the slice's last reads and writes,
-//! the launches run, then the slice's stream waits for the queue's work and the slice's
-//! `write` event is recorded on the queue's stream after them, as cudarc's own `SyncOnDrop`
-//! does.
-//!
-//! **How a slice is passed.** To a typed launcher, as any memory (`DeviceMemory` for
-//! `&CudaSlice<T>`, `&CudaView<T>`, `&CudaViewMut<T>`); through the string API with
-//! [`Launch::cudarc_arg`]`(&slice)` (not `.arg`: every `Pod` value is a `KernelArg`, and the
-//! compiler cannot rule out that a cudarc reference is one).
-//!
-//! **Our buffers in cudarc.** A [`Buffer`] is cudarc device memory (`DevicePtr`,
-//! `DevicePtrMut`): cuBLAS calls and cudarc's copies take `&buffer` and `&mut buffer`. Used
-//! on its queue's own stream it costs nothing; on another stream of the queue's context, the
-//! stream first waits for the queue's work (an event), and the host waits for the stream when
-//! the use's `SyncOnDrop` drops, so the queue's later work comes after it. Either way the use
-//! counts as one of the buffer's (a read for `DevicePtr`, a write for `DevicePtrMut`): it
-//! comes after other queues' conflicting commands, and theirs given later wait for what the
-//! buffer's queue was given by then, cudarc's work included. The reverse,
-//! [`Queue::buffer_from_cudarc`], makes a `CudaSlice` a [`Buffer`] that owns it, with the
-//! same waits at both ends when the streams differ, and the slice's `write` event recorded
-//! after the toolkit's work when the buffer goes.
-//!
-//! **Events.** A `CudaEvent` cannot be made from a driver event, so [`Event::wait_in_cudarc`]
-//! makes a cudarc stream wait for one of our events (`cuStreamWaitEvent` on
-//! [`Event::native`]) and [`Queue::wait_for_cudarc`] makes a queue wait for a `CudaEvent`.
+//! and cudarc's copies take it), and events across the two. Who owns what, and how each
+//! conversion orders work on the two libraries' streams, is the public
+//! [`interop`](crate::interop) module's docs ("cudarc"): a kernel argument cannot record
+//! cudarc's per-slice events after the kernel, so a slice is launched on its own stream or
+//! lent through [`Queue::with_tracking`].
 
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
@@ -132,7 +91,8 @@ impl Queue {
     ///
     /// On the device's primary context (cudarc's `CudaContext::new`) the queue shares the
     /// runtime's programs and caches; on another (`new_non_primary`) it gets its own, as
-    /// [`Queue::from_native`] says.
+    /// [`Queue::from_native`] says. How cudarc's slices and our buffers are then ordered on
+    /// this and other streams: [`interop`](crate::interop#cudarc).
     pub fn from_cudarc(stream: &Arc<CudaStream>) -> Result<Queue, Error> {
         let context = stream.context();
         let native = NativeQueue::Cuda {
@@ -147,15 +107,15 @@ impl Queue {
     }
 
     /// Lends cudarc's `slice` to the launches `launches` gives this queue, a queue of another
-    /// stream than the slice's included, with cudarc's ordering kept (the module's docs say
-    /// when that matters). First this queue's stream waits for the work the slice's stream
-    /// was given so far (its allocation included) and for the slice's last reads and writes
-    /// on other streams; then `launches` runs, given the slice as a kernel argument
-    /// (`.cudarc_arg(slice)`); then the slice's stream waits for this queue's work, and the
-    /// slice's `write` event is recorded on this queue's stream, so that cudarc's later uses
-    /// of the slice on any stream, its free included, come after those launches. Give the
-    /// slice only to launches on this queue. Errors: a queue of an OpenCL device, a slice of
-    /// another CUDA context.
+    /// stream than the slice's included, with cudarc's ordering kept ([cudarc: one
+    /// stream](crate::interop#cudarc-one-stream) says when that matters). First this queue's
+    /// stream waits for the work the slice's stream was given so far (its allocation included)
+    /// and for the slice's last reads and writes on other streams; then `launches` runs, given
+    /// the slice as a kernel argument (`.cudarc_arg(slice)`); then the slice's stream waits for
+    /// this queue's work, and the slice's `write` event is recorded on this queue's stream, so
+    /// that cudarc's later uses of the slice on any stream, its free included, come after those
+    /// launches. Give the slice only to launches on this queue. Errors: a queue of an OpenCL
+    /// device, a slice of another CUDA context.
     pub fn with_tracking<T: Pod, S: DevicePtrMut<T>, R>(
         &self,
         slice: &mut S,
@@ -305,7 +265,8 @@ fn slice_arg<'a, T: Pod, S: DevicePtr<T>>(of: &'a S) -> ArgValue<'a> {
     let lent = LENT.with(|lent| lent.get()).filter(|(at, _)| *at == of as *const S as usize);
     let stream = of.stream();
     let (ptr, record) = of.device_ptr(stream);
-    // Recording the read now would cover nothing of the kernel (see the module's docs).
+    // Recording the read now would cover nothing of the kernel (the interop module's docs,
+    // "cudarc: one stream").
     std::mem::forget(record);
     let context = stream.context().cu_ctx() as usize;
     let on = lent.map_or(stream.cu_stream() as usize, |(_, to)| to);
@@ -325,9 +286,9 @@ impl<'a, T: Pod, S: DevicePtr<T>> KernelArg<'a> for CudarcArg<'a, T, S> {
 impl<'q, R> Launch<'q, R> {
     /// Appends cudarc device memory (a `&CudaSlice<T>`, `&CudaView<T>`, `&CudaViewMut<T>`)
     /// as the next argument, without a copy, for a `global` or `constant` pointer to `T`; on
-    /// a queue of the memory's own stream (`Queue::from_cudarc(slice.stream())`: the module's
-    /// docs say why, and [`Queue::with_tracking`] lends it to other streams). Typed launchers
-    /// take the slice itself.
+    /// a queue of the memory's own stream (`Queue::from_cudarc(slice.stream())`: [cudarc: one
+    /// stream](crate::interop#cudarc-one-stream) says why, and [`Queue::with_tracking`] lends
+    /// it to other streams). Typed launchers take the slice itself.
     pub fn cudarc_arg<T: Pod, S: DevicePtr<T>>(self, memory: &'q S) -> Self {
         self.arg(CudarcArg::<T, S>(memory, PhantomData))
     }

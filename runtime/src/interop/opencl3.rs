@@ -1,32 +1,9 @@
 //! opencl3 0.12 (the `opencl3` feature): opencl3's context and command queue as a [`Queue`],
 //! its buffers as kernel arguments and as [`Buffer`]s, and our queue, buffers and events as
-//! opencl3's objects.
-//!
-//! **Ownership.** OpenCL counts references, so every conversion takes one of its own:
-//! [`Queue::from_opencl3`] retains the queue and the context (opencl3's values may be dropped
-//! at once), [`Buffer::from_opencl3`] retains the memory object, and the opencl3 values made
-//! of ours ([`Queue::opencl3_context`], [`Queue::opencl3_queue`], [`Buffer::to_opencl3`],
-//! [`Event::to_opencl3`]) each hold a reference that opencl3 releases when it drops them. An
-//! opencl3 buffer given to a launch is borrowed until the launch is enqueued; the kernel
-//! holds the memory object until it ran (OpenCL retains a kernel's arguments).
-//!
-//! **How a buffer is passed.** To a typed launcher, as any memory (`DeviceMemory` for
-//! `&opencl3::memory::Buffer<T>`); through the string API with
-//! [`Launch::opencl3_arg`]`(&buffer)` (not `.arg`: every `Pod` value is a `KernelArg`, and
-//! the compiler cannot rule out that an opencl3 reference is one).
-//!
-//! **Ordering.** A queue made of opencl3's queue is that in-order queue: opencl3's reads,
-//! writes and kernels and the toolkit's launches run in the order the host enqueued them, with
-//! no event and no host wait between them. Across queues, [`Event::to_opencl3`] gives
-//! opencl3 an event for its wait lists, and an opencl3 event orders the toolkit's later work
-//! through a barrier on this queue: `q.opencl3_queue()?.enqueue_barrier_with_wait_list(..)`.
-//!
-//! **One buffer per memory object.** A [`Buffer`] keeps the record of its uses that orders
-//! commands on several queues (the crate's docs: "Ordering"); two buffers of one memory
-//! object would keep two, and their maps could hand out `&mut [T]` and `&[T]` of the same
-//! bytes. So every live buffer's memory object is noted (`backend::Memory::own`), and
-//! [`Buffer::from_opencl3`] (and [`Buffer::from_native`]) refuse one that a buffer already
-//! holds, or a sub-buffer of it.
+//! opencl3's objects. Every conversion takes an OpenCL reference of its own; who owns what, and
+//! how work is ordered on the two libraries' queues, is the public [`interop`](crate::interop)
+//! module's docs ("opencl3"). A live buffer's memory object is never adopted again (one
+//! [`Buffer`] per memory object, or two records of its uses would order its queues).
 
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
@@ -70,7 +47,8 @@ impl Queue {
     /// built in that context, once (its own programs and caches).
     ///
     /// Errors: a queue of another context than `context` (give the one it was made in), a
-    /// device the runtime does not list.
+    /// device the runtime does not list. Who owns what, and how work is ordered with opencl3's
+    /// other queues: [`interop`](crate::interop#opencl3).
     pub fn from_opencl3(context: &Context, queue: &CommandQueue) -> Result<Queue, Error> {
         let of = queue.context().map_err(cl("clGetCommandQueueInfo"))?;
         if of != context.get() {

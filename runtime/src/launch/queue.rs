@@ -344,8 +344,8 @@ impl Queue {
 ///
 /// Its reads, writes, copies, fills and maps go through its queue; every command that uses
 /// it, on any queue of its device, is ordered after the earlier commands that conflict with
-/// it (the crate's docs: "Ordering"). Dropped, its memory is freed once no command uses it,
-/// without the host waiting.
+/// it (the crate's [Ordering](crate#ordering)). Dropped, its memory is freed once no command
+/// uses it, without the host waiting.
 pub struct Buffer<T: Pod> {
     /// The memory and its recent uses.
     pub(super) uses: Uses,

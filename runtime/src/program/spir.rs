@@ -163,7 +163,7 @@ pub(crate) fn can_translate() -> bool {
 }
 
 /// `$SYCL_LLVM_SPIRV`, or `llvm-spirv-15` on PATH: the one build tool the runtime runs, for
-/// PoCL (README, "Deployment"); its error names the Debian package.
+/// PoCL (docs/DEPLOYMENT.md); its error names the Debian package.
 fn llvm_spirv() -> Result<PathBuf, Error> {
     if let Some(path) = std::env::var_os("SYCL_LLVM_SPIRV").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(path));
