@@ -618,7 +618,7 @@ fn no_library_function_is_over_the_length_bound() {
     let mut sources = Vec::new();
     for dir in library_source_dirs(&root) {
         let mut files = Vec::new();
-        rust_files(&dir, &mut files);
+        rust_files(&dir, false, &mut files);
         for file in files {
             let name = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
             sources.push((name, read(&file)));
