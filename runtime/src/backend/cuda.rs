@@ -34,9 +34,12 @@ use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
 use sycl_format::aspects::{aspect_number, target_aspect};
 use sycl_format::{PtxSpecConstant, Target, PTX_SPEC_CONSTANT_PREFIX};
 
-use super::caps::CL_DEVICE_TYPE_GPU;
+use super::api::{
+    self, Api, Backend, Callback, DeviceHandle, DeviceInfo, Event as _, Failure, Limits, Owner,
+    Queue as _, SpecValue, Whole,
+};
+use super::caps::{Capabilities, CL_DEVICE_TYPE_GPU};
 use super::native::{NativeBuffer, NativeDevice, NativeEvent, NativeQueue};
-use super::{Backend, Capabilities, DeviceHandle, DeviceInfo, Failure, Limits, Owner, SpecValue};
 use crate::trace::trace;
 use crate::{DriverCode, Error};
 
@@ -71,15 +74,43 @@ fn check(call: &'static str, code: CUresult) -> Result<(), Error> {
     }
 }
 
-/// Every CUDA device, found once per process: none when `libcuda.so.1` is not there; an
-/// error when it is, but the driver does not start.
-pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
-    static FOUND: OnceLock<Result<Vec<DeviceInfo>, String>> = OnceLock::new();
-    match FOUND.get_or_init(|| enumerate().map_err(|e| e.to_string())) {
-        Ok(devices) => Ok(devices.clone()),
-        Err(e) => {
-            Err(Error::NoDevice { problem: format!("the CUDA driver: {e}"), available: vec![] })
+/// The CUDA driver: its type for each role of the contract.
+pub(crate) struct Cuda;
+
+impl Api for Cuda {
+    /// The device's ordinal.
+    type Handle = i32;
+    type RawContext = sys::CUcontext;
+    type RawDevice = sys::CUdevice;
+    type RawQueue = sys::CUstream;
+    type RawMemory = sys::CUdeviceptr;
+    type Device = Device;
+    type Queue = Stream;
+    type Memory = Memory;
+    type HostMemory = HostMemory;
+    type Mapping = Mapping;
+    type Event = Event;
+    type Object = Code;
+    type Program = Module;
+    type Kernel = Kernel;
+
+    /// Found once per process.
+    fn devices() -> Result<Vec<DeviceInfo>, Error> {
+        static FOUND: OnceLock<Result<Vec<DeviceInfo>, String>> = OnceLock::new();
+        match FOUND.get_or_init(|| enumerate().map_err(|e| e.to_string())) {
+            Ok(devices) => Ok(devices.clone()),
+            Err(e) => {
+                Err(Error::NoDevice { problem: format!("the CUDA driver: {e}"), available: vec![] })
+            }
         }
+    }
+
+    fn native_device(ordinal: i32) -> Result<NativeDevice, Error> {
+        device_of(ordinal).map(NativeDevice::Cuda)
+    }
+
+    fn handle_of(device: sys::CUdevice) -> Result<i32, Error> {
+        ordinal_of(device)
     }
 }
 
@@ -332,96 +363,6 @@ impl Device {
         }
     }
 
-    /// Device `ordinal`, which `info` describes, in its primary context.
-    pub(crate) fn open(ordinal: i32, info: &DeviceInfo) -> Result<Device, Error> {
-        runs_ptx(ordinal, &info.name, info.limits.compute_capability.unwrap_or((0, 0)))?;
-        let mut device = 0;
-        let mut raw = ptr::null_mut();
-        // SAFETY: out-pointers to locals; the driver was initialised when the device was found.
-        unsafe {
-            check("cuDeviceGet", sys::cuDeviceGet(&mut device, ordinal))?;
-            check("cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut raw, device))?;
-        }
-        Ok(Device::of(Context::new(raw, device, true), info))
-    }
-
-    /// An image's PTX: the object (the JIT linker compiles it), with the specialization
-    /// values written into the variables that hold them.
-    pub(crate) fn compile(
-        &self,
-        ptx: &[u8],
-        spec: &[SpecValue],
-        _flags: &str,
-    ) -> Result<Code, Failure> {
-        let mut text = specialize(ptx, spec).map_err(|log| Failure {
-            error: "specializing PTX".into(),
-            log,
-            bad_options: false,
-        })?;
-        if text.last() != Some(&0) {
-            text.push(0);
-        }
-        Ok(Code {
-            input: sys::CUjitInputType::CU_JIT_INPUT_PTX,
-            bytes: text.into(),
-            complete: false,
-        })
-    }
-
-    /// A native image (SASS for this GPU's architecture, which `sycl-ld` made with `ptxas`: a
-    /// relocatable object, or a whole program for an image that neither imports nor exports):
-    /// the object as it is, nothing compiled, with the specialization values written into
-    /// the initial values of the variables that hold them.
-    pub(crate) fn load_object(&self, object: &[u8], spec: &[SpecValue]) -> Result<Code, Failure> {
-        let failed = |log: String| Failure {
-            error: "reading a native image".into(),
-            log,
-            bad_options: false,
-        };
-        let cubin = sycl_format::cubin::Cubin::parse(object).map_err(|e| failed(e.to_string()))?;
-        // The driver would refuse SASS this GPU cannot run: a mislabelled object never
-        // reaches it.
-        if !sycl_format::sass_runs_on(cubin.arch, self.compute_capability) {
-            let (major, minor) = self.compute_capability;
-            return Err(failed(format!(
-                "the object holds SASS for sm_{}, which this GPU (compute capability \
-                 {major}.{minor}) cannot run",
-                cubin.arch
-            )));
-        }
-        // A whole program (`ptxas` without `-c`: no imports, no exports) is loaded as it is.
-        let complete = !cubin.relocatable;
-        let mut bytes = object.to_vec();
-        for value in spec {
-            let name = format!("{PTX_SPEC_CONSTANT_PREFIX}{}", value.name);
-            sycl_format::cubin::set_initializer(&mut bytes, &name, value.bytes)
-                .map_err(|e| failed(format!("specialization constant `{}`: {e}", value.name)))?;
-        }
-        let input = sys::CUjitInputType::CU_JIT_INPUT_CUBIN;
-        Ok(Code { input, bytes: bytes.into(), complete })
-    }
-
-    /// The objects linked by the driver's linker for this GPU (compiling PTX, taking native
-    /// objects as they are), and loaded. A native whole program needs no link: it is loaded as
-    /// a module of its own (the linker's first use in a process costs about 2 ms, measured on
-    /// an H200: most of a native first launch), and the program is its modules together.
-    pub(crate) fn link(&self, objects: &[&Code], flags: &str) -> Result<Module, Failure> {
-        let failed = |error: Error| Failure {
-            error: error.to_string(),
-            log: String::new(),
-            bad_options: false,
-        };
-        let (whole, linked): (Vec<&Code>, Vec<&Code>) = objects.iter().partition(|c| c.complete);
-        let mut parts = Vec::with_capacity(whole.len() + 1);
-        for code in whole {
-            parts.extend(self.module(code.bytes.to_vec()).map_err(failed)?.0);
-        }
-        if !linked.is_empty() {
-            parts.extend(self.link_objects(&linked, flags)?.0);
-        }
-        Ok(Module(parts))
-    }
-
     /// `objects` linked by the driver's linker into one module.
     fn link_objects(&self, objects: &[&Code], _flags: &str) -> Result<Module, Failure> {
         const LOG: usize = 64 << 10;
@@ -483,20 +424,6 @@ impl Device {
         }
     }
 
-    /// A program's [`Module::image`] (from the persistent cache), loaded.
-    pub(crate) fn load(&self, image: &[u8]) -> Result<Module, Failure> {
-        let failed = |error: Error| Failure {
-            error: error.to_string(),
-            log: String::new(),
-            bad_options: false,
-        };
-        let mut parts = Vec::new();
-        for cubin in split_modules(image).map_err(failed)? {
-            parts.extend(self.module(cubin.to_vec()).map_err(failed)?.0);
-        }
-        Ok(Module(parts))
-    }
-
     fn module(&self, cubin: Vec<u8>) -> Result<Module, Error> {
         self.context.bind()?;
         // A cubin is an ELF file: anything else is refused here, before the driver reads it.
@@ -515,9 +442,137 @@ impl Device {
         })?;
         Ok(Module(vec![Arc::new(Loaded { context: self.context.clone(), raw, cubin })]))
     }
+}
+
+impl api::Device<Cuda> for Device {
+    /// The device's primary context, retained; a GPU older than the PTX is refused.
+    fn open(ordinal: i32, info: &DeviceInfo) -> Result<Device, Error> {
+        runs_ptx(ordinal, &info.name, info.limits.compute_capability.unwrap_or((0, 0)))?;
+        let mut device = 0;
+        let mut raw = ptr::null_mut();
+        // SAFETY: out-pointers to locals; the driver was initialised when the device was found.
+        unsafe {
+            check("cuDeviceGet", sys::cuDeviceGet(&mut device, ordinal))?;
+            check("cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut raw, device))?;
+        }
+        Ok(Device::of(Context::new(raw, device, true), info))
+    }
+
+    /// The primary context is opened as [`api::Device::open`] does; another context is used
+    /// as it is, and the program keeps it alive.
+    unsafe fn adopt(
+        ordinal: i32,
+        info: &DeviceInfo,
+        context: sys::CUcontext,
+    ) -> Result<Device, Error> {
+        let opened = Device::open(ordinal, info)?;
+        if opened.context.raw == context {
+            return Ok(opened);
+        }
+        let device = device_of(ordinal)?;
+        // SAFETY: a live context (the caller's promise); an out-pointer to a local.
+        let of = unsafe {
+            check("cuCtxSetCurrent", sys::cuCtxSetCurrent(context))?;
+            let mut of = 0;
+            check("cuCtxGetDevice", sys::cuCtxGetDevice(&mut of))?;
+            of
+        };
+        if of != device {
+            return Err(Error::InvalidArgument(
+                "Queue::from_native: the CUDA context is not of the device given with it".into(),
+            ));
+        }
+        Ok(Device::of(Context::new(context, device, false), info))
+    }
+
+    /// An image's PTX: the object (the JIT linker compiles it), with the specialization
+    /// values written into the variables that hold them.
+    fn compile(&self, ptx: &[u8], spec: &[SpecValue], _flags: &str) -> Result<Code, Failure> {
+        let mut text = specialize(ptx, spec).map_err(|log| Failure {
+            error: "specializing PTX".into(),
+            log,
+            bad_options: false,
+        })?;
+        if text.last() != Some(&0) {
+            text.push(0);
+        }
+        Ok(Code {
+            input: sys::CUjitInputType::CU_JIT_INPUT_PTX,
+            bytes: text.into(),
+            complete: false,
+        })
+    }
+
+    /// A native image (SASS for this GPU's architecture, which `sycl-ld` made with `ptxas`: a
+    /// relocatable object, or a whole program for an image that neither imports nor exports):
+    /// the object as it is, nothing compiled, with the specialization values written into
+    /// the initial values of the variables that hold them.
+    fn load_object(&self, object: &[u8], spec: &[SpecValue]) -> Result<Code, Failure> {
+        let failed = |log: String| Failure {
+            error: "reading a native image".into(),
+            log,
+            bad_options: false,
+        };
+        let cubin = sycl_format::cubin::Cubin::parse(object).map_err(|e| failed(e.to_string()))?;
+        // The driver would refuse SASS this GPU cannot run: a mislabelled object never
+        // reaches it.
+        if !sycl_format::sass_runs_on(cubin.arch, self.compute_capability) {
+            let (major, minor) = self.compute_capability;
+            return Err(failed(format!(
+                "the object holds SASS for sm_{}, which this GPU (compute capability \
+                 {major}.{minor}) cannot run",
+                cubin.arch
+            )));
+        }
+        // A whole program (`ptxas` without `-c`: no imports, no exports) is loaded as it is.
+        let complete = !cubin.relocatable;
+        let mut bytes = object.to_vec();
+        for value in spec {
+            let name = format!("{PTX_SPEC_CONSTANT_PREFIX}{}", value.name);
+            sycl_format::cubin::set_initializer(&mut bytes, &name, value.bytes)
+                .map_err(|e| failed(format!("specialization constant `{}`: {e}", value.name)))?;
+        }
+        let input = sys::CUjitInputType::CU_JIT_INPUT_CUBIN;
+        Ok(Code { input, bytes: bytes.into(), complete })
+    }
+
+    /// The objects linked by the driver's linker for this GPU (compiling PTX, taking native
+    /// objects as they are), and loaded. A native whole program needs no link: it is loaded as
+    /// a module of its own (the linker's first use in a process costs about 2 ms, measured on
+    /// an H200: most of a native first launch), and the program is its modules together.
+    fn link(&self, objects: &[&Code], flags: &str) -> Result<Module, Failure> {
+        let failed = |error: Error| Failure {
+            error: error.to_string(),
+            log: String::new(),
+            bad_options: false,
+        };
+        let (whole, linked): (Vec<&Code>, Vec<&Code>) = objects.iter().partition(|c| c.complete);
+        let mut parts = Vec::with_capacity(whole.len() + 1);
+        for code in whole {
+            parts.extend(self.module(code.bytes.to_vec()).map_err(failed)?.0);
+        }
+        if !linked.is_empty() {
+            parts.extend(self.link_objects(&linked, flags)?.0);
+        }
+        Ok(Module(parts))
+    }
+
+    /// A program's [`Module::image`] (from the persistent cache), loaded.
+    fn load(&self, image: &[u8], _flags: &str) -> Result<Module, Failure> {
+        let failed = |error: Error| Failure {
+            error: error.to_string(),
+            log: String::new(),
+            bad_options: false,
+        };
+        let mut parts = Vec::new();
+        for cubin in split_modules(image).map_err(failed)? {
+            parts.extend(self.module(cubin.to_vec()).map_err(failed)?.0);
+        }
+        Ok(Module(parts))
+    }
 
     /// A stream; with `profiled`, each command's event carries timing (see [`Clock`]).
-    pub(crate) fn stream(&self, profiled: bool) -> Result<Stream, Error> {
+    fn queue(&self, profiled: bool) -> Result<Stream, Error> {
         self.context.bind()?;
         let mut raw = ptr::null_mut();
         // SAFETY: an out-pointer to a local; flags 0 is a blocking stream.
@@ -530,15 +585,103 @@ impl Device {
         Ok(Stream { shared, clock })
     }
 
-    /// `bytes` (at least one) of device memory, which any stream of the context may use at
-    /// once (see [`Heap`]).
-    pub(crate) fn alloc(&self, bytes: usize) -> Result<Memory, Error> {
+    /// See [`Heap`].
+    fn alloc(&self, bytes: usize) -> Result<Memory, Error> {
         self.heap.alloc(bytes.max(1))
     }
 
-    /// Host memory for fast copies: `bytes` of page-locked memory, zeroed.
-    pub(crate) fn alloc_host(&self, bytes: usize) -> Result<HostMemory, Error> {
+    /// Page-locked memory.
+    fn alloc_host(&self, bytes: usize) -> Result<HostMemory, Error> {
         HostMemory::new(&self.context, bytes)
+    }
+
+    /// A program's stream of this device's context; `owner` (a cudarc `CudaStream`) is kept
+    /// as long as the stream's last event.
+    unsafe fn adopt_queue(
+        &self,
+        _context: sys::CUcontext,
+        _device: sys::CUdevice,
+        stream: sys::CUstream,
+        owner: &mut Option<Owner>,
+    ) -> Result<Stream, Error> {
+        let owner = owner.take();
+        self.context.bind()?;
+        let mut of = ptr::null_mut();
+        // SAFETY: a live stream (the caller's promise); an out-pointer to a local.
+        check("cuStreamGetCtx", unsafe { sys::cuStreamGetCtx(stream, &mut of) })?;
+        if of != self.context.raw {
+            return Err(Error::InvalidArgument(
+                "Queue::from_native: the CUDA stream is of another context than the one given with it".into(),
+            ));
+        }
+        let shared = Arc::new(StreamShared::new(&self.context, stream, false, owner));
+        Ok(Stream { shared, clock: None })
+    }
+
+    /// Memory of a stream-ordered allocator, which belongs to no context, is taken when it is
+    /// of this device.
+    unsafe fn adopt_memory(&self, address: sys::CUdeviceptr, size: usize) -> Result<Memory, Error> {
+        self.context.bind()?;
+        let mut context: sys::CUcontext = ptr::null_mut();
+        // SAFETY: an out-pointer of the attribute's type (a context).
+        let found = unsafe {
+            sys::cuPointerGetAttribute(
+                (&mut context as *mut sys::CUcontext).cast(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_CONTEXT,
+                address,
+            )
+        };
+        check("cuPointerGetAttribute", found).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "Buffer::from_native: {address:#x} is not CUDA device memory"
+            ))
+        })?;
+        // Memory from a stream-ordered allocator (`cuMemAllocAsync`, as cudarc allocates where
+        // the GPU has memory pools) belongs to no context: it must be of this device.
+        if context.is_null() {
+            let mut ordinal = -1i32;
+            // SAFETY: an out-pointer of the attribute's type (an int).
+            check("cuPointerGetAttribute", unsafe {
+                sys::cuPointerGetAttribute(
+                    (&mut ordinal as *mut i32).cast(),
+                    sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                    address,
+                )
+            })?;
+            if device_of(ordinal).ok() != Some(self.context.device) {
+                return Err(Error::InvalidArgument(format!(
+                    "Buffer::from_native: the memory is of CUDA device {ordinal}, not the queue's"
+                )));
+            }
+            context = self.context.raw;
+        }
+        if context != self.context.raw {
+            return Err(Error::InvalidArgument(
+                "Buffer::from_native: the memory is of another CUDA context than the queue's"
+                    .into(),
+            ));
+        }
+        let (mut base, mut bytes) = (0, 0);
+        // SAFETY: out-pointers to locals.
+        check("cuMemGetAddressRange", unsafe {
+            sys::cuMemGetAddressRange_v2(&mut base, &mut bytes, address)
+        })?;
+        let available = (base + bytes as u64).saturating_sub(address);
+        if available < size as u64 {
+            return Err(Error::InvalidArgument(format!(
+                "Buffer::from_native: the allocation holds {available} bytes from {address:#x}; the buffer needs {size}"
+            )));
+        }
+        Ok(Memory::borrowed(&self.heap, address, None))
+    }
+
+    /// The primary context, which it retains.
+    fn holds_context(&self) -> bool {
+        self.context.primary
+    }
+
+    fn context_key(&self) -> usize {
+        self.context.raw as usize
     }
 }
 
@@ -640,7 +783,7 @@ impl Drop for Loaded {
 impl Module {
     /// What the persistent cache keeps: the linked cubin, or with several modules each
     /// module's, framed ([`MODULES_MAGIC`]).
-    pub(crate) fn image(&self) -> Vec<u8> {
+    fn image(&self) -> Vec<u8> {
         if let [only] = self.0.as_slice() {
             return only.cubin.clone();
         }
@@ -652,8 +795,21 @@ impl Module {
         }
         out
     }
+}
 
-    pub(crate) fn kernel(&self, name: &str) -> Result<Kernel, Error> {
+impl api::Object for Code {
+    fn binary(&self) -> Result<Vec<u8>, Error> {
+        Err(Error::InvalidArgument("a CUDA object has no binary apart from its image".into()))
+    }
+}
+
+impl api::Program<Cuda> for Module {
+    /// [`Module::image`].
+    fn binary(&self) -> Result<Vec<u8>, Error> {
+        Ok(self.image())
+    }
+
+    fn kernel(&self, name: &str) -> Result<Kernel, Error> {
         let c_name = std::ffi::CString::new(name)
             .map_err(|_| Error::KernelNotFound { kernel: name.into(), searched: vec![] })?;
         let mut last = None;
@@ -739,7 +895,8 @@ impl Kernel {
         &mut self.args[index]
     }
 
-    pub(crate) fn set_bytes(&mut self, index: u32, bytes: &[u8]) {
+    /// Sets argument `index` to `bytes`.
+    fn set(&mut self, index: u32, bytes: &[u8]) {
         match self.slot(index) {
             // The same buffer again: a value that changes every launch allocates nothing.
             Slot::Bytes(was) => {
@@ -777,10 +934,10 @@ impl Kernel {
             });
         }
     }
+}
 
-    /// The function's largest block (`CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`, which its
-    /// registers may make smaller than the device's) and the warp size.
-    pub(crate) fn work_group_sizes(&self) -> Result<(usize, usize), Error> {
+impl api::Kernel<Cuda> for Kernel {
+    fn work_group_sizes(&self, _device: &Device) -> Result<(usize, usize), Error> {
         let context = &self.module.context;
         context.bind()?;
         let mut warp = 0;
@@ -795,9 +952,28 @@ impl Kernel {
         Ok((self.max_threads as usize, warp as usize))
     }
 
-    pub(crate) fn set_local(&mut self, index: u32, size: usize) {
+    /// The memory's address.
+    fn set_mem(&mut self, index: u32, mem: &Memory) -> Result<(), Error> {
+        self.set(index, &mem.address.to_ne_bytes());
+        Ok(())
+    }
+
+    /// The address.
+    fn set_native(&mut self, index: u32, address: sys::CUdeviceptr) -> Result<(), Error> {
+        self.set(index, &address.to_ne_bytes());
+        Ok(())
+    }
+
+    /// An offset into the launch's dynamic shared memory (see [`Kernel::prepare`]).
+    fn set_local(&mut self, index: u32, size: usize) -> Result<(), Error> {
         *self.slot(index) = Slot::Local(size);
         self.prepare();
+        Ok(())
+    }
+
+    fn set_bytes(&mut self, index: u32, bytes: &[u8]) -> Result<(), Error> {
+        self.set(index, bytes);
+        Ok(())
     }
 }
 
@@ -1063,16 +1239,25 @@ fn launch_shape(
     Ok((grid, block))
 }
 
-impl Stream {
-    /// Launches `kernel` after the work `after` stands for (events of this context); the
-    /// event of its completion.
-    pub(crate) fn launch(
+impl api::Queue<Cuda> for Stream {
+    /// A launch records no event (see [`Event`]); the grid is the global size over the local
+    /// one, and an offset other than zero is refused.
+    fn launch(
         &self,
         kernel: &Kernel,
         global: &[usize],
         local: Option<&[usize]>,
+        offset: Option<&[usize]>,
         after: &[&Event],
     ) -> Result<Event, Error> {
+        if offset.is_some_and(|o| o.iter().any(|&d| d != 0)) {
+            // The ptx64 target's get_global_id and get_global_offset know no offset.
+            return Err(Error::InvalidArgument(
+                "a global offset on a CUDA device: its kernels' get_global_id knows none; \
+                 add the offset to the index in the kernel, or pass it as an argument"
+                    .into(),
+            ));
+        }
         // Asking the driver for the current context costs a launch in a loop about 2 %: a
         // launch without events to wait for or to time trusts the thread's last bind, and
         // binds and tries again if the driver refuses the launch for its context.
@@ -1151,6 +1336,219 @@ impl Stream {
         }
     }
 
+    /// Nothing to do: the driver submits work as it is launched.
+    fn flush(&self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// A large read into pageable memory not yet touched goes through page-locked staging
+    /// ([`Stream::read_staged`]).
+    fn read_blocking(
+        &self,
+        mem: &Memory,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Option<Result<(), Error>> {
+        Some(self.read(mem, offset, out))
+    }
+
+    unsafe fn read_async(
+        &self,
+        mem: &Memory,
+        offset: usize,
+        out: *mut u8,
+        size: usize,
+    ) -> Result<Event, Error> {
+        self.shared.context.bind()?;
+        self.submit(|| {
+            // SAFETY: `size` bytes into `out`, which the caller keeps alive and untouched
+            // until the event recorded after the copy completes, from within the allocation
+            // (the caller checked the range).
+            check("cuMemcpyDtoHAsync", unsafe {
+                sys::cuMemcpyDtoHAsync_v2(
+                    out.cast(),
+                    mem.address + offset as u64,
+                    size,
+                    self.shared.raw,
+                )
+            })
+        })
+    }
+
+    unsafe fn write_async(
+        &self,
+        mem: &Memory,
+        offset: usize,
+        data: *const u8,
+        size: usize,
+    ) -> Result<Event, Error> {
+        self.shared.context.bind()?;
+        self.submit(|| {
+            // SAFETY: `size` bytes from `data`, which the caller keeps alive and unchanged
+            // until the event recorded after the copy completes, into the allocation (the
+            // caller checked the range).
+            check("cuMemcpyHtoDAsync", unsafe {
+                sys::cuMemcpyHtoDAsync_v2(
+                    mem.address + offset as u64,
+                    data.cast(),
+                    size,
+                    self.shared.raw,
+                )
+            })
+        })
+    }
+
+    fn wait_for(&self, after: &[&Event]) -> Result<(), Error> {
+        self.shared.context.bind()?;
+        self.wait_events(after)
+    }
+
+    fn marker(&self) -> Result<Event, Error> {
+        self.shared.context.bind()?;
+        self.record()
+    }
+
+    /// A copy into page-locked staging of the context's, reused from map to map, since device
+    /// memory is not the host's (with `write`, written back by the unmap).
+    fn map(&self, mem: &Memory, size: usize, write: bool) -> Result<Mapping, Error> {
+        let host = self.shared.context.stage(size)?;
+        self.shared.context.bind()?;
+        // SAFETY: `size` bytes into the staging block (which holds at least `size`), from
+        // within the allocation (the caller checked); waited for below.
+        let copied = check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(host.block.at, mem.address, size, self.shared.raw)
+        })
+        .and_then(|()| self.finish());
+        match copied {
+            Ok(()) => Ok(Mapping { host, size, write }),
+            Err(e) => {
+                // The copy may still be under way: the block is not used again.
+                host.abandon();
+                Err(e)
+            }
+        }
+    }
+
+    /// A map for writing is copied back to `mem`; the staging goes back to the context.
+    fn unmap(&self, mem: &Memory, mapping: Mapping) -> Result<(), Error> {
+        if !mapping.write {
+            return Ok(());
+        }
+        self.shared.context.bind()?;
+        // SAFETY: `size` bytes from the staging block into the allocation, from its start (the
+        // map's range); waited for below, before the block goes back.
+        let copied = check("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                mem.address,
+                mapping.host.block.at,
+                mapping.size,
+                self.shared.raw,
+            )
+        })
+        .and_then(|()| self.finish());
+        if copied.is_err() {
+            // The copy may still be under way: the block is not used again.
+            mapping.host.abandon();
+        }
+        copied
+    }
+
+    fn copy(
+        &self,
+        (src, src_offset): (&Memory, usize),
+        (dst, dst_offset): (&Memory, usize),
+        size: usize,
+        after: &[&Event],
+    ) -> Result<Event, Error> {
+        self.shared.context.bind()?;
+        self.wait_events(after)?;
+        self.submit(|| {
+            // SAFETY: two allocations of this context; the caller checked both ranges.
+            check("cuMemcpyDtoDAsync", unsafe {
+                sys::cuMemcpyDtoDAsync_v2(
+                    dst.address + dst_offset as u64,
+                    src.address + src_offset as u64,
+                    size,
+                    self.shared.raw,
+                )
+            })
+        })
+    }
+
+    /// A 1-, 2- or 4-byte pattern (or a longer one that repeats one), by the driver's memset.
+    fn fill(
+        &self,
+        mem: &Memory,
+        pattern: &[u8],
+        offset: usize,
+        size: usize,
+    ) -> Result<Option<Event>, Error> {
+        let Some(unit) = [1, 2, 4].into_iter().find(|&u| {
+            pattern.len().is_multiple_of(u) && pattern.chunks(u).all(|c| c == &pattern[..u])
+        }) else {
+            return Ok(None);
+        };
+        self.shared.context.bind()?;
+        let at = mem.address + offset as u64;
+        self.submit(|| {
+            // SAFETY: `size / unit` units within the allocation (the caller checked the
+            // range, a multiple of the pattern's size and so of `unit`).
+            let code = unsafe {
+                match unit {
+                    1 => sys::cuMemsetD8Async(at, pattern[0], size, self.shared.raw),
+                    2 => sys::cuMemsetD16Async(
+                        at,
+                        u16::from_ne_bytes([pattern[0], pattern[1]]),
+                        size / 2,
+                        self.shared.raw,
+                    ),
+                    _ => sys::cuMemsetD32Async(
+                        at,
+                        u32::from_ne_bytes([pattern[0], pattern[1], pattern[2], pattern[3]]),
+                        size / 4,
+                        self.shared.raw,
+                    ),
+                }
+            };
+            check("cuMemsetAsync", code)
+        })
+        .map(Some)
+    }
+
+    fn finish(&self) -> Result<(), Error> {
+        self.shared.context.bind()?;
+        // SAFETY: a live stream.
+        self.shared.named(check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(self.shared.raw)
+        }))
+    }
+
+    fn native(&self) -> Result<NativeQueue, Error> {
+        let context = &self.shared.context;
+        Ok(NativeQueue::Cuda {
+            context: context.raw,
+            device: context.device,
+            stream: self.shared.raw,
+        })
+    }
+}
+
+impl Stream {
+    /// [`api::Queue::read_blocking`].
+    fn read(&self, mem: &Memory, offset: usize, out: &mut [u8]) -> Result<(), Error> {
+        self.shared.context.bind()?;
+        let from = mem.address + offset as u64;
+        if out.len() >= STAGED_READ_MIN && !page_locked(out.as_ptr()) && !resident(out) {
+            return self.read_staged(from, out);
+        }
+        // SAFETY: `out.len()` bytes into `out` from within the allocation (the caller checked
+        // `offset + out.len()`); waited for below, before `out` can go.
+        check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(out.as_mut_ptr().cast(), from, out.len(), self.shared.raw)
+        })?;
+        self.finish()
+    }
+
     /// The event of the command just enqueued, which takes the stream's next number.
     fn event(&self, end: End, timing: Option<Arc<Timing>>) -> Event {
         let order = self.shared.issued.fetch_add(1, Ordering::AcqRel);
@@ -1186,26 +1584,15 @@ impl Stream {
         }
     }
 
-    /// Nothing to do: the driver submits work as it is launched.
-    pub(crate) fn flush(&self) -> Result<(), Error> {
-        Ok(())
-    }
-
-    /// Copies `out.len()` bytes of `mem` from `offset` into `out`, after the stream's earlier
-    /// work; returns when they are there. A large read into pageable memory not yet touched
-    /// goes through page-locked staging ([`Stream::read_staged`]).
-    pub(crate) fn read(&self, mem: &Memory, offset: usize, out: &mut [u8]) -> Result<(), Error> {
-        self.shared.context.bind()?;
-        let from = mem.address + offset as u64;
-        if out.len() >= STAGED_READ_MIN && !page_locked(out.as_ptr()) && !resident(out) {
-            return self.read_staged(from, out);
+    /// [`Stream::wait_for`], the context bound already.
+    fn wait_events(&self, after: &[&Event]) -> Result<(), Error> {
+        for event in after {
+            // SAFETY: a live stream and a live event of its context.
+            check("cuStreamWaitEvent", unsafe {
+                sys::cuStreamWaitEvent(self.shared.raw, event.resolve()?.raw, 0)
+            })?;
         }
-        // SAFETY: `out.len()` bytes into `out` from within the allocation (the caller checked
-        // `offset + out.len()`); waited for below, before `out` can go.
-        check("cuMemcpyDtoHAsync", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(out.as_mut_ptr().cast(), from, out.len(), self.shared.raw)
-        })?;
-        self.synchronize()
+        Ok(())
     }
 
     /// [`Stream::read`] through two page-locked chunks of the context's staging: the device
@@ -1221,7 +1608,7 @@ impl Stream {
         let context = &self.shared.context;
         let staging = [context.stage(STAGED_CHUNK)?, context.stage(STAGED_CHUNK)?];
         let copied = self.copy_through(from, out, &staging);
-        if copied.is_err() && self.synchronize().is_err() {
+        if copied.is_err() && self.finish().is_err() {
             // A copy into staging may still be under way: neither block is used again.
             staging.into_iter().for_each(Staged::abandon);
         }
@@ -1284,210 +1671,6 @@ impl Stream {
             check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(event.raw) })
         };
         copy_out(chunks, copy_threads(), ready, copy)
-    }
-
-    /// Copies `size` bytes of `mem` from `offset` to `out`, after the stream's earlier work;
-    /// returns at once, with the event of the copy's completion.
-    ///
-    /// # Safety
-    /// `out` points to `size` bytes of host memory that stay allocated, and that nothing else
-    /// reads or writes, until the event completed.
-    pub(crate) unsafe fn read_async(
-        &self,
-        mem: &Memory,
-        offset: usize,
-        out: *mut u8,
-        size: usize,
-    ) -> Result<Event, Error> {
-        self.shared.context.bind()?;
-        self.submit(|| {
-            // SAFETY: `size` bytes into `out`, which the caller keeps alive and untouched
-            // until the event recorded after the copy completes, from within the allocation
-            // (the caller checked the range).
-            check("cuMemcpyDtoHAsync", unsafe {
-                sys::cuMemcpyDtoHAsync_v2(
-                    out.cast(),
-                    mem.address + offset as u64,
-                    size,
-                    self.shared.raw,
-                )
-            })
-        })
-    }
-
-    /// Copies `size` bytes from `data` into `mem` at `offset`, after the stream's earlier
-    /// work; returns at once, with the event of the copy's completion.
-    ///
-    /// # Safety
-    /// `data` points to `size` bytes of host memory that stay allocated, and that nothing
-    /// writes, until the event completed.
-    pub(crate) unsafe fn write_async(
-        &self,
-        mem: &Memory,
-        offset: usize,
-        data: *const u8,
-        size: usize,
-    ) -> Result<Event, Error> {
-        self.shared.context.bind()?;
-        self.submit(|| {
-            // SAFETY: `size` bytes from `data`, which the caller keeps alive and unchanged
-            // until the event recorded after the copy completes, into the allocation (the
-            // caller checked the range).
-            check("cuMemcpyHtoDAsync", unsafe {
-                sys::cuMemcpyHtoDAsync_v2(
-                    mem.address + offset as u64,
-                    data.cast(),
-                    size,
-                    self.shared.raw,
-                )
-            })
-        })
-    }
-
-    /// Makes the work enqueued on the stream from now on wait for the work `after` stands
-    /// for (events of this context).
-    pub(crate) fn wait_for(&self, after: &[&Event]) -> Result<(), Error> {
-        self.shared.context.bind()?;
-        self.wait_events(after)
-    }
-
-    /// [`Stream::wait_for`], the context bound already.
-    fn wait_events(&self, after: &[&Event]) -> Result<(), Error> {
-        for event in after {
-            // SAFETY: a live stream and a live event of its context.
-            check("cuStreamWaitEvent", unsafe {
-                sys::cuStreamWaitEvent(self.shared.raw, event.resolve()?.raw, 0)
-            })?;
-        }
-        Ok(())
-    }
-
-    /// An event that completes when the stream's work before it has.
-    pub(crate) fn marker(&self) -> Result<Event, Error> {
-        self.shared.context.bind()?;
-        self.record()
-    }
-
-    /// `size` bytes of `mem` from its start in host memory, after the stream's earlier work:
-    /// a copy into page-locked staging of the context's, reused from map to map, since device
-    /// memory is not the host's (with `write`, written back by [`Stream::unmap`]).
-    pub(crate) fn map(&self, mem: &Memory, size: usize, write: bool) -> Result<Mapping, Error> {
-        let host = self.shared.context.stage(size)?;
-        self.shared.context.bind()?;
-        // SAFETY: `size` bytes into the staging block (which holds at least `size`), from
-        // within the allocation (the caller checked); waited for below.
-        let copied = check("cuMemcpyDtoHAsync", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(host.block.at, mem.address, size, self.shared.raw)
-        })
-        .and_then(|()| self.synchronize());
-        match copied {
-            Ok(()) => Ok(Mapping { host, size, write }),
-            Err(e) => {
-                // The copy may still be under way: the block is not used again.
-                host.abandon();
-                Err(e)
-            }
-        }
-    }
-
-    /// Ends a [`Stream::map`]: a map for writing is copied back to `mem` (after the stream's
-    /// earlier work; returns when it is there). The staging goes back to the context.
-    pub(crate) fn unmap(&self, mem: &Memory, mapping: Mapping) -> Result<(), Error> {
-        if !mapping.write {
-            return Ok(());
-        }
-        self.shared.context.bind()?;
-        // SAFETY: `size` bytes from the staging block into the allocation, from its start (the
-        // map's range); waited for below, before the block goes back.
-        let copied = check("cuMemcpyHtoDAsync", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(
-                mem.address,
-                mapping.host.block.at,
-                mapping.size,
-                self.shared.raw,
-            )
-        })
-        .and_then(|()| self.synchronize());
-        if copied.is_err() {
-            // The copy may still be under way: the block is not used again.
-            mapping.host.abandon();
-        }
-        copied
-    }
-
-    /// Copies `size` bytes from `src` at `src_offset` to `dst` at `dst_offset` on the device,
-    /// after the stream's earlier work and the work `after` stands for (events of this
-    /// context). `src` and `dst` may be one allocation when the ranges do not overlap.
-    pub(crate) fn copy(
-        &self,
-        (src, src_offset): (&Memory, usize),
-        (dst, dst_offset): (&Memory, usize),
-        size: usize,
-        after: &[&Event],
-    ) -> Result<Event, Error> {
-        self.shared.context.bind()?;
-        self.wait_events(after)?;
-        self.submit(|| {
-            // SAFETY: two allocations of this context; the caller checked both ranges.
-            check("cuMemcpyDtoDAsync", unsafe {
-                sys::cuMemcpyDtoDAsync_v2(
-                    dst.address + dst_offset as u64,
-                    src.address + src_offset as u64,
-                    size,
-                    self.shared.raw,
-                )
-            })
-        })
-    }
-
-    /// Repeats `pattern` over `size` bytes of `mem` from `offset`: a 1-, 2- or 4-byte pattern
-    /// (or a longer one that repeats one) by the driver's memset; `None` for any other, which
-    /// the caller fills otherwise (`backend::Queue::fill`).
-    pub(crate) fn fill(
-        &self,
-        mem: &Memory,
-        pattern: &[u8],
-        offset: usize,
-        size: usize,
-    ) -> Result<Option<Event>, Error> {
-        let Some(unit) = [1, 2, 4].into_iter().find(|&u| {
-            pattern.len().is_multiple_of(u) && pattern.chunks(u).all(|c| c == &pattern[..u])
-        }) else {
-            return Ok(None);
-        };
-        self.shared.context.bind()?;
-        let at = mem.address + offset as u64;
-        self.submit(|| {
-            // SAFETY: `size / unit` units within the allocation (the caller checked the
-            // range, a multiple of the pattern's size and so of `unit`).
-            let code = unsafe {
-                match unit {
-                    1 => sys::cuMemsetD8Async(at, pattern[0], size, self.shared.raw),
-                    2 => sys::cuMemsetD16Async(
-                        at,
-                        u16::from_ne_bytes([pattern[0], pattern[1]]),
-                        size / 2,
-                        self.shared.raw,
-                    ),
-                    _ => sys::cuMemsetD32Async(
-                        at,
-                        u32::from_ne_bytes([pattern[0], pattern[1], pattern[2], pattern[3]]),
-                        size / 4,
-                        self.shared.raw,
-                    ),
-                }
-            };
-            check("cuMemsetAsync", code)
-        })
-        .map(Some)
-    }
-
-    pub(crate) fn synchronize(&self) -> Result<(), Error> {
-        self.shared.context.bind()?;
-        // SAFETY: a live stream.
-        self.shared.named(check("cuStreamSynchronize", unsafe {
-            sys::cuStreamSynchronize(self.shared.raw)
-        }))
     }
 }
 
@@ -1685,9 +1868,6 @@ impl Drop for RawEvent {
     }
 }
 
-/// What `Event::on_complete` hands the driver, boxed twice so its `void *` is thin.
-type Callback = Box<dyn FnOnce() + Send>;
-
 /// Called by the driver when a callback lane reaches a callback: once the event the lane
 /// waited for completed, or once a device error ended the lane's work. The driver calls each
 /// callback added with `cuStreamAddCallback` exactly once, passing `CUDA_SUCCESS` or the
@@ -1706,30 +1886,17 @@ unsafe extern "C" fn called(_stream: sys::CUstream, _status: CUresult, data: *mu
 
 impl Event {
     /// The recorded event that stands for this one.
-    /// An event that completes when everything the stream was given until now did, recorded
-    /// when first asked about (a superset of this one). It takes a number of its own, which no
-    /// event recorded before covers: so it covers work other libraries gave the stream too.
-    pub(crate) fn later(&self) -> Event {
-        let order = self.stream.issued.fetch_add(1, Ordering::AcqRel);
-        Event {
-            stream: self.stream.clone(),
-            order,
-            end: End::Launch,
-            timing: None,
-            pinned: OnceLock::new(),
-        }
-    }
-
     fn resolve(&self) -> Result<Arc<RawEvent>, Error> {
         match &self.end {
             End::Recorded(event) => Ok(event.clone()),
             End::Launch => self.stream.covering(self.order),
         }
     }
+}
 
-    /// Blocks until the work completed; its error if it failed (a fault of a command before
-    /// it on the stream, or of another stream of the context: the driver's own code).
-    pub(crate) fn wait(&self) -> Result<(), Error> {
+impl api::Event for Event {
+    /// The driver's own code of a fault.
+    fn wait(&self) -> Result<(), Error> {
         self.stream.named((|| {
             let end = self.resolve()?;
             self.stream.context.bind()?;
@@ -1738,8 +1905,7 @@ impl Event {
         })())
     }
 
-    /// Whether the work completed (a failed command is complete: an error).
-    pub(crate) fn is_complete(&self) -> Result<bool, Error> {
+    fn is_complete(&self) -> Result<bool, Error> {
         self.stream.named((|| {
             let end = self.resolve()?;
             self.stream.context.bind()?;
@@ -1752,10 +1918,8 @@ impl Event {
         })())
     }
 
-    /// The command's device timestamps in nanoseconds from the stream's creation (see
-    /// [`stamps`] and [`Clock`]); `None` when its stream was made without profiling. Waits
-    /// for the work.
-    pub(crate) fn profile(&self) -> Result<Option<[u64; 4]>, Error> {
+    /// From the stream's creation (see [`stamps`] and [`Clock`]); waits for the work.
+    fn profile(&self) -> Result<Option<[u64; 4]>, Error> {
         let Some(timing) = &self.timing else { return Ok(None) };
         self.wait()?;
         let anchor = timing.anchor.offset()?;
@@ -1764,12 +1928,9 @@ impl Event {
         Ok(Some(stamps(anchor, to_start, took)))
     }
 
-    /// Calls `done` on a driver thread once the work completed, or once a device error ended
-    /// it (then the event's wait returns the error): a callback on one of its stream's lanes
-    /// ([`Lanes`]), after the lane waits for the event. `done` must neither block nor call
-    /// the driver, nor drop the last handle of anything that does (an event, a queue, a
-    /// buffer).
-    pub(crate) fn on_complete(&self, done: Callback) -> Result<(), Error> {
+    /// A callback on one of its stream's lanes ([`Lanes`]), after the lane waits for the
+    /// event.
+    fn on_complete(&self, done: Callback) -> Result<(), Error> {
         self.stream.named((|| {
             let end = self.resolve()?;
             let stream = &self.stream;
@@ -1787,6 +1948,35 @@ impl Event {
                 drop(unsafe { Box::from_raw(data) });
             })
         })())
+    }
+
+    /// Recorded when first asked about. It takes a number of its own, which no event recorded
+    /// before covers: so it covers work other libraries gave the stream too.
+    fn later(&self) -> Result<Event, Error> {
+        let order = self.stream.issued.fetch_add(1, Ordering::AcqRel);
+        Ok(Event {
+            stream: self.stream.clone(),
+            order,
+            end: End::Launch,
+            timing: None,
+            pinned: OnceLock::new(),
+        })
+    }
+
+    /// Nothing to keep: the event goes at once.
+    fn release_when_complete(self) {}
+
+    /// Nothing to do: the driver submits work as it is given.
+    fn flush(&self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn native(&self) -> Result<NativeEvent, Error> {
+        if let Some(event) = self.pinned.get() {
+            return Ok(NativeEvent::Cuda(event.raw));
+        }
+        let event = self.resolve()?;
+        Ok(NativeEvent::Cuda(self.pinned.get_or_init(|| event).raw))
     }
 }
 
@@ -1816,8 +2006,10 @@ impl HostMemory {
         unsafe { ptr::write_bytes(memory.at.cast::<u8>(), 0, size) };
         Ok(memory)
     }
+}
 
-    pub(crate) fn as_ptr(&self) -> *mut u8 {
+impl api::HostMemory for HostMemory {
+    fn as_ptr(&self) -> *mut u8 {
         self.at.cast()
     }
 }
@@ -2046,8 +2238,8 @@ impl Drop for Staged {
     }
 }
 
-/// A buffer's contents copied into page-locked staging by [`Stream::map`], until
-/// [`Stream::unmap`] (or until dropped, which gives the staging back too).
+/// A buffer's contents copied into page-locked staging by [`api::Queue::map`], until
+/// [`api::Queue::unmap`] (or until dropped, which gives the staging back too).
 pub(crate) struct Mapping {
     host: Staged,
     size: usize,
@@ -2055,8 +2247,8 @@ pub(crate) struct Mapping {
     write: bool,
 }
 
-impl Mapping {
-    pub(crate) fn as_ptr(&self) -> *mut u8 {
+impl api::HostMemory for Mapping {
+    fn as_ptr(&self) -> *mut u8 {
         self.host.block.at.cast()
     }
 }
@@ -2066,7 +2258,7 @@ pub(crate) struct Memory {
     heap: Arc<Heap>,
     address: sys::CUdeviceptr,
     /// For a view into another allocation, that allocation, kept alive while the view is.
-    _whole: Option<Arc<super::Memory>>,
+    _whole: Option<Whole>,
     kind: Kind,
     /// What [`Memory::free_after`] said: the commands that may still use the memory when it
     /// goes.
@@ -2085,34 +2277,36 @@ enum Kind {
 }
 
 impl Memory {
-    pub(crate) fn address(&self) -> u64 {
-        self.address
-    }
-
-    /// The memory from `offset` bytes into this allocation on, as a view that keeps `whole`
-    /// (this allocation's owner) alive.
-    pub(crate) fn view(&self, offset: usize, whole: Arc<super::Memory>) -> Memory {
-        Memory::borrowed(&self.heap, self.address + offset as u64, Some(whole))
-    }
-
-    fn borrowed(
-        heap: &Arc<Heap>,
-        address: sys::CUdeviceptr,
-        whole: Option<Arc<super::Memory>>,
-    ) -> Memory {
+    /// Memory at `address` that is not freed here (a view's, a program's).
+    fn borrowed(heap: &Arc<Heap>, address: sys::CUdeviceptr, whole: Option<Whole>) -> Memory {
         let after = Mutex::new(None);
         Memory { heap: heap.clone(), address, _whole: whole, kind: Kind::Borrowed, after }
+    }
+}
+
+impl api::Memory<Cuda> for Memory {
+    /// The address plus the offset, keeping `whole` (this allocation's owner) alive.
+    fn view(&self, offset: usize, _size: usize, whole: Whole) -> Result<Memory, Error> {
+        Ok(Memory::borrowed(&self.heap, self.address + offset as u64, Some(whole)))
+    }
+
+    fn frees_itself(&self) -> bool {
+        false
     }
 
     /// Says which commands may still use the memory when it goes (those of `events`, on any
     /// stream of the context): its drop then frees it after them without the host waiting
     /// (see [`Heap`]). Memory dropped without it is freed after everything the context was
     /// given, as `cuMemFree` does (a host wait for the whole device): say `free_after(vec![])`
-    /// of memory that nothing uses. A view's or a program's memory is never freed here.
-    pub(crate) fn free_after(&self, events: Vec<Event>) {
+    /// of memory that nothing uses.
+    fn free_after(&self, events: Vec<Event>) {
         if self.kind != Kind::Borrowed {
             *self.after.lock().unwrap_or_else(|e| e.into_inner()) = Some(events);
         }
+    }
+
+    fn native(&self) -> NativeBuffer {
+        NativeBuffer::Cuda(self.address)
     }
 }
 
@@ -2419,11 +2613,6 @@ fn device_of(ordinal: i32) -> Result<sys::CUdevice, Error> {
     Ok(device)
 }
 
-/// The driver handle of the device whose ordinal is `ordinal`.
-pub(crate) fn native_device(ordinal: i32) -> Result<NativeDevice, Error> {
-    device_of(ordinal).map(NativeDevice::Cuda)
-}
-
 /// The ordinal of `device`, among the devices the driver counts.
 pub(crate) fn ordinal_of(device: sys::CUdevice) -> Result<i32, Error> {
     let mut count = 0;
@@ -2435,163 +2624,6 @@ pub(crate) fn ordinal_of(device: sys::CUdevice) -> Result<i32, Error> {
         }
     }
     Err(Error::InvalidArgument(format!("CUDA device {device}: the driver does not list it")))
-}
-
-impl Device {
-    /// The device in a program's context: its primary context is opened as [`Device::open`]
-    /// does; another context is used as it is, and the program keeps it alive.
-    ///
-    /// # Safety
-    /// `context` is a live context of the device whose ordinal is `ordinal`, alive as long as
-    /// anything made on it.
-    pub(crate) unsafe fn adopt(
-        ordinal: i32,
-        info: &DeviceInfo,
-        context: sys::CUcontext,
-    ) -> Result<Device, Error> {
-        let opened = Device::open(ordinal, info)?;
-        if opened.context.raw == context {
-            return Ok(opened);
-        }
-        let device = device_of(ordinal)?;
-        // SAFETY: a live context (the caller's promise); an out-pointer to a local.
-        let of = unsafe {
-            check("cuCtxSetCurrent", sys::cuCtxSetCurrent(context))?;
-            let mut of = 0;
-            check("cuCtxGetDevice", sys::cuCtxGetDevice(&mut of))?;
-            of
-        };
-        if of != device {
-            return Err(Error::InvalidArgument(
-                "Queue::from_native: the CUDA context is not of the device given with it".into(),
-            ));
-        }
-        Ok(Device::of(Context::new(context, device, false), info))
-    }
-
-    /// The context everything of this device is made in.
-    pub(crate) fn context(&self) -> sys::CUcontext {
-        self.context.raw
-    }
-
-    /// Whether the context stays alive as long as this value (the primary context, which it
-    /// retains); a program's own context may be destroyed, and its handle reused, meanwhile.
-    pub(crate) fn holds_context(&self) -> bool {
-        self.context.primary
-    }
-
-    /// A program's stream of this device's context, which the program keeps alive; `owner`,
-    /// the object it belongs to (a cudarc `CudaStream`), is kept as long as the stream's last
-    /// event, so that no event outlives the stream it records on.
-    ///
-    /// # Safety
-    /// `stream` is a live stream (or null: the legacy default stream), alive as long as the
-    /// queue made of it and its events (which `owner`, when given, ensures).
-    pub(crate) unsafe fn adopt_stream(
-        &self,
-        stream: sys::CUstream,
-        owner: Option<Owner>,
-    ) -> Result<Stream, Error> {
-        self.context.bind()?;
-        let mut of = ptr::null_mut();
-        // SAFETY: a live stream (the caller's promise); an out-pointer to a local.
-        check("cuStreamGetCtx", unsafe { sys::cuStreamGetCtx(stream, &mut of) })?;
-        if of != self.context.raw {
-            return Err(Error::InvalidArgument(
-                "Queue::from_native: the CUDA stream is of another context than the one given with it".into(),
-            ));
-        }
-        let shared = Arc::new(StreamShared::new(&self.context, stream, false, owner));
-        Ok(Stream { shared, clock: None })
-    }
-
-    /// A program's allocation, from `address` on for `size` bytes, which the program keeps
-    /// alive (it is never freed here).
-    ///
-    /// # Safety
-    /// `address` points into a live allocation, alive as long as the buffer made of it.
-    pub(crate) unsafe fn adopt_memory(
-        &self,
-        address: sys::CUdeviceptr,
-        size: usize,
-    ) -> Result<Memory, Error> {
-        self.context.bind()?;
-        let mut context: sys::CUcontext = ptr::null_mut();
-        // SAFETY: an out-pointer of the attribute's type (a context).
-        let found = unsafe {
-            sys::cuPointerGetAttribute(
-                (&mut context as *mut sys::CUcontext).cast(),
-                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_CONTEXT,
-                address,
-            )
-        };
-        check("cuPointerGetAttribute", found).map_err(|_| {
-            Error::InvalidArgument(format!(
-                "Buffer::from_native: {address:#x} is not CUDA device memory"
-            ))
-        })?;
-        // Memory from a stream-ordered allocator (`cuMemAllocAsync`, as cudarc allocates where
-        // the GPU has memory pools) belongs to no context: it must be of this device.
-        if context.is_null() {
-            let mut ordinal = -1i32;
-            // SAFETY: an out-pointer of the attribute's type (an int).
-            check("cuPointerGetAttribute", unsafe {
-                sys::cuPointerGetAttribute(
-                    (&mut ordinal as *mut i32).cast(),
-                    sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                    address,
-                )
-            })?;
-            if device_of(ordinal).ok() != Some(self.context.device) {
-                return Err(Error::InvalidArgument(format!(
-                    "Buffer::from_native: the memory is of CUDA device {ordinal}, not the queue's"
-                )));
-            }
-            context = self.context.raw;
-        }
-        if context != self.context.raw {
-            return Err(Error::InvalidArgument(
-                "Buffer::from_native: the memory is of another CUDA context than the queue's"
-                    .into(),
-            ));
-        }
-        let (mut base, mut bytes) = (0, 0);
-        // SAFETY: out-pointers to locals.
-        check("cuMemGetAddressRange", unsafe {
-            sys::cuMemGetAddressRange_v2(&mut base, &mut bytes, address)
-        })?;
-        let available = (base + bytes as u64).saturating_sub(address);
-        if available < size as u64 {
-            return Err(Error::InvalidArgument(format!(
-                "Buffer::from_native: the allocation holds {available} bytes from {address:#x}; the buffer needs {size}"
-            )));
-        }
-        Ok(Memory::borrowed(&self.heap, address, None))
-    }
-}
-
-impl Stream {
-    pub(crate) fn native(&self) -> NativeQueue {
-        let context = &self.shared.context;
-        NativeQueue::Cuda { context: context.raw, device: context.device, stream: self.shared.raw }
-    }
-}
-
-impl Memory {
-    pub(crate) fn native(&self) -> NativeBuffer {
-        NativeBuffer::Cuda(self.address)
-    }
-}
-
-impl Event {
-    /// The driver's event (for a launch, recorded now if it was not yet).
-    pub(crate) fn native(&self) -> Result<NativeEvent, Error> {
-        if let Some(event) = self.pinned.get() {
-            return Ok(NativeEvent::Cuda(event.raw));
-        }
-        let event = self.resolve()?;
-        Ok(NativeEvent::Cuda(self.pinned.get_or_init(|| event).raw))
-    }
 }
 
 #[cfg(test)]
