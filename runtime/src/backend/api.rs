@@ -173,7 +173,8 @@ pub(crate) trait Api: Sized + 'static {
 
 /// A device opened for use: its context, in which its programs, queues and memory are made.
 pub(crate) trait Device<A: Api>: Sized + Send + Sync {
-    /// The device `handle`, which `info` describes, in a context of the runtime's own.
+    /// The device `handle`, which `info` describes, in a context the runtime opens (on OpenCL
+    /// one of its own; on CUDA the device's primary context, retained).
     fn open(handle: A::Handle, info: &DeviceInfo) -> Result<Self, Error>;
 
     /// The device in the context of a program's queue, rather than a context of the runtime's

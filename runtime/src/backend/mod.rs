@@ -14,7 +14,9 @@
 //! This module keeps the closed enums over the two (one variant per backend), which dispatch
 //! statically to the drivers' types; one projection per enum (`mem.opencl()?`, `mem.cuda()?`)
 //! that refuses a value of the other backend; and the policy that is the same for every
-//! backend (devices found once, empty copies as markers, fills the driver does not take).
+//! backend: devices found once, and in [`queue`] the queue's commands (empty copies as
+//! markers, fills the driver does not take). [`handles`] adopts a program's driver handles and
+//! hands out ours.
 //!
 //! Everything above this module (the registry, resolution, requirement checks, the caches,
 //! launches) sees only these types and [`Capabilities`], and calls their methods: it never

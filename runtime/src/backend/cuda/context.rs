@@ -25,7 +25,7 @@ pub(super) struct Context {
     /// One idle event kept outside the lock: a loop of launches whose events are dropped
     /// passes one event back and forth here.
     pub(super) spare_event: std::sync::atomic::AtomicPtr<sys::CUevent_st>,
-    /// Page-locked blocks no longer in use ([`Staged`]), for the next maps and staged reads:
+    /// Page-locked blocks no longer in use ([`Staged`](super::staging::Staged)), for the next maps and staged reads:
     /// allocating page-locked memory costs a system call and pinning, and freeing it waits
     /// for the device. Freed with the context.
     pub(super) staging: Mutex<Vec<Block>>,

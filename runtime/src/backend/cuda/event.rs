@@ -31,7 +31,7 @@ pub(crate) struct Event {
     pub(super) end: End,
     /// On a profiled stream: where the command's timestamps count from, and its start.
     pub(super) timing: Option<Arc<Timing>>,
-    /// The recorded event handed out by [`Event::native`], held as long as this value so that
+    /// The recorded event handed out by [`api::Event::native`], held as long as this value so that
     /// the handle stays the same and is not recorded again for other work.
     pub(super) pinned: OnceLock<Arc<RawEvent>>,
 }
@@ -139,7 +139,7 @@ impl api::Event for Event {
         })())
     }
 
-    /// From the stream's creation (see [`stamps`] and [`Clock`]); waits for the work.
+    /// From the stream's creation (see [`stamps`] and [`Clock`](super::clock::Clock)); waits for the work.
     fn profile(&self) -> Result<Option<[u64; 4]>, Error> {
         let Some(timing) = &self.timing else { return Ok(None) };
         self.wait()?;

@@ -15,7 +15,7 @@ use crate::trace::trace;
 use crate::Error;
 
 /// How a context's device memory is allocated and freed: a drop returns at once, and the
-/// memory is freed once the commands that may use it ([`Memory::free_after`]) completed.
+/// memory is freed once the commands that may use it ([`Memory::free_after`](crate::backend::api::Memory::free_after)) completed.
 /// - Where the device has memory pools (`CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`), memory
 ///   comes from a pool of the runtime's own (`cuMemAllocFromPoolAsync`) on a stream of ours,
 ///   synchronized there before the memory is handed out (an allocation is ordered on its own

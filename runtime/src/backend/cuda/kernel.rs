@@ -24,7 +24,7 @@ pub(crate) struct Kernel {
     module: Arc<Loaded>,
     pub(super) function: sys::CUfunction,
     /// The kernel's name, which a stream keeps for its last launch (see
-    /// [`StreamShared::last_kernel`]).
+    /// [`StreamShared::last_kernel`](super::stream::StreamShared::last_kernel)).
     pub(super) name: Arc<str>,
     /// The most work-items a block of it may have (`CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`,
     /// which its registers may make smaller than the device's limit).

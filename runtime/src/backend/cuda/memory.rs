@@ -22,7 +22,7 @@ pub(crate) struct Memory {
     /// For a view into another allocation, that allocation, kept alive while the view is.
     _whole: Option<Whole>,
     kind: Kind,
-    /// What [`Memory::free_after`] said: the commands that may still use the memory when it
+    /// What [`api::Memory::free_after`] said: the commands that may still use the memory when it
     /// goes.
     after: Mutex<Option<Vec<Event>>>,
 }

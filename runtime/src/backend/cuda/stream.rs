@@ -40,7 +40,7 @@ pub(super) struct StreamShared {
     /// The last event recorded for launches' events, with how many commands it covers.
     recorded: Mutex<Option<(u64, Arc<RawEvent>)>>,
     /// The streams that call the completion callbacks of this stream's events, made at the
-    /// first ([`Event::on_complete`]).
+    /// first ([`api::Event::on_complete`]).
     pub(super) lanes: Mutex<Lanes>,
     /// The name of the last kernel launched here, which an error of the stream's names.
     last_kernel: Mutex<Option<Arc<str>>>,

@@ -149,7 +149,7 @@ impl Context {
 pub(crate) struct Device {
     id: DeviceId,
     context: Context,
-    /// The queue that maps and unmaps host memory ([`Device::alloc_host`]), made at its
+    /// The queue that maps and unmaps host memory ([`api::Device::alloc_host`]), made at its
     /// first use.
     host_queue: OnceLock<Queue>,
 }
