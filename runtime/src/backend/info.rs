@@ -146,7 +146,8 @@ mod tests {
     use sycl_format::aspects::aspect_number;
     use sycl_format::Target;
 
-    use super::super::{Capabilities, Limits};
+    use super::super::api::Limits;
+    use super::super::Capabilities;
     use super::*;
 
     fn found(device_type: u64, aspects: &[&str], limits: Limits) -> super::super::DeviceInfo {

@@ -1,19 +1,19 @@
 //! The CUDA backend's stand-in when `sycl-runtime` is built without its `cuda` feature, as
 //! `sycl-ld` builds it: a linker that compiles through an OpenCL device has no use for a GPU
 //! driver. It finds no device, and its device, object, program, memory, queue and kernel types
-//! have no values, so `backend/mod.rs` keeps its CUDA arms as they are and the compiler knows
-//! that none of them runs. It must never reach for the CUDA driver (`libcuda.so.1`).
+//! have no values: each keeps the contract (`backend/api.rs`) with bodies that cannot run, so
+//! `backend/mod.rs` keeps its CUDA arms as they are, and the compiler lists here whatever the
+//! contract gains. It must never reach for the CUDA driver (`libcuda.so.1`).
 
-use super::{DeviceInfo, Failure, SpecValue};
+use super::api::{self, Api, Callback, DeviceInfo, Failure, Owner, SpecValue, Whole};
+use super::native::{
+    CUcontext, CUdevice, CUdeviceptr, CUstream, NativeBuffer, NativeDevice, NativeEvent,
+    NativeQueue,
+};
 use crate::Error;
 
-/// No CUDA device: this build has no CUDA backend.
-pub(crate) fn devices() -> Result<Vec<DeviceInfo>, Error> {
-    Ok(Vec::new())
-}
-
-/// A CUDA device, of which this build opens none.
-pub(crate) enum Device {}
+/// The CUDA driver, absent from this build.
+pub(crate) struct Cuda;
 
 /// The error for anything asked of CUDA device `ordinal`.
 fn no_backend<T>(ordinal: i32) -> Result<T, Error> {
@@ -23,74 +23,99 @@ fn no_backend<T>(ordinal: i32) -> Result<T, Error> {
     )))
 }
 
-impl Device {
-    pub(crate) fn open(ordinal: i32, _info: &DeviceInfo) -> Result<Device, Error> {
+impl Api for Cuda {
+    type Handle = i32;
+    type RawContext = CUcontext;
+    type RawDevice = CUdevice;
+    type RawQueue = CUstream;
+    type RawMemory = CUdeviceptr;
+    type Device = Device;
+    type Queue = Stream;
+    type Memory = Memory;
+    type HostMemory = HostMemory;
+    type Mapping = Mapping;
+    type Event = Event;
+    type Object = Code;
+    type Program = Module;
+    type Kernel = Kernel;
+
+    /// No CUDA device: this build has no CUDA backend.
+    fn devices() -> Result<Vec<DeviceInfo>, Error> {
+        Ok(Vec::new())
+    }
+
+    fn native_device(ordinal: i32) -> Result<NativeDevice, Error> {
         no_backend(ordinal)
     }
 
-    pub(crate) fn compile(
+    fn handle_of(_device: CUdevice) -> Result<i32, Error> {
+        no_backend(0)
+    }
+}
+
+/// A CUDA device, of which this build opens none.
+pub(crate) enum Device {}
+
+impl api::Device<Cuda> for Device {
+    fn open(ordinal: i32, _info: &DeviceInfo) -> Result<Device, Error> {
+        no_backend(ordinal)
+    }
+
+    unsafe fn adopt(
+        ordinal: i32,
+        _info: &DeviceInfo,
+        _context: CUcontext,
+    ) -> Result<Device, Error> {
+        no_backend(ordinal)
+    }
+
+    fn compile(&self, _code: &[u8], _spec: &[SpecValue], _flags: &str) -> Result<Code, Failure> {
+        match *self {}
+    }
+
+    fn load_object(&self, _binary: &[u8], _spec: &[SpecValue]) -> Result<Code, Failure> {
+        match *self {}
+    }
+
+    fn link(&self, _objects: &[&Code], _flags: &str) -> Result<Module, Failure> {
+        match *self {}
+    }
+
+    fn load(&self, _binary: &[u8], _flags: &str) -> Result<Module, Failure> {
+        match *self {}
+    }
+
+    fn queue(&self, _profiled: bool) -> Result<Stream, Error> {
+        match *self {}
+    }
+
+    fn alloc(&self, _bytes: usize) -> Result<Memory, Error> {
+        match *self {}
+    }
+
+    fn alloc_host(&self, _bytes: usize) -> Result<HostMemory, Error> {
+        match *self {}
+    }
+
+    unsafe fn adopt_queue(
         &self,
-        _ptx: &[u8],
-        _spec: &[SpecValue],
-        _flags: &str,
-    ) -> Result<Code, Failure> {
+        _context: CUcontext,
+        _device: CUdevice,
+        _queue: CUstream,
+        _owner: &mut Option<Owner>,
+    ) -> Result<Stream, Error> {
         match *self {}
     }
 
-    pub(crate) fn load_object(&self, _object: &[u8], _spec: &[SpecValue]) -> Result<Code, Failure> {
+    unsafe fn adopt_memory(&self, _memory: CUdeviceptr, _size: usize) -> Result<Memory, Error> {
         match *self {}
     }
 
-    pub(crate) fn link(&self, _objects: &[&Code], _flags: &str) -> Result<Module, Failure> {
+    fn holds_context(&self) -> bool {
         match *self {}
     }
 
-    pub(crate) fn load(&self, _cubin: &[u8]) -> Result<Module, Failure> {
-        match *self {}
-    }
-
-    pub(crate) fn stream(&self, _profiled: bool) -> Result<Stream, Error> {
-        match *self {}
-    }
-
-    pub(crate) fn alloc(&self, _bytes: usize) -> Result<Memory, Error> {
-        match *self {}
-    }
-
-    pub(crate) fn alloc_host(&self, _bytes: usize) -> Result<HostMemory, Error> {
-        match *self {}
-    }
-}
-
-/// An image's code, of which this build has none.
-pub(crate) enum Code {}
-
-/// A loaded module, of which this build has none.
-pub(crate) enum Module {}
-
-impl Module {
-    pub(crate) fn image(&self) -> Vec<u8> {
-        match *self {}
-    }
-
-    pub(crate) fn kernel(&self, _name: &str) -> Result<Kernel, Error> {
-        match *self {}
-    }
-}
-
-/// A kernel function, of which this build has none.
-pub(crate) enum Kernel {}
-
-impl Kernel {
-    pub(crate) fn set_bytes(&mut self, _index: u32, _bytes: &[u8]) {
-        match *self {}
-    }
-
-    pub(crate) fn set_local(&mut self, _index: u32, _size: usize) {
-        match *self {}
-    }
-
-    pub(crate) fn work_group_sizes(&self) -> Result<(usize, usize), Error> {
+    fn context_key(&self) -> usize {
         match *self {}
     }
 }
@@ -98,28 +123,32 @@ impl Kernel {
 /// A stream, of which this build has none.
 pub(crate) enum Stream {}
 
-impl Stream {
-    pub(crate) fn read(&self, _mem: &Memory, _offset: usize, _out: &mut [u8]) -> Result<(), Error> {
-        match *self {}
-    }
-
-    pub(crate) fn launch(
+impl api::Queue<Cuda> for Stream {
+    fn launch(
         &self,
         _kernel: &Kernel,
         _global: &[usize],
         _local: Option<&[usize]>,
+        _offset: Option<&[usize]>,
         _after: &[&Event],
     ) -> Result<Event, Error> {
         match *self {}
     }
 
-    pub(crate) fn flush(&self) -> Result<(), Error> {
+    fn flush(&self) -> Result<(), Error> {
         match *self {}
     }
 
-    /// # Safety
-    /// None needed: this build has no stream to call it on.
-    pub(crate) unsafe fn read_async(
+    fn read_blocking(
+        &self,
+        _mem: &Memory,
+        _offset: usize,
+        _out: &mut [u8],
+    ) -> Option<Result<(), Error>> {
+        match *self {}
+    }
+
+    unsafe fn read_async(
         &self,
         _mem: &Memory,
         _offset: usize,
@@ -129,9 +158,7 @@ impl Stream {
         match *self {}
     }
 
-    /// # Safety
-    /// None needed: this build has no stream to call it on.
-    pub(crate) unsafe fn write_async(
+    unsafe fn write_async(
         &self,
         _mem: &Memory,
         _offset: usize,
@@ -141,19 +168,23 @@ impl Stream {
         match *self {}
     }
 
-    pub(crate) fn marker(&self) -> Result<Event, Error> {
+    fn wait_for(&self, _after: &[&Event]) -> Result<(), Error> {
         match *self {}
     }
 
-    pub(crate) fn map(&self, _mem: &Memory, _size: usize, _write: bool) -> Result<Mapping, Error> {
+    fn marker(&self) -> Result<Event, Error> {
         match *self {}
     }
 
-    pub(crate) fn unmap(&self, _mem: &Memory, _mapping: Mapping) -> Result<(), Error> {
+    fn map(&self, _mem: &Memory, _size: usize, _write: bool) -> Result<Mapping, Error> {
         match *self {}
     }
 
-    pub(crate) fn copy(
+    fn unmap(&self, _mem: &Memory, _mapping: Mapping) -> Result<(), Error> {
+        match *self {}
+    }
+
+    fn copy(
         &self,
         _src: (&Memory, usize),
         _dst: (&Memory, usize),
@@ -163,7 +194,7 @@ impl Stream {
         match *self {}
     }
 
-    pub(crate) fn fill(
+    fn fill(
         &self,
         _mem: &Memory,
         _pattern: &[u8],
@@ -173,7 +204,50 @@ impl Stream {
         match *self {}
     }
 
-    pub(crate) fn synchronize(&self) -> Result<(), Error> {
+    fn finish(&self) -> Result<(), Error> {
+        match *self {}
+    }
+
+    fn native(&self) -> Result<NativeQueue, Error> {
+        match *self {}
+    }
+}
+
+/// Device memory, of which this build has none.
+pub(crate) enum Memory {}
+
+impl api::Memory<Cuda> for Memory {
+    fn view(&self, _offset: usize, _size: usize, _whole: Whole) -> Result<Memory, Error> {
+        match *self {}
+    }
+
+    fn frees_itself(&self) -> bool {
+        match *self {}
+    }
+
+    fn free_after(&self, _uses: Vec<Event>) {
+        match *self {}
+    }
+
+    fn native(&self) -> NativeBuffer {
+        match *self {}
+    }
+}
+
+/// Page-locked host memory, of which this build has none.
+pub(crate) enum HostMemory {}
+
+impl api::HostMemory for HostMemory {
+    fn as_ptr(&self) -> *mut u8 {
+        match *self {}
+    }
+}
+
+/// A buffer's contents in host memory, of which this build has none.
+pub(crate) enum Mapping {}
+
+impl api::HostMemory for Mapping {
+    fn as_ptr(&self) -> *mut u8 {
         match *self {}
     }
 }
@@ -182,125 +256,83 @@ impl Stream {
 #[derive(Clone)]
 pub(crate) enum Event {}
 
-impl Event {
-    pub(crate) fn later(&self) -> Event {
+impl api::Event for Event {
+    fn wait(&self) -> Result<(), Error> {
         match *self {}
     }
 
-    pub(crate) fn wait(&self) -> Result<(), Error> {
+    fn is_complete(&self) -> Result<bool, Error> {
         match *self {}
     }
 
-    pub(crate) fn is_complete(&self) -> Result<bool, Error> {
+    fn profile(&self) -> Result<Option<[u64; 4]>, Error> {
         match *self {}
     }
 
-    pub(crate) fn on_complete(&self, _done: Box<dyn FnOnce() + Send>) -> Result<(), Error> {
+    fn on_complete(&self, _done: Callback) -> Result<(), Error> {
         match *self {}
     }
 
-    pub(crate) fn profile(&self) -> Result<Option<[u64; 4]>, Error> {
-        match *self {}
-    }
-}
-
-/// Device memory, of which this build has none.
-pub(crate) enum Memory {}
-
-impl Memory {
-    pub(crate) fn address(&self) -> u64 {
+    fn later(&self) -> Result<Event, Error> {
         match *self {}
     }
 
-    pub(crate) fn view(&self, _offset: usize, _whole: std::sync::Arc<super::Memory>) -> Memory {
+    fn release_when_complete(self) {
+        match self {}
+    }
+
+    fn flush(&self) -> Result<(), Error> {
         match *self {}
     }
 
-    pub(crate) fn free_after(&self, _uses: Vec<Event>) {
+    fn native(&self) -> Result<NativeEvent, Error> {
         match *self {}
     }
 }
 
-/// Page-locked host memory, of which this build has none.
-pub(crate) enum HostMemory {}
+/// An image's code, of which this build has none.
+pub(crate) enum Code {}
 
-impl HostMemory {
-    pub(crate) fn as_ptr(&self) -> *mut u8 {
+impl api::Object for Code {
+    fn binary(&self) -> Result<Vec<u8>, Error> {
         match *self {}
     }
 }
 
-/// A buffer's contents in host memory, of which this build has none.
-pub(crate) enum Mapping {}
+/// A loaded module, of which this build has none.
+pub(crate) enum Module {}
 
-impl Mapping {
-    pub(crate) fn as_ptr(&self) -> *mut u8 {
+impl api::Program<Cuda> for Module {
+    fn binary(&self) -> Result<Vec<u8>, Error> {
+        match *self {}
+    }
+
+    fn kernel(&self, _name: &str) -> Result<Kernel, Error> {
         match *self {}
     }
 }
 
-/// No CUDA device has a handle in this build.
-pub(crate) fn native_device(ordinal: i32) -> Result<super::native::NativeDevice, Error> {
-    no_backend(ordinal)
-}
+/// A kernel function, of which this build has none.
+pub(crate) enum Kernel {}
 
-/// No CUDA device is known to this build.
-pub(crate) fn ordinal_of(_device: super::native::CUdevice) -> Result<i32, Error> {
-    no_backend(0)
-}
-
-impl Device {
-    pub(crate) unsafe fn adopt(
-        ordinal: i32,
-        _info: &DeviceInfo,
-        _context: super::native::CUcontext,
-    ) -> Result<Device, Error> {
-        no_backend(ordinal)
-    }
-
-    pub(crate) unsafe fn adopt_stream(
-        &self,
-        _stream: super::native::CUstream,
-        _owner: Option<super::Owner>,
-    ) -> Result<Stream, Error> {
+impl api::Kernel<Cuda> for Kernel {
+    fn work_group_sizes(&self, _device: &Device) -> Result<(usize, usize), Error> {
         match *self {}
     }
 
-    pub(crate) unsafe fn adopt_memory(
-        &self,
-        _address: super::native::CUdeviceptr,
-        _size: usize,
-    ) -> Result<Memory, Error> {
+    fn set_mem(&mut self, _index: u32, _mem: &Memory) -> Result<(), Error> {
         match *self {}
     }
 
-    pub(crate) fn context(&self) -> super::native::CUcontext {
+    fn set_native(&mut self, _index: u32, _mem: CUdeviceptr) -> Result<(), Error> {
         match *self {}
     }
 
-    pub(crate) fn holds_context(&self) -> bool {
-        match *self {}
-    }
-}
-
-impl Stream {
-    pub(crate) fn native(&self) -> super::native::NativeQueue {
+    fn set_local(&mut self, _index: u32, _size: usize) -> Result<(), Error> {
         match *self {}
     }
 
-    pub(crate) fn wait_for(&self, _after: &[&Event]) -> Result<(), Error> {
-        match *self {}
-    }
-}
-
-impl Memory {
-    pub(crate) fn native(&self) -> super::native::NativeBuffer {
-        match *self {}
-    }
-}
-
-impl Event {
-    pub(crate) fn native(&self) -> Result<super::native::NativeEvent, Error> {
+    fn set_bytes(&mut self, _index: u32, _bytes: &[u8]) -> Result<(), Error> {
         match *self {}
     }
 }
