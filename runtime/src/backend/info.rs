@@ -1,6 +1,6 @@
 //! Each device as users see it, `sycl_runtime::DeviceInfo`: what its backend found out, as plain
 //! data, with the selector that picks it. It is made here, below the room that keeps each
-//! device's state (`build::DeviceState` holds its device's description, which a queue lends
+//! device's state (`program::DeviceState` holds its device's description, which a queue lends
 //! out); what users call with it (`devices`, `Queue::on`) is `launch::device`'s. Nothing here
 //! talks to a driver.
 

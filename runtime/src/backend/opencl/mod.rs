@@ -4,7 +4,7 @@
 //! Its rooms are the contract's roles (`backend/api.rs`): `device.rs`, `queue.rs`,
 //! `memory.rs`, `event.rs`, `program.rs` and `kernel.rs`.
 //!
-//! One of the rooms with `unsafe` code (with `cuda`, `discovery::loaded`, `build::disk`,
+//! One of the rooms with `unsafe` code (with `cuda`, `discovery::loaded`, `program::disk`,
 //! `launch::queue` and `launch::host`): the handles are created here and never leave as raw
 //! pointers; a mapped region's pointer (host memory, a map) leaves, for `launch::host` to make
 //! a slice of while its owner keeps it mapped.
