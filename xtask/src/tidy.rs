@@ -580,18 +580,27 @@ fn layering_problems(shown: &str, sources: &[(String, String)]) -> Vec<String> {
                 }
             }
         }
-        // A module in a room's directory, against its siblings in the room's `mod.rs`.
-        if parts.len() == 2 {
-            let parent = format!("{}/mod.rs", parts[0]);
-            let siblings = declared_modules(text_of(&parent).unwrap_or(""));
-            let Some(me) = siblings.iter().position(|m| m == parts[1]) else { continue };
-            for (line, used) in paths_after(text, "super::") {
-                if let Some(at) = siblings.iter().position(|m| *m == used) {
-                    if at > me {
+        // A module inside a room, at any depth, against the modules its parents declare after
+        // it: `super::X` (or `crate::ROOM::…::X`) of a sibling declared later in the parent's
+        // `mod.rs`, `super::super::X` of one declared after its parent, and so on up. A folder
+        // below a room's (a driver's: `backend/cuda/`) is one unit: its files may use each
+        // other, but nothing declared after the folder.
+        for up in 1..parts.len() {
+            if up == 1 && parts.len() > 2 {
+                continue;
+            }
+            let (parent, me) = (&parts[..parts.len() - up], parts[parts.len() - up]);
+            let parent_file = format!("{}/mod.rs", parent.join("/"));
+            let siblings = declared_modules(text_of(&parent_file).unwrap_or(""));
+            let Some(mine) = siblings.iter().position(|m| m == me) else { continue };
+            let prefixes = ["super::".repeat(up), format!("crate::{}::", parent.join("::"))];
+            for prefix in &prefixes {
+                for (line, used) in paths_after(text, prefix) {
+                    if siblings.iter().position(|m| *m == used).is_some_and(|at| at > mine) {
                         problems.push(format!(
-                            "{shown}{name}:{line}: `{}` uses `super::{used}`, which {shown}{parent} \
-                             declares after it: reorder the declarations or move the code",
-                            parts[1]
+                            "{shown}{name}:{line}: `{me}` uses `{prefix}{used}`, which \
+                             {shown}{parent_file} declares after it: reorder the declarations \
+                             or move the code"
                         ));
                     }
                 }
@@ -949,14 +958,24 @@ trace!(EVENT, \"c\");
                 "//! r\nuse crate::error::Error; // crate::launch in a comment\n",
             ),
             source("error.rs", "//! e\nfn f() { let _ = crate::registry::X; }\n"),
-            source("launch/mod.rs", "//! l\npub(crate) mod queue;\nmod kernel;\n"),
+            source("launch/mod.rs", "//! l\npub(crate) mod queue;\nmod driver;\nmod kernel;\n"),
             source("launch/queue.rs", "use super::kernel::Launch;\nuse crate::error::Error;\n"),
             source("launch/kernel.rs", "use super::queue::Queue;\nuse super::Item;\n"),
+            // A driver's folder: its files use each other (a before b and b before a), and what
+            // the room declares before the folder, not after.
+            source("launch/driver/mod.rs", "//! d\nmod a;\nmod b;\nmod c;\n"),
+            source("launch/driver/a.rs", "use super::b::B;\nuse crate::launch::kernel::K;\n"),
+            source("launch/driver/b.rs", "use super::a::A;\nuse super::super::queue::Q;\n"),
+            source("launch/driver/c.rs", "use super::super::kernel::K;\n"),
         ];
         let problems = layering_problems("src/", &sources);
-        assert_eq!(problems.len(), 2, "{problems:#?}");
+        assert_eq!(problems.len(), 4, "{problems:#?}");
         assert!(problems[0].starts_with("src/error.rs:2: the `error` room uses `crate::registry`"));
         assert!(problems[1].starts_with("src/launch/queue.rs:1: `queue` uses `super::kernel`"));
+        assert!(problems[2]
+            .starts_with("src/launch/driver/a.rs:2: `driver` uses `crate::launch::kernel`"));
+        assert!(problems[3]
+            .starts_with("src/launch/driver/c.rs:1: `driver` uses `super::super::kernel`"));
     }
 
     #[test]
