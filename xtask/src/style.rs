@@ -2,8 +2,9 @@
 //! that the house style is the tools' to keep. `cargo fmt --all --check` runs over the three
 //! workspaces (this one, `fixtures/`, `fuzz/`; the one `rustfmt.toml` at the root applies to
 //! all), then `cargo clippy --workspace --all-targets --all-features --keep-going -- -D
-//! warnings` over this one (every feature: the runtime's interop modules are checked too), in
-//! the tests' target directory (so the build scripts it runs are the tests' too).
+//! warnings` over this one (every feature: the runtime's interop modules are checked too) and
+//! the same for the runtime with `--no-default-features` (its build without CUDA), in the
+//! tests' target directory (so the build scripts it runs are the tests' too).
 //!
 //! A failed check does not stop the others, nor the tests after them: each says what to run
 //! to fix it, and `test` fails at the end, after the tests have said what they have to say.
@@ -14,6 +15,33 @@ use crate::{cargo, repo_root, run_inherited};
 
 /// The workspaces `cargo fmt --check` covers, as their manifests relative to the root.
 const WORKSPACES: &[&str] = &["Cargo.toml", "fixtures/Cargo.toml", "fuzz/Cargo.toml"];
+
+/// The clippy runs, each denying warnings: the workspace with every feature (the runtime's
+/// interop modules included; `--keep-going`, so that a crate that fails does not hide what the
+/// others would report), then the runtime without its default features, the build without
+/// CUDA, whose stand-in backend (`backend/no_cuda.rs`) no other build compiles.
+const CLIPPY: &[&[&str]] = &[
+    &[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--all-features",
+        "--keep-going",
+        "--",
+        "-D",
+        "warnings",
+    ],
+    &[
+        "clippy",
+        "-p",
+        "sycl-runtime",
+        "--all-targets",
+        "--no-default-features",
+        "--",
+        "-D",
+        "warnings",
+    ],
+];
 
 /// A check that failed: the command, and what to run to fix what it found.
 pub(crate) struct Failure {
@@ -49,29 +77,22 @@ pub(crate) fn check() -> Result<Vec<Failure>> {
             });
         }
     }
-    // `--keep-going`: a crate that fails does not hide what the others would report.
-    let args = [
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--all-features",
-        "--keep-going",
-        "--",
-        "-D",
-        "warnings",
-    ];
-    let command = shown(&args);
-    println!("xtask: style: {command}");
-    if !run_inherited(cargo().args(args).current_dir(&root))?.success() {
-        failures.push(Failure {
-            command,
-            fix: "fix each warning shown above (`cargo clippy --workspace --all-targets \
-                  --all-features` shows them again; `cargo clippy --fix --workspace \
-                  --all-targets --all-features` applies the \
-                  suggestions it can); a lint that does not fit a place is allowed there with \
-                  a comment saying why"
-                .to_string(),
-        });
+    for args in CLIPPY {
+        let lints = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        let command = shown(args);
+        println!("xtask: style: {command}");
+        if !run_inherited(cargo().args(*args).current_dir(&root))?.success() {
+            let again = args[..lints].join(" ");
+            failures.push(Failure {
+                command,
+                fix: format!(
+                    "fix each warning shown above (`cargo {again}` shows them again; \
+                     `cargo {}` applies the suggestions it can); a lint that does not fit a \
+                     place is allowed there with a comment saying why",
+                    again.replacen("clippy", "clippy --fix", 1)
+                ),
+            });
+        }
     }
     Ok(failures)
 }
