@@ -12,7 +12,8 @@
 # LibDeviceFunc runs on cudarc's stream with cudarc's slices as arguments, cuBLAS SGEMM
 # multiplies its result, cudarc downloads; the same with nvcc's kernel through cudarc alone;
 # both checked on the host; the other conversions once each; then both pipelines timed
-# (median of rounds) and a `RATIO x <= 1.02 | ...` line, as gpu-bench prints them.
+# (median of rounds) and a `RATIO x <= 1.02 | ...` line, as gpu-bench prints them. Then the
+# guide's cudarc example (`bin/cudarc`, fixtures/guide/examples/cudarc.rs): C[0] = 128 wanted.
 #
 # cuBLAS: the runtime's cudarc is built for CUDA 12.8 (`cuda-12080`, the one version feature
 # both must share), so cudarc's loader asks for libcublas.so, libcublas.so.12, .11, … but
@@ -71,3 +72,5 @@ unset SYCL_DEVICE SYCL_TRACE SYCL_CACHE_DISABLE
     nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 || true
 } | tee "$out/interop.txt"
 "$work/bin/interop-app" cudarc "$work/interop.cubin" | tee -a "$out/interop.txt"
+# The guide's example of the same (docs/GUIDE.md shows its code).
+"$work/bin/cudarc" | tee -a "$out/interop.txt"
