@@ -186,10 +186,14 @@ struct ProgramKernels {
 
 impl DeviceState {
     /// Whether the driver calls an event's completion callback for a command that ended
-    /// abnormally: PoCL 3.1 calls none (measured: docs/PLATFORMS.md), so the runtime watches
-    /// such events itself (`launch::event`).
+    /// abnormally, and soon: PoCL 3.1 calls none (measured: docs/PLATFORMS.md), and CUDA runs
+    /// a stream's host callbacks after a fault when it gets to it (on an H200, up to 115 ms
+    /// after a blocking wait in another process learned of the same fault), so the runtime
+    /// watches such events itself (`launch::event`), asking their status every few
+    /// milliseconds while they are awaited.
     pub(crate) fn failure_callbacks(&self) -> bool {
-        !self.info.platform.contains("Portable Computing Language")
+        self.info.backend == crate::Backend::OpenCl
+            && !self.info.platform.contains("Portable Computing Language")
     }
 }
 
