@@ -159,6 +159,10 @@ pub(crate) trait Api: Sized + 'static {
     type Object: Object;
     type Program: Program<Self>;
     type Kernel: Kernel<Self>;
+    /// A graph of commands being built for one queue ([`Queue::graph`]).
+    type GraphBuilder: GraphBuilder<Self>;
+    /// A graph of commands built for one queue, replayed whole ([`Queue::replay`]).
+    type Graph: Graph<Self>;
 
     /// Every device of the driver, in its order; none when the driver's library is not there,
     /// an error when it is but does not start.
@@ -363,6 +367,67 @@ pub(crate) trait Queue<A: Api>: Sized + Send + Sync {
 
     /// The queue's driver handles.
     fn native(&self) -> Result<NativeQueue, Error>;
+
+    /// A builder of a graph that this queue replays: the driver's own form of recorded work
+    /// (a CUDA graph, an OpenCL command buffer), or `Ok(Err(why))` where the driver has none
+    /// for this queue (the runtime then replays the commands one by one itself; `why` goes
+    /// into the trace).
+    fn graph(&self) -> Result<Result<A::GraphBuilder, String>, Error>;
+
+    /// Enqueues every command of `graph` (built by this queue's [`Queue::graph`]) after the
+    /// commands `after` stand for and everything enqueued before; the event of the whole
+    /// graph's completion. Never blocks the host; a graph enqueued again while it runs runs
+    /// again after it.
+    fn replay(&self, graph: &A::Graph, after: &[&A::Event]) -> Result<A::Event, Error>;
+}
+
+/// A graph of commands being built: each added with the indices (in the order of adding,
+/// from 0) of the earlier commands it must come after; commands that do not depend on each
+/// other may run at once.
+pub(crate) trait GraphBuilder<A: Api>: Sized + Send {
+    /// Adds a launch of `kernel` with its arguments as now set (the driver keeps their values:
+    /// the kernel may be set again for the next command) over `global` in work-groups of
+    /// `local` from `offset`, as [`Queue::launch`] takes them.
+    fn kernel(
+        &mut self,
+        kernel: &A::Kernel,
+        global: &[usize],
+        local: Option<&[usize]>,
+        offset: Option<&[usize]>,
+        after: &[usize],
+    ) -> Result<(), Error>;
+
+    /// Adds a copy of `size` bytes of `src` from its offset to `dst` at its offset, as
+    /// [`Queue::copy`] takes them.
+    fn copy(
+        &mut self,
+        src: (&A::Memory, usize),
+        dst: (&A::Memory, usize),
+        size: usize,
+        after: &[usize],
+    ) -> Result<(), Error>;
+
+    /// Adds a fill of `size` bytes of `mem` from `offset` with `pattern`, as [`Queue::fill`]
+    /// takes them; `Ok(false)`, adding nothing, for a pattern the driver does not fill.
+    fn fill(
+        &mut self,
+        mem: &A::Memory,
+        pattern: &[u8],
+        offset: usize,
+        size: usize,
+        after: &[usize],
+    ) -> Result<bool, Error>;
+
+    /// The graph, ready to replay (CUDA's instantiation, OpenCL's finalization).
+    fn finish(self) -> Result<A::Graph, Error>;
+}
+
+/// A graph of commands built for one queue.
+pub(crate) trait Graph<A: Api>: Send + Sync {
+    /// Gives the kernel command numbered `node` the arguments `kernel` (the same kernel
+    /// function) has now, for the replays from now on: `Ok(false)` where the driver cannot
+    /// change a built graph (the runtime then builds it again).
+    fn update_kernel(&mut self, node: usize, kernel: &A::Kernel) -> Result<bool, Error>;
 }
 
 /// Device memory.

@@ -37,6 +37,7 @@ pub(crate) mod cuda;
 mod no_cuda;
 pub(crate) mod select;
 mod queue;
+mod graph;
 mod handles;
 
 #[cfg(not(feature = "cuda"))]
@@ -47,6 +48,7 @@ use std::sync::Arc;
 pub use api::Backend;
 pub(crate) use api::{DeviceHandle, DeviceInfo, Failure, Owner, SpecValue};
 pub(crate) use caps::Capabilities;
+pub(crate) use graph::{Graph, GraphBuilder};
 
 use api::{
     Api, Device as _, Event as _, HostMemory as _, Kernel as _, Memory as _, Object as _,

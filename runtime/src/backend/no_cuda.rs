@@ -38,6 +38,8 @@ impl Api for Cuda {
     type Object = Code;
     type Program = Module;
     type Kernel = Kernel;
+    type GraphBuilder = GraphBuilder;
+    type Graph = Graph;
 
     /// No CUDA device: this build has no CUDA backend.
     fn devices() -> Result<Vec<DeviceInfo>, Error> {
@@ -209,6 +211,64 @@ impl api::Queue<Cuda> for Stream {
     }
 
     fn native(&self) -> Result<NativeQueue, Error> {
+        match *self {}
+    }
+
+    fn graph(&self) -> Result<Result<GraphBuilder, String>, Error> {
+        match *self {}
+    }
+
+    fn replay(&self, _graph: &Graph, _after: &[&Event]) -> Result<Event, Error> {
+        match *self {}
+    }
+}
+
+/// A graph being built, of which this build has none.
+pub(crate) enum GraphBuilder {}
+
+impl api::GraphBuilder<Cuda> for GraphBuilder {
+    fn kernel(
+        &mut self,
+        _kernel: &Kernel,
+        _global: &[usize],
+        _local: Option<&[usize]>,
+        _offset: Option<&[usize]>,
+        _after: &[usize],
+    ) -> Result<(), Error> {
+        match *self {}
+    }
+
+    fn copy(
+        &mut self,
+        _src: (&Memory, usize),
+        _dst: (&Memory, usize),
+        _size: usize,
+        _after: &[usize],
+    ) -> Result<(), Error> {
+        match *self {}
+    }
+
+    fn fill(
+        &mut self,
+        _mem: &Memory,
+        _pattern: &[u8],
+        _offset: usize,
+        _size: usize,
+        _after: &[usize],
+    ) -> Result<bool, Error> {
+        match *self {}
+    }
+
+    fn finish(self) -> Result<Graph, Error> {
+        match self {}
+    }
+}
+
+/// A built graph, of which this build has none.
+pub(crate) enum Graph {}
+
+impl api::Graph<Cuda> for Graph {
+    fn update_kernel(&mut self, _node: usize, _kernel: &Kernel) -> Result<bool, Error> {
         match *self {}
     }
 }

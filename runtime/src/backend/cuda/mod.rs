@@ -39,9 +39,11 @@ mod program;
 mod memory;
 mod heap;
 mod staging;
+mod graph;
 
 pub(crate) use device::Device;
 pub(crate) use event::Event;
+pub(crate) use graph::{Graph, GraphBuilder};
 pub(crate) use kernel::Kernel;
 pub(crate) use memory::{HostMemory, Mapping, Memory};
 pub(crate) use program::{Code, Module};
@@ -107,6 +109,8 @@ impl Api for Cuda {
     type Object = Code;
     type Program = Module;
     type Kernel = Kernel;
+    type GraphBuilder = GraphBuilder;
+    type Graph = Graph;
 
     /// Found once per process.
     fn devices() -> Result<Vec<DeviceInfo>, Error> {

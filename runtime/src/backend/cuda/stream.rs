@@ -13,7 +13,7 @@ use super::context::Context;
 use super::event::{End, Lanes, RawEvent, Timing};
 use super::kernel::{default_local, launch_shape};
 use super::staging::{page_locked, resident, STAGED_READ_MIN};
-use super::{check, Cuda, Event, Kernel, Mapping, Memory};
+use super::{check, Cuda, Event, Graph, GraphBuilder, Kernel, Mapping, Memory};
 use crate::backend::api::{self, Owner, Queue as _};
 use crate::backend::native::NativeQueue;
 use crate::trace::trace;
@@ -471,6 +471,14 @@ impl api::Queue<Cuda> for Stream {
             device: context.device,
             stream: self.shared.raw,
         })
+    }
+
+    fn graph(&self) -> Result<Result<GraphBuilder, String>, Error> {
+        self.graph_builder()
+    }
+
+    fn replay(&self, graph: &Graph, after: &[&Event]) -> Result<Event, Error> {
+        self.replay_graph(graph, after)
     }
 }
 

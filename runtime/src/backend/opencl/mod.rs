@@ -32,9 +32,11 @@ mod memory;
 mod queue;
 mod program;
 mod kernel;
+mod graph;
 
 pub(crate) use device::Device;
 pub(crate) use event::Event;
+pub(crate) use graph::{Graph, GraphBuilder};
 pub(crate) use kernel::Kernel;
 pub(crate) use memory::{parent_of, HostMemory, Mapping, Memory};
 pub(crate) use program::Program;
@@ -66,6 +68,8 @@ impl Api for OpenCl {
     type Object = Program;
     type Program = Program;
     type Kernel = Kernel;
+    type GraphBuilder = GraphBuilder;
+    type Graph = Graph;
 
     /// Every device of every platform, in the ICD loader's order.
     fn devices() -> Result<Vec<DeviceInfo>, Error> {

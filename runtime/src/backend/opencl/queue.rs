@@ -5,7 +5,9 @@ use std::ptr;
 
 use cl3::types::{cl_command_queue, cl_context, cl_event, CL_BLOCKING, CL_NON_BLOCKING};
 
-use super::{cl_err, info_ptr, Context, Event, Kernel, Mapping, Memory, OpenCl};
+use super::{
+    cl_err, info_ptr, Context, Event, Graph, GraphBuilder, Kernel, Mapping, Memory, OpenCl,
+};
 use crate::backend::api::{self, DeviceId, Event as _};
 use crate::backend::native::NativeQueue;
 use crate::Error;
@@ -299,5 +301,13 @@ impl api::Queue<OpenCl> for Queue {
         let device =
             info_ptr(get_command_queue_info(self.0, CL_QUEUE_DEVICE), "clGetCommandQueueInfo")?;
         Ok(NativeQueue::OpenCl { context, device, queue: self.0 })
+    }
+
+    fn graph(&self) -> Result<Result<GraphBuilder, String>, Error> {
+        self.graph_builder()
+    }
+
+    fn replay(&self, graph: &Graph, after: &[&Event]) -> Result<Event, Error> {
+        self.replay_graph(graph, after)
     }
 }
