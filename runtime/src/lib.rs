@@ -139,8 +139,9 @@ pub use launch::bundle::{
 };
 pub use launch::device::{devices, Backend, DeviceInfo, DeviceType, WorkGroupSizes};
 pub use launch::event::{wait_all, Event, Profile};
+pub use launch::graph::{Graph, GraphNode, Recorder, Recording};
 pub use launch::host::{HostBuffer, Mapped, MappedMut, Transfer};
-pub use launch::kernel::{GlobalRange, KernelArg, Launch, Local, NoGlobalRange};
+pub use launch::kernel::{Eager, GlobalRange, KernelArg, Launch, Local, NoGlobalRange};
 pub use launch::queue::{Buffer, BufferView, Pod, Queue};
 pub use launch::typed::{c, DeviceMemory, OfType};
 pub use process::{compile_object_for, DEVICE_ENV};

@@ -8,8 +8,14 @@ use super::api::{Graph as _, GraphBuilder as _, Queue as _};
 use super::{cuda, events_of, opencl, Event, Kernel, Memory, Queue};
 use crate::Error;
 
-/// A graph being built for one queue ([`api::GraphBuilder`]).
-pub(crate) enum GraphBuilder {
+/// A graph being built for one queue ([`api::GraphBuilder`]), with the count of commands
+/// added, which number them.
+pub(crate) struct GraphBuilder {
+    driver: Builder,
+    added: usize,
+}
+
+enum Builder {
     OpenCl(opencl::GraphBuilder),
     Cuda(cuda::GraphBuilder),
 }
@@ -23,10 +29,11 @@ pub(crate) enum Graph {
 impl Queue {
     /// [`api::Queue::graph`].
     pub(crate) fn graph(&self) -> Result<Result<GraphBuilder, String>, Error> {
-        Ok(match self {
-            Queue::OpenCl(q) => q.graph()?.map(GraphBuilder::OpenCl),
-            Queue::Cuda(s) => s.graph()?.map(GraphBuilder::Cuda),
-        })
+        let driver = match self {
+            Queue::OpenCl(q) => q.graph()?.map(Builder::OpenCl),
+            Queue::Cuda(s) => s.graph()?.map(Builder::Cuda),
+        };
+        Ok(driver.map(|driver| GraphBuilder { driver, added: 0 }))
     }
 
     /// [`api::Queue::replay`] of `graph`, after the commands `after` stand for.
@@ -44,7 +51,13 @@ impl Queue {
 }
 
 impl GraphBuilder {
-    /// [`api::GraphBuilder::kernel`].
+    /// The number of the command added next.
+    fn added(&mut self) -> usize {
+        self.added += 1;
+        self.added - 1
+    }
+
+    /// [`api::GraphBuilder::kernel`]; the command's number.
     pub(crate) fn kernel(
         &mut self,
         kernel: &Kernel,
@@ -52,32 +65,37 @@ impl GraphBuilder {
         local: Option<&[usize]>,
         offset: Option<&[usize]>,
         after: &[usize],
-    ) -> Result<(), Error> {
-        match self {
-            GraphBuilder::OpenCl(b) => b.kernel(kernel.opencl()?, global, local, offset, after),
-            GraphBuilder::Cuda(b) => b.kernel(kernel.cuda()?, global, local, offset, after),
-        }
+    ) -> Result<usize, Error> {
+        match &mut self.driver {
+            Builder::OpenCl(b) => b.kernel(kernel.opencl()?, global, local, offset, after),
+            Builder::Cuda(b) => b.kernel(kernel.cuda()?, global, local, offset, after),
+        }?;
+        Ok(self.added())
     }
 
-    /// [`api::GraphBuilder::copy`].
+    /// [`api::GraphBuilder::copy`] of at least one byte; the command's number.
     pub(crate) fn copy(
         &mut self,
         (src, src_offset): (&Memory, usize),
         (dst, dst_offset): (&Memory, usize),
         size: usize,
         after: &[usize],
-    ) -> Result<(), Error> {
-        match self {
-            GraphBuilder::OpenCl(b) => {
+    ) -> Result<usize, Error> {
+        match &mut self.driver {
+            Builder::OpenCl(b) => {
                 b.copy((src.opencl()?, src_offset), (dst.opencl()?, dst_offset), size, after)
             }
-            GraphBuilder::Cuda(b) => {
+            Builder::Cuda(b) => {
                 b.copy((src.cuda()?, src_offset), (dst.cuda()?, dst_offset), size, after)
             }
-        }
+        }?;
+        Ok(self.added())
     }
 
-    /// [`api::GraphBuilder::fill`].
+    /// A fill of `pattern` over `size` bytes of `mem` from `offset`, as [`Queue::fill`] makes
+    /// it: the driver's fill where it takes the pattern, otherwise the first value filled
+    /// byte by byte and copied over the range in doubling copies, one after another; the
+    /// number of its last command.
     pub(crate) fn fill(
         &mut self,
         mem: &Memory,
@@ -85,18 +103,62 @@ impl GraphBuilder {
         offset: usize,
         size: usize,
         after: &[usize],
+    ) -> Result<usize, Error> {
+        if self.driver_fill(mem, pattern, offset, size, after)? {
+            return Ok(self.added());
+        }
+        let mut last: Option<usize> = None;
+        for (i, byte) in pattern.iter().enumerate() {
+            let one;
+            let deps = match last {
+                Some(l) => {
+                    one = [l];
+                    &one[..]
+                }
+                None => after,
+            };
+            if !self.driver_fill(mem, std::slice::from_ref(byte), offset + i, 1, deps)? {
+                return Err(Error::InvalidArgument("a driver without a 1-byte fill".into()));
+            }
+            last = Some(self.added());
+        }
+        let mut done = pattern.len();
+        while done < size {
+            let more = done.min(size - done);
+            let one;
+            let deps = match last {
+                Some(l) => {
+                    one = [l];
+                    &one[..]
+                }
+                None => after,
+            };
+            last = Some(self.copy((mem, offset), (mem, offset + done), more, deps)?);
+            done += more;
+        }
+        last.ok_or_else(|| Error::InvalidArgument("a fill of no bytes".into()))
+    }
+
+    /// [`api::GraphBuilder::fill`].
+    fn driver_fill(
+        &mut self,
+        mem: &Memory,
+        pattern: &[u8],
+        offset: usize,
+        size: usize,
+        after: &[usize],
     ) -> Result<bool, Error> {
-        match self {
-            GraphBuilder::OpenCl(b) => b.fill(mem.opencl()?, pattern, offset, size, after),
-            GraphBuilder::Cuda(b) => b.fill(mem.cuda()?, pattern, offset, size, after),
+        match &mut self.driver {
+            Builder::OpenCl(b) => b.fill(mem.opencl()?, pattern, offset, size, after),
+            Builder::Cuda(b) => b.fill(mem.cuda()?, pattern, offset, size, after),
         }
     }
 
     /// [`api::GraphBuilder::finish`].
     pub(crate) fn finish(self) -> Result<Graph, Error> {
-        Ok(match self {
-            GraphBuilder::OpenCl(b) => Graph::OpenCl(b.finish()?),
-            GraphBuilder::Cuda(b) => Graph::Cuda(b.finish()?),
+        Ok(match self.driver {
+            Builder::OpenCl(b) => Graph::OpenCl(b.finish()?),
+            Builder::Cuda(b) => Graph::Cuda(b.finish()?),
         })
     }
 }

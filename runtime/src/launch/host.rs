@@ -442,26 +442,34 @@ impl<T: Pod> Buffer<T> {
 
     /// Maps the buffer, kept in its uses until [`Buffer::end_map`]; where it starts.
     fn map_with(&self, write: bool) -> Result<MapAt, Error> {
-        // Ends a map a forgotten guard left, and orders the map after other queues' commands.
-        self.settle(if write { Access::Write } else { Access::Read })?;
-        let queue = &self.queue().inner.queue;
-        let mapping = queue.map(self.mem(), byte_size::<T>(self.len())?, write)?;
+        // Ends a map a forgotten guard left; from here until the map ends, a graph's replay
+        // (which does not borrow the buffer) refuses the buffer. Then orders the map after
+        // other queues' commands, a replay's included.
+        self.end_map()?;
+        self.alloc.uses.hold();
+        let mapped = self.settle(if write { Access::Write } else { Access::Read }).and_then(|_| {
+            let queue = &self.queue().inner.queue;
+            let mapping = queue.map(self.mem(), byte_size::<T>(self.len())?, write)?;
+            match check_aligned::<T>(mapping.as_ptr(), "a buffer's map") {
+                Ok(()) => Ok(mapping),
+                Err(e) => queue.unmap(self.mem(), mapping).and(Err(e)),
+            }
+        });
+        let mapping = match mapped {
+            Ok(mapping) => mapping,
+            Err(e) => {
+                self.alloc.uses.end_map();
+                return Err(e);
+            }
+        };
         let at = mapping.as_ptr();
-        if let Err(e) = check_aligned::<T>(at, "a buffer's map") {
-            queue.unmap(self.mem(), mapping)?;
-            return Err(e);
-        }
-        self.uses.lock().map = Some(mapping);
+        self.alloc.uses.lock().map = Some(mapping);
         Ok(MapAt(at))
     }
 
     /// Ends the buffer's map, once (a guard's, or one a forgotten guard left in place).
     pub(super) fn end_map(&self) -> Result<(), Error> {
-        let mapping = self.uses.lock().map.take();
-        match mapping {
-            Some(mapping) => self.queue().inner.queue.unmap(self.mem(), mapping),
-            None => Ok(()),
-        }
+        self.alloc.end_map()
     }
 }
 

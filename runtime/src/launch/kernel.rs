@@ -10,7 +10,9 @@ use sycl_format::{c_types, KernelParam, ParamKind};
 use super::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
 use super::event::Event;
 use super::order::{ordered, Access, Accesses, Uses};
-use super::queue::{as_bytes, Buffer, BufferView, LastLaunch, Pod, Queue, KEPT_KERNELS};
+use super::queue::{
+    as_bytes, Allocation, Buffer, BufferView, LastLaunch, Pod, Queue, KEPT_KERNELS,
+};
 use crate::backend::native::NativeBuffer;
 use crate::backend::{self, Memory, Program};
 use crate::discovery::LoadState;
@@ -21,6 +23,26 @@ use crate::program::{
 use crate::registry::Registry;
 use crate::trace::trace;
 use crate::Error;
+
+impl<'q, S> Launch<'q, NoGlobalRange, S> {
+    /// A launch of `kernel` on `queue` with nothing set yet, going to `sink`.
+    #[inline]
+    pub(super) fn new(queue: &'q Queue, kernel: &'q str, sink: S) -> Self {
+        Launch {
+            queue,
+            kernel,
+            args: Args::new(),
+            global: Range::new(&[]),
+            local: None,
+            offset: None,
+            spec: None,
+            bundle: None,
+            after: Vec::new(),
+            sink,
+            _range: PhantomData,
+        }
+    }
+}
 
 impl Queue {
     /// Starts a launch of `kernel`; add its arguments and its global range, then
@@ -39,18 +61,7 @@ impl Queue {
     /// `fixtures/misuse/examples/run_without_global_range.rs`.)
     #[inline]
     pub fn launch<'q>(&'q self, kernel: &'q str) -> Launch<'q, NoGlobalRange> {
-        Launch {
-            queue: self,
-            kernel,
-            args: Args::new(),
-            global: Range::new(&[]),
-            local: None,
-            offset: None,
-            spec: None,
-            bundle: None,
-            after: Vec::new(),
-            _range: PhantomData,
-        }
+        Launch::new(self, kernel, Eager)
     }
 
     /// Submits what was enqueued to the device without waiting for it (OpenCL's `clFlush`;
@@ -73,12 +84,12 @@ pub trait KernelArg<'a> {
 }
 
 /// A kernel argument, ready to be set.
-pub struct ArgValue<'a>(Arg<'a>);
+pub struct ArgValue<'a>(pub(super) Arg<'a>);
 
 /// A launch's arguments: up to 8 without an allocation.
 type Args<'a> = smallvec::SmallVec<[ArgValue<'a>; 8]>;
 
-enum Arg<'a> {
+pub(super) enum Arg<'a> {
     /// A buffer or a view of one: the memory the kernel gets, the device it lives on, its
     /// element type, and where it lies in its allocation, whose uses it shares.
     Mem(&'a Arc<Memory>, &'a Arc<DeviceState>, &'static str, Span<'a>),
@@ -92,17 +103,21 @@ enum Arg<'a> {
     Native(NativeBuffer, usize, &'static str, usize),
 }
 
-/// Where a buffer argument lies: its allocation's uses, and its bytes there.
+/// Where a buffer argument lies: its allocation, and its bytes there.
 #[derive(Clone, Copy)]
-struct Span<'a> {
-    uses: &'a Uses,
-    start: usize,
-    len: usize,
+pub(super) struct Span<'a> {
+    pub(super) alloc: &'a Arc<Allocation>,
+    pub(super) start: usize,
+    pub(super) len: usize,
 }
 
-impl Span<'_> {
+impl<'a> Span<'a> {
+    pub(super) fn uses(&self) -> &'a Uses {
+        &self.alloc.uses
+    }
+
     fn overlaps(&self, other: &Span<'_>) -> bool {
-        std::ptr::eq(self.uses, other.uses)
+        Arc::ptr_eq(self.alloc, other.alloc)
             && self.start < other.start + other.len
             && other.start < self.start + self.len
     }
@@ -149,7 +164,7 @@ impl Arg<'_> {
 impl<'a, T: Pod> KernelArg<'a> for &'a Buffer<T> {
     fn to_arg(&self) -> ArgValue<'a> {
         let buffer: &'a Buffer<T> = self;
-        let span = Span { uses: &buffer.uses, start: 0, len: buffer.len() * size_of::<T>() };
+        let span = Span { alloc: &buffer.alloc, start: 0, len: buffer.len() * size_of::<T>() };
         ArgValue(Arg::Mem(
             buffer.mem(),
             &buffer.queue().inner.device,
@@ -163,7 +178,7 @@ impl<'a, T: Pod> KernelArg<'a> for &'a BufferView<'_, T> {
     fn to_arg(&self) -> ArgValue<'a> {
         let view: &'a BufferView<'_, T> = self;
         let span =
-            Span { uses: &view.buffer.uses, start: view.start, len: view.len() * size_of::<T>() };
+            Span { alloc: &view.buffer.alloc, start: view.start, len: view.len() * size_of::<T>() };
         ArgValue(Arg::Mem(
             &view.mem,
             &view.buffer.queue().inner.device,
@@ -321,7 +336,7 @@ fn launch_error(
 
 /// Checks a launch's arguments against the kernel's parameters as its image records them,
 /// so that a mistake is named before the driver answers with a bare error code.
-fn check_arguments(
+pub(super) fn check_arguments(
     kernel: &str,
     params: &[KernelParam],
     args: &[ArgValue<'_>],
@@ -420,21 +435,28 @@ type Selector = Box<ImageSelector>;
 /// A kernel launch being put together; `R` says whether it has its global range yet
 /// ([`NoGlobalRange`] until [`Launch::global`], then [`GlobalRange`]): only a launch with one
 /// can [`run`](Launch::run).
-pub struct Launch<'q, R = GlobalRange> {
-    queue: &'q Queue,
-    kernel: &'q str,
-    args: Args<'q>,
-    global: Range,
-    local: Option<Range>,
+///
+/// `S` says where it goes: enqueued now ([`Eager`], from [`Queue::launch`]), or into a graph
+/// being recorded ([`crate::Recording`], from [`crate::Recorder::launch`]).
+pub struct Launch<'q, R = GlobalRange, S = Eager> {
+    pub(super) queue: &'q Queue,
+    pub(super) kernel: &'q str,
+    pub(super) args: Args<'q>,
+    pub(super) global: Range,
+    pub(super) local: Option<Range>,
     /// Where the global ids start (zero by default).
-    offset: Option<Range>,
+    pub(super) offset: Option<Range>,
     /// Specialization values (`None` until one is set: a launch drops nothing for them).
-    spec: Option<SpecValues>,
-    bundle: Option<(KernelBundle<Executable>, Option<Selector>)>,
+    pub(super) spec: Option<SpecValues>,
+    pub(super) bundle: Option<(KernelBundle<Executable>, Option<Selector>)>,
     /// Events the launch waits for (empty for most: nothing is allocated).
-    after: Vec<Event>,
+    pub(super) after: Vec<Event>,
+    pub(super) sink: S,
     _range: PhantomData<R>,
 }
+
+/// A [`Launch`] that [`Launch::run`] enqueues at once.
+pub struct Eager;
 
 /// A [`Launch`] that has no global range yet, and so cannot run.
 pub struct NoGlobalRange;
@@ -442,7 +464,7 @@ pub struct NoGlobalRange;
 /// A [`Launch`] with its global range: ready to run.
 pub struct GlobalRange;
 
-impl<'q, R> Launch<'q, R> {
+impl<'q, R, S> Launch<'q, R, S> {
     /// Appends the next argument.
     #[allow(clippy::should_implement_trait)]
     #[inline]
@@ -459,8 +481,8 @@ impl<'q, R> Launch<'q, R> {
 
     /// The global range: one to three dimensions (`[n]`, `[w, h]`, `[w, h, d]`).
     #[inline]
-    pub fn global<const N: usize>(self, dims: [usize; N]) -> Launch<'q, GlobalRange> {
-        let Launch { queue, kernel, args, local, offset, spec, bundle, after, .. } = self;
+    pub fn global<const N: usize>(self, dims: [usize; N]) -> Launch<'q, GlobalRange, S> {
+        let Launch { queue, kernel, args, local, offset, spec, bundle, after, sink, .. } = self;
         Launch {
             queue,
             kernel,
@@ -471,6 +493,7 @@ impl<'q, R> Launch<'q, R> {
             spec,
             bundle,
             after,
+            sink,
             _range: PhantomData,
         }
     }
@@ -545,11 +568,25 @@ impl Launch<'_, GlobalRange> {
             local: self.local.as_ref().map(Range::dims),
             offset: self.offset.as_ref().map(Range::dims),
         };
-        let spec = self.spec.as_ref().filter(|s| !s.0.is_empty());
-        if self.bundle.is_none() && spec.is_none() {
+        if self.bundle.is_none() && self.spec.as_ref().is_none_or(|s| s.0.is_empty()) {
             return queue.launch_plain(kernel, &self.args, ranges, &after);
         }
-        let (registry, program) = match &self.bundle {
+        let (registry, program) = self.program()?;
+        let device = &queue.inner.device;
+        let mut k = device.take_kernel(&program, kernel)?;
+        let event = queue.enqueue(&registry, kernel, &mut k, &self.args, ranges, &after)?;
+        device.return_kernel(&program, kernel, k);
+        Ok(Event::new(event, device.clone()))
+    }
+}
+
+impl<R, S> Launch<'_, R, S> {
+    /// The registry and program the kernel comes from: its bundle's, or resolved and built
+    /// (or taken from the caches) with the launch's specialization values.
+    pub(super) fn program(&self) -> Result<(Arc<Registry>, Arc<Program>), Error> {
+        let (queue, kernel) = (self.queue, self.kernel);
+        let spec = self.spec.as_ref().filter(|s| !s.0.is_empty());
+        Ok(match &self.bundle {
             Some((bundle, select)) => {
                 if !bundle.device_is(queue) {
                     return Err(Error::InvalidArgument(format!(
@@ -576,12 +613,7 @@ impl Launch<'_, GlobalRange> {
                 )?;
                 (registry, program)
             }
-        };
-        let device = &queue.inner.device;
-        let mut k = device.take_kernel(&program, kernel)?;
-        let event = queue.enqueue(&registry, kernel, &mut k, &self.args, ranges, &after)?;
-        device.return_kernel(&program, kernel, k);
-        Ok(Event::new(event, device.clone()))
+        })
     }
 }
 
@@ -647,6 +679,27 @@ impl Queue {
         Ranges { global, local, offset }: Ranges<'_>,
         after: &[&backend::Event],
     ) -> Result<backend::Event, Error> {
+        let mut uses = self.check(registry, kernel, object, args)?;
+        set_arguments(object, args).map_err(|(i, e)| {
+            Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
+        })?;
+        let queue = &self.inner.queue;
+        ordered(queue, self.inner.id, &mut uses, after, |waits| {
+            queue.enqueue(&object.kernel, global, local, offset, waits)
+        })
+        .map_err(|e| launch_error(kernel, e, &object.kernel, local, &self.inner.device))
+    }
+
+    /// Checks a launch of `object` (kernel `kernel`, from `registry`) with `args` on this
+    /// queue: the arguments against the kernel's recorded parameters (once per list of
+    /// argument types: the object remembers the last it accepted), then [`checked_uses`].
+    pub(super) fn check<'a>(
+        &self,
+        registry: &Registry,
+        kernel: &str,
+        object: &mut PooledKernel,
+        args: &'a [ArgValue<'_>],
+    ) -> Result<Accesses<'a>, Error> {
         let own = &self.inner.device;
         let signature = object.signature.get_or_insert_with(|| {
             let params = signature(own, registry, kernel);
@@ -663,43 +716,56 @@ impl Queue {
                     accepted.extend(keys());
                 }
             }
-            // CUDA takes a launch's arguments as bytes it cannot check: without the kernel's
-            // record of its parameters, a wrong argument would be read as whatever it is.
-            None if own.info.backend == crate::Backend::Cuda => {
-                return Err(unrecorded_parameters(kernel, own))
-            }
             None => {}
         }
-        let reads = signature.reads;
-        if let Some(i) = args.iter().position(|ArgValue(arg)| refused(arg, own, self.inner.stream))
-        {
-            return Err(refused_argument(kernel, i, &args[i].0, own));
-        }
-        // The buffers it uses, and how: through a parameter the kernel only reads, or not.
-        let mut uses = Accesses::new();
-        for (i, ArgValue(arg)) in args.iter().enumerate() {
-            if let Arg::Mem(.., span) = arg {
-                let only_reads = i < 64 && reads & (1 << i) != 0;
-                uses.push((span.uses, if only_reads { Access::Read } else { Access::Write }));
-            }
-        }
-        if uses.len() > 1 {
-            check_overlaps(kernel, args, &uses)?;
-        }
-        set_arguments(object, args).map_err(|(i, e)| {
-            Error::InvalidArgument(format!("kernel `{kernel}` argument {i}: {e}"))
-        })?;
-        let queue = &self.inner.queue;
-        ordered(queue, self.inner.id, &mut uses, after, |waits| {
-            queue.enqueue(&object.kernel, global, local, offset, waits)
-        })
-        .map_err(|e| launch_error(kernel, e, &object.kernel, local, own))
+        checked_uses(
+            kernel,
+            own,
+            self.inner.stream,
+            signature.params.as_deref(),
+            signature.reads,
+            args,
+        )
     }
+}
+
+/// What a launch of `kernel` with `args` on `own` (its queue's stream numbered `stream`) uses,
+/// once its arguments passed the parameter check: the buffers, each read (through a
+/// parameter the kernel only reads, by the bits of `reads`) or written; refused: an argument
+/// of another device, context or stream, local memory the device cannot give, overlapping
+/// buffers the launch writes, and on CUDA a kernel without a record of its `params`.
+pub(super) fn checked_uses<'a>(
+    kernel: &str,
+    own: &Arc<DeviceState>,
+    stream: usize,
+    params: Option<&[KernelParam]>,
+    reads: u64,
+    args: &'a [ArgValue<'_>],
+) -> Result<Accesses<'a>, Error> {
+    // CUDA takes a launch's arguments as bytes it cannot check: without the kernel's record
+    // of its parameters, a wrong argument would be read as whatever it is.
+    if params.is_none() && own.info.backend == crate::Backend::Cuda {
+        return Err(unrecorded_parameters(kernel, own));
+    }
+    if let Some(i) = args.iter().position(|ArgValue(arg)| refused(arg, own, stream)) {
+        return Err(refused_argument(kernel, i, &args[i].0, own));
+    }
+    let mut uses = Accesses::new();
+    for (i, ArgValue(arg)) in args.iter().enumerate() {
+        if let Arg::Mem(.., span) = arg {
+            let only_reads = i < 64 && reads & (1 << i) != 0;
+            uses.push((span.uses(), if only_reads { Access::Read } else { Access::Write }));
+        }
+    }
+    if uses.len() > 1 {
+        check_overlaps(kernel, args, &uses)?;
+    }
+    Ok(uses)
 }
 
 /// The parameters a kernel only reads through, as bits by index (parameters from the 64th
 /// on count as written): a `constant` pointer, or a `global` pointer to `const`.
-fn reads_only(params: &[KernelParam]) -> u64 {
+pub(super) fn reads_only(params: &[KernelParam]) -> u64 {
     params
         .iter()
         .take(64)
@@ -719,7 +785,7 @@ fn check_overlaps(kernel: &str, args: &[ArgValue<'_>], uses: &Accesses<'_>) -> R
         })
     };
     let writes = |span: &Span<'_>| {
-        uses.iter().any(|(u, access)| std::ptr::eq(*u, span.uses) && *access == Access::Write)
+        uses.iter().any(|(u, access)| std::ptr::eq(*u, span.uses()) && *access == Access::Write)
     };
     for (i, a, span_a) in mems() {
         for (j, b, span_b) in mems().filter(|(j, ..)| *j > i) {
@@ -773,16 +839,16 @@ impl Queue {
 
 /// A launch's global range, work-group size and offset, as checked.
 #[derive(Clone, Copy)]
-struct Ranges<'a> {
-    global: &'a [usize],
-    local: Option<&'a [usize]>,
-    offset: Option<&'a [usize]>,
+pub(super) struct Ranges<'a> {
+    pub(super) global: &'a [usize],
+    pub(super) local: Option<&'a [usize]>,
+    pub(super) offset: Option<&'a [usize]>,
 }
 
 /// A global range or a work-group size: up to three dimensions, kept without allocating (a
 /// launch is built for every kernel run). More than three are refused at `run`.
 #[derive(Debug, Clone, Copy)]
-struct Range {
+pub(super) struct Range {
     dims: [usize; 3],
     len: usize,
 }
@@ -798,7 +864,7 @@ impl Range {
     }
 
     #[inline]
-    fn dims(&self) -> &[usize] {
+    pub(super) fn dims(&self) -> &[usize] {
         &self.dims[..self.len.min(3)]
     }
 }
@@ -806,7 +872,7 @@ impl Range {
 /// A global range of one to three dimensions; a work-group size (when given) of as many, each
 /// dividing the global size in its dimension, as OpenCL requires; an offset (when given) of as
 /// many.
-fn check_ranges(
+pub(super) fn check_ranges(
     kernel: &str,
     global: &Range,
     local: Option<&Range>,

@@ -2,8 +2,9 @@
 //! commands that use a buffer (`order`), queues and buffers (`queue`),
 //! host memory for fast copies, asynchronous copies through it and maps of buffers (`host`),
 //! the devices and what they can do (`device`), kernel bundles and specialization constants
-//! (`bundle`), kernel launches, plain or from a bundle (`kernel`), and what the generated typed
-//! launchers are written against (`typed`). Each imports only those before it.
+//! (`bundle`), kernel launches, plain or from a bundle (`kernel`), what the generated typed
+//! launchers are written against (`typed`), and recorded work replayed whole (`graph`). Each
+//! imports only those before it.
 
 pub(crate) mod event;
 pub(crate) mod order;
@@ -13,3 +14,4 @@ pub(crate) mod device;
 pub(crate) mod bundle;
 pub(crate) mod kernel;
 pub(crate) mod typed;
+pub(crate) mod graph;

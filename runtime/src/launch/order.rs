@@ -66,6 +66,11 @@ pub(crate) struct State {
     /// guard ends it when it goes; a guard that was forgotten (`std::mem::forget`) left it
     /// in place, and the next command on the buffer, or its drop, ends it.
     pub(crate) map: Option<backend::Mapping>,
+    /// The buffer is mapped, or being mapped, while the program may hold a guard of it: set
+    /// before the map is ordered and cleared when it ends. Commands that borrow the buffer
+    /// cannot meet a live guard (the guard borrows it exclusively); a graph's replay, which
+    /// holds the buffer without borrowing it, refuses it while this is set.
+    held: bool,
 }
 
 struct Use {
@@ -110,6 +115,18 @@ impl Drop for Use {
 impl Uses {
     pub(crate) fn new(root: Arc<backend::Memory>) -> Uses {
         Uses { state: Mutex::default(), root }
+    }
+
+    /// Marks the buffer as mapped from now on (see [`State::held`]).
+    pub(crate) fn hold(&self) {
+        self.lock().held = true;
+    }
+
+    /// Ends the buffer's mapped state: its map, if one is in place, for the caller to end.
+    pub(crate) fn end_map(&self) -> Option<backend::Mapping> {
+        let mut state = self.lock();
+        state.held = false;
+        state.map.take()
     }
 
     /// The whole allocation.
@@ -229,6 +246,31 @@ pub(crate) fn ordered(
             return Ok(event);
         }
     }
+    ordered_with(queue, id, accesses, after, None, enqueue)
+}
+
+/// [`ordered`] for a command that holds its buffers without borrowing them (a graph's
+/// replay): a buffer that is mapped, or whose map a forgotten guard left in place, is refused
+/// with the error `mapped` makes of its position in `accesses` (a live guard may be using its
+/// memory; a borrowing command would have ended a forgotten one).
+pub(crate) fn ordered_unborrowed(
+    queue: &backend::Queue,
+    id: u64,
+    accesses: &mut Accesses<'_>,
+    mapped: &dyn Fn(&Uses) -> Error,
+    enqueue: impl FnOnce(&[&backend::Event]) -> Result<backend::Event, Error>,
+) -> Result<backend::Event, Error> {
+    ordered_with(queue, id, accesses, &[], Some(mapped), enqueue)
+}
+
+fn ordered_with(
+    queue: &backend::Queue,
+    id: u64,
+    accesses: &mut Accesses<'_>,
+    after: &[&backend::Event],
+    mapped: Option<&dyn Fn(&Uses) -> Error>,
+    enqueue: impl FnOnce(&[&backend::Event]) -> Result<backend::Event, Error>,
+) -> Result<backend::Event, Error> {
     // In address order, each buffer once (as a writer when any use writes): one lock each.
     if accesses.len() > 1 {
         accesses.sort_unstable_by_key(|(uses, access)| (*uses as *const Uses, *access));
@@ -243,7 +285,11 @@ pub(crate) fn ordered(
     let mut states: SmallVec<[MutexGuard<'_, State>; 8]> =
         accesses.iter().map(|(uses, _)| uses.lock()).collect();
     for (state, (uses, _)) in states.iter_mut().zip(accesses.iter()) {
+        if let Some(mapped) = mapped.filter(|_| state.held || state.map.is_some()) {
+            return Err(mapped(uses));
+        }
         if let Some(mapping) = state.map.take() {
+            state.held = false;
             queue.unmap(&uses.root, mapping)?;
         }
     }

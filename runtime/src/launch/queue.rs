@@ -347,24 +347,43 @@ impl Queue {
 /// it (the crate's [Ordering](crate#ordering)). Dropped, its memory is freed once no command
 /// uses it, without the host waiting.
 pub struct Buffer<T: Pod> {
-    /// The memory and its recent uses.
-    pub(super) uses: Uses,
+    /// The memory, its recent uses and its queue, shared with the graphs that use it.
+    pub(super) alloc: Arc<Allocation>,
     len: usize,
-    queue: Queue,
     _t: PhantomData<T>,
 }
 
-impl<T: Pod> Drop for Buffer<T> {
+/// A buffer's allocation: its memory and recent uses, and the queue its own commands go
+/// through. Shared by the [`Buffer`] and the [`crate::Graph`]s that recorded it, and freed
+/// when the last of them goes, once no command uses it.
+pub(crate) struct Allocation {
+    pub(super) uses: Uses,
+    pub(super) queue: Queue,
+}
+
+impl Drop for Allocation {
     fn drop(&mut self) {
         // A guard that was forgotten left the map in place.
         if let Err(e) = self.end_map() {
             log::warn!("unmapping a dropped buffer: {e}");
         }
-        self.mem().disown();
+        let mem = self.uses.root();
+        mem.disown();
         // OpenCL frees it after the queued commands that use it by itself: no event is
         // refreshed for it (the uses, dropped with the buffer, give up their markers).
-        if !self.mem().frees_itself() {
-            self.mem().free_after(self.uses.take_all());
+        if !mem.frees_itself() {
+            mem.free_after(self.uses.take_all());
+        }
+    }
+}
+
+impl Allocation {
+    /// Ends the allocation's map, once (a guard's, or one a forgotten guard left in place).
+    pub(super) fn end_map(&self) -> Result<(), Error> {
+        let mapping = self.uses.end_map();
+        match mapping {
+            Some(mapping) => self.queue.inner.queue.unmap(self.uses.root(), mapping),
+            None => Ok(()),
         }
     }
 }
@@ -374,7 +393,8 @@ impl<T: Pod> Buffer<T> {
     fn made(queue: &Queue, mem: Memory, len: usize) -> Buffer<T> {
         let mem = Arc::new(mem);
         mem.own();
-        Buffer { uses: Uses::new(mem), len, queue: queue.clone(), _t: PhantomData }
+        let alloc = Allocation { uses: Uses::new(mem), queue: queue.clone() };
+        Buffer { alloc: Arc::new(alloc), len, _t: PhantomData }
     }
 
     /// Orders work another library gives the buffer's queue's own stream (cudarc's, cuBLAS's)
@@ -383,13 +403,13 @@ impl<T: Pod> Buffer<T> {
     #[cfg_attr(not(feature = "cudarc"), allow(dead_code))]
     pub(crate) fn use_externally(&self, access: Access) -> Result<(), Error> {
         self.settle(access)?;
-        self.uses.used_later_by(self.queue.inner.id);
+        self.alloc.uses.used_later_by(self.alloc.queue.inner.id);
         Ok(())
     }
 
     /// The whole allocation.
     pub(super) fn mem(&self) -> &Arc<Memory> {
-        self.uses.root()
+        self.alloc.uses.root()
     }
 
     /// Enqueues on the buffer's queue a command that uses this buffer as `access`, after the
@@ -400,8 +420,8 @@ impl<T: Pod> Buffer<T> {
         access: Access,
         enqueue: impl FnOnce(&backend::Queue) -> Result<backend::Event, Error>,
     ) -> Result<backend::Event, Error> {
-        let queue = &self.queue.inner;
-        ordered(&queue.queue, queue.id, &mut smallvec![(&self.uses, access)], &[], |waits| {
+        let queue = &self.alloc.queue.inner;
+        ordered(&queue.queue, queue.id, &mut smallvec![(&self.alloc.uses, access)], &[], |waits| {
             queue.queue.wait_for(waits)?;
             enqueue(&queue.queue)
         })
@@ -452,7 +472,7 @@ impl<T: Pod> Buffer<T> {
 
     /// The queue its reads, writes and copies go through.
     pub fn queue(&self) -> &Queue {
-        &self.queue
+        &self.alloc.queue
     }
 
     /// Copies the buffer to the host, after everything submitted to its queue before and
@@ -533,12 +553,12 @@ impl<T: Pod> Buffer<T> {
     /// buffer's queue. The host does not wait, not even for other queues' commands: this
     /// buffer's queue does.
     pub fn copy_from_async(&self, src: &Buffer<T>) -> Result<Event, Error> {
-        if !Arc::ptr_eq(&self.queue.inner.device, &src.queue.inner.device) {
+        if !Arc::ptr_eq(&self.alloc.queue.inner.device, &src.alloc.queue.inner.device) {
             return Err(Error::InvalidArgument(format!(
                 "copying a buffer of {} into a buffer of {}: copies between devices go \
                  through the host (read, then write)",
-                src.queue.inner.device.describe(),
-                self.queue.inner.device.describe()
+                src.queue().inner.device.describe(),
+                self.alloc.queue.inner.device.describe()
             )));
         }
         if src.len != self.len {
@@ -547,19 +567,20 @@ impl<T: Pod> Buffer<T> {
                 src.len, self.len
             )));
         }
-        let queue = &self.queue.inner;
+        let queue = &self.alloc.queue.inner;
         let event = if Arc::ptr_eq(self.mem(), src.mem()) {
             // A buffer copied onto itself: nothing changes, but the event still comes after
             // what its queue was given before, and what other queues write it.
             self.settle(Access::Read)?
         } else {
             let bytes = byte_size::<T>(self.len)?;
-            let mut uses = smallvec![(&src.uses, Access::Read), (&self.uses, Access::Write)];
+            let mut uses =
+                smallvec![(&src.alloc.uses, Access::Read), (&self.alloc.uses, Access::Write)];
             ordered(&queue.queue, queue.id, &mut uses, &[], |waits| {
                 queue.queue.copy((src.mem(), 0), (self.mem(), 0), bytes, waits)
             })?
         };
-        Ok(Event::new(event, self.queue.state()))
+        Ok(Event::new(event, self.alloc.queue.state()))
     }
 
     /// Sets every value to `value`, on the device; returns when it is done.
@@ -576,7 +597,7 @@ impl<T: Pod> Buffer<T> {
     pub fn fill_async(&self, value: T) -> Result<Event, Error> {
         let bytes = byte_size::<T>(self.len)?;
         let event = self.fill_bytes(as_bytes(std::slice::from_ref(&value)), bytes)?;
-        Ok(Event::new(event, self.queue.state()))
+        Ok(Event::new(event, self.alloc.queue.state()))
     }
 
     /// Repeats `pattern` over the first `bytes` bytes, ordered as a write.
