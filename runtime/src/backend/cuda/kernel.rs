@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUdevice_attribute};
 
+use super::context::Context;
 use super::program::Loaded;
 use super::{check, Cuda, Device, Memory};
 use crate::backend::api;
@@ -21,7 +22,8 @@ enum Slot {
 
 /// A kernel function with its arguments, kept between launches.
 pub(crate) struct Kernel {
-    module: Arc<Loaded>,
+    /// Its module, kept loaded by the kernel and by every graph that launches it.
+    pub(super) module: Arc<Loaded>,
     pub(super) function: sys::CUfunction,
     /// The kernel's name, which a stream keeps for its last launch (see
     /// [`StreamShared::last_kernel`](super::stream::StreamShared::last_kernel)).
@@ -88,6 +90,53 @@ impl Kernel {
             slot => *slot = Slot::Bytes(bytes.to_vec()),
         }
         self.prepare();
+    }
+
+    /// The grid and the block of a launch over `global` in work-groups of `local` (of
+    /// [`default_local`] when `None`); an offset other than zero is refused.
+    pub(super) fn shape(
+        &self,
+        global: &[usize],
+        local: Option<&[usize]>,
+        offset: Option<&[usize]>,
+    ) -> Result<([u32; 3], [u32; 3]), Error> {
+        if offset.is_some_and(|o| o.iter().any(|&d| d != 0)) {
+            // The ptx64 target's get_global_id and get_global_offset know no offset.
+            return Err(Error::InvalidArgument(
+                "a global offset on a CUDA device: its kernels' get_global_id knows none; \
+                 add the offset to the index in the kernel, or pass it as an argument"
+                    .into(),
+            ));
+        }
+        let local = match local {
+            Some(given) => {
+                let mut l = [1; 3];
+                l[..given.len()].copy_from_slice(given);
+                l
+            }
+            None => default_local(global),
+        };
+        launch_shape(&self.name, self.max_threads, global, &local)
+    }
+
+    /// The dynamic shared memory of a launch of `dims` dimensions with the arguments as now
+    /// set (`sycl_format::ptx_dynamic_shared_size`), which the function is first allowed, in
+    /// `context` (its module's), when it is more than it was.
+    pub(super) fn dynamic_shared(&self, dims: usize, context: &Context) -> Result<u32, Error> {
+        let shared = sycl_format::ptx_dynamic_shared_size(self.local_bytes, dims);
+        if shared > self.max_dynamic_shared.get() {
+            context.bind()?;
+            // SAFETY: a live function; the driver checks the size against the device.
+            check("cuFuncSetAttribute", unsafe {
+                sys::cuFuncSetAttribute(
+                    self.function,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared as i32,
+                )
+            })?;
+            self.max_dynamic_shared.set(shared);
+        }
+        Ok(shared as u32)
     }
 
     /// Makes `params`, `offsets` and `local_bytes` of the arguments as now set. Local

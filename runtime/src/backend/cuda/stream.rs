@@ -11,7 +11,6 @@ use cudarc::driver::sys::{self, CUresult};
 use super::clock::Clock;
 use super::context::Context;
 use super::event::{End, Lanes, RawEvent, Timing};
-use super::kernel::{default_local, launch_shape};
 use super::staging::{page_locked, resident, STAGED_READ_MIN};
 use super::{check, Cuda, Event, Graph, GraphBuilder, Kernel, Mapping, Memory};
 use crate::backend::api::{self, Owner, Queue as _};
@@ -130,12 +129,12 @@ impl StreamShared {
         Ok(event)
     }
 
-    /// Notes `kernel` as the last launched here.
-    fn launched(&self, kernel: &Kernel) {
-        let at = kernel.name.as_ptr() as usize;
+    /// Notes the kernel `name` (a [`Kernel::name`]) as the last launched here.
+    pub(super) fn launched(&self, name: &Arc<str>) {
+        let at = name.as_ptr() as usize;
         if self.last_kernel_at.load(Ordering::Relaxed) != at {
             let mut last = self.last_kernel.lock().unwrap_or_else(|e| e.into_inner());
-            *last = Some(kernel.name.clone());
+            *last = Some(name.clone());
             self.last_kernel_at.store(at, Ordering::Relaxed);
         }
     }
@@ -191,14 +190,7 @@ impl api::Queue<Cuda> for Stream {
         offset: Option<&[usize]>,
         after: &[&Event],
     ) -> Result<Event, Error> {
-        if offset.is_some_and(|o| o.iter().any(|&d| d != 0)) {
-            // The ptx64 target's get_global_id and get_global_offset know no offset.
-            return Err(Error::InvalidArgument(
-                "a global offset on a CUDA device: its kernels' get_global_id knows none; \
-                 add the offset to the index in the kernel, or pass it as an argument"
-                    .into(),
-            ));
-        }
+        let (grid, block) = kernel.shape(global, local, offset)?;
         // Asking the driver for the current context costs a launch in a loop about 2 %: a
         // launch without events to wait for or to time trusts the thread's last bind, and
         // binds and tries again if the driver refuses the launch for its context.
@@ -207,28 +199,7 @@ impl api::Queue<Cuda> for Stream {
             self.shared.context.bind()?;
             self.wait_events(after)?;
         }
-        let local = match local {
-            Some(given) => {
-                let mut l = [1; 3];
-                l[..given.len()].copy_from_slice(given);
-                l
-            }
-            None => default_local(global),
-        };
-        let (grid, block) = launch_shape(&kernel.name, kernel.max_threads, global, &local)?;
-        let shared = sycl_format::ptx_dynamic_shared_size(kernel.local_bytes, global.len());
-        if shared > kernel.max_dynamic_shared.get() {
-            self.shared.context.bind()?;
-            // SAFETY: a live function; the driver checks the size against the device.
-            check("cuFuncSetAttribute", unsafe {
-                sys::cuFuncSetAttribute(
-                    kernel.function,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    shared as i32,
-                )
-            })?;
-            kernel.max_dynamic_shared.set(shared);
-        }
+        let shared = kernel.dynamic_shared(global.len(), &self.shared.context)?;
         let start = self.start()?;
         let launch = || {
             // SAFETY: `params` holds one pointer per kernel parameter, each to a value of the
@@ -244,7 +215,7 @@ impl api::Queue<Cuda> for Stream {
                     block[0],
                     block[1],
                     block[2],
-                    shared as u32,
+                    shared,
                     self.shared.raw,
                     kernel.params.as_ptr().cast_mut(),
                     ptr::null_mut(),
@@ -269,7 +240,7 @@ impl api::Queue<Cuda> for Stream {
             code = launch();
         }
         self.shared.named(check("cuLaunchKernel", code))?;
-        self.shared.launched(kernel);
+        self.shared.launched(&kernel.name);
         match start {
             Some(timing) => self.timed(timing),
             // No event recorded: the launch's number stands for it until it is asked about.
@@ -424,11 +395,7 @@ impl api::Queue<Cuda> for Stream {
         offset: usize,
         size: usize,
     ) -> Result<Option<Event>, Error> {
-        let Some(unit) = [1, 2, 4].into_iter().find(|&u| {
-            pattern.len().is_multiple_of(u) && pattern.chunks(u).all(|c| c == &pattern[..u])
-        }) else {
-            return Ok(None);
-        };
+        let Some((unit, value)) = memset_unit(pattern) else { return Ok(None) };
         self.shared.context.bind()?;
         let at = mem.address + offset as u64;
         self.submit(|| {
@@ -436,19 +403,9 @@ impl api::Queue<Cuda> for Stream {
             // range, a multiple of the pattern's size and so of `unit`).
             let code = unsafe {
                 match unit {
-                    1 => sys::cuMemsetD8Async(at, pattern[0], size, self.shared.raw),
-                    2 => sys::cuMemsetD16Async(
-                        at,
-                        u16::from_ne_bytes([pattern[0], pattern[1]]),
-                        size / 2,
-                        self.shared.raw,
-                    ),
-                    _ => sys::cuMemsetD32Async(
-                        at,
-                        u32::from_ne_bytes([pattern[0], pattern[1], pattern[2], pattern[3]]),
-                        size / 4,
-                        self.shared.raw,
-                    ),
+                    1 => sys::cuMemsetD8Async(at, value as u8, size, self.shared.raw),
+                    2 => sys::cuMemsetD16Async(at, value as u16, size / 2, self.shared.raw),
+                    _ => sys::cuMemsetD32Async(at, value, size / 4, self.shared.raw),
                 }
             };
             check("cuMemsetAsync", code)
@@ -499,7 +456,7 @@ impl Stream {
     }
 
     /// The event of the command just enqueued, which takes the stream's next number.
-    fn event(&self, end: End, timing: Option<Arc<Timing>>) -> Event {
+    pub(super) fn event(&self, end: End, timing: Option<Arc<Timing>>) -> Event {
         let order = self.shared.issued.fetch_add(1, Ordering::AcqRel);
         Event { stream: self.shared.clone(), order, end, timing, pinned: OnceLock::new() }
     }
@@ -511,14 +468,14 @@ impl Stream {
 
     /// On a profiled stream, the start of the command about to be enqueued: a timed event
     /// recorded right before it, and the anchor it counts from.
-    fn start(&self) -> Result<Option<Timing>, Error> {
+    pub(super) fn start(&self) -> Result<Option<Timing>, Error> {
         let Some(clock) = &self.clock else { return Ok(None) };
         let start = self.shared.record_raw(true)?;
         Ok(Some(Timing { anchor: clock.anchor_for(&start)?, start }))
     }
 
     /// The event of the command just enqueued, which `start` began: its end recorded now.
-    fn timed(&self, timing: Timing) -> Result<Event, Error> {
+    pub(super) fn timed(&self, timing: Timing) -> Result<Event, Error> {
         let end = End::Recorded(self.shared.record_raw(true)?);
         Ok(self.event(end, Some(Arc::new(timing))))
     }
@@ -534,7 +491,7 @@ impl Stream {
     }
 
     /// [`Stream::wait_for`], the context bound already.
-    fn wait_events(&self, after: &[&Event]) -> Result<(), Error> {
+    pub(super) fn wait_events(&self, after: &[&Event]) -> Result<(), Error> {
         for event in after {
             // SAFETY: a live stream and a live event of its context.
             check("cuStreamWaitEvent", unsafe {
@@ -542,5 +499,41 @@ impl Stream {
             })?;
         }
         Ok(())
+    }
+}
+
+/// The unit of a pattern the driver's memset repeats, in bytes (1, 2 or 4: the shortest that
+/// the pattern repeats), and its value (its bytes in the machine's order, as the driver reads
+/// a `u16` or `u32`); `None` for a pattern that repeats none of them.
+pub(super) fn memset_unit(pattern: &[u8]) -> Option<(u32, u32)> {
+    let unit = [1, 2, 4].into_iter().find(|&u| {
+        pattern.len() >= u
+            && pattern.len().is_multiple_of(u)
+            && pattern.chunks(u).all(|c| c == &pattern[..u])
+    })?;
+    let value = match unit {
+        1 => u32::from(pattern[0]),
+        2 => u32::from(u16::from_ne_bytes([pattern[0], pattern[1]])),
+        _ => u32::from_ne_bytes([pattern[0], pattern[1], pattern[2], pattern[3]]),
+    };
+    Some((unit as u32, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_memset_repeats_the_shortest_unit_of_the_pattern() {
+        assert_eq!(memset_unit(&[7]), Some((1, 7)));
+        assert_eq!(memset_unit(&[7, 7, 7, 7]), Some((1, 7)));
+        assert_eq!(memset_unit(&[1, 2, 1, 2]), Some((2, u32::from(u16::from_ne_bytes([1, 2])))));
+        assert_eq!(
+            memset_unit(&[1, 2, 3, 4, 1, 2, 3, 4]),
+            Some((4, u32::from_ne_bytes([1, 2, 3, 4])))
+        );
+        assert_eq!(memset_unit(&[1, 2, 3]), None);
+        assert_eq!(memset_unit(&[]), None);
+        assert_eq!(memset_unit(&[1, 2, 3, 4, 5, 6, 7, 8]), None);
     }
 }
