@@ -82,6 +82,11 @@ const CASES: &[Case] = &[
     Case { name: "events-profile", argv: &["events-app", "profile"], fp16: false },
     Case { name: "events-types", argv: &["events-app", "types"], fp16: true },
     Case { name: "half-app", argv: &["half-app"], fp16: true },
+    Case { name: "graph-replay", argv: &["graph-app", "replay"], fp16: false },
+    Case { name: "graph-branches", argv: &["graph-app", "branches"], fp16: false },
+    Case { name: "graph-update", argv: &["graph-app", "update"], fp16: false },
+    Case { name: "graph-refused", argv: &["graph-app", "refused"], fp16: false },
+    Case { name: "graph-dlclose", argv: &["graph-app", "dlclose"], fp16: false },
     Case {
         name: "bundle-strict",
         argv: &[
