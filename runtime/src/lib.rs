@@ -141,7 +141,7 @@ pub use launch::device::{devices, Backend, DeviceInfo, DeviceType, WorkGroupSize
 pub use launch::event::{wait_all, Event, Profile};
 pub use launch::graph::{Graph, GraphNode, Recorder, Recording};
 pub use launch::host::{HostBuffer, Mapped, MappedMut, Transfer};
-pub use launch::kernel::{Eager, GlobalRange, KernelArg, Launch, Local, NoGlobalRange};
+pub use launch::kernel::{Eager, GlobalRange, KernelArg, Launch, Launcher, Local, NoGlobalRange};
 pub use launch::queue::{Buffer, BufferView, Pod, Queue};
 pub use launch::typed::{c, DeviceMemory, OfType};
 pub use process::{compile_object_for, DEVICE_ENV};

@@ -182,7 +182,8 @@ fn launcher_param(param: &KernelParam) -> Result<LauncherParam, &'static str> {
 }
 
 /// A typed launcher for every kernel whose parameters are known and are all buffers, local
-/// memory or values: `pub fn kernel<'q>(queue, args…) -> Launch<'q, NoGlobalRange>`, which
+/// memory or values: `pub fn kernel<'q, L>(queue: &'q L, args…) -> Launch<'q, NoGlobalRange,
+/// L::Sink>` (a `Queue` or a graph's `Recorder`, as `sycl_runtime::Launcher` says), which
 /// sets the arguments in order; a comment for each kernel without one. Call after
 /// [`kernel_module`], which refuses kernels whose names clash.
 fn launcher_module(kernels: &[String], params: &[(String, Vec<KernelParam>)]) -> String {
@@ -213,10 +214,10 @@ fn launcher_module(kernels: &[String], params: &[(String, Vec<KernelParam>)]) ->
 
 /// One kernel's launcher (or the comment that says why it has none).
 fn launcher(kernel: &str, name: &str, constant: &str, params: &[KernelParam]) -> String {
-    let mut generics = vec!["'q".to_string()];
-    let mut args = vec!["queue: &'q sycl_runtime::Queue".to_string()];
+    let mut generics = vec!["'q".to_string(), "L: sycl_runtime::Launcher<'q> + ?Sized".to_string()];
+    let mut args = vec!["queue: &'q L".to_string()];
     let mut asserts = String::new();
-    let mut body = format!("queue.launch({constant})");
+    let mut body = format!("sycl_runtime::Launcher::launch(queue, {constant})");
     // Names a parameter cannot take: the queue's and the constant the body names. Named
     // parameters choose first, then unnamed ones are `arg0`, `arg1`… where still free.
     let mut taken: Vec<String> = vec!["queue".into(), constant.to_string()];
@@ -276,7 +277,7 @@ fn launcher(kernel: &str, name: &str, constant: &str, params: &[KernelParam]) ->
     format!(
         "#[allow(dead_code, non_snake_case, clippy::too_many_arguments)]\n\
          /// `{kernel}({})`\n\
-         pub fn {name}<{}>({}) -> sycl_runtime::Launch<'q, sycl_runtime::NoGlobalRange> {{\n\
+         pub fn {name}<{}>({}) -> sycl_runtime::Launch<'q, sycl_runtime::NoGlobalRange, L::Sink> {{\n\
          {asserts}    {body}\n}}",
         declarations.join(", "),
         generics.join(", "),
@@ -421,8 +422,8 @@ mod tests {
         let saxpy = "\
 #[allow(dead_code, non_snake_case, clippy::too_many_arguments)]
 /// `saxpy(int n, float a, global float* x, global float* y)`
-pub fn saxpy<'q>(queue: &'q sycl_runtime::Queue, n: impl sycl_runtime::OfType<sycl_runtime::c::int>, a: f32, x: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::float>, y: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::float>) -> sycl_runtime::Launch<'q, sycl_runtime::NoGlobalRange> {
-    queue.launch(SAXPY).arg(n).arg(a).memory(x).memory(y)
+pub fn saxpy<'q, L: sycl_runtime::Launcher<'q> + ?Sized>(queue: &'q L, n: impl sycl_runtime::OfType<sycl_runtime::c::int>, a: f32, x: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::float>, y: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::float>) -> sycl_runtime::Launch<'q, sycl_runtime::NoGlobalRange, L::Sink> {
+    sycl_runtime::Launcher::launch(queue, SAXPY).arg(n).arg(a).memory(x).memory(y)
 }
 ";
         assert!(m.contains(saxpy), "{m}");
@@ -446,9 +447,9 @@ pub fn saxpy<'q>(queue: &'q sycl_runtime::Queue, n: impl sycl_runtime::OfType<sy
         let shift = "\
 #[allow(dead_code, non_snake_case, clippy::too_many_arguments)]
 /// `shift(global struct Pt* pts, struct Pt by, struct opaque, constant char* table, local struct Pt* scratch, local int3* lanes)`
-pub fn shift<'q, T1: sycl_runtime::Pod, T2: sycl_runtime::Pod>(queue: &'q sycl_runtime::Queue, pts: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::Any>, by: T1, opaque: T2, table: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::char>, scratch: sycl_runtime::Local<impl sycl_runtime::OfType<sycl_runtime::c::Any>>, lanes: sycl_runtime::Local<impl sycl_runtime::OfType<sycl_runtime::c::Vector<sycl_runtime::c::int, 3>>>) -> sycl_runtime::Launch<'q, sycl_runtime::NoGlobalRange> {
+pub fn shift<'q, L: sycl_runtime::Launcher<'q> + ?Sized, T1: sycl_runtime::Pod, T2: sycl_runtime::Pod>(queue: &'q L, pts: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::Any>, by: T1, opaque: T2, table: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::char>, scratch: sycl_runtime::Local<impl sycl_runtime::OfType<sycl_runtime::c::Any>>, lanes: sycl_runtime::Local<impl sycl_runtime::OfType<sycl_runtime::c::Vector<sycl_runtime::c::int, 3>>>) -> sycl_runtime::Launch<'q, sycl_runtime::NoGlobalRange, L::Sink> {
     const { assert!(::std::mem::size_of::<T1>() == 8, \"kernel `shift` parameter `by` (struct Pt) takes 8 bytes\") };
-    queue.launch(SHIFT).memory(pts).arg(by).arg(opaque).memory(table).arg(scratch).arg(lanes)
+    sycl_runtime::Launcher::launch(queue, SHIFT).memory(pts).arg(by).arg(opaque).memory(table).arg(scratch).arg(lanes)
 }
 ";
         assert!(m.contains(shift), "{m}");
@@ -458,15 +459,20 @@ pub fn shift<'q, T1: sycl_runtime::Pod, T2: sycl_runtime::Pod>(queue: &'q sycl_r
     fn launchers_name_parameters_as_rust_can() {
         let m = launchers();
         assert!(m.contains(
-            "pub fn r#match<'q>(queue: &'q sycl_runtime::Queue, r#in: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::int>, r#type: "
+            "pub fn r#match<'q, L: sycl_runtime::Launcher<'q> + ?Sized>(queue: &'q L, r#in: impl sycl_runtime::DeviceMemory<'q, sycl_runtime::c::int>, r#type: "
         ), "{m}");
         assert!(m.contains(
-            "    queue.launch(MATCH).memory(r#in).arg(r#type).arg(queue_).arg(queue__).arg(MATCH_).arg(self_)\n"
+            "    sycl_runtime::Launcher::launch(queue, MATCH).memory(r#in).arg(r#type).arg(queue_).arg(queue__).arg(MATCH_).arg(self_)\n"
         ), "{m}");
         assert!(m.contains("/// `anon(global int*, int, int arg1)`\n"), "{m}");
-        assert!(m.contains("    queue.launch(ANON).memory(arg0).arg(arg1_).arg(arg1)\n"), "{m}");
-        assert!(m.contains("pub fn k_2d_copy<'q>(queue: &'q sycl_runtime::Queue) -> "), "{m}");
-        assert!(m.contains("    queue.launch(K_2D_COPY)\n"), "{m}");
+        assert!(m.contains("    sycl_runtime::Launcher::launch(queue, ANON).memory(arg0).arg(arg1_).arg(arg1)\n"), "{m}");
+        assert!(
+            m.contains(
+                "pub fn k_2d_copy<'q, L: sycl_runtime::Launcher<'q> + ?Sized>(queue: &'q L) -> "
+            ),
+            "{m}"
+        );
+        assert!(m.contains("    sycl_runtime::Launcher::launch(queue, K_2D_COPY)\n"), "{m}");
     }
 
     #[test]

@@ -110,7 +110,7 @@ const CASES: &[Case] = &[
         code: "E0080",
         words: &[
             "evaluation panicked: kernel `shift` parameter `by` (struct Pt) takes 8 bytes",
-            "misuse::kernels::shift::<'_, [f32; 3],",
+            "misuse::kernels::shift::<'_, sycl_runtime::Queue, [f32; 3],",
             "/sycl-kernels-misuse.rs:",
         ],
     },

@@ -28,7 +28,7 @@ use sycl_format::KernelParam;
 use super::event::Event;
 use super::kernel::{
     check_arguments, check_ranges, checked_uses, Arg, ArgValue, GlobalRange, KernelArg, Launch,
-    NoGlobalRange, Range, Span,
+    Launcher, NoGlobalRange, Range, Span,
 };
 use super::order::{ordered_unborrowed, Access, Accesses, Uses};
 use super::queue::{as_bytes, byte_size, Allocation, Buffer, Pod, Queue};
@@ -167,6 +167,14 @@ impl Recorder {
         let mut state = self.state.borrow_mut();
         state.nodes.push(Node { command, uses });
         GraphNode(state.nodes.len() - 1)
+    }
+}
+
+impl<'r> Launcher<'r> for Recorder {
+    type Sink = Recording<'r>;
+
+    fn launch(&'r self, kernel: &'r str) -> Launch<'r, NoGlobalRange, Recording<'r>> {
+        Recorder::launch(self, kernel)
     }
 }
 

@@ -44,6 +44,26 @@ impl<'q, S> Launch<'q, NoGlobalRange, S> {
     }
 }
 
+/// What a launch is started on: a [`Queue`], which runs it ([`Eager`]), or a graph's
+/// [`crate::Recorder`], which records it ([`crate::Recording`]). The typed launchers
+/// `sycl_build` generates take either.
+pub trait Launcher<'q> {
+    /// Where its launches go.
+    type Sink;
+
+    /// Starts a launch of `kernel` ([`Queue::launch`], [`crate::Recorder::launch`]).
+    fn launch(&'q self, kernel: &'q str) -> Launch<'q, NoGlobalRange, Self::Sink>;
+}
+
+impl<'q> Launcher<'q> for Queue {
+    type Sink = Eager;
+
+    #[inline]
+    fn launch(&'q self, kernel: &'q str) -> Launch<'q, NoGlobalRange> {
+        Launch::new(self, kernel, Eager)
+    }
+}
+
 impl Queue {
     /// Starts a launch of `kernel`; add its arguments and its global range, then
     /// [`Launch::run`]. A launch without a global range cannot run: `run` exists only once

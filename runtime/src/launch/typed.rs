@@ -219,7 +219,7 @@ impl<'a, C, T: Pod + OfType<C>> DeviceMemory<'a, C> for &'a BufferView<'_, T> {
     }
 }
 
-impl<'q, R> Launch<'q, R> {
+impl<'q, R, S> Launch<'q, R, S> {
     /// Appends device memory as the next argument: what a generated launcher does for a
     /// pointer parameter (a program writes `.arg(&buffer)`).
     #[doc(hidden)]
