@@ -36,6 +36,13 @@
 //! and replays them in turn, and where both are pending it waits for the older: the host
 //! blocks only then, and stays two replays ahead of the device.
 //!
+//! Neither CPU driver makes a replay cheaper than launching the same kernels one by one
+//! (1,000 launches of a 64-item kernel, each after the last, best of 50 on a busy 2-core
+//! host): Intel's replays them in 3.7 ms where the launches and a wait take 2.3–3.0 ms, PoCL's
+//! in 1.6 ms where they take 1.2–1.5 ms. Recording the 1,000 commands (arguments set for each)
+//! takes 1.0–1.3 ms on Intel, where launching them takes 2.1 ms, and 3.2–3.4 ms on PoCL, where
+//! launching them takes 0.5–0.8 ms (the clones add 0.1–0.3 ms of it).
+//!
 //! In-place updates of a recorded kernel's arguments would go through
 //! `cl_khr_command_buffer_mutable_dispatch` (Intel's CPU runtime has it, PoCL 3.1 has not);
 //! a graph here does not change (see [`api::Graph::update_kernel`]).
