@@ -772,6 +772,7 @@ mod tests {
         mem
     }
 
+    /// The `N` ints of `mem`.
     fn read(queue: &Queue, mem: &Memory) -> Vec<i32> {
         let mut out = vec![0i32; N];
         // SAFETY: `out` holds N ints, untouched until the read completed (waited for here).
