@@ -398,8 +398,9 @@ mod tests {
         let before = discovery.registry().clone();
         assert!(!discovery.is_stale());
         assert!(!discovery.refresh(), "nothing changed");
-        // A library that carries no device images, as the OpenCL drivers' are.
-        loaded::open_for_test("libz.so.1");
+        // A library that carries no device images, as the OpenCL drivers' are, and that no
+        // driver loads (they load libz, and other tests of this process open drivers).
+        loaded::open_for_test("libBrokenLocale.so.1");
         assert!(discovery.is_stale());
         assert!(!discovery.refresh(), "no images appeared");
         assert!(

@@ -43,7 +43,7 @@ pub(crate) struct Queried {
 /// `CL_DEVICE_SUB_GROUP_SIZES_INTEL` (cl_intel_required_subgroup_size).
 const CL_DEVICE_SUB_GROUP_SIZES_INTEL: u32 = 0x4108;
 
-fn device_words(id: cl_device_id, param: u32) -> Vec<u64> {
+pub(super) fn device_words(id: cl_device_id, param: u32) -> Vec<u64> {
     let bytes = cl3::device::get_device_data(id, param).unwrap_or_default();
     match bytes.len() {
         4 => vec![u64::from(u32::from_le_bytes(bytes[..4].try_into().unwrap()))],
