@@ -53,11 +53,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use cl3::ext::{
-    cl_command_buffer_khr, cl_command_buffer_properties_khr, cl_command_properties_khr,
-    cl_mutable_command_khr, cl_name_version, cl_sync_point_khr,
-    CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR, CL_COMMAND_BUFFER_FLAGS_KHR,
-    CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR, CL_COMMAND_BUFFER_STATE_KHR,
-    CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR,
+    cl_command_buffer_khr, cl_command_properties_khr, cl_mutable_command_khr, cl_name_version,
+    cl_sync_point_khr, CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR,
+    CL_COMMAND_BUFFER_FLAGS_KHR, CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR,
+    CL_COMMAND_BUFFER_STATE_KHR, CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR,
     CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR,
     CL_DEVICE_COMMAND_BUFFER_SUPPORTED_QUEUE_PROPERTIES_KHR, CL_DEVICE_EXTENSIONS_WITH_VERSION,
 };
