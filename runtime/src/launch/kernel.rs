@@ -726,17 +726,14 @@ impl Queue {
             let reads = params.as_deref().map_or(0, reads_only);
             Signature { params, accepted: None, reads }
         });
-        match &signature.params {
-            Some(params) => {
-                let keys = || args.iter().map(|a| a.0.key());
-                if !signature.accepted.as_ref().is_some_and(|a| a.iter().copied().eq(keys())) {
-                    check_arguments(kernel, params, args)?;
-                    let accepted = signature.accepted.get_or_insert_default();
-                    accepted.clear();
-                    accepted.extend(keys());
-                }
+        if let Some(params) = &signature.params {
+            let keys = || args.iter().map(|a| a.0.key());
+            if !signature.accepted.as_ref().is_some_and(|a| a.iter().copied().eq(keys())) {
+                check_arguments(kernel, params, args)?;
+                let accepted = signature.accepted.get_or_insert_default();
+                accepted.clear();
+                accepted.extend(keys());
             }
-            None => {}
         }
         checked_uses(
             kernel,
