@@ -140,6 +140,10 @@ impl Recorder {
                 dst.len()
             )));
         }
+        if Arc::ptr_eq(&src.alloc, &dst.alloc) || src.is_empty() {
+            // Nothing changes: a command of no bytes, which orders nothing.
+            return Ok(self.push(Command::Copy { size: 0 }, NodeUses::new()));
+        }
         let size = byte_size::<T>(src.len())?;
         let uses = [(src.alloc.clone(), Access::Read), (dst.alloc.clone(), Access::Write)];
         Ok(self.push(Command::Copy { size }, uses.into_iter().collect()))
@@ -158,6 +162,9 @@ impl Recorder {
         }
         let pattern = ArgBytes::from_slice(as_bytes(std::slice::from_ref(&value)));
         let size = byte_size::<T>(buffer.len())?;
+        if size == 0 {
+            return Ok(self.push(Command::Fill { pattern, size }, NodeUses::new()));
+        }
         let uses = [(buffer.alloc.clone(), Access::Write)];
         Ok(self.push(Command::Fill { pattern, size }, uses.into_iter().collect()))
     }
@@ -272,6 +279,8 @@ struct Node {
     uses: NodeUses,
 }
 
+/// A copy or fill of no bytes uses no buffer, and is left out of the driver's graph and of
+/// the replayed commands (nothing comes after it).
 enum Command {
     Kernel(KernelNode),
     /// Of the whole of `uses[0]` into `uses[1]`.
@@ -513,6 +522,8 @@ impl Graph {
                     self.device.return_kernel(&k.program, &k.name, object);
                     number?
                 }
+                // Left out: no command depends on it.
+                Command::Copy { size: 0 } | Command::Fill { size: 0, .. } => usize::MAX,
                 Command::Copy { size } => {
                     let (src, dst) = (node.uses[0].0.uses.root(), node.uses[1].0.uses.root());
                     builder.copy((src, 0), (dst, 0), *size, &after)?
@@ -558,6 +569,7 @@ impl Graph {
         for (node, kernel) in self.nodes.iter().zip(kernels) {
             let root = |i: usize| node.uses[i].0.uses.root();
             last = Some(match (&node.command, kernel) {
+                (Command::Copy { size: 0 } | Command::Fill { size: 0, .. }, _) => continue,
                 (Command::Kernel(k), Some(kernel)) => queue.enqueue(
                     kernel,
                     k.global.dims(),
