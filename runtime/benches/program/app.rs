@@ -24,6 +24,14 @@
 //!   (median of rounds) and the median of the rounds' ratios; beside them, raw launches that
 //!   also call `clSetKernelArg` each time, as the runtime must. And the heap allocations of a
 //!   block of LAUNCHES launches in steady state, counted by this program's global allocator.
+//! - `graphs LAUNCHES ROUNDS`: kernel graphs (the `graph` benchmark) on the device
+//!   `SYCL_DEVICE` picks. LAUNCHES launches alternating `app_kernel` (the executable's, which
+//!   calls the library's `LibDeviceFunc`) and `lib_kernel` (the library's own), each kernel on
+//!   a small buffer of its own, then one wait: launched eagerly, replayed as one recorded
+//!   graph, and recorded (a new graph, then its first replay, which builds it for the queue);
+//!   in rounds after a warm-up (each side first in turn), the median time of each side and
+//!   the median of the rounds' ratios to the eager time. The buffers of the eager launches
+//!   and of the replays are checked equal bit for bit, and against the host's values.
 //!
 //! Each mode checks the kernel's output and prints `key value` lines on stdout.
 
@@ -50,7 +58,7 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: sycl_bench_app runtime-first | hand-first IMAGE... | cached ROUNDS BLOCK IMAGE... | runtime-loop LAUNCHES | throughput LAUNCHES ROUNDS IMAGE...";
+    let usage = "usage: sycl_bench_app runtime-first | hand-first IMAGE... | cached ROUNDS BLOCK IMAGE... | runtime-loop LAUNCHES | throughput LAUNCHES ROUNDS IMAGE... | graphs LAUNCHES ROUNDS";
     match args.first().map(String::as_str) {
         Some("runtime-first") => runtime_first(),
         Some("hand-first") if args.len() > 1 => hand_first(&images(&args[1..])),
@@ -64,6 +72,10 @@ fn main() {
         Some("throughput") if args.len() > 3 => {
             let number = |s: &str| s.parse::<usize>().unwrap_or_else(|_| panic!("{usage}"));
             throughput(number(&args[1]), number(&args[2]), &images(&args[3..]))
+        }
+        Some("graphs") if args.len() == 3 => {
+            let number = |s: &str| s.parse::<usize>().unwrap_or_else(|_| panic!("{usage}"));
+            graphs(number(&args[1]), number(&args[2]))
         }
         _ => {
             eprintln!("{usage}");
@@ -299,6 +311,119 @@ fn throughput(launches: usize, rounds: usize, images: &[Vec<u8>]) {
     println!("runtime_allocations_in_wait {}", waited - launched);
     println!("raw_allocations {}", raw_launched - raw_before);
     println!("raw_kernel_from_source {}", u8::from(from_source));
+}
+
+/// Values per buffer of `graphs`' launches (one work-item each).
+const GRAPH_N: usize = 16;
+
+/// `graphs`' launch number `s`: `app_kernel` (even `s`, on the first buffer) or the helper
+/// library's own `lib_kernel` (odd `s`, on the second).
+fn graph_kernel(s: usize) -> &'static str {
+    if s.is_multiple_of(2) {
+        kernels::APP_KERNEL
+    } else {
+        "lib_kernel"
+    }
+}
+
+fn graphs(launches: usize, rounds: usize) {
+    assert!(launches > 1 && rounds > 0, "graphs needs launches (two or more) and rounds");
+    let q = sycl_runtime::Queue::new().expect("a queue on the device SYCL_DEVICE picks");
+    let buffers = || [0; 2].map(|_| q.buffer_zeroed::<i32>(GRAPH_N).expect("a buffer"));
+    let (eager_out, replay_out) = (buffers(), buffers());
+    let eager = || {
+        let start = Instant::now();
+        for s in 0..launches {
+            let launch = q.launch(graph_kernel(s)).arg(&eager_out[s % 2]).global([GRAPH_N]);
+            drop(launch.run().expect("launch through the runtime"));
+        }
+        q.wait().expect("waiting for the queue");
+        start.elapsed().as_secs_f64()
+    };
+    let record = || {
+        let start = Instant::now();
+        let graph = q
+            .record(|r| {
+                for s in 0..launches {
+                    r.launch(graph_kernel(s)).arg(&replay_out[s % 2]).global([GRAPH_N]).run()?;
+                }
+                Ok(())
+            })
+            .expect("recording the launches");
+        (graph, start.elapsed().as_secs_f64())
+    };
+    let replay = |graph: &sycl_runtime::Graph| {
+        let start = Instant::now();
+        drop(graph.run(&q).expect("replaying the graph"));
+        q.wait().expect("waiting for the queue");
+        start.elapsed().as_secs_f64()
+    };
+
+    // Warm-up: each kernel's program built, the graph built for the queue (its first replay),
+    // then the results of both ways, from zeroed buffers, compared.
+    eager();
+    let (graph, _) = record();
+    let first_replay = replay(&graph);
+    check_graph_results(q.device_name(), &eager_out, &replay_out);
+
+    // Timed rounds, each side first in turn; the recording side's new graph replayed once
+    // (built for the queue, then run), timed apart.
+    let (mut eager_s, mut replay_s, mut record_s, mut record_replay_s) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        for side in (0..3).map(|s| (s + round) % 3) {
+            match side {
+                0 => eager_s.push(eager()),
+                1 => replay_s.push(replay(&graph)),
+                _ => {
+                    let (new, recording) = record();
+                    record_s.push(recording);
+                    record_replay_s.push(recording + replay(&new));
+                }
+            }
+        }
+    }
+    check_graph_results(q.device_name(), &eager_out, &replay_out);
+
+    // Ratios as the median of each round's own (the sides of a round ran back to back).
+    let per_round = |side: &[f64]| -> Vec<f64> {
+        let mut ratios: Vec<f64> = side.iter().zip(&eager_s).map(|(t, e)| t / e).collect();
+        ratios.sort_by(f64::total_cmp);
+        ratios
+    };
+    for (name, side) in
+        [("replay", &replay_s), ("record", &record_s), ("record_replay", &record_replay_s)]
+    {
+        let mut ratios = per_round(side);
+        // Every digit: the bench compares the median with its bound as printed.
+        println!("{name}_ratio {}", median(&mut ratios));
+        println!("{name}_ratio_min {}", ratios[0]);
+        println!("{name}_ratio_max {}", ratios[rounds - 1]);
+        println!("{name}_us {}", median(&mut side.clone()) * 1e6);
+    }
+    println!("eager_us {}", median(&mut eager_s) * 1e6);
+    println!("first_replay_us {}", first_replay * 1e6);
+}
+
+/// Panics unless each buffer of the eager launches equals its replayed twin bit for bit and
+/// holds what its kernel writes (`LibDeviceFunc(i)` is `2 i`; `lib_kernel` adds 100).
+fn check_graph_results(
+    device: &str,
+    eager: &[sycl_runtime::Buffer<i32>; 2],
+    replayed: &[sycl_runtime::Buffer<i32>; 2],
+) {
+    for (k, (e, r)) in eager.iter().zip(replayed).enumerate() {
+        let (e, r) = (e.read().expect("reading a buffer"), r.read().expect("reading a buffer"));
+        let bits = |v: &[i32]| v.iter().map(|x| x.to_ne_bytes()).collect::<Vec<_>>();
+        assert!(
+            bits(&e) == bits(&r),
+            "on {device}: {}'s buffer after the graph's replay differs from the eager \
+             launches' bit for bit: eager {e:?}, replay {r:?}",
+            graph_kernel(k)
+        );
+        let want: Vec<i32> = (0..GRAPH_N as i32).map(|i| i * 2 + 100 * k as i32).collect();
+        assert_eq!(e, want, "on {device}: {} computed the wrong values", graph_kernel(k));
+    }
 }
 
 /// `app_kernel` with `LibDeviceFunc` (app.cl and helpers.cl) as one OpenCL C program, for a
