@@ -2,7 +2,8 @@
 //! fails when one misses its bound.
 //!
 //! The benchmarks (the runtime's and `sycl-ld`'s, the fixtures' `gpu-bench --across` on both
-//! CPU devices and, where an NVIDIA GPU and nvcc are, `scripts/gpu/bench.sh`) print each ratio
+//! CPU devices and, where an NVIDIA GPU and nvcc are, `scripts/gpu/bench.sh` and
+//! `scripts/gpu/graphs.sh`) print each ratio
 //! as a line `RATIO value op limit | what | detail`, or `RATIO value | what | detail` for one
 //! shown beside the others without a bound of its own. The run fails, after the table, when
 //!
@@ -39,9 +40,13 @@ const EXPECTED: &[(&str, &[Expected])] = &[
     ("gpu-bench --across intel", ACROSS_INTEL),
     ("gpu-bench --across pocl", ACROSS_POCL),
     ("scripts/gpu/bench.sh", GPU),
+    ("scripts/gpu/graphs.sh", GPU_GRAPHS),
 ];
 
-/// `runtime/benches/`: `launch.rs`, `runtime.rs`, `kernel_time.rs`.
+/// `runtime/benches/`: `launch.rs`, `runtime.rs`, `kernel_time.rs`, `graph.rs`. A graph's
+/// replay / eager bound (`<= 0.5`) holds only where the device replays the graph as an OpenCL
+/// command buffer: `graph.rs` prints it with its bound there (checked where printed), and
+/// without one where the device replays the commands one by one; it is not expected.
 const RUNTIME: &[Expected] = &[
     ("first launch: runtime / hand-written cl3", Op::Le, 1.02),
     ("cached launch / raw clEnqueueNDRangeKernel", Op::Le, 1.05),
@@ -56,6 +61,8 @@ const RUNTIME: &[Expected] = &[
     ("kernel time on intel: SPIR-V as sycl-build makes it / from clang -O2", Op::Le, 1.02),
     ("kernel time on pocl: SPIR-V as sycl-build makes it / from clang -O2", Op::Le, 1.02),
     ("kernel time, both devices: SPIR-V as sycl-build makes it / from clang -O2", Op::Le, 1.02),
+    ("graph recording / eager launches, 1,000 launches, intel", Op::Le, 2.0),
+    ("graph recording / eager launches, 1,000 launches, pocl", Op::Le, 2.0),
 ];
 
 /// `sycl-ld/benches/`: `passthrough.rs`, `postlink.rs`.
@@ -111,6 +118,17 @@ const GPU: &[Expected] = &[
     ),
     ("GPU 1 GiB pinned copy and kernels on two queues at once / the longer alone", Op::Le, 1.15),
     ("GPU |Event::elapsed() of SAXPY / cuEventElapsedTime - 1|", Op::Le, 0.05),
+];
+
+/// `fixtures/gpu-bench/src/graphs.rs`, as `scripts/gpu/graphs.sh` runs it.
+const GPU_GRAPHS: &[Expected] = &[
+    (
+        "GPU graph replay / eager launches, 1,000 one-block launches of two binaries' kernels",
+        Op::Le,
+        0.3334,
+    ),
+    ("GPU graph replay rate / bare cuGraphLaunch of the same kernels built by hand", Op::Ge, 0.95),
+    ("GPU graph recording / eager launches, 1,000 launches", Op::Le, 2.0),
 ];
 
 /// The bounded ratios `source` (a key of [`EXPECTED`]) must print.
@@ -216,30 +234,35 @@ fn across_libraries_on_cpus() -> Result<Vec<Report>> {
     Ok(reports)
 }
 
-/// Where an NVIDIA GPU and nvcc are here: the fixtures packed for the GPU
-/// (`gpu-suite`) and `scripts/gpu/bench.sh` run on them, its ratios tabulated. Elsewhere, says
-/// that the GPU rows were skipped and how to get them.
-fn gpu_report() -> Result<Option<Report>> {
+/// Where an NVIDIA GPU and nvcc are here: the fixtures packed for the GPU (`gpu-suite`) and
+/// `scripts/gpu/bench.sh` and `scripts/gpu/graphs.sh` run on them, their ratios tabulated.
+/// Elsewhere, says that the GPU rows were skipped and how to get them.
+fn gpu_report() -> Result<Vec<Report>> {
     let gpu = crate::gpu_here();
     let nvcc = Command::new("nvcc").arg("--version").output().is_ok_and(|o| o.status.success());
     if !(gpu && nvcc) {
         println!(
             "xtask: GPU benchmarks skipped: {} here. On a machine with one (no Rust needed there): \
-             `cargo xtask gpu-suite DIR` here, then `scripts/gpu/bench.sh DIR/suite.tar.xz` there",
+             `cargo xtask gpu-suite DIR` here, then `scripts/gpu/bench.sh DIR/suite.tar.xz` and \
+             `scripts/gpu/graphs.sh DIR/suite.tar.xz` there",
             if gpu { "no nvcc" } else { "no NVIDIA GPU" }
         );
-        return Ok(None);
+        return Ok(Vec::new());
     }
     let root = repo_root();
     let dir = root.join("target/gpu-suite");
     gpu_suite::gpu_suite(&dir)?;
-    let mut command = Command::new("bash");
-    command
-        .arg(root.join("scripts/gpu/bench.sh"))
-        .arg(dir.join("suite.tar.xz"))
-        .env("OUT", dir.join("bench-out"));
-    let source = "scripts/gpu/bench.sh";
-    Ok(Some(Report::read(source, expected(source), &run_teed(&mut command)?)))
+    let mut reports = Vec::new();
+    for (script, out) in [("bench.sh", "bench-out"), ("graphs.sh", "graphs-out")] {
+        let mut command = Command::new("bash");
+        command
+            .arg(root.join("scripts/gpu").join(script))
+            .arg(dir.join("suite.tar.xz"))
+            .env("OUT", dir.join(out));
+        let source = format!("scripts/gpu/{script}");
+        reports.push(Report::read(&source, expected(&source), &run_teed(&mut command)?));
+    }
+    Ok(reports)
 }
 
 /// Runs a command with its stdout shown line by line as it comes and also returned; stderr
@@ -667,7 +690,9 @@ RATIO 1.0010 | a wrapper's floor: env -> cc link / cc link | medians 24.0 ms vs 
             }
         }
         // Every source `bench` reads has its list.
-        for source in PACKAGES.iter().copied().chain(["scripts/gpu/bench.sh"]) {
+        for source in
+            PACKAGES.iter().copied().chain(["scripts/gpu/bench.sh", "scripts/gpu/graphs.sh"])
+        {
             assert!(!expected(source).is_empty(), "{source}");
         }
         for device in ["intel", "pocl"] {
