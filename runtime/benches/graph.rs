@@ -65,10 +65,12 @@ fn main() {
              {path})"
         );
         println!(
-            "  eager {}   replay {}   record {}   record + first replay {}   \
-             (warm-up's first replay {})",
+            "  eager {} (submitting {})   replay {} (submitting {})   record {}   \
+             record + first replay {}   (warm-up's first replay {})",
             time("eager_us"),
+            time("eager_submit_us"),
             time("replay_us"),
+            time("replay_submit_us"),
             time("record_us"),
             time("record_replay_us"),
             time("first_replay_us"),

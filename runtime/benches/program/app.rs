@@ -331,14 +331,21 @@ fn graphs(launches: usize, rounds: usize) {
     let q = sycl_runtime::Queue::new().expect("a queue on the device SYCL_DEVICE picks");
     let buffers = || [0; 2].map(|_| q.buffer_zeroed::<i32>(GRAPH_N).expect("a buffer"));
     let (eager_out, replay_out) = (buffers(), buffers());
-    let eager = || {
+    // What `submit` enqueues, then the wait: the time of both, and of the submission alone.
+    let timed = |submit: &dyn Fn()| {
         let start = Instant::now();
-        for s in 0..launches {
-            let launch = q.launch(graph_kernel(s)).arg(&eager_out[s % 2]).global([GRAPH_N]);
-            drop(launch.run().expect("launch through the runtime"));
-        }
+        submit();
+        let submitted = start.elapsed().as_secs_f64();
         q.wait().expect("waiting for the queue");
-        start.elapsed().as_secs_f64()
+        (start.elapsed().as_secs_f64(), submitted)
+    };
+    let eager = || {
+        timed(&|| {
+            for s in 0..launches {
+                let launch = q.launch(graph_kernel(s)).arg(&eager_out[s % 2]).global([GRAPH_N]);
+                drop(launch.run().expect("launch through the runtime"));
+            }
+        })
     };
     let record = || {
         let start = Instant::now();
@@ -352,33 +359,39 @@ fn graphs(launches: usize, rounds: usize) {
             .expect("recording the launches");
         (graph, start.elapsed().as_secs_f64())
     };
-    let replay = |graph: &sycl_runtime::Graph| {
-        let start = Instant::now();
-        drop(graph.run(&q).expect("replaying the graph"));
-        q.wait().expect("waiting for the queue");
-        start.elapsed().as_secs_f64()
-    };
+    let replay =
+        |graph: &sycl_runtime::Graph| timed(&|| drop(graph.run(&q).expect("replaying the graph")));
 
     // Warm-up: each kernel's program built, the graph built for the queue (its first replay),
     // then the results of both ways, from zeroed buffers, compared.
     eager();
     let (graph, _) = record();
-    let first_replay = replay(&graph);
+    let (first_replay, _) = replay(&graph);
     check_graph_results(q.device_name(), &eager_out, &replay_out);
 
     // Timed rounds, each side first in turn; the recording side's new graph replayed once
-    // (built for the queue, then run), timed apart.
+    // (built for the queue, then run), timed apart. Beside each eager and replay time, the
+    // time of its submission alone (the host's part).
     let (mut eager_s, mut replay_s, mut record_s, mut record_replay_s) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut eager_submit, mut replay_submit) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         for side in (0..3).map(|s| (s + round) % 3) {
             match side {
-                0 => eager_s.push(eager()),
-                1 => replay_s.push(replay(&graph)),
+                0 => {
+                    let (time, submit) = eager();
+                    eager_s.push(time);
+                    eager_submit.push(submit);
+                }
+                1 => {
+                    let (time, submit) = replay(&graph);
+                    replay_s.push(time);
+                    replay_submit.push(submit);
+                }
                 _ => {
                     let (new, recording) = record();
                     record_s.push(recording);
-                    record_replay_s.push(recording + replay(&new));
+                    record_replay_s.push(recording + replay(&new).0);
                 }
             }
         }
@@ -402,6 +415,8 @@ fn graphs(launches: usize, rounds: usize) {
         println!("{name}_us {}", median(&mut side.clone()) * 1e6);
     }
     println!("eager_us {}", median(&mut eager_s) * 1e6);
+    println!("eager_submit_us {}", median(&mut eager_submit) * 1e6);
+    println!("replay_submit_us {}", median(&mut replay_submit) * 1e6);
     println!("first_replay_us {}", first_replay * 1e6);
 }
 
