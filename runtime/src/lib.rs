@@ -139,7 +139,7 @@ pub use launch::bundle::{
 };
 pub use launch::device::{devices, Backend, DeviceInfo, DeviceType, WorkGroupSizes};
 pub use launch::event::{wait_all, Event, Profile};
-pub use launch::graph::{Graph, GraphNode, Recorder, Recording};
+pub use launch::graph::{Graph, GraphNode, Recorder, Recording, COMMAND_BUFFERS_ENV};
 pub use launch::host::{HostBuffer, Mapped, MappedMut, Transfer};
 pub use launch::kernel::{Eager, GlobalRange, KernelArg, Launch, Launcher, Local, NoGlobalRange};
 pub use launch::queue::{Buffer, BufferView, Pod, Queue};

@@ -38,6 +38,13 @@ use crate::registry::Registry;
 use crate::trace::trace;
 use crate::Error;
 
+/// The variable that decides whether graphs on OpenCL devices are built as the driver's
+/// command buffers: `1` wherever a device has them, `0` nowhere; unset, everywhere but on CPU
+/// devices, whose drivers replay a command buffer slower than they run the same launches
+/// (Intel's CPU runtime 1.4 times, PoCL 1.8 times as long: `docs/PLATFORMS.md`), where the
+/// runtime's own replay of the checked commands is faster.
+pub const COMMAND_BUFFERS_ENV: &str = "SYCL_COMMAND_BUFFERS";
+
 /// How many queues a graph stays built for at once; the one replayed on least recently goes
 /// first (a driver keeps what it needs of it until its replays complete).
 const BUILT_QUEUES: usize = 4;
@@ -470,9 +477,23 @@ impl Graph {
         ))
     }
 
-    /// The graph built for `queue`: the driver's graph where it has one, else the commands.
+    /// The graph built for `queue`: the driver's graph where it has one and it is taken
+    /// ([`COMMAND_BUFFERS_ENV`]), else the commands.
     fn build(&self, queue: &backend::Queue) -> Result<Replay, Error> {
-        let replay = match queue.graph()? {
+        let info = &self.device.info;
+        let driver = match (info.backend, std::env::var(COMMAND_BUFFERS_ENV).as_deref()) {
+            (crate::Backend::Cuda, _) => queue.graph()?,
+            (crate::Backend::OpenCl, Ok("0")) => Err(format!("{COMMAND_BUFFERS_ENV}=0")),
+            (crate::Backend::OpenCl, Ok("1")) => queue.graph()?,
+            (crate::Backend::OpenCl, _) if info.device_type == crate::DeviceType::Cpu => {
+                Err(format!(
+                    "a CPU device, whose driver replays a command buffer slower than it runs \
+                     the launches; {COMMAND_BUFFERS_ENV}=1 takes it"
+                ))
+            }
+            (crate::Backend::OpenCl, _) => queue.graph()?,
+        };
+        let replay = match driver {
             Ok(builder) => {
                 let replay = self.build_driver(builder)?;
                 trace!(
