@@ -345,7 +345,7 @@ impl Queue {
 /// Its reads, writes, copies, fills and maps go through its queue; every command that uses
 /// it, on any queue of its device, is ordered after the earlier commands that conflict with
 /// it (the crate's [Ordering](crate#ordering)). Dropped, its memory is freed once no command
-/// uses it, without the host waiting.
+/// uses it, without the host waiting (and once no [`crate::Graph`] that recorded it lives).
 pub struct Buffer<T: Pod> {
     /// The memory, its recent uses and its queue, shared with the graphs that use it.
     pub(super) alloc: Arc<Allocation>,
@@ -451,8 +451,9 @@ impl<T: Pod> Buffer<T> {
     /// here). Errors: memory of another context, smaller than `len` values.
     ///
     /// # Safety
-    /// The handle is live; CUDA memory stays allocated as long as the buffer (and the work
-    /// given it) lives, and nothing else writes it while the toolkit's work reads it.
+    /// The handle is live; CUDA memory stays allocated as long as the buffer, the work given
+    /// it and every [`crate::Graph`] that recorded it live, and nothing else writes it while
+    /// the toolkit's work reads it.
     pub unsafe fn from_native(
         queue: &Queue,
         native: NativeBuffer,
