@@ -46,6 +46,11 @@
 //!   asynchronous copies. [`Event::wait`], [`Event::wait_timeout`] and [`wait_all`] wait on the
 //!   host; an `Event` is a `Future` too, woken by the driver's callback. On a profiled queue
 //!   ([`Queue::profiled`]) it times the command ([`Event::elapsed`], [`Event::profile`]).
+//! - A [`Graph`] is work recorded once ([`Queue::record`]: launches, copies and fills given
+//!   to a [`Recorder`], checked then, run never) and replayed whole with [`Graph::run`], on
+//!   any queue of its device, with no check and no lookup (a CUDA graph on a GPU); it keeps
+//!   alive the buffers and programs it uses, and [`Graph::set_arg`] changes a recorded
+//!   launch's arguments.
 //!
 //! Nothing waits unless asked: a launch returns at once, a read ([`Buffer::read`]) waits for
 //! what its queue was given before it, and [`Queue::wait`] for everything. Every handle is
@@ -162,6 +167,7 @@ const _: () = {
     send_sync::<Transfer<'static>>();
     send_sync::<KernelBundle<Executable>>();
     send_sync::<KernelBundle<Input>>();
+    send_sync::<Graph>();
 };
 
 /// Entry points for the fuzz targets, which check decoders no user calls directly.

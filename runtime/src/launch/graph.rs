@@ -758,12 +758,3 @@ fn union(nodes: &[Node]) -> Vec<(Arc<Allocation>, Access)> {
     }
     all
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn graph_is_send_and_sync() {
-        fn send_sync<T: Send + Sync>() {}
-        send_sync::<super::Graph>();
-    }
-}
