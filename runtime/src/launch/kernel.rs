@@ -713,6 +713,7 @@ impl Queue {
     /// Checks a launch of `object` (kernel `kernel`, from `registry`) with `args` on this
     /// queue: the arguments against the kernel's recorded parameters (once per list of
     /// argument types: the object remembers the last it accepted), then [`checked_uses`].
+#[inline]
     pub(super) fn check<'a>(
         &self,
         registry: &Registry,
@@ -751,6 +752,7 @@ impl Queue {
 /// parameter the kernel only reads, by the bits of `reads`) or written; refused: an argument
 /// of another device, context or stream, local memory the device cannot give, overlapping
 /// buffers the launch writes, and on CUDA a kernel without a record of its `params`.
+#[inline]
 pub(super) fn checked_uses<'a>(
     kernel: &str,
     own: &Arc<DeviceState>,
