@@ -713,7 +713,7 @@ impl Queue {
     /// Checks a launch of `object` (kernel `kernel`, from `registry`) with `args` on this
     /// queue: the arguments against the kernel's recorded parameters (once per list of
     /// argument types: the object remembers the last it accepted), then [`checked_uses`].
-#[inline]
+    #[inline]
     pub(super) fn check<'a>(
         &self,
         registry: &Registry,
