@@ -107,16 +107,9 @@ impl GraphBuilder {
         if self.driver_fill(mem, pattern, offset, size, after)? {
             return Ok(self.added());
         }
-        let mut last: Option<usize> = None;
+        let mut last = None;
         for (i, byte) in pattern.iter().enumerate() {
-            let one;
-            let deps = match last {
-                Some(l) => {
-                    one = [l];
-                    &one[..]
-                }
-                None => after,
-            };
+            let deps = last.as_ref().map_or(after, std::slice::from_ref);
             if !self.driver_fill(mem, std::slice::from_ref(byte), offset + i, 1, deps)? {
                 return Err(Error::InvalidArgument("a driver without a 1-byte fill".into()));
             }
@@ -125,14 +118,7 @@ impl GraphBuilder {
         let mut done = pattern.len();
         while done < size {
             let more = done.min(size - done);
-            let one;
-            let deps = match last {
-                Some(l) => {
-                    one = [l];
-                    &one[..]
-                }
-                None => after,
-            };
+            let deps = last.as_ref().map_or(after, std::slice::from_ref);
             last = Some(self.copy((mem, offset), (mem, offset + done), more, deps)?);
             done += more;
         }
