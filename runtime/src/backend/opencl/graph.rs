@@ -586,7 +586,7 @@ impl api::GraphBuilder<OpenCl> for GraphBuilder {
         size: usize,
         after: &[usize],
     ) -> Result<bool, Error> {
-        if !pattern.len().is_power_of_two() || pattern.len() > 128 {
+        if !super::queue::fills(pattern) {
             return Ok(false);
         }
         if size == 0 {

@@ -268,7 +268,7 @@ impl api::Queue<OpenCl> for Queue {
         offset: usize,
         size: usize,
     ) -> Result<Option<Event>, Error> {
-        if !pattern.len().is_power_of_two() || pattern.len() > 128 {
+        if !fills(pattern) {
             return Ok(None);
         }
         // SAFETY: the driver copies `pattern` before returning; the caller checked the range
@@ -310,4 +310,10 @@ impl api::Queue<OpenCl> for Queue {
     fn replay(&self, graph: &Graph, after: &[&Event]) -> Result<Event, Error> {
         self.replay_graph(graph, after)
     }
+}
+
+/// Whether OpenCL fills with `pattern` (`clEnqueueFillBuffer`, and a command buffer's fill):
+/// a pattern of 1, 2, 4, … 128 bytes.
+pub(super) fn fills(pattern: &[u8]) -> bool {
+    pattern.len().is_power_of_two() && pattern.len() <= 128
 }
