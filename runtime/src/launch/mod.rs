@@ -9,6 +9,7 @@
 pub(crate) mod event;
 pub(crate) mod order;
 pub(crate) mod queue;
+pub(crate) mod view;
 pub(crate) mod host;
 pub(crate) mod device;
 pub(crate) mod bundle;
