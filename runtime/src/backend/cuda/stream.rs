@@ -504,9 +504,14 @@ impl Stream {
     /// [`Stream::wait_for`], the context bound already.
     pub(super) fn wait_events(&self, after: &[&Event]) -> Result<(), Error> {
         for event in after {
-            // SAFETY: a live stream and a live event of its context.
+            // Recording a launch's event binds its stream's context, another GPU's for an
+            // event of another device: this stream's is bound again before the wait.
+            let raw = event.resolve()?;
+            self.shared.context.bind()?;
+            // SAFETY: a live stream and a live event (of any context: the driver takes events
+            // of other devices).
             check("cuStreamWaitEvent", unsafe {
-                sys::cuStreamWaitEvent(self.shared.raw, event.resolve()?.raw, 0)
+                sys::cuStreamWaitEvent(self.shared.raw, raw.raw, 0)
             })?;
         }
         Ok(())
