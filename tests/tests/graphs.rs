@@ -148,8 +148,8 @@ fn recording_and_replaying_refuse_mistakes_before_the_driver_sees_them() {
                  launch cannot wait for events (Launch::after): a graph's commands wait only \
                  for each other; make the queue that runs the graph wait for them \
                  (Queue::wait_for) before Graph::run",
-                "refused, a copy of another length: invalid argument: a recorded copy between \
-                 buffers of 3 and 256 values: a copy takes buffers of one length",
+                "refused, a copy of another length: invalid argument: a recorded copy of 3 \
+                 values into 256: a copy takes as many as it writes",
                 "nothing ran: true",
                 "replayed while mapped: invalid argument: a graph's buffer (1 of its 1) is \
                  mapped (a Mapped or MappedMut guard of it lives, or was forgotten): a replay \
