@@ -20,6 +20,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
 use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
@@ -38,6 +39,25 @@ const MAGIC: &[u8; 8] = b"SYCLCACH";
 const VERSION: u32 = 1;
 const HEADER_LEN: usize = 8 + 4 + 64 + 8 + 32;
 const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+
+/// The keys of the programs being built in the process, and a signal when one is done.
+struct Builds {
+    keys: Mutex<Vec<String>>,
+    done: Condvar,
+}
+
+static BUILDING: Builds = Builds { keys: Mutex::new(Vec::new()), done: Condvar::new() };
+
+/// A program being built ([`DiskCache::building`]): other threads wait for its key until it
+/// goes.
+pub(crate) struct Building(String);
+
+impl Drop for Building {
+    fn drop(&mut self) {
+        BUILDING.keys.lock().unwrap_or_else(|e| e.into_inner()).retain(|k| *k != self.0);
+        BUILDING.done.notify_all();
+    }
+}
 
 pub(crate) struct DiskCache {
     dir: PathBuf,
@@ -110,6 +130,19 @@ impl DiskCache {
 
     fn entry_path(&self, key: &str) -> PathBuf {
         self.dir.join(format!("{key}.bin"))
+    }
+
+    /// Keeps other threads of the process from building the program of `key` until the
+    /// guard goes: two devices of one kind (two GPUs of one model) that ask for the same
+    /// program at once build it once, the second waiting for the first and then loading what
+    /// it stored. Programs of other keys build meanwhile.
+    pub(crate) fn building(&self, key: &str) -> Building {
+        let mut keys = BUILDING.keys.lock().unwrap_or_else(|e| e.into_inner());
+        while keys.iter().any(|k| k == key) {
+            keys = BUILDING.done.wait(keys).unwrap_or_else(|e| e.into_inner());
+        }
+        keys.push(key.to_string());
+        Building(key.to_string())
     }
 
     /// The entry for `key`, if one is there and intact; anything else is removed.
@@ -316,6 +349,29 @@ mod tests {
         let mut k = KeyBuilder::new();
         k.part(&[n]);
         k.finish()
+    }
+
+    /// A second build of one key waits for the first; a build of another key does not.
+    #[test]
+    fn one_program_is_built_once_at_a_time_in_the_process() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let c = Arc::new(cache(dir.path(), 1 << 20));
+        let first = c.building(&key(1));
+        let done = Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let (c, done) = (c.clone(), done.clone());
+            std::thread::spawn(move || {
+                let _second = c.building(&key(1));
+                done.load(Ordering::SeqCst)
+            })
+        };
+        drop(c.building(&key(2))); // another program: not held up
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        done.store(true, Ordering::SeqCst);
+        drop(first);
+        assert!(waiter.join().unwrap(), "the second build of one key began before the first ended");
     }
 
     #[test]

@@ -418,19 +418,30 @@ impl DeviceState {
     ) -> Result<Program, Error> {
         let disk = disk.filter(|_| !is_whole_native_program(registry, plan));
         let disk_key = disk.map(|_| self.disk_key(registry, plan, options));
-        if let (Some(disk), Some(key)) = (disk, &disk_key) {
-            if let Some(binary) = disk.get(key) {
-                match self.build_binary(&binary, &options.flags, &["a cached program".to_string()])
-                {
-                    Ok(program) => {
-                        let names: Vec<String> =
-                            plan.images().iter().map(|&id| registry.describe(id)).collect();
-                        trace!("persist-hit", "{kernel} on {}: {}", self.name, names.join(" + "));
-                        return Ok(program);
-                    }
-                    Err(e) => trace!("cache-corrupt", "{key}: {e}; rebuilding"),
+        let cached = || -> Option<Program> {
+            let (disk, key) = (disk?, disk_key.as_ref()?);
+            let binary = disk.get(key)?;
+            match self.build_binary(&binary, &options.flags, &["a cached program".to_string()]) {
+                Ok(program) => {
+                    let names: Vec<String> =
+                        plan.images().iter().map(|&id| registry.describe(id)).collect();
+                    trace!("persist-hit", "{kernel} on {}: {}", self.name, names.join(" + "));
+                    Some(program)
+                }
+                Err(e) => {
+                    trace!("cache-corrupt", "{key}: {e}; rebuilding");
+                    None
                 }
             }
+        };
+        if let Some(program) = cached() {
+            return Ok(program);
+        }
+        // One build per program in the process at a time: a device of the same kind building
+        // it now (another GPU of the model) stores it, and this one loads it then.
+        let _building = disk.zip(disk_key.as_ref()).map(|(disk, key)| disk.building(key));
+        if let Some(program) = cached() {
+            return Ok(program);
         }
 
         let program = self.link_plan(registry, kernel, plan, options, &[], &options.flags)?;
