@@ -390,7 +390,7 @@ impl Allocation {
 
 impl<T: Pod> Buffer<T> {
     /// `mem`, of `len` values, as a buffer of `queue`.
-    fn made(queue: &Queue, mem: Memory, len: usize) -> Buffer<T> {
+    pub(super) fn made(queue: &Queue, mem: Memory, len: usize) -> Buffer<T> {
         let mem = Arc::new(mem);
         mem.own();
         let alloc = Allocation { uses: Uses::new(mem), queue: queue.clone() };
@@ -616,7 +616,10 @@ impl<T: Pod> Buffer<T> {
         self.check_range("viewing", &range, range.len())?;
         let size = std::mem::size_of::<T>();
         let device = &self.queue().inner.device;
-        let align = device.info.view_align_bytes.max(1);
+        let align = match self.mem().views_anywhere() {
+            true => 1,
+            false => device.info.view_align_bytes.max(1),
+        };
         if !range.is_empty() && !((range.start * size) as u64).is_multiple_of(align) {
             // In values too, where the alignment is a whole number of them.
             let values = match size as u64 {
