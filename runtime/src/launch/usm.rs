@@ -40,6 +40,11 @@ const ASPECT: &str = "usm_device_allocations";
 /// the host side cannot see; nothing on the host ever reads through the address). On the host
 /// it is a number, for the device.
 ///
+/// The automatic ordering sees the buffers a command names: a kernel that follows addresses
+/// into a `UsmBuffer` it is not given as an argument is not ordered with that buffer's other
+/// commands (blocking writes are done when they return; otherwise pass the buffer too, or
+/// order with events), and a `UsmBuffer` is freed after the commands that name it.
+///
 /// ```no_run
 /// use sycl_runtime::{Queue, UsmBuffer};
 ///
