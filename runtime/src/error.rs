@@ -298,6 +298,10 @@ pub enum Error {
     /// An argument the call cannot take, named with what it takes.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The device lacks what the call needs (device allocations, on a device without them):
+    /// the call, the device, and which devices have it or what to use instead.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
     /// An operation on objects that cannot go together (bundles of two devices, nothing to
     /// link).
     #[error("invalid object: {0}")]
@@ -325,7 +329,7 @@ impl Error {
             | Error::CallCycle { .. }
             | Error::DuplicateSymbol { .. } => ErrorKind::Link,
             Error::Build { .. } | Error::Translate(_) => ErrorKind::Build,
-            Error::KernelNotSupported { .. } => ErrorKind::Unsupported,
+            Error::KernelNotSupported { .. } | Error::Unsupported(_) => ErrorKind::Unsupported,
             Error::Driver { code, .. } | Error::KernelCall { code, .. } => code.kind(),
             Error::InvalidArgument(_) | Error::InvalidObject(_) => ErrorKind::InvalidArgument,
             Error::DeviceLibrary { source: Some(io), .. }
@@ -571,6 +575,7 @@ mod tests {
                 None,
             ),
             (Error::InvalidArgument("n".into()), InvalidArgument, None),
+            (Error::Unsupported("n".into()), Unsupported, None),
             (Error::InvalidObject("n".into()), InvalidArgument, None),
             (
                 Error::DeviceLibrary {

@@ -274,12 +274,20 @@ pub struct Device {
     pub driver_links: bool,
     /// Whether it has `fp16` (Intel's CPU runtime does, PoCL does not).
     pub fp16: bool,
+    /// Whether it has device allocations (`usm_device_allocations`: Intel's CPU runtime has
+    /// `cl_intel_unified_shared_memory`, PoCL 3.1 has not).
+    pub usm: bool,
 }
 
 impl Device {
     /// Intel's CPU runtime.
-    pub const INTEL: Device =
-        Device { selector: "intel", platform: "Intel(R) OpenCL", driver_links: true, fp16: true };
+    pub const INTEL: Device = Device {
+        selector: "intel",
+        platform: "Intel(R) OpenCL",
+        driver_links: true,
+        fp16: true,
+        usm: true,
+    };
 
     /// PoCL 3.1.
     pub const POCL: Device = Device {
@@ -287,6 +295,7 @@ impl Device {
         platform: "Portable Computing Language",
         driver_links: false,
         fp16: false,
+        usm: false,
     };
 
     /// The trace's build events (without `sycl: `) for `kernel`'s program on this device,

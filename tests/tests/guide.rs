@@ -20,6 +20,7 @@ const EXAMPLES: &[(&str, &[&str])] = &[
     ("opencl3", &[]),
     ("bundles", &[]),
     ("device_library", &["FILE"]),
+    ("device_pointers", &[]),
 ];
 
 #[test]

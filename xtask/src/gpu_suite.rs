@@ -7,8 +7,8 @@
 //! form of each image the GPU can run) into `fixtures/target/gpu`, and with each of the two
 //! alone; the device library file `devlib-app` loads is made the same way. Each case below is then run here on
 //! both CPU devices: a case whose output is the same on Intel's runtime and on PoCL (or one
-//! whose kernels need fp16, which the GPU has as Intel's runtime does, on Intel) gets that
-//! output as its expected output on the GPU (paths written as `BIN`, for the directory the
+//! whose kernels need fp16 or device allocations, which the GPU has as Intel's runtime does, on
+//! Intel) gets that output as its expected output on the GPU (paths written as `BIN`, for the directory the
 //! programs run from, device names as `DEVICE`, image numbers as `image #`, since a PTX image's
 //! number is not its SPIR-V form's); a case whose output depends on the device is left out,
 //! and said so.
@@ -31,8 +31,8 @@ use crate::{cargo, repo_root, run_captured, run_checked};
 
 /// A case: its name, then environment variables (`NAME=value`), the program (from `bin/`)
 /// and its arguments, where `@BIN` is the directory the programs run from; `fp16`: the case
-/// has kernels that need fp16, which the GPU has as Intel's runtime does (PoCL lacks it), so
-/// Intel's output is the expected one.
+/// has kernels that need fp16 (or device allocations), which the GPU has as Intel's runtime
+/// does (PoCL lacks it), so Intel's output is the expected one.
 struct Case {
     name: &'static str,
     argv: &'static [&'static str],
@@ -87,6 +87,8 @@ const CASES: &[Case] = &[
     Case { name: "graph-update", argv: &["graph-app", "update"], fp16: false },
     Case { name: "graph-refused", argv: &["graph-app", "refused"], fp16: false },
     Case { name: "graph-dlclose", argv: &["graph-app", "dlclose"], fp16: false },
+    // Device allocations, which the GPU has as Intel's runtime does (PoCL refuses them).
+    Case { name: "usm-app", argv: &["usm-app"], fp16: true },
     Case {
         name: "bundle-strict",
         argv: &[

@@ -27,8 +27,9 @@ pub struct DeviceInfo {
     /// What kind of device it is.
     pub device_type: DeviceType,
     /// The aspects it has, by the names of `sycl_format::aspects` (SYCL 2020's, such as
-    /// `"fp16"` and `"fp64"`, and the `target_*` aspect of the configured target it is), in
-    /// the order of their numbers.
+    /// `"fp16"` and `"fp64"`, `"usm_device_allocations"` where
+    /// [`Queue::malloc_device`](crate::Queue::malloc_device) works, and the `target_*` aspect
+    /// of the configured target it is), in the order of their numbers.
     pub aspects: Vec<String>,
     /// The sub-group sizes it supports (empty when its driver offers none to choose from).
     pub sub_group_sizes: Vec<usize>,

@@ -356,6 +356,23 @@ impl Device {
         })
     }
 
+    /// `bytes` (at least one) of device memory at a fixed device address, which a program may
+    /// store in memory and a kernel follow, with that address: on CUDA [`api::Device::alloc`]'s
+    /// (a device pointer), on OpenCL a device allocation of `cl_intel_unified_shared_memory`
+    /// (`Error::Unsupported` on a device without it).
+    pub(crate) fn alloc_device(&self, bytes: usize) -> Result<(Memory, u64), Error> {
+        let mem = match self {
+            Device::OpenCl(d) => Memory::OpenCl(d.alloc_usm(bytes)?),
+            Device::Cuda(d) => Memory::Cuda(d.alloc(bytes)?),
+        };
+        let address = match mem.native() {
+            NativeBuffer::Cuda(address) => address,
+            NativeBuffer::OpenClUsm(address) => address as u64,
+            NativeBuffer::OpenCl(_) => unreachable!("a device allocation is no buffer object"),
+        };
+        Ok((mem, address))
+    }
+
     /// [`api::Device::alloc_host`].
     pub(crate) fn alloc_host(&self, bytes: usize) -> Result<HostMemory, Error> {
         Ok(match self {
@@ -457,6 +474,13 @@ impl Memory {
                     .collect(),
             ),
         }
+    }
+
+    /// Whether a view of the memory may start at any byte: memory a kernel reaches by address
+    /// (CUDA's, an OpenCL device allocation), not an OpenCL buffer object (whose sub-buffers
+    /// start at multiples of the device's base address alignment).
+    pub(crate) fn views_anywhere(&self) -> bool {
+        !matches!(self.native(), NativeBuffer::OpenCl(_))
     }
 
     /// [`api::Memory::view`] of `whole`, which the view keeps alive.

@@ -72,13 +72,18 @@ impl NativeQueue {
     }
 }
 
-/// A buffer's driver handle: an OpenCL memory object, or a CUDA device pointer to its first
-/// byte.
+/// A buffer's driver handle: an OpenCL memory object, an OpenCL device allocation's address,
+/// or a CUDA device pointer to its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NativeBuffer {
     /// An OpenCL buffer (for a view, the sub-buffer).
     OpenCl(cl_mem),
+    /// The device address of an OpenCL device allocation
+    /// ([`Queue::malloc_device`](crate::Queue::malloc_device), `cl_intel_unified_shared_memory`;
+    /// for a view, the view's first byte), which `clSetKernelArgMemPointerINTEL` and
+    /// `clEnqueueMemcpyINTEL` take.
+    OpenClUsm(*mut std::ffi::c_void),
     /// A CUDA device pointer (for a view, the view's first byte).
     Cuda(CUdeviceptr),
 }

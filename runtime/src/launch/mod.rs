@@ -4,8 +4,8 @@
 //! host memory for fast copies, asynchronous copies through it and maps of buffers (`host`),
 //! the devices and what they can do (`device`), kernel bundles and specialization constants
 //! (`bundle`), kernel launches, plain or from a bundle (`kernel`), what the generated typed
-//! launchers are written against (`typed`), and recorded work replayed whole (`graph`). Each
-//! imports only those before it.
+//! launchers are written against (`typed`), recorded work replayed whole (`graph`), and
+//! buffers at fixed device addresses (`usm`). Each imports only those before it.
 
 pub(crate) mod event;
 pub(crate) mod order;
@@ -17,3 +17,4 @@ pub(crate) mod bundle;
 pub(crate) mod kernel;
 pub(crate) mod typed;
 pub(crate) mod graph;
+pub(crate) mod usm;

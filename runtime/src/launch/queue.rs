@@ -356,7 +356,7 @@ impl Allocation {
 
 impl<T: Pod> Buffer<T> {
     /// `mem`, of `len` values, as a buffer of `queue`.
-    fn made(queue: &Queue, mem: Memory, len: usize) -> Buffer<T> {
+    pub(super) fn made(queue: &Queue, mem: Memory, len: usize) -> Buffer<T> {
         let mem = Arc::new(mem);
         mem.own();
         let alloc = Allocation { uses: Uses::new(mem), queue: queue.clone() };

@@ -241,7 +241,10 @@ impl<'b, T: Pod> BufferView<'b, T> {
     fn check_aligned(&self) -> Result<(), String> {
         let size = size_of::<T>();
         let device = &self.buffer.queue().inner.device;
-        let align = device.info.view_align_bytes.max(1);
+        let align = match self.buffer.mem().views_anywhere() {
+            true => 1, // a device allocation: an address plus the offset
+            false => device.info.view_align_bytes.max(1),
+        };
         if self.is_empty() || (self.start_bytes() as u64).is_multiple_of(align) {
             return Ok(());
         }

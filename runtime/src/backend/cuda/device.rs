@@ -95,8 +95,9 @@ pub(super) fn enumerate() -> Result<Vec<DeviceInfo>, Error> {
 /// What the PTX of the `ptx64` target, and the native images made from it, can do on a GPU of
 /// compute capability `cc` (the targets' device-configuration entries, measured on an H100):
 /// half (every GPU the PTX runs on, compute capability 7.0 and up, has f16 instructions),
-/// double, 64-bit atomics, calls through pointers, sub-groups as warps; no images. The GPU is
-/// each of those targets whose images it runs (their `target_*` aspects).
+/// double, 64-bit atomics, calls through pointers, sub-groups as warps, device allocations (its
+/// memory is device pointers); no images. The GPU is each of those targets whose images it runs
+/// (their `target_*` aspects).
 fn capabilities(warp: u32, max_threads: usize, cc: (u32, u32)) -> Capabilities {
     let aspects: std::collections::BTreeSet<u32> = [
         "gpu",
@@ -107,6 +108,7 @@ fn capabilities(warp: u32, max_threads: usize, cc: (u32, u32)) -> Capabilities {
         "online_linker",
         "queue_profiling",
         "function_pointers",
+        "usm_device_allocations",
     ]
     .iter()
     .map(|a| aspect_number(a).expect("known aspect"))

@@ -4,12 +4,13 @@
 
 use std::collections::BTreeSet;
 use std::ptr;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use cl3::types::{cl_command_queue, cl_context, cl_device_id, cl_int, cl_mem};
 use sycl_format::aspects::{aspect_number, target_aspect};
 use sycl_format::Target;
 
+use super::usm::{supports_usm, Heap};
 use super::{cl_err, error_name, HostMemory, Memory, OpenCl, Program, Queue};
 use crate::backend::api::{
     self, Backend, DeviceHandle, DeviceId, DeviceInfo, Failure, Limits, Owner, SpecValue,
@@ -36,6 +37,8 @@ pub(crate) struct Queried {
     pub single_fp_config: u64,
     /// `CL_DEVICE_SUB_GROUP_SIZES_INTEL`; empty when the device has no sub-groups to offer.
     pub sub_group_sizes: Vec<usize>,
+    /// Device allocations (`cl_intel_unified_shared_memory`, with access to device memory).
+    pub usm_device: bool,
     /// `CL_DEVICE_GLOBAL_MEM_SIZE`, `CL_DEVICE_LOCAL_MEM_SIZE`, `CL_DEVICE_MAX_COMPUTE_UNITS`.
     pub limits: Limits,
 }
@@ -114,6 +117,7 @@ fn queried_devices() -> Result<Vec<(DeviceId, Queried)>, Error> {
                         .into_iter()
                         .map(|v| v as usize)
                         .collect(),
+                    usm_device: supports_usm(id),
                     limits: Limits {
                         global_mem_bytes: word(cl3::device::CL_DEVICE_GLOBAL_MEM_SIZE),
                         local_mem_bytes: word(cl3::device::CL_DEVICE_LOCAL_MEM_SIZE),
@@ -152,6 +156,8 @@ pub(crate) struct Device {
     /// The queue that maps and unmaps host memory ([`api::Device::alloc_host`]), made at its
     /// first use.
     host_queue: OnceLock<Queue>,
+    /// Its device allocations ([`Device::alloc_usm`]), from the first.
+    usm: OnceLock<Arc<Heap>>,
 }
 
 /// A refused compile, link or build: the call, the error and the device's log.
@@ -204,11 +210,34 @@ impl Device {
     pub(crate) fn id(&self) -> DeviceId {
         self.id
     }
+
+    /// `bytes` (at least one) of device memory at a fixed device address
+    /// (`cl_intel_unified_shared_memory`), which a program may store in memory and a kernel
+    /// follow; `Error::Unsupported` on a device without them.
+    pub(crate) fn alloc_usm(&self, bytes: usize) -> Result<Memory, Error> {
+        let heap = match self.usm.get() {
+            Some(heap) => heap,
+            None => {
+                let name = cl3::device::get_device_info(self.id.0, cl3::device::CL_DEVICE_NAME)
+                    .map(String::from)
+                    .unwrap_or_default();
+                let heap = Heap::new(self.context(), self.id.0, name.trim_end_matches('\0'))?;
+                // Two threads may both make one: the second is dropped.
+                self.usm.get_or_init(|| Arc::new(heap))
+            }
+        };
+        heap.alloc(bytes).map(Memory::Usm)
+    }
 }
 
 impl api::Device<OpenCl> for Device {
     fn open(id: DeviceId, _info: &DeviceInfo) -> Result<Device, Error> {
-        Ok(Device { id, context: Context::new(id)?, host_queue: OnceLock::new() })
+        Ok(Device {
+            id,
+            context: Context::new(id)?,
+            host_queue: OnceLock::new(),
+            usm: OnceLock::new(),
+        })
     }
 
     /// The context is retained, and released when this value drops.
@@ -229,7 +258,7 @@ impl api::Device<OpenCl> for Device {
                 "Queue::from_native: the context does not hold the device given with it".into(),
             ));
         }
-        Ok(Device { id, context, host_queue: OnceLock::new() })
+        Ok(Device { id, context, host_queue: OnceLock::new(), usm: OnceLock::new() })
     }
 
     /// SPIR-V with its specialization values, compiled to an object.
@@ -350,6 +379,9 @@ impl Capabilities {
         }
         if info.compiler_available {
             add("online_compiler");
+        }
+        if info.usm_device {
+            add("usm_device_allocations");
         }
         if info.linker_available {
             add("online_linker");

@@ -63,7 +63,11 @@ use cl3::ext::{
 use cl3::types::{cl_command_queue, cl_event, cl_int, cl_kernel, cl_mem, cl_platform_id, cl_uint};
 
 use super::device::device_words;
-use super::{cl_err, error_name, info_ptr, Event, Kernel, Memory, OpenCl, Queue};
+use super::memory::MemObject;
+use super::{
+    cl_err, error_name, extension_function, info_ptr, Event, Function, Kernel, Memory, OpenCl,
+    PerPlatform, Queue,
+};
 use crate::backend::api::{self, Event as _};
 use crate::Error;
 
@@ -81,15 +85,6 @@ const EXECUTABLE: cl_uint = 1;
 /// A `cl_version` (`major.minor.patch`).
 const fn cl_version(major: u32, minor: u32, patch: u32) -> u32 {
     (major << 22) | (minor << 12) | patch
-}
-
-/// The function type inside a header's `Option<fn>` type.
-trait Function {
-    type Fn;
-}
-
-impl<F> Function for Option<F> {
-    type Fn = F;
 }
 
 type CreateFn = <cl3::ext::clCreateCommandBufferKHR_fn as Function>::Fn;
@@ -159,26 +154,12 @@ struct Entries {
 
 /// The entry points of `platform`, looked up at its first graph (or why it has none).
 fn entries(platform: cl_platform_id) -> Result<&'static Entries, String> {
-    type Loaded = Vec<(usize, Result<&'static Entries, String>)>;
-    static LOADED: Mutex<Loaded> = Mutex::new(Vec::new());
-    let mut loaded = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, found)) = loaded.iter().find(|(p, _)| *p == platform as usize) {
-        return found.clone();
-    }
-    // One per platform, for the life of the process, as the driver's own functions are.
-    let found = load(platform).map(|e| &*Box::leak(Box::new(e)));
-    loaded.push((platform as usize, found.clone()));
-    found
+    static LOADED: PerPlatform<Entries> = PerPlatform::new();
+    LOADED.get(platform, load)
 }
 
 fn load(platform: cl_platform_id) -> Result<Entries, String> {
-    let library = cl3::load_library().as_ref().map_err(|e| e.to_string())?;
-    let address = |name: &CStr| match library
-        .clGetExtensionFunctionAddressForPlatform(platform, name.as_ptr())
-    {
-        Some(address) if !address.is_null() => Ok(address),
-        _ => Err(format!("its platform gives no {}", name.to_string_lossy())),
-    };
+    let address = |name: &CStr| extension_function(platform, name);
     // SAFETY: each address is the platform's own function of that name, whose C signature
     // (cl_khr_command_buffer's, in its 0.9.5 form for copy, fill and barrier) is the type it
     // is cast to; a function pointer has the size of a data pointer on every OpenCL platform.
@@ -296,7 +277,17 @@ impl Queue {
     }
 
     /// [`api::Queue::graph`]: a command buffer for this queue, or why the queue has none.
+    /// While a device allocation of the queue's context lives, none: a command buffer cannot
+    /// name one.
     pub(super) fn graph_builder(&self) -> Result<Result<GraphBuilder, String>, Error> {
+        use cl3::command_queue::{get_command_queue_info, CL_QUEUE_CONTEXT};
+        let context =
+            info_ptr(get_command_queue_info(self.0, CL_QUEUE_CONTEXT), "clGetCommandQueueInfo")?;
+        if super::usm::live_in(context) {
+            return Ok(Err("a device allocation (Queue::malloc_device) lives in the queue's \
+                 context, and cl_khr_command_buffer cannot name one"
+                .into()));
+        }
         match self.command_buffers()? {
             Ok(support) => GraphBuilder::new(self, support),
             Err(why) => Ok(Err(why)),
@@ -363,7 +354,7 @@ handle!(HeldKernel, cl_kernel, cl3::kernel::release_kernel);
 struct Held {
     buffers: Vec<CommandBuffer>,
     kernels: Vec<HeldKernel>,
-    memories: Vec<Memory>,
+    memories: Vec<MemObject>,
     queue: Queue,
 }
 
@@ -483,10 +474,10 @@ impl GraphBuilder {
     }
 
     /// `mem`, retained for as long as the graph lives.
-    fn hold(&mut self, mem: &Memory) -> Result<(), Error> {
+    fn hold(&mut self, mem: cl_mem) -> Result<(), Error> {
         // SAFETY: a live buffer, retained once for the graph (released when its copy drops).
-        unsafe { cl3::memory::retain_mem_object(mem.0) }.map_err(cl_err("clRetainMemObject"))?;
-        self.held.memories.push(Memory(mem.0));
+        unsafe { cl3::memory::retain_mem_object(mem) }.map_err(cl_err("clRetainMemObject"))?;
+        self.held.memories.push(MemObject(mem));
         Ok(())
     }
 }
@@ -549,9 +540,10 @@ impl api::GraphBuilder<OpenCl> for GraphBuilder {
         if size == 0 {
             return self.barrier(after);
         }
+        let (src, dst) = (src.object("a command buffer")?, dst.object("a command buffer")?);
         let (entries, properties) = (self.entries, self.properties);
         self.record("clCommandCopyBufferKHR", after, |buffer, n, waits, point| {
-            let (from, to) = ((src.0, src_offset), (dst.0, dst_offset));
+            let (from, to) = ((src, src_offset), (dst, dst_offset));
             // SAFETY: a command buffer being recorded; two live buffers of its context whose
             // ranges the caller checked; `waits` holds `n` sync points of the buffer's earlier
             // commands; `point` is an out-pointer. The entry point is called in the form of
@@ -592,6 +584,7 @@ impl api::GraphBuilder<OpenCl> for GraphBuilder {
         if size == 0 {
             return self.barrier(after).map(|()| true);
         }
+        let mem = mem.object("a command buffer")?;
         let (entries, properties) = (self.entries, self.properties);
         self.record("clCommandFillBufferKHR", after, |buffer, n, waits, point| {
             let (value, len) = (pattern.as_ptr().cast::<c_void>(), pattern.len());
@@ -605,14 +598,13 @@ impl api::GraphBuilder<OpenCl> for GraphBuilder {
                     let fill = entries.fill;
                     let props = NO_PROPERTIES;
                     fill(
-                        buffer, NO_QUEUE, props, mem.0, value, len, offset, size, n, waits, point,
+                        buffer, NO_QUEUE, props, mem, value, len, offset, size, n, waits, point,
                         NO_HANDLE,
                     )
                 } else {
                     let fill = std::mem::transmute::<FillFn, FillBefore095Fn>(entries.fill);
                     fill(
-                        buffer, NO_QUEUE, mem.0, value, len, offset, size, n, waits, point,
-                        NO_HANDLE,
+                        buffer, NO_QUEUE, mem, value, len, offset, size, n, waits, point, NO_HANDLE,
                     )
                 }
             }

@@ -1,11 +1,12 @@
-//! OpenCL kernels: a kernel of a program with its arguments, which the driver keeps between
-//! launches.
+//! OpenCL kernels: a kernel of a program with its arguments (buffer objects, or device
+//! allocations by address), which the driver keeps between launches.
 
 use std::ffi::{c_void, CString};
 use std::ptr;
 
 use cl3::types::{cl_kernel, cl_mem};
 
+use super::usm::allow_indirect_access;
 use super::{cl_err, Device, Memory, OpenCl, Program};
 use crate::backend::api;
 use crate::Error;
@@ -17,11 +18,16 @@ handle!(Kernel, cl_kernel, cl3::kernel::release_kernel);
 unsafe impl Send for Kernel {}
 
 impl Kernel {
-    /// The kernel `name` of `program`.
+    /// The kernel `name` of `program`; on a device with device allocations, one that may
+    /// follow their addresses wherever it finds them (`usm.rs`).
     pub(crate) fn new(program: &Program, name: &str) -> Result<Kernel, Error> {
         let name = CString::new(name)
             .map_err(|_| Error::KernelNotFound { kernel: name.into(), searched: vec![] })?;
-        cl3::kernel::create_kernel(program.0, &name).map(Kernel).map_err(cl_err("clCreateKernel"))
+        let kernel = cl3::kernel::create_kernel(program.0, &name)
+            .map(Kernel)
+            .map_err(cl_err("clCreateKernel"))?;
+        allow_indirect_access(program.0, kernel.0)?;
+        Ok(kernel)
     }
 }
 
@@ -41,8 +47,12 @@ impl api::Kernel<OpenCl> for Kernel {
         ))
     }
 
+    /// A buffer object by its handle, a device allocation by its address.
     fn set_mem(&mut self, index: u32, mem: &Memory) -> Result<(), Error> {
-        self.set_native(index, mem.0)
+        match mem {
+            Memory::Object(m) => self.set_native(index, m.0),
+            Memory::Usm(m) => m.set_arg(self.0, index),
+        }
     }
 
     /// A buffer argument by its handle (one of this kernel's context).

@@ -1,27 +1,38 @@
-//! OpenCL memory: buffers and their sub-buffers (views), a buffer's region mapped into host
-//! memory, and host memory the driver allocated for fast copies.
+//! OpenCL memory: buffer objects and their sub-buffers (views), or device allocations
+//! (`usm.rs`) and theirs; a buffer's region mapped into host memory; and host memory the
+//! driver allocated for fast copies.
 
 use std::ffi::c_void;
 use std::ptr;
 
 use cl3::types::{cl_context, cl_mem};
 
+use super::usm::{HostCopy, Usm};
 use super::{cl_err, info_ptr, Context, Event, OpenCl, Queue};
 use crate::backend::api::{self, Event as _, Queue as _, Whole};
 use crate::backend::native::NativeBuffer;
 use crate::Error;
 
-handle!(Memory, cl_mem, cl3::memory::release_mem_object);
+/// Device memory: a buffer object, or a device allocation.
+pub(crate) enum Memory {
+    /// A buffer object (for a view, a sub-buffer), which the driver frees once no queued
+    /// command uses it.
+    Object(MemObject),
+    /// A device allocation (for a view, its address plus the offset).
+    Usm(Usm),
+}
+
+handle!(MemObject, cl_mem, cl3::memory::release_mem_object);
 
 // SAFETY: OpenCL memory objects are thread-safe (OpenCL 2.x, appendix A.2).
-unsafe impl Send for Memory {}
+unsafe impl Send for MemObject {}
 // SAFETY: as above.
-unsafe impl Sync for Memory {}
+unsafe impl Sync for MemObject {}
 
-impl Memory {
+impl MemObject {
     /// `size` bytes of this buffer from `offset`, as a sub-buffer (which keeps this one
     /// alive). The offset must be a multiple of the device's base address alignment.
-    fn sub(&self, offset: usize, size: usize) -> Result<Memory, Error> {
+    fn sub(&self, offset: usize, size: usize) -> Result<MemObject, Error> {
         // OpenCL has no empty sub-buffer: an empty view is the buffer's first byte, which a
         // kernel given no values reads nothing of (every buffer holds at least one byte).
         let region = match size {
@@ -37,7 +48,7 @@ impl Memory {
                 (&region as *const cl3::types::cl_buffer_region).cast(),
             )
         }
-        .map(Memory)
+        .map(MemObject)
         .map_err(|code| match code {
             cl3::error_codes::CL_MISALIGNED_SUB_BUFFER_OFFSET => Error::InvalidArgument(format!(
                 "a view from byte {offset}: an OpenCL device takes views only from offsets \
@@ -46,6 +57,19 @@ impl Memory {
             )),
             code => cl_err("clCreateSubBuffer")(code),
         })
+    }
+}
+
+impl Memory {
+    /// The buffer object; for a device allocation, an error that says `what` (a command
+    /// buffer's command) cannot name one.
+    pub(super) fn object(&self, what: &str) -> Result<cl_mem, Error> {
+        match self {
+            Memory::Object(m) => Ok(m.0),
+            Memory::Usm(_) => Err(Error::InvalidArgument(format!(
+                "{what} cannot name a device allocation (Queue::malloc_device), only a buffer"
+            ))),
+        }
     }
 
     /// `size` bytes (at least one) of device memory.
@@ -59,7 +83,7 @@ impl Memory {
                 ptr::null_mut(),
             )
         }
-        .map(Memory)
+        .map(|mem| Memory::Object(MemObject(mem)))
         .map_err(cl_err("clCreateBuffer"))
     }
 
@@ -77,7 +101,7 @@ impl Memory {
         // SAFETY: a live memory object (the caller's promise); released once, when the value
         // drops.
         unsafe { cl3::memory::retain_mem_object(mem) }.map_err(cl_err("clRetainMemObject"))?;
-        let adopted = Memory(mem);
+        let adopted = Memory::Object(MemObject(mem));
         let of: cl_context =
             info_ptr(get_mem_object_info(mem, CL_MEM_CONTEXT), "clGetMemObjectInfo")?;
         let bytes = get_mem_object_info(mem, CL_MEM_SIZE)
@@ -99,21 +123,32 @@ impl Memory {
 }
 
 impl api::Memory<OpenCl> for Memory {
-    /// A sub-buffer, which keeps this buffer alive by itself.
-    fn view(&self, offset: usize, size: usize, _whole: Whole) -> Result<Memory, Error> {
-        self.sub(offset, size)
+    /// A sub-buffer, which keeps this buffer alive by itself; of a device allocation, the
+    /// address plus the offset, keeping `whole` (the allocation's owner) alive.
+    fn view(&self, offset: usize, size: usize, whole: Whole) -> Result<Memory, Error> {
+        match self {
+            Memory::Object(m) => m.sub(offset, size).map(Memory::Object),
+            Memory::Usm(m) => Ok(Memory::Usm(m.view(offset, whole))),
+        }
     }
 
+    /// A buffer object does; a device allocation is freed after the uses it is given.
     fn frees_itself(&self) -> bool {
-        true
+        matches!(self, Memory::Object(_))
     }
 
     fn free_after(&self, uses: Vec<Event>) {
-        uses.into_iter().for_each(Event::release_when_complete);
+        match self {
+            Memory::Object(_) => uses.into_iter().for_each(Event::release_when_complete),
+            Memory::Usm(m) => m.free_after(uses),
+        }
     }
 
     fn native(&self) -> NativeBuffer {
-        NativeBuffer::OpenCl(self.0)
+        match self {
+            Memory::Object(m) => NativeBuffer::OpenCl(m.0),
+            Memory::Usm(m) => NativeBuffer::OpenClUsm(m.ptr),
+        }
     }
 }
 
@@ -125,8 +160,12 @@ pub(crate) fn parent_of(mem: cl_mem) -> usize {
 }
 
 /// A buffer's region mapped into host memory by [`api::Queue::map`], until
-/// [`api::Queue::unmap`].
-pub(crate) struct Mapping(pub(super) *mut c_void);
+/// [`api::Queue::unmap`]: the driver's map of a buffer object, or a device allocation's copy.
+pub(crate) struct Mapping {
+    pub(super) at: *mut c_void,
+    /// A device allocation's: the host memory `at` is, and whether the unmap writes it back.
+    pub(super) copy: Option<(HostCopy, bool)>,
+}
 
 // SAFETY: the mapped region is plain host memory, usable from any thread; the pointer says
 // where it is and owns nothing.
@@ -136,7 +175,7 @@ unsafe impl Sync for Mapping {}
 
 impl api::HostMemory for Mapping {
     fn as_ptr(&self) -> *mut u8 {
-        self.0.cast()
+        self.at.cast()
     }
 }
 
@@ -171,13 +210,13 @@ impl HostMemory {
                 ptr::null_mut(),
             )
         }
-        .map(Memory)
+        .map(|mem| Memory::Object(MemObject(mem)))
         .map_err(cl_err("clCreateBuffer"))?;
         // SAFETY: a live queue, retained once for the new owner below, which releases it once.
         unsafe { cl3::command_queue::retain_command_queue(queue.0) }
             .map_err(cl_err("clRetainCommandQueue"))?;
         let queue = Queue(queue.0);
-        let Mapping(at) = queue.map(&mem, size, true)?;
+        let at = queue.map(&mem, size, true)?.at;
         // SAFETY: the mapped region is `size` bytes of host memory, ours until the unmap.
         unsafe { ptr::write_bytes(at.cast::<u8>(), 0, size) };
         Ok(HostMemory { at, mem, queue })
@@ -194,7 +233,7 @@ impl Drop for HostMemory {
     fn drop(&mut self) {
         // Mapped once in `new`, unmapped once here; whoever copied to or from the memory
         // waited for it first (`HostBuffer` waits before it drops this).
-        if let Err(e) = self.queue.unmap(&self.mem, Mapping(self.at)) {
+        if let Err(e) = self.queue.unmap(&self.mem, Mapping { at: self.at, copy: None }) {
             log::warn!("unmapping host memory: {e}");
         }
     }

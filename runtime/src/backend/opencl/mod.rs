@@ -2,7 +2,9 @@
 //! drop; every call that can fail returns the OpenCL error with the name of the call), the
 //! devices of every platform with their capabilities, and [`Device`]'s compile, link and build.
 //! Its rooms are the contract's roles (`backend/api.rs`): `device.rs`, `queue.rs`,
-//! `memory.rs`, `event.rs`, `program.rs` and `kernel.rs`.
+//! `memory.rs`, `event.rs`, `program.rs` and `kernel.rs`; `graph.rs` (command buffers) and
+//! `usm.rs` (device allocations) are extensions, whose functions a platform gives by name
+//! ([`extension_function`], each platform's looked up once: [`PerPlatform`]).
 //!
 //! One of the rooms with `unsafe` code (with `cuda`, `discovery::loaded`, `program::disk`,
 //! `launch::queue` and `launch::host`): the handles are created here and never leave as raw
@@ -33,6 +35,7 @@ mod queue;
 mod program;
 mod kernel;
 mod graph;
+mod usm;
 
 pub(crate) use device::Device;
 pub(crate) use event::Event;
@@ -44,7 +47,10 @@ pub(crate) use queue::Queue;
 
 use device::Context;
 
-use cl3::types::{cl_command_queue, cl_context, cl_device_id, cl_int, cl_mem};
+use std::ffi::{c_void, CStr};
+use std::sync::{Mutex, PoisonError};
+
+use cl3::types::{cl_command_queue, cl_context, cl_device_id, cl_int, cl_mem, cl_platform_id};
 
 use super::api::{Api, DeviceId, DeviceInfo};
 use super::native::NativeDevice;
@@ -109,4 +115,50 @@ fn info_ptr<T>(
     call: &'static str,
 ) -> Result<*mut T, Error> {
     answer.map(|v| isize::from(v) as *mut T).map_err(cl_err(call))
+}
+
+/// The address of the extension function `name` of `platform`, or why it has none. The ICD
+/// loader exports no extension's functions (so `cl3`'s wrappers of them fail): each platform
+/// gives its own.
+fn extension_function(platform: cl_platform_id, name: &CStr) -> Result<*mut c_void, String> {
+    let library = cl3::load_library().as_ref().map_err(|e| e.to_string())?;
+    match library.clGetExtensionFunctionAddressForPlatform(platform, name.as_ptr()) {
+        Some(address) if !address.is_null() => Ok(address),
+        _ => Err(format!("its platform gives no {}", name.to_string_lossy())),
+    }
+}
+
+/// An extension's entry points (`E`), looked up once per platform, at its first use, and
+/// kept for the life of the process, as the driver's own functions are; or why the platform
+/// has none.
+struct PerPlatform<E: 'static>(Mutex<Vec<(usize, Result<&'static E, String>)>>);
+
+impl<E: Sync> PerPlatform<E> {
+    const fn new() -> PerPlatform<E> {
+        PerPlatform(Mutex::new(Vec::new()))
+    }
+
+    /// `platform`'s, from `load` at the first call for it.
+    fn get(
+        &self,
+        platform: cl_platform_id,
+        load: impl FnOnce(cl_platform_id) -> Result<E, String>,
+    ) -> Result<&'static E, String> {
+        let mut loaded = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, found)) = loaded.iter().find(|(p, _)| *p == platform as usize) {
+            return found.clone();
+        }
+        let found = load(platform).map(|e| &*Box::leak(Box::new(e)));
+        loaded.push((platform as usize, found.clone()));
+        found
+    }
+}
+
+/// The function type inside a header's `Option<fn>` type.
+trait Function {
+    type Fn;
+}
+
+impl<F> Function for Option<F> {
+    type Fn = F;
 }

@@ -1,12 +1,12 @@
 //! An OpenCL in-order command queue: launches, copies, fills, maps, markers and barriers, each
-//! returning the event of its command.
+//! returning the event of its command (those of device allocations are `usm.rs`'s).
 
 use std::ptr;
 
 use cl3::types::{cl_command_queue, cl_context, cl_event, CL_BLOCKING, CL_NON_BLOCKING};
 
 use super::{
-    cl_err, info_ptr, Context, Event, Graph, GraphBuilder, Kernel, Mapping, Memory, OpenCl,
+    cl_err, info_ptr, usm, Context, Event, Graph, GraphBuilder, Kernel, Mapping, Memory, OpenCl,
 };
 use crate::backend::api::{self, DeviceId, Event as _};
 use crate::backend::native::NativeQueue;
@@ -134,13 +134,18 @@ impl api::Queue<OpenCl> for Queue {
         out: *mut u8,
         size: usize,
     ) -> Result<Event, Error> {
+        let mem = match mem {
+            Memory::Object(m) => m.0,
+            // SAFETY: as the caller promised.
+            Memory::Usm(m) => return unsafe { m.read(self, offset, out, size) },
+        };
         // SAFETY: a non-blocking read of `size` bytes into `out`, which the caller keeps alive
         // and untouched until the event completes; the caller checked that `offset + size`
         // lies within the buffer.
         unsafe {
             cl3::command_queue::enqueue_read_buffer(
                 self.0,
-                mem.0,
+                mem,
                 CL_NON_BLOCKING,
                 offset,
                 size,
@@ -160,12 +165,17 @@ impl api::Queue<OpenCl> for Queue {
         data: *const u8,
         size: usize,
     ) -> Result<Event, Error> {
+        let mem = match mem {
+            Memory::Object(m) => m.0,
+            // SAFETY: as the caller promised.
+            Memory::Usm(m) => return unsafe { m.write(self, offset, data, size) },
+        };
         // SAFETY: a non-blocking write of `size` bytes from `data`, which the caller keeps
         // alive and unchanged until the event completes; the caller checked the range.
         unsafe {
             cl3::command_queue::enqueue_write_buffer(
                 self.0,
-                mem.0,
+                mem,
                 CL_NON_BLOCKING,
                 offset,
                 size,
@@ -202,8 +212,12 @@ impl api::Queue<OpenCl> for Queue {
     }
 
     /// A blocking map of the buffer's own memory: for reading, or with `write` for reading and
-    /// writing.
+    /// writing. A device allocation's is a copy in host memory.
     fn map(&self, mem: &Memory, size: usize, write: bool) -> Result<Mapping, Error> {
+        let mem = match mem {
+            Memory::Object(m) => m.0,
+            Memory::Usm(m) => return m.map(self, size, write),
+        };
         let flags = match write {
             false => cl3::memory::CL_MAP_READ,
             true => cl3::memory::CL_MAP_READ | cl3::memory::CL_MAP_WRITE,
@@ -214,7 +228,7 @@ impl api::Queue<OpenCl> for Queue {
         let event = unsafe {
             cl3::command_queue::enqueue_map_buffer(
                 self.0,
-                mem.0,
+                mem,
                 CL_BLOCKING,
                 flags,
                 0,
@@ -226,14 +240,18 @@ impl api::Queue<OpenCl> for Queue {
         }
         .map_err(cl_err("clEnqueueMapBuffer"))?;
         drop(Event(event));
-        Ok(Mapping(at))
+        Ok(Mapping { at, copy: None })
     }
 
     fn unmap(&self, mem: &Memory, mapping: Mapping) -> Result<(), Error> {
+        let mem = match mem {
+            Memory::Object(m) => m.0,
+            Memory::Usm(m) => return m.unmap(self, mapping),
+        };
         // SAFETY: a pointer this queue's map of `mem` returned, unmapped once (the mapping is
         // consumed); nothing reads or writes it after (its guard is gone).
         let event = unsafe {
-            cl3::command_queue::enqueue_unmap_mem_object(self.0, mem.0, mapping.0, 0, ptr::null())
+            cl3::command_queue::enqueue_unmap_mem_object(self.0, mem, mapping.at, 0, ptr::null())
         }
         .map_err(cl_err("clEnqueueUnmapMemObject"))?;
         Event(event).wait()
@@ -247,14 +265,17 @@ impl api::Queue<OpenCl> for Queue {
         after: &[&Event],
     ) -> Result<Event, Error> {
         let waits: Vec<cl_event> = after.iter().map(|e| e.0).collect();
+        let (Memory::Object(src_mem), Memory::Object(dst_mem)) = (src, dst) else {
+            return usm::copy(self, (src, src_offset), (dst, dst_offset), size, &waits);
+        };
         // SAFETY: two live buffers of this queue's context; the caller checked both ranges
         // (and that they do not overlap within one buffer); `waits` holds `waits.len()` live
         // events (their owners hold them until this returns).
         unsafe {
             cl3::command_queue::enqueue_copy_buffer(
                 self.0,
-                src.0,
-                dst.0,
+                src_mem.0,
+                dst_mem.0,
                 src_offset,
                 dst_offset,
                 size,
@@ -266,7 +287,8 @@ impl api::Queue<OpenCl> for Queue {
         .map_err(cl_err("clEnqueueCopyBuffer"))
     }
 
-    /// OpenCL fills with patterns of 1, 2, 4, … 128 bytes.
+    /// OpenCL fills with patterns of 1, 2, 4, … 128 bytes (a device allocation's, at
+    /// addresses aligned to the pattern's size).
     fn fill(
         &self,
         mem: &Memory,
@@ -274,6 +296,10 @@ impl api::Queue<OpenCl> for Queue {
         offset: usize,
         size: usize,
     ) -> Result<Option<Event>, Error> {
+        let mem = match mem {
+            Memory::Object(m) => m.0,
+            Memory::Usm(m) => return m.fill(self, pattern, offset, size),
+        };
         if !fills(pattern) {
             return Ok(None);
         }
@@ -282,7 +308,7 @@ impl api::Queue<OpenCl> for Queue {
         unsafe {
             cl3::command_queue::enqueue_fill_buffer(
                 self.0,
-                mem.0,
+                mem,
                 pattern.as_ptr().cast(),
                 pattern.len(),
                 offset,
