@@ -103,6 +103,14 @@ impl Device {
                 (Device::Cuda(d), NativeBuffer::Cuda(address)) => {
                     Memory::Cuda(d.adopt_memory(address, size)?)
                 }
+                (_, NativeBuffer::OpenClUsm(_)) => {
+                    return Err(Error::InvalidArgument(
+                        "Buffer::from_native: a device allocation's address \
+                         (NativeBuffer::OpenClUsm) is not adopted: a buffer is adopted from a \
+                         memory object (NativeBuffer::OpenCl) or a CUDA device pointer"
+                            .into(),
+                    ))
+                }
                 _ => {
                     return Err(Error::InvalidArgument(
                         "Buffer::from_native: memory of another backend than the queue's device"

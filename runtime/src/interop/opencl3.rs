@@ -143,14 +143,26 @@ impl<'a, C, T: Pod + OfType<C>> DeviceMemory<'a, C> for &'a ClBuffer<T> {
 
 impl<T: Pod> Buffer<T> {
     /// The buffer as opencl3's, with a reference of its own to the memory object (released
-    /// when opencl3 drops it). Errors: a buffer of a CUDA device.
+    /// when opencl3 drops it). Errors: a buffer of a CUDA device, a device allocation
+    /// ([`crate::Queue::malloc_device`]).
     pub fn to_opencl3(&self) -> Result<ClBuffer<T>, Error> {
-        let NativeBuffer::OpenCl(mem) = self.native() else {
-            return Err(Error::InvalidArgument(format!(
-                "Buffer::to_opencl3: a buffer of {}, a CUDA device: opencl3 works with OpenCL \
-                 memory; cudarc takes this one (a Buffer is cudarc device memory)",
-                self.queue().device_name()
-            )));
+        let mem = match self.native() {
+            NativeBuffer::OpenCl(mem) => mem,
+            NativeBuffer::OpenClUsm(_) => {
+                return Err(Error::InvalidArgument(format!(
+                    "Buffer::to_opencl3: a device allocation of {} (Queue::malloc_device), not \
+                     a memory object: opencl3's buffers are memory objects; give opencl3 a \
+                     Buffer made by Queue::buffer",
+                    self.queue().device_name()
+                )))
+            }
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "Buffer::to_opencl3: a buffer of {}, a CUDA device: opencl3 works with \
+                     OpenCL memory; cudarc takes this one (a Buffer is cudarc device memory)",
+                    self.queue().device_name()
+                )))
+            }
         };
         // SAFETY: the buffer's live memory object; the reference taken here is released once,
         // by the opencl3 buffer.
