@@ -24,7 +24,7 @@ pub(crate) struct Runtime {
     discovery: RwLock<Option<Discovery>>,
     /// The devices opened in contexts of the runtime's own, by device (their context key is
     /// 0), kept for the life of the process.
-    devices: Mutex<HashMap<(DeviceHandle, usize), Arc<DeviceState>>>,
+    devices: Mutex<HashMap<(DeviceHandle, usize), Arc<Slot>>>,
     /// The devices opened in a context a program's queue was adopted in, by device and
     /// context: held by their queues, buffers and events alone, so that the context (and the
     /// programs built in it) is released when the last of them goes, as
@@ -33,6 +33,17 @@ pub(crate) struct Runtime {
     /// the context's number cannot be reused by another.
     adopted: Mutex<HashMap<(DeviceHandle, usize), Weak<DeviceState>>>,
     pub disk: Option<DiskCache>,
+}
+
+/// A device of the runtime's own: opened once, by the first thread that asks for it, while
+/// threads that ask for other devices open theirs at the same time (opening a GPU takes its
+/// driver a while: opening every GPU of a host from as many threads takes about as long as
+/// opening one).
+#[derive(Default)]
+struct Slot {
+    state: OnceLock<Arc<DeviceState>>,
+    /// Held while the device is being opened.
+    opening: Mutex<()>,
 }
 
 pub(crate) fn runtime() -> &'static Runtime {
@@ -116,7 +127,8 @@ impl Runtime {
             None => slot.insert(Discovery::new()),
             Some(discovery) => {
                 if discovery.is_stale() && discovery.refresh() {
-                    for device in self.devices.lock().unwrap_or_else(|e| e.into_inner()).values() {
+                    let devices = self.devices.lock().unwrap_or_else(|e| e.into_inner());
+                    for device in devices.values().filter_map(|slot| slot.state.get()) {
                         device.forget_unloaded(discovery.registry());
                     }
                     let adopted = self.adopted.lock().unwrap_or_else(|e| e.into_inner());
@@ -174,15 +186,22 @@ impl Runtime {
 
     /// Device `i` of `devices`, opened (once) in a context of the runtime's own.
     fn opened(&self, devices: &[DeviceInfo], i: usize) -> Result<Arc<DeviceState>, Error> {
-        let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(state) = map.get(&(devices[i].handle, 0)) {
+        let info = &devices[i];
+        let slot = {
+            let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
+            map.entry((info.handle, 0)).or_default().clone()
+        };
+        if let Some(state) = slot.state.get() {
             return Ok(state.clone());
         }
-        let info = &devices[i];
+        let opening = slot.opening.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(state) = slot.state.get() {
+            return Ok(state.clone()); // another thread opened it meanwhile
+        }
         trace!("device", "{} / {}", info.platform, info.name);
         let state = Arc::new(DeviceState::new(info, describe(devices, i))?);
-        map.insert((info.handle, 0), state.clone());
-        drop(map);
+        let _ = slot.state.set(state.clone());
+        drop(opening);
         // Opening a device loads its driver's libraries: the registry looks at them now
         // rather than at the device's first launch, whose latency is the one that counts.
         self.current();

@@ -13,6 +13,7 @@ use sycl_tests::{device_lib, output, repo_root, stderr, stdout, DEVICES};
 const EXAMPLES: &[(&str, &[&str])] = &[
     ("events", &[]),
     ("host_memory", &[]),
+    ("memory", &[]),
     ("graph", &[]),
     ("typed", &[]),
     ("native", &[]),

@@ -43,7 +43,7 @@ const EXPECTED: &[(&str, &[Expected])] = &[
     ("scripts/gpu/graphs.sh", GPU_GRAPHS),
 ];
 
-/// `runtime/benches/`: `launch.rs`, `runtime.rs`, `kernel_time.rs`, `graph.rs`. A graph's
+/// `runtime/benches/`: `launch.rs`, `runtime.rs`, `kernel_time.rs`, `graph.rs`, `memory.rs`. A graph's
 /// replay / eager bound (`<= 0.5`) is the for devices with command buffers:
 /// `graph.rs` prints it with its bound for the driver's command buffers
 /// (`SYCL_COMMAND_BUFFERS=1`; checked where printed, and missed by both CPU drivers), and
@@ -64,6 +64,10 @@ const RUNTIME: &[Expected] = &[
     ("kernel time, both devices: SPIR-V as sycl-build makes it / from clang -O2", Op::Le, 1.02),
     ("graph recording / eager launches, 1,000 launches, intel", Op::Le, 2.0),
     ("graph recording / eager launches, 1,000 launches, pocl", Op::Le, 2.0),
+    ("heap allocations per view copy in steady state, intel", Op::Le, 0.0),
+    ("heap allocations per view copy in steady state, pocl", Op::Le, 0.0),
+    ("copy intel -> pocl (staged through the host) / host memcpy, rate", Op::Ge, 0.5),
+    ("copy pocl -> intel (staged through the host) / host memcpy, rate", Op::Ge, 0.5),
 ];
 
 /// `sycl-ld/benches/`: `passthrough.rs`, `postlink.rs`.

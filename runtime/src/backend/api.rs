@@ -339,8 +339,10 @@ pub(crate) trait Queue<A: Api>: Sized + Send + Sync {
 
     /// Copies `size` bytes (at least one) from `src` at its offset to `dst` at its offset on
     /// the device, after everything enqueued before and the commands `after` stand for
-    /// (events of this device). Both ranges lie within their buffers, and do not overlap
-    /// within one buffer (callers check).
+    /// (events the queue takes: `backend::Queue::takes`). Both ranges lie within their
+    /// buffers, and do not overlap within one buffer (callers check). `dst` is memory of the
+    /// queue's context; on CUDA `src` may be another GPU's (a peer copy), on OpenCL it is of
+    /// the queue's context too.
     fn copy(
         &self,
         src: (&A::Memory, usize),

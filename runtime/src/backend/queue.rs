@@ -118,6 +118,20 @@ impl Queue {
         }
     }
 
+    /// Whether the queue can wait for `event` on the device: an event of its own driver
+    /// context on OpenCL (a wait list takes no other), of any GPU on CUDA
+    /// (`cuStreamWaitEvent` takes events of other contexts and devices); never an event of
+    /// the other driver. What it cannot wait for, the host waits for (`launch/order.rs`).
+    pub(crate) fn takes(&self, event: &Event) -> bool {
+        match (self, event) {
+            (Queue::OpenCl(q), Event::OpenCl(e)) => {
+                matches!((q.context(), e.context()), (Ok(a), Ok(b)) if a == b)
+            }
+            (Queue::Cuda(_), Event::Cuda(_)) => true,
+            _ => false,
+        }
+    }
+
     /// [`api::Queue::marker`].
     pub(crate) fn marker(&self) -> Result<Event, Error> {
         match self {

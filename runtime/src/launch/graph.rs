@@ -31,7 +31,10 @@ use super::kernel::{
     Launcher, NoGlobalRange, Range, Span,
 };
 use super::order::{ordered_unborrowed, Access, Accesses, Uses};
-use super::queue::{as_bytes, byte_size, Allocation, Buffer, Pod, Queue};
+#[cfg(doc)]
+use super::queue::Buffer;
+use super::queue::{as_bytes, Allocation, Pod, Queue};
+use super::view::{AsView, BufferView};
 use crate::backend::{self, Memory, Program};
 use crate::program::{ArgBytes, DeviceState, PooledKernel};
 use crate::registry::Registry;
@@ -124,56 +127,73 @@ impl Recorder {
         Launch::new(&self.queue, kernel, Recording(self))
     }
 
-    /// Records a copy of `src` into `dst`, as [`Buffer::copy_from`] makes one: buffers of
-    /// this recorder's device of equal lengths.
-    pub fn copy<T: Pod>(&self, src: &Buffer<T>, dst: &Buffer<T>) -> Result<GraphNode, Error> {
-        let device = &self.queue.inner.device;
-        for (what, buffer) in [("source", src), ("destination", dst)] {
-            let of = &buffer.queue().inner.device;
-            if !Arc::ptr_eq(of, device) {
-                return Err(Error::InvalidArgument(format!(
-                    "a recorded copy's {what} is a buffer of {}, not of the graph's device ({}): \
-                     copy it to a buffer of the graph's device",
-                    of.describe(),
-                    device.describe()
-                )));
-            }
+    /// Records a copy of `src` into `dst`, as [`Buffer::copy_from`] makes one: buffers or
+    /// views ([`Buffer::slice`]) of this recorder's device, of as many values, that do not
+    /// overlap.
+    pub fn copy<T: Pod>(
+        &self,
+        src: &impl AsView<T>,
+        dst: &impl AsView<T>,
+    ) -> Result<GraphNode, Error> {
+        let (src, dst) = (src.as_view(), dst.as_view());
+        for (what, view) in [("source", &src), ("destination", &dst)] {
+            self.check_device(&format!("a recorded copy's {what}"), view)?;
         }
         if src.len() != dst.len() {
             return Err(Error::InvalidArgument(format!(
-                "a recorded copy between buffers of {} and {} values: a copy takes buffers of \
-                 one length",
+                "a recorded copy of {} values into {}: a copy takes as many as it writes",
                 src.len(),
                 dst.len()
             )));
         }
-        if Arc::ptr_eq(&src.alloc, &dst.alloc) || src.is_empty() {
-            // Nothing changes: a command of no bytes, which orders nothing.
-            return Ok(self.push(Command::Copy { size: 0 }, NodeUses::new()));
-        }
-        let size = byte_size::<T>(src.len())?;
-        let uses = [(src.alloc.clone(), Access::Read), (dst.alloc.clone(), Access::Write)];
-        Ok(self.push(Command::Copy { size }, uses.into_iter().collect()))
-    }
-
-    /// Records a fill of every value of `buffer` with `value`, as [`Buffer::fill`] makes one.
-    pub fn fill<T: Pod>(&self, buffer: &Buffer<T>, value: T) -> Result<GraphNode, Error> {
-        let device = &self.queue.inner.device;
-        let of = &buffer.queue().inner.device;
-        if !Arc::ptr_eq(of, device) {
+        let (from, to, size) = (src.start_bytes(), dst.start_bytes(), dst.size_bytes());
+        let (src_alloc, dst_alloc) = (&src.buffer().alloc, &dst.buffer().alloc);
+        if Arc::ptr_eq(src_alloc, dst_alloc) && from < to + size && to < from + size {
+            if from == to {
+                // Nothing changes: a command of no bytes, which orders nothing.
+                return Ok(self.push(Command::Copy { from, to, size: 0 }, NodeUses::new()));
+            }
             return Err(Error::InvalidArgument(format!(
-                "a recorded fill of a buffer of {}, not of the graph's device ({})",
-                of.describe(),
-                device.describe()
+                "a recorded copy of values {:?} onto values {:?} of one buffer: the ranges \
+                 overlap; copy through another buffer",
+                src.range(),
+                dst.range()
             )));
         }
-        let pattern = ArgBytes::from_slice(as_bytes(std::slice::from_ref(&value)));
-        let size = byte_size::<T>(buffer.len())?;
         if size == 0 {
-            return Ok(self.push(Command::Fill { pattern, size }, NodeUses::new()));
+            return Ok(self.push(Command::Copy { from, to, size }, NodeUses::new()));
         }
-        let uses = [(buffer.alloc.clone(), Access::Write)];
-        Ok(self.push(Command::Fill { pattern, size }, uses.into_iter().collect()))
+        let uses = [(src_alloc.clone(), Access::Read), (dst_alloc.clone(), Access::Write)];
+        Ok(self.push(Command::Copy { from, to, size }, uses.into_iter().collect()))
+    }
+
+    /// Records a fill of every value of `dst` (a buffer or a view of this recorder's device)
+    /// with `value`, as [`Buffer::fill`] makes one.
+    pub fn fill<T: Pod>(&self, dst: &impl AsView<T>, value: T) -> Result<GraphNode, Error> {
+        let dst = dst.as_view();
+        self.check_device("a recorded fill's buffer", &dst)?;
+        let pattern = ArgBytes::from_slice(as_bytes(std::slice::from_ref(&value)));
+        let (at, size) = (dst.start_bytes(), dst.size_bytes());
+        if size == 0 {
+            return Ok(self.push(Command::Fill { pattern, at, size }, NodeUses::new()));
+        }
+        let uses = [(dst.buffer().alloc.clone(), Access::Write)];
+        Ok(self.push(Command::Fill { pattern, at, size }, uses.into_iter().collect()))
+    }
+
+    /// That `view` is memory of the graph's device.
+    fn check_device<T: Pod>(&self, what: &str, view: &BufferView<'_, T>) -> Result<(), Error> {
+        let device = &self.queue.inner.device;
+        let of = &view.buffer().queue().inner.device;
+        match Arc::ptr_eq(of, device) {
+            true => Ok(()),
+            false => Err(Error::InvalidArgument(format!(
+                "{what} is a buffer of {}, not of the graph's device ({}): copy it to a buffer \
+                 of the graph's device first",
+                of.describe(),
+                device.describe()
+            ))),
+        }
     }
 
     /// Adds a command; its node.
@@ -290,13 +310,16 @@ struct Node {
 /// the replayed commands (nothing comes after it).
 enum Command {
     Kernel(KernelNode),
-    /// Of the whole of `uses[0]` into `uses[1]`.
+    /// Of `size` bytes of `uses[0]` from byte `from` into `uses[1]` from byte `to`.
     Copy {
+        from: usize,
+        to: usize,
         size: usize,
     },
-    /// Of the whole of `uses[0]`.
+    /// Of `size` bytes of `uses[0]` from byte `at`.
     Fill {
         pattern: ArgBytes,
+        at: usize,
         size: usize,
     },
 }
@@ -333,7 +356,7 @@ impl NodeArg {
             },
             Arg::Bytes(bytes, ty) => NodeArg::Bytes(bytes.clone(), ty),
             Arg::Local(size, ty) => NodeArg::Local(*size, ty),
-            Arg::Native(..) => unreachable!("refused before recording"),
+            Arg::Native(..) | Arg::Unusable(..) => unreachable!("refused before recording"),
         }
     }
 
@@ -544,13 +567,13 @@ impl Graph {
                     number?
                 }
                 // Left out: no command depends on it.
-                Command::Copy { size: 0 } | Command::Fill { size: 0, .. } => usize::MAX,
-                Command::Copy { size } => {
+                Command::Copy { size: 0, .. } | Command::Fill { size: 0, .. } => usize::MAX,
+                Command::Copy { from, to, size } => {
                     let (src, dst) = (node.uses[0].0.uses.root(), node.uses[1].0.uses.root());
-                    builder.copy((src, 0), (dst, 0), *size, &after)?
+                    builder.copy((src, *from), (dst, *to), *size, &after)?
                 }
-                Command::Fill { pattern, size } => {
-                    builder.fill(node.uses[0].0.uses.root(), pattern, 0, *size, &after)?
+                Command::Fill { pattern, at, size } => {
+                    builder.fill(node.uses[0].0.uses.root(), pattern, *at, *size, &after)?
                 }
             };
             numbers.push(number);
@@ -590,7 +613,7 @@ impl Graph {
         for (node, kernel) in self.nodes.iter().zip(kernels) {
             let root = |i: usize| node.uses[i].0.uses.root();
             last = Some(match (&node.command, kernel) {
-                (Command::Copy { size: 0 } | Command::Fill { size: 0, .. }, _) => continue,
+                (Command::Copy { size: 0, .. } | Command::Fill { size: 0, .. }, _) => continue,
                 (Command::Kernel(k), Some(kernel)) => queue.enqueue(
                     kernel,
                     k.global.dims(),
@@ -598,10 +621,12 @@ impl Graph {
                     k.offset.as_ref().map(Range::dims),
                     &[],
                 )?,
-                (Command::Copy { size }, _) => {
-                    queue.copy((root(0), 0), (root(1), 0), *size, &[])?
+                (Command::Copy { from, to, size }, _) => {
+                    queue.copy((root(0), *from), (root(1), *to), *size, &[])?
                 }
-                (Command::Fill { pattern, size }, _) => queue.fill(root(0), pattern, 0, *size)?,
+                (Command::Fill { pattern, at, size }, _) => {
+                    queue.fill(root(0), pattern, *at, *size)?
+                }
                 (Command::Kernel(_), None) => unreachable!("a kernel's object is built with it"),
             });
         }

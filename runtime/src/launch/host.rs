@@ -20,6 +20,7 @@ use std::task::{Context, Poll};
 use super::event::Event;
 use super::order::Access;
 use super::queue::{byte_size, Buffer, Pod, Queue};
+use super::view::BufferView;
 use crate::backend;
 use crate::Error;
 
@@ -325,6 +326,7 @@ impl<T: Pod> Buffer<T> {
     /// (which may hold more: one host buffer serves reads of any size up to its own), after
     /// everything submitted to the buffer's queue before; returns at once. `host` stays
     /// borrowed until the [`Transfer`] is waited for or dropped.
+    /// (`buffer.slice(range)?.read_into_async(host)`.)
     pub fn read_range_async<'h>(
         &self,
         range: Range<usize>,
@@ -340,24 +342,7 @@ impl<T: Pod> Buffer<T> {
                 host.len
             )));
         }
-        let (offset, size) = bytes_of::<T>(&range);
-        let out = host.memory.as_ptr();
-        let event = host.pending.start(INTO_HOST, || {
-            self.ordered(Access::Read, |queue| {
-                // SAFETY: `out` holds `host.len` values, at least the `size` bytes read
-                // (checked above), and the range lies within the buffer. The memory stays
-                // allocated and untouched until the copy completed: the `Transfer` returned
-                // borrows `host` exclusively and waits before it goes; forgotten, its event
-                // stays in `host`'s pending copies, for which every later access and the drop
-                // of `host` wait.
-                unsafe { queue.read_async(self.mem(), offset, out, size) }
-            })
-        })?;
-        Ok(Transfer {
-            event: Event::new(event, self.queue().state()),
-            pending: &host.pending,
-            waited: false,
-        })
+        self.slice(range)?.read_into_async(host)
     }
 
     /// Starts overwriting the buffer with `host`, which holds exactly [`Buffer::len`] values,
@@ -385,24 +370,7 @@ impl<T: Pod> Buffer<T> {
     ) -> Result<Transfer<'h>, Error> {
         let range = offset..offset.saturating_add(host.len);
         self.check_range("writing", &range, host.len)?;
-        let (offset, size) = bytes_of::<T>(&range);
-        let data = host.memory.as_ptr().cast_const();
-        let event = host.pending.start(FROM_HOST, || {
-            self.ordered(Access::Write, |queue| {
-                // SAFETY: `data` holds `host.len` values, the `size` bytes written, and the
-                // range lies within the buffer (checked above). The memory stays allocated and
-                // unchanged until the copy completed: the `Transfer` returned borrows `host`
-                // (so nothing can write it) and waits before it goes; forgotten, its event
-                // stays in `host`'s pending copies, for which writing to `host` and its drop
-                // wait.
-                unsafe { queue.write_async(self.mem(), offset, data, size) }
-            })
-        })?;
-        Ok(Transfer {
-            event: Event::new(event, self.queue().state()),
-            pending: &host.pending,
-            waited: false,
-        })
+        self.slice(range)?.write_async(host)
     }
 
     /// The buffer's values in host memory, to read, after everything submitted to its queue
@@ -473,11 +441,72 @@ impl<T: Pod> Buffer<T> {
     }
 }
 
-/// `range` of values of `T` as a byte offset and a byte size (within a buffer, whose size in
-/// bytes did not overflow).
-fn bytes_of<T>(range: &Range<usize>) -> (usize, usize) {
-    let size = std::mem::size_of::<T>();
-    (range.start * size, range.len() * size)
+impl<T: Pod> BufferView<'_, T> {
+    /// Starts copying the view's values into the first [`BufferView::len`] values of `host`
+    /// (which may hold more), after everything submitted to the buffer's queue before;
+    /// returns at once. `host` stays borrowed until the [`Transfer`] is waited for or dropped
+    /// (see [`Buffer::read_into_async`]).
+    pub fn read_into_async<'h>(&self, host: &'h mut HostBuffer<T>) -> Result<Transfer<'h>, Error> {
+        if self.len() > host.len {
+            return Err(Error::InvalidArgument(format!(
+                "reading {} values into a host buffer of {}",
+                self.len(),
+                host.len
+            )));
+        }
+        let (offset, size) = (self.start_bytes(), self.size_bytes());
+        let out = host.memory.as_ptr();
+        let buffer = self.buffer;
+        let event = host.pending.start(INTO_HOST, || {
+            buffer.ordered(Access::Read, |queue| {
+                // SAFETY: `out` holds `host.len` values, at least the `size` bytes read
+                // (checked above), and the view lies within the buffer. The memory stays
+                // allocated and untouched until the copy completed: the `Transfer` returned
+                // borrows `host` exclusively and waits before it goes; forgotten, its event
+                // stays in `host`'s pending copies, for which every later access and the drop
+                // of `host` wait.
+                unsafe { queue.read_async(buffer.mem(), offset, out, size) }
+            })
+        })?;
+        Ok(Transfer {
+            event: Event::new(event, buffer.queue().state()),
+            pending: &host.pending,
+            waited: false,
+        })
+    }
+
+    /// Starts overwriting the view's values with the first [`BufferView::len`] values of
+    /// `host` (which may hold more), after everything submitted to the buffer's queue before;
+    /// returns at once. `host` stays borrowed (shared) until the [`Transfer`] is waited for or
+    /// dropped.
+    pub fn write_async<'h>(&self, host: &'h HostBuffer<T>) -> Result<Transfer<'h>, Error> {
+        if self.len() > host.len {
+            return Err(Error::InvalidArgument(format!(
+                "writing {} values from a host buffer of {}",
+                self.len(),
+                host.len
+            )));
+        }
+        let (offset, size) = (self.start_bytes(), self.size_bytes());
+        let data = host.memory.as_ptr().cast_const();
+        let buffer = self.buffer;
+        let event = host.pending.start(FROM_HOST, || {
+            buffer.ordered(Access::Write, |queue| {
+                // SAFETY: `data` holds `host.len` values, at least the `size` bytes written,
+                // and the view lies within the buffer (checked above). The memory stays
+                // allocated and unchanged until the copy completed: the `Transfer` returned
+                // borrows `host` (so nothing can write it) and waits before it goes;
+                // forgotten, its event stays in `host`'s pending copies, for which writing to
+                // `host` and its drop wait.
+                unsafe { queue.write_async(buffer.mem(), offset, data, size) }
+            })
+        })?;
+        Ok(Transfer {
+            event: Event::new(event, buffer.queue().state()),
+            pending: &host.pending,
+            waited: false,
+        })
+    }
 }
 
 /// Where a buffer's map starts: plain host memory, which the guard that holds it lends as

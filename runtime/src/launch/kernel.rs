@@ -10,9 +10,8 @@ use sycl_format::{c_types, KernelParam, ParamKind};
 use super::bundle::{DeviceImage, Executable, ImageSelector, KernelBundle, SpecConstant};
 use super::event::Event;
 use super::order::{ordered, Access, Accesses, Uses};
-use super::queue::{
-    as_bytes, Allocation, Buffer, BufferView, LastLaunch, Pod, Queue, KEPT_KERNELS,
-};
+use super::queue::{as_bytes, Allocation, Buffer, LastLaunch, Pod, Queue, KEPT_KERNELS};
+use super::view::BufferView;
 use crate::backend::native::NativeBuffer;
 use crate::backend::{self, Memory, Program};
 use crate::discovery::LoadState;
@@ -117,6 +116,9 @@ pub(super) enum Arg<'a> {
     Bytes(ArgBytes, &'static str),
     /// Bytes of local memory per work-group, and the element type.
     Local(usize, &'static str),
+    /// A view the device cannot give a kernel (on OpenCL, one that starts off the device's
+    /// base alignment): why, and its element type. Refused by every launch.
+    Unusable(&'a str, &'static str),
     /// Another library's memory (a cudarc slice, an opencl3 buffer): its driver handle, its
     /// driver context (told apart by number), its element type, and the stream it belongs
     /// to (a cudarc slice's, by number; 0: none), on which alone a launch may use it.
@@ -164,7 +166,7 @@ impl Arg<'_> {
     /// What [`check_arguments`] reads of it.
     fn key(&self) -> ArgKey {
         let (kind, type_name, size) = match self {
-            Arg::Mem(_, _, ty, _) => (0, *ty, 0),
+            Arg::Mem(_, _, ty, _) | Arg::Unusable(_, ty) => (0, *ty, 0),
             Arg::Bytes(bytes, ty) => (1, *ty, bytes.len()),
             Arg::Local(_, ty) => (2, *ty, 0),
             Arg::Native(_, _, ty, _) => (3, *ty, 0),
@@ -174,7 +176,9 @@ impl Arg<'_> {
 
     fn describe(&self) -> String {
         match self {
-            Arg::Mem(_, _, ty, _) | Arg::Native(_, _, ty, _) => format!("a buffer of {ty}"),
+            Arg::Mem(_, _, ty, _) | Arg::Native(_, _, ty, _) | Arg::Unusable(_, ty) => {
+                format!("a buffer of {ty}")
+            }
             Arg::Bytes(bytes, ty) => format!("{ty} ({} bytes)", bytes.len()),
             Arg::Local(bytes, ty) => format!("local memory of {ty} ({bytes} bytes)"),
         }
@@ -197,14 +201,14 @@ impl<'a, T: Pod> KernelArg<'a> for &'a Buffer<T> {
 impl<'a, T: Pod> KernelArg<'a> for &'a BufferView<'_, T> {
     fn to_arg(&self) -> ArgValue<'a> {
         let view: &'a BufferView<'_, T> = self;
+        let device = &view.buffer.queue().inner.device;
+        let ty = std::any::type_name::<T>();
         let span =
-            Span { alloc: &view.buffer.alloc, start: view.start, len: view.len() * size_of::<T>() };
-        ArgValue(Arg::Mem(
-            &view.mem,
-            &view.buffer.queue().inner.device,
-            std::any::type_name::<T>(),
-            span,
-        ))
+            Span { alloc: &view.buffer.alloc, start: view.start_bytes(), len: view.size_bytes() };
+        ArgValue(match view.kernel_mem() {
+            Ok(mem) => Arg::Mem(mem, device, ty, span),
+            Err(why) => Arg::Unusable(why, ty),
+        })
     }
 }
 
@@ -241,18 +245,6 @@ impl<T: Pod> KernelArg<'_> for Local<T> {
     }
 }
 
-/// The error of a launch on `own` told to wait for an event of `other`; out of the launch's
-/// path.
-#[cold]
-#[inline(never)]
-fn foreign_event(kernel: &str, own: &DeviceState, other: &DeviceState) -> Error {
-    Error::InvalidArgument(format!(
-        "kernel `{kernel}` on {}: it cannot wait for an event of another device ({})",
-        own.describe(),
-        other.describe()
-    ))
-}
-
 /// Whether argument `arg` cannot go to a launch on `own` (its queue's stream numbered
 /// `stream`): memory of another device, driver context or stream, or local memory of no bytes
 /// or more than a work-group of the device may have.
@@ -264,6 +256,7 @@ fn refused(arg: &Arg<'_>, own: &Arc<DeviceState>, stream: usize) -> bool {
             *context != own.device.context_key() || (*of != 0 && *of != stream)
         }
         Arg::Local(bytes, _) => *bytes == 0 || local_limit(own).is_some_and(|l| *bytes as u64 > l),
+        Arg::Unusable(..) => true,
         Arg::Bytes(..) => false,
     }
 }
@@ -294,6 +287,7 @@ fn refused_argument(kernel: &str, i: usize, arg: &Arg<'_>, own: &DeviceState) ->
             own.describe(),
             own.info.local_mem_bytes
         ),
+        Arg::Unusable(why, _) => format!("kernel `{kernel}` argument {i}: {why}"),
         Arg::Mem(_, device, ..) if device.info.handle == own.info.handle => format!(
             "kernel `{kernel}` argument {i}: a buffer made in another driver context of {} than \
              the launch's queue (a queue adopted with Queue::from_native works in the program's \
@@ -374,7 +368,7 @@ pub(super) fn check_arguments(
         let wanted = match (param.kind, arg) {
             (
                 ParamKind::Global | ParamKind::Constant,
-                Arg::Mem(_, _, ty, _) | Arg::Native(_, _, ty, _),
+                Arg::Mem(_, _, ty, _) | Arg::Native(_, _, ty, _) | Arg::Unusable(_, ty),
             )
             | (ParamKind::Local, Arg::Local(_, ty)) => match pointee_mismatch(param, ty) {
                 None => continue,
@@ -543,8 +537,9 @@ impl<'q, R, S> Launch<'q, R, S> {
     }
 
     /// Runs the kernel only after the commands `events` stand for completed: events of any
-    /// queue on this launch's device (an event of another device is refused by
-    /// [`Launch::run`]). Two queues' work is ordered this way without the host waiting.
+    /// queue, of any device. Two queues' work is ordered this way without the host waiting,
+    /// but for an event of another device that the queue's driver cannot wait for (another
+    /// OpenCL device, or the other driver), which [`Launch::run`] waits for on the host.
     pub fn after(mut self, events: &[&Event]) -> Self {
         self.after.extend(events.iter().map(|&e| e.clone()));
         self
@@ -577,11 +572,6 @@ impl Launch<'_, GlobalRange> {
         // Read in place: moving the launch's fields out would copy its inline arguments.
         let (queue, kernel) = (self.queue, self.kernel);
         check_ranges(kernel, &self.global, self.local.as_ref(), self.offset.as_ref())?;
-        if let Some(other) =
-            self.after.iter().find(|e| !Arc::ptr_eq(&e.device, &queue.inner.device))
-        {
-            return Err(foreign_event(kernel, &queue.inner.device, &other.device));
-        }
         let after: Vec<&backend::Event> = self.after.iter().map(|e| &e.event).collect();
         let ranges = Ranges {
             global: self.global.dims(),
@@ -972,6 +962,7 @@ fn set_arguments(k: &mut PooledKernel, args: &[ArgValue<'_>]) -> Result<(), (usi
             Arg::Local(size, _) => {
                 k.kernel.set_local(i as u32, *size).map(|()| SetArg::Local(*size))
             }
+            Arg::Unusable(why, _) => Err(Error::InvalidArgument(why.to_string())),
         }
         .map_err(|e| (i, e))?;
         match k.set.get_mut(i) {

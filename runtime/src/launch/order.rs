@@ -25,6 +25,12 @@
 //! An event of another queue is handed to this queue's driver after that queue is flushed
 //! (`clFlush`): OpenCL need not submit a queue's commands until then, and a command waiting
 //! for one that is never submitted waits forever.
+//!
+//! Across devices the same rules hold: a buffer's uses may be commands of another device (a
+//! copy between devices uses both buffers), and a launch may wait for events of any device.
+//! Where the queue's driver cannot wait for such an event on the device (an OpenCL queue, for
+//! an event of another context; any queue, for an event of the other driver) the host waits
+//! for it before enqueueing ([`wait_on`]); CUDA GPUs wait for each other on the device.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -298,9 +304,7 @@ fn ordered_with(
     }
     let mut waits: SmallVec<[&backend::Event; 8]> = SmallVec::new();
     for event in after {
-        // Submitted, so that waiting for it on this queue can end.
-        event.flush()?;
-        waits.push(event);
+        wait_on(queue, event, &mut waits)?;
     }
     for (state, (_, access)) in states.iter().zip(accesses.iter()) {
         for event in state.conflicts(id, *access) {
@@ -309,9 +313,7 @@ fn ordered_with(
             if !matches!(event.is_complete(), Ok(false)) {
                 continue;
             }
-            // Submitted, so that waiting for it on this queue can end.
-            event.flush()?;
-            waits.push(event);
+            wait_on(queue, event, &mut waits)?;
         }
     }
     let event = enqueue(&waits)?;
@@ -320,4 +322,24 @@ fn ordered_with(
         state.record(id, *access, &event);
     }
     Ok(event)
+}
+
+/// Makes a command for `queue` come after `event`: on the device where the queue's driver can
+/// wait for it (`event` joins `waits`: an event of the queue's own OpenCL context, or of any
+/// CUDA GPU), otherwise on the host, now (an event of the other driver, or of another OpenCL
+/// context: another device). Either way the event is submitted first (`clFlush`), so that the
+/// wait can end. The host's wait may hold buffers' locks: it cannot deadlock, since the
+/// command it waits for is submitted and waits for nothing the host still has to do.
+pub(crate) fn wait_on<'e>(
+    queue: &backend::Queue,
+    event: &'e backend::Event,
+    waits: &mut SmallVec<[&'e backend::Event; 8]>,
+) -> Result<(), Error> {
+    event.flush()?;
+    if queue.takes(event) {
+        waits.push(event);
+        Ok(())
+    } else {
+        event.wait()
+    }
 }

@@ -6,10 +6,10 @@
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
-use smallvec::smallvec;
+use smallvec::{smallvec, SmallVec};
 
 use super::event::Event;
-use super::order::{next_queue_id, ordered, Access, Uses};
+use super::order::{next_queue_id, ordered, wait_on, Access, Uses};
 use crate::backend::native::{NativeBuffer, NativeQueue};
 use crate::backend::{self, Memory, Program};
 use crate::discovery::LoadState;
@@ -53,34 +53,8 @@ pub(crate) fn as_bytes<T: Pod>(data: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(data.as_ptr().cast(), std::mem::size_of_val(data)) }
 }
 
-/// Some of a [`Buffer`]'s values, as a kernel argument of their own ([`Buffer::slice`]):
-/// the kernel's pointer starts at the view's first value. Borrows the buffer.
-///
-/// A launch orders a view's uses as its buffer's (they share one record of uses). A launch
-/// that writes a buffer or a view may not also take an overlapping view of it (OpenCL leaves
-/// such a launch undefined): [`crate::Launch::run`] refuses it.
-pub struct BufferView<'b, T: Pod> {
-    pub(super) mem: Arc<Memory>,
-    len: usize,
-    /// Where the view starts in the buffer, in bytes.
-    pub(super) start: usize,
-    pub(super) buffer: &'b Buffer<T>,
-}
-
-impl<T: Pod> BufferView<'_, T> {
-    /// How many values it spans.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether it spans none.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
 /// `data`'s bytes, to be overwritten.
-fn as_bytes_mut<T: Pod>(data: &mut [T]) -> &mut [u8] {
+pub(super) fn as_bytes_mut<T: Pod>(data: &mut [T]) -> &mut [u8] {
     // SAFETY: `T: Pod` has no padding and no invalid bit pattern, so any bytes written through
     // the slice leave valid values of `T`; the borrow is exclusive for the slice's life.
     unsafe { std::slice::from_raw_parts_mut(data.as_mut_ptr().cast(), std::mem::size_of_val(data)) }
@@ -91,7 +65,7 @@ fn as_bytes_mut<T: Pod>(data: &mut [T]) -> &mut [u8] {
 /// touched yet, so a read into it writes each page once (on CUDA, through page-locked
 /// staging: the driver's own copy into untouched pageable memory runs at a tenth of the
 /// speed).
-fn zeroed<T: Pod>(len: usize) -> Vec<T> {
+pub(super) fn zeroed<T: Pod>(len: usize) -> Vec<T> {
     let layout = std::alloc::Layout::array::<T>(len)
         .unwrap_or_else(|_| panic!("{len} values of {} overflow", std::any::type_name::<T>()));
     if layout.size() == 0 {
@@ -302,8 +276,7 @@ impl Queue {
     /// A buffer of `len` elements, every byte zero (filled on the device).
     pub fn buffer_zeroed<T: Pod>(&self, len: usize) -> Result<Buffer<T>, Error> {
         let buffer = self.buffer::<T>(len)?;
-        let bytes = byte_size::<T>(len)?;
-        buffer.fill_bytes(&[0], bytes)?.wait()?;
+        buffer.fill_bytes(&[0], 0, byte_size::<T>(len)?)?.wait()?;
         Ok(buffer)
     }
 
@@ -315,23 +288,16 @@ impl Queue {
     }
 
     /// Makes everything given to this queue from now on (launches, copies, fills, transfers
-    /// through host buffers) run after the commands `events` stand for: events of any queue
-    /// of this device. The host does not wait. An event of another device is refused, with
-    /// both devices named.
+    /// through host buffers) run after the commands `events` stand for: events of any queue,
+    /// of any device. The queue waits on the device for events of its own device, and on CUDA
+    /// for those of every GPU; for an event of another device that its driver cannot wait for
+    /// (another OpenCL device, or the other driver) the host waits, here, before returning.
     pub fn wait_for(&self, events: &[&Event]) -> Result<(), Error> {
-        if let Some(other) = events.iter().find(|e| !Arc::ptr_eq(&e.device, &self.inner.device)) {
-            return Err(Error::InvalidArgument(format!(
-                "a queue on {} cannot wait for an event of another device ({})",
-                self.inner.device.describe(),
-                other.device.describe()
-            )));
+        let mut waits = SmallVec::<[&backend::Event; 8]>::new();
+        for event in events {
+            wait_on(&self.inner.queue, &event.event, &mut waits)?;
         }
-        let events: Vec<&backend::Event> = events.iter().map(|e| &e.event).collect();
-        for event in &events {
-            // Submitted, so that this queue's wait can end.
-            event.flush()?;
-        }
-        self.inner.queue.wait_for(&events)
+        self.inner.queue.wait_for(&waits)
     }
 
     /// Waits until everything submitted has finished.
@@ -476,172 +442,14 @@ impl<T: Pod> Buffer<T> {
         &self.alloc.queue
     }
 
-    /// Copies the buffer to the host, after everything submitted to its queue before and
-    /// every command of another queue that writes it.
-    pub fn read(&self) -> Result<Vec<T>, Error> {
-        let mut out = zeroed(self.len);
-        self.read_into(&mut out)?;
-        Ok(out)
-    }
-
-    /// Copies the buffer into `out`, which holds exactly [`Buffer::len`] values, after
-    /// everything submitted to its queue before and every command of another queue that
-    /// writes it; allocates nothing.
-    pub fn read_into(&self, out: &mut [T]) -> Result<(), Error> {
-        self.read_range(0..self.len, out)
-    }
-
-    /// Copies the values at `range` into `out`, which holds as many, after everything
-    /// submitted to its queue before and every command of another queue that writes the
-    /// buffer; allocates nothing.
-    pub fn read_range(&self, range: std::ops::Range<usize>, out: &mut [T]) -> Result<(), Error> {
-        self.check_range("reading", &range, out.len())?;
-        let offset = range.start * std::mem::size_of::<T>();
-        let out = as_bytes_mut(out);
-        let copy = self.ordered(Access::Read, |queue| {
-            match queue.read_blocking(self.mem(), offset, out) {
-                // CUDA's own blocking read (staged through page-locked memory when large),
-                // made while the buffer's record is held; a marker after it stands for it.
-                Some(read) => read.and_then(|()| queue.marker()),
-                // SAFETY: `out` (exclusively borrowed for this call) holds `out.len()` bytes,
-                // and the range lies within the buffer (checked above); the copy is waited
-                // for below, before `out` can go. Enqueued and recorded first, so that a
-                // command another thread gives another queue meanwhile comes after it.
-                None => unsafe {
-                    queue.read_async(self.mem(), offset, out.as_mut_ptr(), out.len())
-                },
-            }
-        })?;
-        copy.wait()
-    }
-
-    /// Overwrites the buffer with `data`, which must have exactly `len` elements.
-    pub fn write(&self, data: &[T]) -> Result<(), Error> {
-        if data.len() != self.len {
-            return Err(Error::InvalidArgument(format!(
-                "writing {} elements into a buffer of {}",
-                data.len(),
-                self.len
-            )));
-        }
-        self.write_at(0, data)
-    }
-
-    /// Overwrites the values from `offset` on with `data`, after everything submitted to the
-    /// buffer's queue before and every command of another queue that uses the buffer.
-    pub fn write_at(&self, offset: usize, data: &[T]) -> Result<(), Error> {
-        let end = offset.saturating_add(data.len());
-        self.check_range("writing", &(offset..end), data.len())?;
-        let bytes = offset * std::mem::size_of::<T>();
-        let data = as_bytes(data);
-        let copy = self.ordered(Access::Write, |queue| {
-            // SAFETY: `data` (borrowed for this call) holds the bytes written, within the
-            // buffer (checked above); the copy is waited for below, before `data` can go.
-            unsafe { queue.write_async(self.mem(), bytes, data.as_ptr(), data.len()) }
-        })?;
-        copy.wait()
-    }
-
-    /// Copies every value of `src`, a buffer of as many on the same device, into this one,
-    /// on the device; returns when the copy is done. The copy comes after everything
-    /// submitted to this buffer's queue before and every command of another queue that
-    /// writes `src` or uses this buffer.
-    pub fn copy_from(&self, src: &Buffer<T>) -> Result<(), Error> {
-        self.copy_from_async(src)?.wait()
-    }
-
-    /// [`Buffer::copy_from`] without waiting: the event of the copy's completion, on this
-    /// buffer's queue. The host does not wait, not even for other queues' commands: this
-    /// buffer's queue does.
-    pub fn copy_from_async(&self, src: &Buffer<T>) -> Result<Event, Error> {
-        if !Arc::ptr_eq(&self.alloc.queue.inner.device, &src.alloc.queue.inner.device) {
-            return Err(Error::InvalidArgument(format!(
-                "copying a buffer of {} into a buffer of {}: copies between devices go \
-                 through the host (read, then write)",
-                src.queue().inner.device.describe(),
-                self.alloc.queue.inner.device.describe()
-            )));
-        }
-        if src.len != self.len {
-            return Err(Error::InvalidArgument(format!(
-                "copying a buffer of {} values into a buffer of {}",
-                src.len, self.len
-            )));
-        }
-        let queue = &self.alloc.queue.inner;
-        let event = if Arc::ptr_eq(self.mem(), src.mem()) {
-            // A buffer copied onto itself: nothing changes, but the event still comes after
-            // what its queue was given before, and what other queues write it.
-            self.settle(Access::Read)?
-        } else {
-            let bytes = byte_size::<T>(self.len)?;
-            let mut uses =
-                smallvec![(&src.alloc.uses, Access::Read), (&self.alloc.uses, Access::Write)];
-            ordered(&queue.queue, queue.id, &mut uses, &[], |waits| {
-                queue.queue.copy((src.mem(), 0), (self.mem(), 0), bytes, waits)
-            })?
-        };
-        Ok(Event::new(event, self.alloc.queue.state()))
-    }
-
-    /// Sets every value to `value`, on the device; returns when it is done.
-    pub fn fill(&self, value: T) -> Result<(), Error> {
-        self.fill_async(value)?.wait()
-    }
-
-    /// [`Buffer::fill`] without waiting: the event of the fill's completion, after everything
-    /// submitted to the buffer's queue before. The driver fills where it takes the value's
-    /// size as a pattern (OpenCL: 1, 2, 4, … 128 bytes; CUDA: a value that repeats 1, 2 or 4
-    /// bytes); any other value (a 12-byte `[f32; 3]`, an `f64` on CUDA) is still filled on the
-    /// device, without the host: its first copy byte by byte, then copies of what is filled
-    /// over the rest, each twice as long as the one before.
-    pub fn fill_async(&self, value: T) -> Result<Event, Error> {
-        let bytes = byte_size::<T>(self.len)?;
-        let event = self.fill_bytes(as_bytes(std::slice::from_ref(&value)), bytes)?;
-        Ok(Event::new(event, self.alloc.queue.state()))
-    }
-
-    /// Repeats `pattern` over the first `bytes` bytes, ordered as a write.
-    fn fill_bytes(&self, pattern: &[u8], bytes: usize) -> Result<backend::Event, Error> {
-        self.ordered(Access::Write, |queue| queue.fill(self.mem(), pattern, 0, bytes))
-    }
-
-    /// The values at `range`, as a kernel argument of their own (an OpenCL sub-buffer, a
-    /// CUDA address plus the offset): `q.launch(k).arg(&buffer.slice(10..20)?)`. On OpenCL the
-    /// view must start at a multiple of the device's base address alignment
-    /// ([`DeviceInfo::view_align_bytes`](crate::DeviceInfo::view_align_bytes): 128 bytes on
-    /// most devices); a misaligned start is refused, saying so. An empty range anywhere in the
-    /// buffer is a view of no values.
-    pub fn slice(&self, range: std::ops::Range<usize>) -> Result<BufferView<'_, T>, Error> {
-        self.check_range("viewing", &range, range.len())?;
-        let size = std::mem::size_of::<T>();
-        let device = &self.queue().inner.device;
-        let align = device.info.view_align_bytes.max(1);
-        if !range.is_empty() && !((range.start * size) as u64).is_multiple_of(align) {
-            // In values too, where the alignment is a whole number of them.
-            let values = match size as u64 {
-                0 => String::new(),
-                s if align.is_multiple_of(s) => {
-                    format!("; {} values of {}", align / s, std::any::type_name::<T>())
-                }
-                _ => String::new(),
-            };
-            return Err(Error::InvalidArgument(format!(
-                "a view from value {} (byte {}): {} starts views only at multiples of {align} \
-                 bytes (DeviceInfo::view_align_bytes{values}): start the view there, or pass \
-                 the offset to the kernel",
-                range.start,
-                range.start * size,
-                device.describe(),
-            )));
-        }
-        let mem = Memory::view(self.mem(), range.start * size, range.len() * size)?;
-        Ok(BufferView {
-            mem: Arc::new(mem),
-            len: range.len(),
-            start: range.start * size,
-            buffer: self,
-        })
+    /// Repeats `pattern` over `size` bytes from byte `start`, ordered as a write.
+    pub(super) fn fill_bytes(
+        &self,
+        pattern: &[u8],
+        start: usize,
+        size: usize,
+    ) -> Result<backend::Event, Error> {
+        self.ordered(Access::Write, |queue| queue.fill(self.mem(), pattern, start, size))
     }
 
     /// That `range` lies within the buffer and that the host side holds `host` values, as

@@ -70,7 +70,8 @@
 //! ```
 
 use super::kernel::{ArgValue, KernelArg, Launch};
-use super::queue::{Buffer, BufferView, Pod};
+use super::queue::{Buffer, Pod};
+use super::view::BufferView;
 
 /// Markers of OpenCL C's types, for [`OfType`] and [`DeviceMemory`]: types that are never
 /// made, only named. A scalar's marker has its OpenCL C name, the signed one (SPIR-V reads

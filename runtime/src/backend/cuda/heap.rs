@@ -70,6 +70,11 @@ impl Heap {
         Heap { context: context.clone(), pool: OnceLock::new(), deferred: Mutex::new(Vec::new()) }
     }
 
+    /// The context whose memory it is.
+    pub(super) fn context(&self) -> &Arc<Context> {
+        &self.context
+    }
+
     /// The pool, made at the first call (the context is bound).
     fn pool(&self) -> Option<&Pool> {
         self.pool

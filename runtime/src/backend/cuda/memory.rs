@@ -56,6 +56,13 @@ impl Memory {
     }
 }
 
+impl Memory {
+    /// The context it is memory of.
+    pub(super) fn context(&self) -> &Context {
+        self.heap.context()
+    }
+}
+
 impl api::Memory<Cuda> for Memory {
     /// The address plus the offset, keeping `whole` (this allocation's owner) alive.
     fn view(&self, offset: usize, _size: usize, whole: Whole) -> Result<Memory, Error> {

@@ -372,17 +372,28 @@ impl api::Queue<Cuda> for Stream {
         size: usize,
         after: &[&Event],
     ) -> Result<Event, Error> {
+        let (from, to) = (src.context(), dst.context());
+        if from.raw != to.raw {
+            // A peer copy, between two GPUs (or two contexts of one): each context given
+            // access to the other's memory first, once.
+            to.reach(from);
+            from.reach(to);
+        }
         self.shared.context.bind()?;
         self.wait_events(after)?;
         self.submit(|| {
-            // SAFETY: two allocations of this context; the caller checked both ranges.
-            check("cuMemcpyDtoDAsync", unsafe {
-                sys::cuMemcpyDtoDAsync_v2(
-                    dst.address + dst_offset as u64,
-                    src.address + src_offset as u64,
-                    size,
-                    self.shared.raw,
-                )
+            let (src_at, dst_at) =
+                (src.address + src_offset as u64, dst.address + dst_offset as u64);
+            if from.raw == to.raw {
+                // SAFETY: two allocations of this context; the caller checked both ranges.
+                return check("cuMemcpyDtoDAsync", unsafe {
+                    sys::cuMemcpyDtoDAsync_v2(dst_at, src_at, size, self.shared.raw)
+                });
+            }
+            // SAFETY: two allocations of live contexts (their memory holds them); the caller
+            // checked both ranges.
+            check("cuMemcpyPeerAsync", unsafe {
+                sys::cuMemcpyPeerAsync(dst_at, to.raw, src_at, from.raw, size, self.shared.raw)
             })
         })
     }
@@ -493,9 +504,14 @@ impl Stream {
     /// [`Stream::wait_for`], the context bound already.
     pub(super) fn wait_events(&self, after: &[&Event]) -> Result<(), Error> {
         for event in after {
-            // SAFETY: a live stream and a live event of its context.
+            // Recording a launch's event binds its stream's context, another GPU's for an
+            // event of another device: this stream's is bound again before the wait.
+            let raw = event.resolve()?;
+            self.shared.context.bind()?;
+            // SAFETY: a live stream and a live event (of any context: the driver takes events
+            // of other devices).
             check("cuStreamWaitEvent", unsafe {
-                sys::cuStreamWaitEvent(self.shared.raw, event.resolve()?.raw, 0)
+                sys::cuStreamWaitEvent(self.shared.raw, raw.raw, 0)
             })?;
         }
         Ok(())

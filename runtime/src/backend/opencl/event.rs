@@ -46,6 +46,13 @@ extern "C" fn completed(_event: cl_event, _status: cl_int, data: *mut std::ffi::
 }
 
 impl Event {
+    /// The context the event belongs to: a queue waits on the device only for events of its
+    /// own context.
+    pub(crate) fn context(&self) -> Result<cl3::types::cl_context, Error> {
+        let answer = cl3::event::get_event_info(self.0, cl3::event::CL_EVENT_CONTEXT);
+        info_ptr(answer, "clGetEventInfo")
+    }
+
     /// Whether the command completed: `CL_COMPLETE`, or a negative status (its error).
     fn status(&self) -> Result<bool, Error> {
         let status =

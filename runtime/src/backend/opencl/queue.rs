@@ -40,6 +40,12 @@ impl Queue {
         .map_err(cl_err("clCreateCommandQueueWithProperties"))
     }
 
+    /// The context the queue belongs to.
+    pub(crate) fn context(&self) -> Result<cl_context, Error> {
+        use cl3::command_queue::{get_command_queue_info, CL_QUEUE_CONTEXT};
+        info_ptr(get_command_queue_info(self.0, CL_QUEUE_CONTEXT), "clGetCommandQueueInfo")
+    }
+
     /// A program's queue, retained (released when this value drops): the queue must be on
     /// `device` in `context`.
     ///
