@@ -10,9 +10,10 @@
 # - the GPUs: `nvidia-smi -L`, their driver and persistence mode, `nvidia-smi topo -m`;
 # - `gpu-bench --multi` (fixtures/gpu-bench/src/multi.rs): a 1 GiB copy between two GPUs
 #   through `copy_from_async` against a bare `cuMemcpyPeerAsync` (both ways), SGEMM 4096³ split
-#   across two GPUs with copies in and back against one GPU, a queue and a first launch on
-#   every GPU at once against one (new processes, cache empty); each a `RATIO` line with its
-#   bound, every result checked; it skips, saying so, with fewer than two GPUs;
+#   across two GPUs with copies in and back against one GPU (and, without a bound, fed from the
+#   first GPU by copies between the two), a queue and a first launch on every GPU at once
+#   against one (new processes, cache empty); each a `RATIO` line with its bound, every result
+#   checked; it skips, saying so, with fewer than two GPUs;
 # - `nccl-app` (fixtures/nccl-app): the runtime's buffers all-reduced by NCCL through cudarc
 #   across every GPU, between toolkit kernels on each GPU's one stream; a line per GPU, `ok`;
 # - `nccl-app --bench`: that all-reduce (256 MiB per GPU) against the same on cudarc's own
@@ -48,6 +49,8 @@ unset SYCL_DEVICE SYCL_TRACE SYCL_CACHE_DISABLE
 . "$here/nccl.sh"
 nccl_link "$work/nccl"
 export LD_LIBRARY_PATH=$work/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# NCCL says why when it fails (its warnings go to the standard output), and nothing otherwise.
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 
 failed=0
 # `step LIMIT TITLE COMMAND...`: the command under `timeout LIMIT` (seconds), its output and
