@@ -112,6 +112,26 @@ if [ "$(echo "$gpus" | wc -w)" -gt 1 ]; then
         { echo "FAIL two_devices $(echo $gpus)"; diff <(echo "$want") <(echo "$got"); } | tee -a "$out/summary.txt"
     fi
 fi
+# NCCL through cudarc on the runtime's buffers across every GPU (fixtures/nccl-app; one GPU
+# is a world of one): counted, passed when it checked a result per GPU and ended `ok`; told,
+# not counted, when it skipped (no NCCL here). NCCL linked where cudarc looks (nccl.sh).
+if [ -x "$bin/nccl-app" ]; then
+    # shellcheck source=nccl.sh
+    . "$(dirname "$0")/nccl.sh"
+    nccl_link "$work/nccl"
+    count=$(echo "$devices" | awk 'NR > 1 && $1 ~ /^cuda(:[0-9]+)?$/' | wc -l)
+    got=$(LD_LIBRARY_PATH=$work/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 300 "$bin/nccl-app" 2>&1)
+    checked=$(echo "$got" | grep -c ' values: the sum over every GPU checked$')
+    if echo "$got" | grep -q ': skipped$'; then
+        echo "== nccl-app (not counted): $(echo "$got" | tail -1)" | tee -a "$out/summary.txt"
+    elif [ "$(echo "$got" | tail -1)" = ok ] && [ "$checked" = "$count" ]; then
+        passed=$((passed + 1))
+        echo "PASS nccl-app ($count GPU(s), NCCL ${nccl:-?})" | tee -a "$out/summary.txt"
+    else
+        failed=$((failed + 1))
+        { echo "FAIL nccl-app ($count GPU(s), $checked checked)"; echo "$got" | tail -20 | sed 's/^/    /'; } | tee -a "$out/summary.txt"
+    fi
+fi
 for other in $(echo "$devices" | awk 'NR > 1 && $1 != "cuda" && $1 !~ /^cuda:/ { print $1 }'); do
     echo "== two_devices $SYCL_DEVICE $other" | tee -a "$out/summary.txt"
     "$bin/two_devices" "$SYCL_DEVICE" "$other" 2>&1 | tail -5 | tee -a "$out/summary.txt"

@@ -112,9 +112,11 @@ const DEVLIB_OTHER_ARCH: &str = "devlib-other-arch.sydl";
 /// another device from one process; `gpu-bench` is `scripts/gpu/bench.sh`'s, with the CUDA C
 /// of its kernels (`bench.cu`), which nvcc compiles on the GPU machine, and the two start-up
 /// programs its `--overheads` compares; `interop-app` is `scripts/gpu/interop.sh`'s (cudarc,
-/// cuBLAS and the toolkit on one stream), and so is `cudarc`, the guide's example of the same.
+/// cuBLAS and the toolkit on one stream), and so is `cudarc`, the guide's example of the same;
+/// `nccl-app` (NCCL all-reducing the runtime's buffers across every GPU) is
+/// `scripts/gpu/multi-gpu.sh`'s, with `gpu-bench --multi`, and `suite.sh` runs it once too.
 const CARRIED: &[&str] =
-    &["two_devices", "gpu-bench", "startup-1", "startup-1000", "interop-app", "cudarc"];
+    &["two_devices", "gpu-bench", "startup-1", "startup-1000", "interop-app", "cudarc", "nccl-app"];
 
 /// The CUDA C side of `gpu-bench`, from the fixtures.
 const BENCH_CUDA: &str = "gpu-bench/device/bench.cu";
