@@ -17,7 +17,11 @@
 # - `nccl-app` (fixtures/nccl-app): the runtime's buffers all-reduced by NCCL through cudarc
 #   across every GPU, between toolkit kernels on each GPU's one stream; a line per GPU, `ok`;
 # - `nccl-app --bench`: that all-reduce (256 MiB per GPU) against the same on cudarc's own
-#   slices, a `RATIO` line.
+#   slices, a `RATIO` line;
+# - `memory-app` (fixtures/memory-app) across the GPUs and PoCL: a ring of kernels and copies
+#   around both GPUs and around both GPUs and PoCL, views, events of another device, ordering
+#   by buffers alone across devices, copies staged between a GPU and PoCL (each line checked
+#   by the program: "every value right", "true").
 # Then every `RATIO` line again, together.
 #
 # NCCL: cudarc's loader never asks for libnccl.so.2 (scripts/gpu/nccl.sh says why): this script
@@ -37,7 +41,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -xJf "$archive" -C "$work" || exit 1
 bin=$work/bin
-for program in gpu-bench nccl-app; do
+for program in gpu-bench nccl-app memory-app; do
     if [ ! -x "$bin/$program" ]; then
         echo "multi-gpu.sh: $archive has no bin/$program: pack it (xtask/src/gpu_suite.rs, CARRIED)" | tee -a "$log" >&2
         exit 1
@@ -76,6 +80,15 @@ step 20 "nvidia-smi topo -m" nvidia-smi topo -m
 step 300 "gpu-bench --multi" "$bin/gpu-bench" --multi
 step 60 "nccl-app" "$bin/nccl-app"
 step 120 "nccl-app --bench" "$bin/nccl-app" --bench
+if nvidia-smi -L | sed -n 2p | grep -q GPU; then
+    for args in "ring cuda:0 cuda:1" "ring cuda:0 cuda:1 pocl" "views cuda:0 cuda:1" \
+        "views cuda:1 pocl" "events cuda:0 cuda:1" "events pocl cuda:1" "events cuda:1 pocl" \
+        "ordered cuda:0 cuda:1" "ordered cuda:1 pocl" "staged cuda:0 cuda:1 1024" \
+        "staged cuda:0 pocl 256" "staged pocl cuda:1 256"; do
+        # shellcheck disable=SC2086 # the scenario's words
+        step 60 "memory-app $args" "$bin/memory-app" $args
+    done
+fi
 echo "== RATIO lines" | tee -a "$log"
 ratios=$(grep '^RATIO' "$log")
 echo "$ratios" | tee -a "$log"

@@ -115,8 +115,16 @@ const DEVLIB_OTHER_ARCH: &str = "devlib-other-arch.sydl";
 /// cuBLAS and the toolkit on one stream), and so is `cudarc`, the guide's example of the same;
 /// `nccl-app` (NCCL all-reducing the runtime's buffers across every GPU) is
 /// `scripts/gpu/multi-gpu.sh`'s, with `gpu-bench --multi`, and `suite.sh` runs it once too.
-const CARRIED: &[&str] =
-    &["two_devices", "gpu-bench", "startup-1", "startup-1000", "interop-app", "cudarc", "nccl-app"];
+const CARRIED: &[&str] = &[
+    "two_devices",
+    "gpu-bench",
+    "startup-1",
+    "startup-1000",
+    "interop-app",
+    "cudarc",
+    "nccl-app",
+    "memory-app",
+];
 
 /// The CUDA C side of `gpu-bench`, from the fixtures.
 const BENCH_CUDA: &str = "gpu-bench/device/bench.cu";
