@@ -61,6 +61,12 @@ impl Memory {
     pub(super) fn context(&self) -> &Context {
         self.heap.context()
     }
+
+    /// Lets GPU `device` reach this memory directly where the GPUs can (see
+    /// [`Heap::share_with`]); the caller enabled peer access between the contexts first.
+    pub(super) fn share_with(&self, device: sys::CUdevice) {
+        self.heap.share_with(device);
+    }
 }
 
 impl api::Memory<Cuda> for Memory {

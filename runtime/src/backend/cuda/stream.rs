@@ -378,6 +378,8 @@ impl api::Queue<Cuda> for Stream {
             // access to the other's memory first, once.
             to.reach(from);
             from.reach(to);
+            src.share_with(to.device);
+            dst.share_with(from.device);
         }
         self.shared.context.bind()?;
         self.wait_events(after)?;
