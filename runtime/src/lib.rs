@@ -149,8 +149,8 @@ pub use launch::host::{HostBuffer, Mapped, MappedMut, Transfer};
 pub use launch::kernel::{Eager, GlobalRange, KernelArg, Launch, Launcher, Local, NoGlobalRange};
 pub use launch::queue::{Buffer, Pod, Queue};
 pub use launch::typed::{c, DeviceMemory, OfType};
-pub use launch::view::{AsView, BufferView};
 pub use launch::usm::UsmBuffer;
+pub use launch::view::{AsView, BufferView};
 pub use process::{compile_object_for, DEVICE_ENV};
 pub use program::disk::{
     DIR_ENV as CACHE_DIR_ENV, DISABLE_ENV as CACHE_DISABLE_ENV,
