@@ -491,14 +491,15 @@ impl Usm {
     /// Sets the kernel's argument `index` to this memory's address.
     pub(super) fn set_arg(&self, kernel: cl_kernel, index: u32) -> Result<(), Error> {
         match self.heap.flavour {
-            // SAFETY: a live kernel; the driver takes the address itself as the pointer
-            // argument.
             Flavour::Intel(entries) => check(
+                // SAFETY: a live kernel; the driver takes the address itself as the pointer
+                // argument.
                 unsafe { (entries.set_arg)(kernel, index, self.ptr) },
                 "clSetKernelArgMemPointerINTEL",
             ),
-            // SAFETY: as above (an address inside an SVM allocation of the kernel's context).
             Flavour::Svm => {
+                // SAFETY: as above (an address inside an SVM allocation of the kernel's
+                // context).
                 unsafe { cl3::kernel::set_kernel_arg_svm_pointer(kernel, index, self.ptr) }
                     .map_err(cl_err("clSetKernelArgSVMPointer"))
             }
