@@ -82,9 +82,10 @@ impl Queue {
     /// pointer; an OpenCL device gives it through `cl_intel_unified_shared_memory` (Intel's
     /// OpenCL runtimes), or else through shared virtual memory (SVM: OpenCL 2.0 devices that
     /// report coarse-grained buffer SVM, such as PoCL's). On a device without either
-    /// (NVIDIA's OpenCL) the error is [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported),
-    /// naming the device; a device has it where
-    /// [`DeviceInfo::aspects`](crate::DeviceInfo::aspects) lists `usm_device_allocations`. It is freed when dropped, once no command uses it, without
+    /// (NVIDIA's OpenCL) the error is
+    /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported), naming the device; a device
+    /// has it where [`DeviceInfo::aspects`](crate::DeviceInfo::aspects) lists
+    /// `usm_device_allocations`. It is freed when dropped, once no command uses it, without
     /// the host waiting.
     pub fn malloc_device<T: Pod>(&self, len: usize) -> Result<UsmBuffer<T>, Error> {
         let device = &self.inner.device;
@@ -229,7 +230,7 @@ mod tests {
 
     /// A kernel follows addresses into allocations it is not given, made before its first
     /// launch and between launches (on SVM, each launch names the live allocations to the
-    /// kernel anew when they changed), and one freed in between is not followed.
+    /// kernel anew when they changed), the last dropped each time.
     #[test]
     fn a_kernel_follows_addresses_into_allocations_it_is_not_given() {
         for q in queues() {
@@ -244,7 +245,8 @@ mod tests {
                 head.write(&[[1, tail.addr()]]).unwrap();
                 let also = tail.addr();
                 run_source(&q, LIST, "", "sum_list", &[&&head, &also, &&out], 1).unwrap();
-                assert_eq!(out.read().unwrap(), [101 + round as i64, 100 + round as i64], "{name}");
+                let (sum, tail) = (101 + round as i64, 100 + round as i64);
+                assert_eq!(out.read().unwrap(), [sum, tail], "{name}");
                 tails.clear();
                 tails.push(tail);
             }
