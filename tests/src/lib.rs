@@ -274,8 +274,8 @@ pub struct Device {
     pub driver_links: bool,
     /// Whether it has `fp16` (Intel's CPU runtime does, PoCL does not).
     pub fp16: bool,
-    /// Whether it has device allocations (`usm_device_allocations`: Intel's CPU runtime has
-    /// `cl_intel_unified_shared_memory`, PoCL 3.1 has not).
+    /// Whether it has device allocations (`usm_device_allocations`: Intel's CPU runtime
+    /// through `cl_intel_unified_shared_memory`, PoCL 3.1 through SVM).
     pub usm: bool,
 }
 
@@ -295,7 +295,7 @@ impl Device {
         platform: "Portable Computing Language",
         driver_links: false,
         fp16: false,
-        usm: false,
+        usm: true,
     };
 
     /// The trace's build events (without `sycl: `) for `kernel`'s program on this device,

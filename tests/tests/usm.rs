@@ -1,11 +1,12 @@
 //! Device pointers on both CPU devices (`fixtures/usm-app`): where the device has device
-//! allocations (Intel's CPU runtime, `cl_intel_unified_shared_memory`), kernels follow lists,
+//! allocations (Intel's CPU runtime, through `cl_intel_unified_shared_memory`; PoCL, through
+//! coarse-grained buffer SVM: both here), kernels follow lists,
 //! arrays of arrays and a tree linked by device addresses (some named by no argument, only
 //! stored in memory), and the allocations are copied to and from buffers, filled, mapped,
 //! viewed from any value, recorded into graphs and dropped while a kernel may use them, every
 //! result as the host's; with `SYCL_COMMAND_BUFFERS=1` the graph is replayed by the runtime
-//! (a command buffer cannot name them), as the trace says. Where the device has none (PoCL),
-//! `malloc_device` is refused as `Unsupported`, naming the device.
+//! (a command buffer cannot name them), as the trace says. Where a device has none (neither
+//! here), `malloc_device` is refused as `Unsupported`, naming the device.
 
 use sycl_runtime::devices;
 use sycl_tests::{device_name, run_fixture_with, stderr, stdout, Device, DEVICES};
@@ -55,9 +56,9 @@ fn kernels_follow_device_addresses_or_the_device_refuses_them() {
             [format!(
                 "malloc_device refused: unsupported: Queue::malloc_device on {name} (`{}`): the \
                  device has no device allocations (no usm_device_allocations among \
-                 DeviceInfo::aspects; on OpenCL, no cl_intel_unified_shared_memory); CUDA GPUs \
-                 and Intel's OpenCL runtimes have them; elsewhere store indices into a Buffer \
-                 in place of addresses",
+                 DeviceInfo::aspects; on OpenCL, neither cl_intel_unified_shared_memory nor \
+                 SVM); CUDA GPUs, Intel's OpenCL runtimes and OpenCL devices with SVM (PoCL's) \
+                 have them; elsewhere store indices into a Buffer in place of addresses",
                 device.selector
             )],
             "on {}",

@@ -6,8 +6,8 @@
 //!
 //! Where the memory comes from is the backend's (`backend::Device::alloc_device`): on CUDA
 //! a buffer's memory already is a device pointer; on OpenCL a device allocation of
-//! `cl_intel_unified_shared_memory` (`backend/opencl/usm.rs`); a device without either
-//! refuses, as `Error::Unsupported`.
+//! `cl_intel_unified_shared_memory`, or else OpenCL 2.0's coarse-grained buffer SVM
+//! (`backend/opencl/usm.rs`); a device without any refuses, as `Error::Unsupported`.
 
 use std::ops::Deref;
 
@@ -80,7 +80,9 @@ impl Queue {
     /// Device memory of `len` values of `T` at a fixed device address (SYCL 2020's
     /// `malloc_device`), uninitialised: see [`UsmBuffer`]. A CUDA GPU's memory is a device
     /// pointer; an OpenCL device gives it through `cl_intel_unified_shared_memory` (Intel's
-    /// OpenCL runtimes). On a device without it (PoCL; NVIDIA's OpenCL) the error is
+    /// OpenCL runtimes), or else through shared virtual memory (SVM: OpenCL 2.0 devices that
+    /// report coarse-grained buffer SVM, such as PoCL's). On a device without either
+    /// (NVIDIA's OpenCL) the error is
     /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported), naming the device; a device
     /// has it where [`DeviceInfo::aspects`](crate::DeviceInfo::aspects) lists
     /// `usm_device_allocations`. It is freed when dropped, once no command uses it, without
@@ -90,9 +92,10 @@ impl Queue {
         if !device.info.has_aspect(ASPECT) {
             return Err(Error::Unsupported(format!(
                 "Queue::malloc_device on {}: the device has no device allocations (no \
-                 {ASPECT} among DeviceInfo::aspects; on OpenCL, no \
-                 cl_intel_unified_shared_memory); CUDA GPUs and Intel's OpenCL runtimes have \
-                 them; elsewhere store indices into a Buffer in place of addresses",
+                 {ASPECT} among DeviceInfo::aspects; on OpenCL, neither \
+                 cl_intel_unified_shared_memory nor SVM); CUDA GPUs, Intel's OpenCL runtimes \
+                 and OpenCL devices with SVM (PoCL's) have them; elsewhere store indices into \
+                 a Buffer in place of addresses",
                 device.describe()
             )));
         }
@@ -175,7 +178,6 @@ const _: () = {
 mod tests {
     use super::*;
     use crate::test_support::run_source;
-    use crate::ErrorKind;
 
     /// A list node, as `[value, next]`, and the kernel that sums a list from its head.
     const LIST: &str = "struct node { long value; ulong next; };
@@ -187,16 +189,20 @@ mod tests {
             out[1] = ((global struct node*)also)->value;
         }";
 
-    /// A queue on the CPU device `selector` picks, or `None` (the reason printed) on a
-    /// machine without it.
-    fn queue(selector: &str) -> Option<Queue> {
-        match Queue::with_device(selector) {
-            Ok(q) => Some(q),
-            Err(e) => {
-                println!("skipped on {selector}: {e}");
-                None
+    /// The queues on the CPU devices, each with device allocations (Intel's, and SVM on
+    /// PoCL); those a machine lacks skipped, the reason printed.
+    fn queues() -> Vec<Queue> {
+        let mut queues = Vec::new();
+        for selector in ["intel", "pocl"] {
+            match Queue::with_device(selector) {
+                Ok(q) => {
+                    assert!(q.inner.device.info.has_aspect(ASPECT), "{selector}: no {ASPECT}");
+                    queues.push(q);
+                }
+                Err(e) => println!("skipped on {selector}: {e}"),
             }
         }
+        queues
     }
 
     /// Five nodes linked out of order (3, 0, 4, 1, 2) by device address; a kernel given the
@@ -204,28 +210,59 @@ mod tests {
     /// offset) and another node's address as a number follows them.
     #[test]
     fn a_kernel_follows_a_list_linked_by_device_addresses() {
-        let Some(q) = queue("intel") else { return };
-        let nodes = q.malloc_device::<[u64; 2]>(5).unwrap();
-        assert_eq!(nodes.addr_of(5) - nodes.addr(), 80);
-        let order = [3, 0, 4, 1, 2];
-        let mut list = [[0u64; 2]; 5];
-        for (k, &i) in order.iter().enumerate() {
-            let next = order.get(k + 1).map_or(0, |&j| nodes.addr_of(j));
-            list[i] = [10u64.pow(k as u32), next];
+        for q in queues() {
+            let nodes = q.malloc_device::<[u64; 2]>(5).unwrap();
+            assert_eq!(nodes.addr_of(5) - nodes.addr(), 80);
+            let order = [3, 0, 4, 1, 2];
+            let mut list = [[0u64; 2]; 5];
+            for (k, &i) in order.iter().enumerate() {
+                let next = order.get(k + 1).map_or(0, |&j| nodes.addr_of(j));
+                list[i] = [10u64.pow(k as u32), next];
+            }
+            nodes.write(&list).unwrap();
+            let out = q.buffer_zeroed::<i64>(2).unwrap();
+            let head = nodes.slice(3..4).unwrap();
+            let also = nodes.addr_of(2);
+            run_source(&q, LIST, "", "sum_list", &[&&head, &also, &&out], 1).unwrap();
+            assert_eq!(out.read().unwrap(), [11111, 10000], "{}", q.device_name());
         }
-        nodes.write(&list).unwrap();
-        let out = q.buffer_zeroed::<i64>(2).unwrap();
-        let head = nodes.slice(3..4).unwrap();
-        let also = nodes.addr_of(2);
-        run_source(&q, LIST, "", "sum_list", &[&&head, &also, &&out], 1).unwrap();
-        assert_eq!(out.read().unwrap(), [11111, 10000]);
+    }
+
+    /// A kernel follows addresses into allocations it is not given, made before its first
+    /// launch and between launches (on SVM, each launch names the live allocations to the
+    /// kernel anew when they changed), the last dropped each time.
+    #[test]
+    fn a_kernel_follows_addresses_into_allocations_it_is_not_given() {
+        for q in queues() {
+            let name = q.device_name().to_string();
+            let head = q.malloc_device::<[u64; 2]>(1).unwrap();
+            let out = q.buffer_zeroed::<i64>(2).unwrap();
+            let mut tails = Vec::new();
+            for round in 0..3u64 {
+                // Each round links the head to a new allocation, dropping the last.
+                let tail = q.malloc_device::<[u64; 2]>(1).unwrap();
+                tail.write(&[[100 + round, 0]]).unwrap();
+                head.write(&[[1, tail.addr()]]).unwrap();
+                let also = tail.addr();
+                run_source(&q, LIST, "", "sum_list", &[&&head, &also, &&out], 1).unwrap();
+                let (sum, tail) = (101 + round as i64, 100 + round as i64);
+                assert_eq!(out.read().unwrap(), [sum, tail], "{name}");
+                tails.clear();
+                tails.push(tail);
+            }
+        }
     }
 
     /// Reads, writes, copies both ways with a buffer and between device allocations, fills
     /// (a pattern the driver takes, and one it does not), views and maps.
     #[test]
     fn device_allocations_are_read_written_copied_filled_and_mapped_as_buffers() {
-        let Some(q) = queue("intel") else { return };
+        for q in queues() {
+            read_write_copy_fill_map(&q);
+        }
+    }
+
+    fn read_write_copy_fill_map(q: &Queue) {
         let n = 1000;
         let host: Vec<i32> = (0..n as i32).collect();
         let mut usm = q.malloc_device::<i32>(n).unwrap();
@@ -256,16 +293,5 @@ mod tests {
         }
         assert_eq!(usm.map().unwrap()[..2], [42, 5]);
         assert_eq!(usm.read().unwrap()[0], 42);
-    }
-
-    /// A device without device allocations refuses, naming itself and those that have them.
-    #[test]
-    fn a_device_without_device_allocations_refuses_them() {
-        let Some(q) = queue("pocl") else { return };
-        let Err(e) = q.malloc_device::<u64>(4) else { panic!("device allocations on PoCL") };
-        assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
-        let message = e.to_string();
-        assert!(message.contains(q.device_name()), "{message}");
-        assert!(message.contains("Intel's OpenCL runtimes"), "{message}");
     }
 }

@@ -37,7 +37,8 @@ pub(crate) struct Queried {
     pub single_fp_config: u64,
     /// `CL_DEVICE_SUB_GROUP_SIZES_INTEL`; empty when the device has no sub-groups to offer.
     pub sub_group_sizes: Vec<usize>,
-    /// Device allocations (`cl_intel_unified_shared_memory`, with access to device memory).
+    /// Device allocations (`cl_intel_unified_shared_memory`, with access to device memory, or
+    /// coarse-grained buffer SVM).
     pub usm_device: bool,
     /// `CL_DEVICE_GLOBAL_MEM_SIZE`, `CL_DEVICE_LOCAL_MEM_SIZE`, `CL_DEVICE_MAX_COMPUTE_UNITS`.
     pub limits: Limits,
@@ -212,7 +213,7 @@ impl Device {
     }
 
     /// `bytes` (at least one) of device memory at a fixed device address
-    /// (`cl_intel_unified_shared_memory`), which a program may store in memory and a kernel
+    /// (`cl_intel_unified_shared_memory`, or SVM), which a program may store in memory and a kernel
     /// follow; `Error::Unsupported` on a device without them.
     pub(crate) fn alloc_usm(&self, bytes: usize) -> Result<Memory, Error> {
         let heap = match self.usm.get() {

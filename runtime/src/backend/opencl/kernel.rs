@@ -1,17 +1,29 @@
 //! OpenCL kernels: a kernel of a program with its arguments (buffer objects, or device
-//! allocations by address), which the driver keeps between launches.
+//! allocations by address), which the driver keeps between launches; on an SVM device, with
+//! what names its context's allocations to it before a launch (`usm.rs`).
 
 use std::ffi::{c_void, CString};
 use std::ptr;
 
 use cl3::types::{cl_kernel, cl_mem};
 
-use super::usm::allow_indirect_access;
+use super::usm::{indirect_access, SvmKernel};
 use super::{cl_err, Device, Memory, OpenCl, Program};
 use crate::backend::api;
 use crate::Error;
 
-handle!(Kernel, cl_kernel, cl3::kernel::release_kernel);
+/// An owned kernel (released when it drops); on an SVM device, with its [`SvmKernel`].
+pub(crate) struct Kernel(pub(crate) cl_kernel, Option<SvmKernel>);
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        // SAFETY: the kernel was created by us, is owned by this value alone, and is released
+        // exactly once, here.
+        unsafe {
+            let _ = cl3::kernel::release_kernel(self.0);
+        }
+    }
+}
 
 // SAFETY: a kernel may move between threads; it is used by one at a time. Kernels are not
 // Sync (setting arguments races), so they are only Send.
@@ -23,11 +35,20 @@ impl Kernel {
     pub(crate) fn new(program: &Program, name: &str) -> Result<Kernel, Error> {
         let name = CString::new(name)
             .map_err(|_| Error::KernelNotFound { kernel: name.into(), searched: vec![] })?;
-        let kernel = cl3::kernel::create_kernel(program.0, &name)
-            .map(Kernel)
+        let mut kernel = cl3::kernel::create_kernel(program.0, &name)
+            .map(|kernel| Kernel(kernel, None))
             .map_err(cl_err("clCreateKernel"))?;
-        allow_indirect_access(program.0, kernel.0)?;
+        kernel.1 = indirect_access(program.0, kernel.0)?;
         Ok(kernel)
+    }
+
+    /// Readies the kernel for a launch: on an SVM device, names its context's allocations to
+    /// it where they changed since its last launch.
+    pub(super) fn before_launch(&self) -> Result<(), Error> {
+        match &self.1 {
+            Some(svm) => svm.before_launch(self.0),
+            None => Ok(()),
+        }
     }
 }
 

@@ -80,6 +80,7 @@ impl api::Queue<OpenCl> for Queue {
         offset: Option<&[usize]>,
         after: &[&Event],
     ) -> Result<Event, Error> {
+        kernel.before_launch()?;
         let local_ptr = local.map_or(ptr::null(), <[usize]>::as_ptr);
         let offset_ptr = offset.map_or(ptr::null(), <[usize]>::as_ptr);
         // A short wait list on the stack: a launch allocates nothing.

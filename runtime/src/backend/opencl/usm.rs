@@ -1,46 +1,57 @@
-//! Device allocations on OpenCL (`cl_intel_unified_shared_memory`, "USM"): memory at a fixed
-//! device address, which a program may store in device memory and a kernel may follow
-//! (`Queue::malloc_device`). A device has them where it lists the extension and reports
-//! access to device allocations (`CL_DEVICE_DEVICE_MEM_CAPABILITIES_INTEL`): Intel's OpenCL
-//! runtimes (its CPU runtime here); PoCL 3.1 and NVIDIA's OpenCL have not.
+//! Device allocations on OpenCL: memory at a fixed device address, which a program may store
+//! in device memory and a kernel may follow (`Queue::malloc_device`). Two flavours of one
+//! mechanism ([`Flavour`]), each with its own entry points for allocating, freeing, setting a
+//! kernel argument, copying and filling:
+//! - `cl_intel_unified_shared_memory` ("USM"), where a device lists it and reports access to
+//!   device allocations (`CL_DEVICE_DEVICE_MEM_CAPABILITIES_INTEL`): Intel's OpenCL runtimes
+//!   (its CPU runtime here);
+//! - else OpenCL 2.0's coarse-grained buffer SVM (shared virtual memory), where the device
+//!   reports it (`CL_DEVICE_SVM_CAPABILITIES`): PoCL here. Coarse grain is the baseline of
+//!   every SVM device; nothing here relies on finer grains (the host never touches the memory
+//!   through its address, so it needs no map of it either).
 //!
-//! What each operation becomes: an allocation `clDeviceMemAllocINTEL`; a kernel argument
-//! `clSetKernelArgMemPointerINTEL`; a read, a write and a copy between allocations
-//! `clEnqueueMemcpyINTEL` (which takes device and host pointers alike: device memory is not
-//! host memory in general, so no host access goes through the pointer itself); a copy between
-//! an allocation and a buffer object maps the buffer's range (without blocking), copies to or
-//! from the mapped host memory with `clEnqueueMemcpyINTEL`, and unmaps it, three commands in
-//! order on the queue (no temporary memory; where the device shares the host's memory, as a
-//! CPU device does, the map is the buffer itself); a fill `clEnqueueMemFillINTEL`, which takes
-//! the patterns `clEnqueueFillBuffer` takes, at addresses aligned to the pattern's size; a map
-//! a copy into host memory of the runtime's, written back at the unmap when mapped for
-//! writing, as CUDA's map is; a view the address plus the offset, from any byte.
+//! NVIDIA's OpenCL has neither.
 //!
-//! Every kernel of a device with device allocations is made with
-//! `CL_KERNEL_EXEC_INFO_INDIRECT_DEVICE_ACCESS_INTEL` (`allow_indirect_access`): its code may
-//! follow any address of a device allocation of its context, not only those its arguments
-//! name.
+//! What each operation becomes (Intel's, then SVM's): an allocation `clDeviceMemAllocINTEL`,
+//! `clSVMAlloc`; a kernel argument `clSetKernelArgMemPointerINTEL`,
+//! `clSetKernelArgSVMPointer`; a read, a write and a copy between allocations
+//! `clEnqueueMemcpyINTEL`, `clEnqueueSVMMemcpy` (which take device and host pointers alike:
+//! device memory is not host memory in general, so no host access goes through the pointer
+//! itself); a copy between an allocation and a buffer object maps the buffer's range (without
+//! blocking), copies to or from the mapped host memory with the flavour's copy, and unmaps
+//! it, three commands in order on the queue (no temporary memory; where the device shares the
+//! host's memory, as a CPU device does, the map is the buffer itself); a fill
+//! `clEnqueueMemFillINTEL`, `clEnqueueSVMMemFill`, which take the patterns
+//! `clEnqueueFillBuffer` takes, at addresses aligned to the pattern's size; a map a copy into
+//! host memory of the runtime's, written back at the unmap when mapped for writing, as CUDA's
+//! map is; a view the address plus the offset, from any byte (both flavours take an address
+//! inside an allocation as a kernel argument).
 //!
-//! A device allocation is freed (`clMemFreeINTEL`, which the driver does not defer) once the
-//! commands that may use it completed, without the host waiting: one dropped before they
-//! did waits, with their events, in its [`Heap`], which frees what completed at each later
-//! allocation and free of the context, and the rest, after waiting for them
-//! (`clMemBlockingFreeINTEL`), when it goes. `cl_khr_command_buffer` cannot name device
-//! allocations: while one lives in a context, graphs on its queues are replayed by the runtime
-//! command by command ([`live_in`]).
+//! A kernel may follow any address of an allocation of its context, not only those its
+//! arguments name. Intel's: every kernel of a device with them is made with
+//! `CL_KERNEL_EXEC_INFO_INDIRECT_DEVICE_ACCESS_INTEL` ([`indirect_access`]). SVM's: the
+//! driver must be told every allocation a kernel may reach (`CL_KERNEL_EXEC_INFO_SVM_PTRS`),
+//! so a kernel of an SVM device is given the context's live allocations before a launch
+//! ([`SvmKernel::before_launch`]) whenever they changed since its last launch (a counter of
+//! the changes says when: a launch where nothing changed costs one atomic load).
 //!
-//! OpenCL 2.0's shared virtual memory (SVM) would serve too (PoCL 3.1 reports coarse- and
-//! fine-grained buffer SVM); it is not used: its indirect accesses need every allocation a
-//! kernel may reach named to the kernel (`CL_KERNEL_EXEC_INFO_SVM_PTRS`).
+//! An allocation is freed (`clMemFreeINTEL`, `clSVMFree`, which the driver does not defer)
+//! once the commands that may use it completed, without the host waiting: one dropped before
+//! they did waits, with their events, in its [`Heap`], which frees what completed at each
+//! later allocation and free of the context, and the rest, after waiting for them, when it
+//! goes. `cl_khr_command_buffer` cannot name device allocations: while one lives in a
+//! context, graphs on its queues are replayed by the runtime command by command
+//! ([`live_in`]).
 
 use std::alloc::Layout;
 use std::ffi::c_void;
 use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cl3::types::{
     cl_bool, cl_command_queue, cl_context, cl_device_id, cl_event, cl_int, cl_kernel, cl_mem,
-    cl_platform_id, cl_uint, CL_BLOCKING, CL_FALSE, CL_NON_BLOCKING, CL_TRUE,
+    cl_platform_id, cl_program, cl_uint, CL_BLOCKING, CL_FALSE, CL_NON_BLOCKING, CL_TRUE,
 };
 
 use super::device::device_words;
@@ -49,7 +60,7 @@ use super::{
     Queue,
 };
 use crate::backend::api::{Event as _, Whole};
-use crate::Error;
+use crate::{DriverCode, Error};
 
 /// `CL_DEVICE_DEVICE_MEM_CAPABILITIES_INTEL`, and its bit for access.
 const CL_DEVICE_DEVICE_MEM_CAPABILITIES_INTEL: u32 = 0x4191;
@@ -104,64 +115,154 @@ fn check(code: cl_int, call: &'static str) -> Result<(), Error> {
     }
 }
 
-/// Whether `device` has device allocations: it lists `cl_intel_unified_shared_memory` and
-/// reports access to device allocations.
-pub(crate) fn supports_usm(device: cl_device_id) -> bool {
+/// Where a device's allocations come from.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Kind {
+    /// `cl_intel_unified_shared_memory`.
+    Intel,
+    /// Coarse-grained buffer SVM.
+    Svm,
+}
+
+/// How `device` gives device allocations: `cl_intel_unified_shared_memory` where it lists it
+/// and reports access to device allocations, else coarse-grained buffer SVM where it reports
+/// that; `None` for neither. Asked of the driver once per device.
+fn kind_of(device: cl_device_id) -> Option<Kind> {
+    static KNOWN: Mutex<Vec<(usize, Option<Kind>)>> = Mutex::new(Vec::new());
+    let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&(_, kind)) = known.iter().find(|(d, _)| *d == device as usize) {
+        return kind;
+    }
     let extensions = cl3::device::get_device_info(device, cl3::device::CL_DEVICE_EXTENSIONS)
         .map(String::from)
         .unwrap_or_default();
-    extensions.split_whitespace().any(|e| e == "cl_intel_unified_shared_memory")
+    let intel = extensions.split_whitespace().any(|e| e == "cl_intel_unified_shared_memory")
         && device_words(device, CL_DEVICE_DEVICE_MEM_CAPABILITIES_INTEL)
             .first()
-            .is_some_and(|caps| caps & CL_UNIFIED_SHARED_MEMORY_ACCESS_INTEL != 0)
+            .is_some_and(|caps| caps & CL_UNIFIED_SHARED_MEMORY_ACCESS_INTEL != 0);
+    // A device before OpenCL 2.0 answers no SVM capabilities: none.
+    let svm = device_words(device, cl3::device::CL_DEVICE_SVM_CAPABILITIES)
+        .first()
+        .is_some_and(|caps| caps & cl3::device::CL_DEVICE_SVM_COARSE_GRAIN_BUFFER != 0);
+    let kind = match (intel, svm) {
+        (true, _) => Some(Kind::Intel),
+        (false, true) => Some(Kind::Svm),
+        (false, false) => None,
+    };
+    known.push((device as usize, kind));
+    kind
 }
 
-/// Lets `kernel`, of `program`, follow any address of a device allocation of its context
-/// where its device has them; nothing elsewhere. Whether a device has them is asked once per
-/// device.
-pub(super) fn allow_indirect_access(
-    program: cl3::types::cl_program,
+/// Whether `device` has device allocations, of either flavour.
+pub(crate) fn supports_usm(device: cl_device_id) -> bool {
+    kind_of(device).is_some()
+}
+
+/// Lets `kernel`, of `program`, follow any address of a device allocation of its context:
+/// on a device with Intel's, by setting it so once; on an SVM device, by the
+/// [`SvmKernel`] returned, whose [`SvmKernel::before_launch`] names the allocations before
+/// each launch; nothing elsewhere.
+pub(super) fn indirect_access(
+    program: cl_program,
     kernel: cl_kernel,
-) -> Result<(), Error> {
-    static KNOWN: Mutex<Vec<(usize, bool)>> = Mutex::new(Vec::new());
+) -> Result<Option<SvmKernel>, Error> {
     let devices: Vec<isize> =
         cl3::program::get_program_info(program, cl3::program::CL_PROGRAM_DEVICES)
             .map(Vec::from)
             .map_err(cl_err("clGetProgramInfo"))?;
-    let any = devices.iter().any(|&device| {
-        let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
-        match known.iter().find(|(d, _)| *d == device as usize) {
-            Some(&(_, has)) => has,
-            None => {
-                let has = supports_usm(device as cl_device_id);
-                known.push((device as usize, has));
-                has
-            }
+    let kinds: Vec<Option<Kind>> =
+        devices.iter().map(|&device| kind_of(device as cl_device_id)).collect();
+    if kinds.contains(&Some(Kind::Intel)) {
+        let on: cl_bool = CL_TRUE;
+        // SAFETY: a live kernel; the value is a `cl_bool` of the size given, read during the
+        // call.
+        unsafe {
+            cl3::kernel::set_kernel_exec_info(
+                kernel,
+                CL_KERNEL_EXEC_INFO_INDIRECT_DEVICE_ACCESS_INTEL,
+                size_of::<cl_bool>(),
+                (&on as *const cl_bool).cast(),
+            )
         }
-    });
-    if !any {
-        return Ok(());
+        .map_err(cl_err("clSetKernelExecInfo"))?;
     }
-    let on: cl_bool = CL_TRUE;
-    // SAFETY: a live kernel; the value is a `cl_bool` of the size given, read during the call.
-    unsafe {
-        cl3::kernel::set_kernel_exec_info(
-            kernel,
-            CL_KERNEL_EXEC_INFO_INDIRECT_DEVICE_ACCESS_INTEL,
-            size_of::<cl_bool>(),
-            (&on as *const cl_bool).cast(),
-        )
+    if !kinds.contains(&Some(Kind::Svm)) {
+        return Ok(None);
     }
-    .map_err(cl_err("clSetKernelExecInfo"))
+    let context = info_ptr::<c_void>(
+        cl3::program::get_program_info(program, cl3::program::CL_PROGRAM_CONTEXT),
+        "clGetProgramInfo",
+    )?;
+    Ok(Some(SvmKernel { context: context as usize, seen: AtomicU64::new(0) }))
 }
 
-/// The contexts of the live device allocations, one entry each.
-static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// A live device allocation: its context, its address, and whether it is SVM.
+struct Live {
+    context: usize,
+    ptr: usize,
+    svm: bool,
+}
+
+/// The live device allocations of every context.
+static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
+
+/// How many times an SVM allocation was made or freed (changed under the lock of [`LIVE`]):
+/// a kernel that saw this count at its last launch names the same allocations as then.
+static SVM_CHANGES: AtomicU64 = AtomicU64::new(0);
 
 /// Whether a device allocation of `context` lives: then a command buffer, which cannot name
 /// one, is not made for its queues.
 pub(super) fn live_in(context: cl_context) -> bool {
-    LIVE.lock().unwrap_or_else(PoisonError::into_inner).contains(&(context as usize))
+    let live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+    live.iter().any(|a| a.context == context as usize)
+}
+
+/// What a kernel of an SVM device needs to follow the addresses of its context's allocations:
+/// the context, and the count of changes ([`SVM_CHANGES`]) its list was last set at.
+pub(crate) struct SvmKernel {
+    context: usize,
+    seen: AtomicU64,
+}
+
+impl SvmKernel {
+    /// Names the context's live SVM allocations to `kernel` (`CL_KERNEL_EXEC_INFO_SVM_PTRS`)
+    /// where they changed since its last launch: a kernel may then follow any of their
+    /// addresses. With none alive, the list is left as it was (OpenCL takes no empty list; a
+    /// list of freed allocations that no live address reaches is never followed).
+    pub(super) fn before_launch(&self, kernel: cl_kernel) -> Result<(), Error> {
+        if self.seen.load(Ordering::Acquire) == SVM_CHANGES.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        let changes = SVM_CHANGES.load(Ordering::Acquire);
+        let ptrs: Vec<*mut c_void> = live
+            .iter()
+            .filter(|a| a.svm && a.context == self.context)
+            .map(|a| a.ptr as *mut c_void)
+            .collect();
+        drop(live);
+        if !ptrs.is_empty() {
+            // SAFETY: a live kernel; the value is `ptrs.len()` SVM pointers of its context,
+            // read during the call.
+            unsafe {
+                cl3::kernel::set_kernel_exec_info(
+                    kernel,
+                    cl3::kernel::CL_KERNEL_EXEC_INFO_SVM_PTRS,
+                    size_of_val(ptrs.as_slice()),
+                    ptrs.as_ptr().cast(),
+                )
+            }
+            .map_err(cl_err("clSetKernelExecInfo"))?;
+        }
+        self.seen.store(changes, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// A device's way to device allocations: Intel's entry points, or SVM's (OpenCL's own).
+enum Flavour {
+    Intel(&'static Entries),
+    Svm,
 }
 
 /// A context's device allocations of one device: where they come from, and those dropped
@@ -170,7 +271,7 @@ pub(crate) struct Heap {
     /// Retained: the allocations are of it.
     context: Context,
     device: cl_device_id,
-    entries: &'static Entries,
+    flavour: Flavour,
     /// Dropped allocations, each with the events of the commands that may still use it.
     deferred: Mutex<Vec<(usize, Vec<Event>)>>,
 }
@@ -191,64 +292,125 @@ impl Heap {
     ) -> Result<Heap, Error> {
         let unsupported = |why: String| {
             Error::Unsupported(format!(
-                "device allocations on OpenCL device {name:?}: {why}; CUDA GPUs and Intel's \
-                 OpenCL runtimes (DeviceInfo::aspects lists usm_device_allocations) have them, \
-                 or store indices into a Buffer in place of addresses"
+                "device allocations on OpenCL device {name:?}: {why}; CUDA GPUs, Intel's \
+                 OpenCL runtimes and OpenCL devices with SVM, such as PoCL's \
+                 (DeviceInfo::aspects lists usm_device_allocations), have them, or store \
+                 indices into a Buffer in place of addresses"
             ))
         };
-        if !supports_usm(device) {
-            return Err(unsupported("it has no cl_intel_unified_shared_memory".into()));
-        }
-        let platform = info_ptr(
-            cl3::device::get_device_info(device, cl3::device::CL_DEVICE_PLATFORM),
-            "clGetDeviceInfo",
-        )?;
-        let entries = entries(platform).map_err(|why| {
-            unsupported(format!("it lists cl_intel_unified_shared_memory, but {why}"))
-        })?;
+        let flavour = match kind_of(device) {
+            None => {
+                return Err(unsupported(
+                    "it has neither cl_intel_unified_shared_memory nor coarse-grained buffer \
+                     SVM"
+                    .into(),
+                ))
+            }
+            Some(Kind::Svm) => Flavour::Svm,
+            Some(Kind::Intel) => {
+                let platform = info_ptr(
+                    cl3::device::get_device_info(device, cl3::device::CL_DEVICE_PLATFORM),
+                    "clGetDeviceInfo",
+                )?;
+                Flavour::Intel(entries(platform).map_err(|why| {
+                    unsupported(format!("it lists cl_intel_unified_shared_memory, but {why}"))
+                })?)
+            }
+        };
         // SAFETY: a live context, retained once for the heap (released when it drops).
         unsafe { cl3::context::retain_context(context) }.map_err(cl_err("clRetainContext"))?;
-        Ok(Heap { context: Context(context), device, entries, deferred: Mutex::new(Vec::new()) })
+        Ok(Heap { context: Context(context), device, flavour, deferred: Mutex::new(Vec::new()) })
     }
 
     /// `size` bytes (at least one) of device memory, at an address of the device's default
     /// alignment.
     pub(super) fn alloc(self: &Arc<Heap>, size: usize) -> Result<Usm, Error> {
         self.sweep(&mut self.deferred.lock().unwrap_or_else(PoisonError::into_inner));
-        let mut code = 0;
-        // SAFETY: a live context holding the device; no properties; `code` is an out-pointer
-        // to a local.
-        let ptr = unsafe {
-            (self.entries.alloc)(
-                self.context.0,
-                self.device,
-                ptr::null(),
-                size.max(1),
-                0,
-                &mut code,
-            )
+        let ptr = match self.flavour {
+            Flavour::Intel(entries) => {
+                let mut code = 0;
+                // SAFETY: a live context holding the device; no properties; `code` is an
+                // out-pointer to a local.
+                let ptr = unsafe {
+                    (entries.alloc)(
+                        self.context.0,
+                        self.device,
+                        ptr::null(),
+                        size.max(1),
+                        0,
+                        &mut code,
+                    )
+                };
+                check(code, "clDeviceMemAllocINTEL")?;
+                ptr
+            }
+            // SAFETY: a live context; no host pointer; coarse grain, the default alignment.
+            Flavour::Svm => unsafe {
+                cl3::memory::svm_alloc(
+                    self.context.0,
+                    cl3::memory::CL_MEM_READ_WRITE,
+                    size.max(1),
+                    0,
+                )
+            }
+            // clSVMAlloc answers NULL, with no code: called an allocation failure.
+            .map_err(|_| Error::Driver {
+                call: "clSVMAlloc",
+                code: DriverCode::OpenCl(cl3::error_codes::CL_MEM_OBJECT_ALLOCATION_FAILURE),
+                error: format!(
+                    "no SVM allocation of {size} bytes (the device's memory is full, or the \
+                     size passes CL_DEVICE_MAX_MEM_ALLOC_SIZE): free buffers, or allocate less"
+                ),
+            })?,
         };
-        check(code, "clDeviceMemAllocINTEL")?;
-        LIVE.lock().unwrap_or_else(PoisonError::into_inner).push(self.context.0 as usize);
+        let svm = matches!(self.flavour, Flavour::Svm);
+        let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        live.push(Live { context: self.context.0 as usize, ptr: ptr as usize, svm });
+        if svm {
+            SVM_CHANGES.fetch_add(1, Ordering::AcqRel);
+        }
+        drop(live);
         Ok(Usm { ptr, heap: self.clone(), whole: None, after: Mutex::new(None) })
     }
 
+    /// Frees the allocation at `ptr` now.
+    ///
+    /// # Safety
+    /// Allocated by this heap, freed once, after every command that may use it completed.
+    unsafe fn free(&self, ptr: *mut c_void) {
+        match self.flavour {
+            // SAFETY: the caller's promise.
+            Flavour::Intel(entries) => unsafe {
+                (entries.free)(self.context.0, ptr);
+            },
+            // SAFETY: as above.
+            Flavour::Svm => unsafe {
+                let _ = cl3::memory::svm_free(self.context.0, ptr);
+            },
+        }
+    }
+
     /// Frees the allocation at `ptr` once the commands `after` stands for completed (at once
-    /// where they have), or with `None` after everything the device was given, the host
-    /// waiting for it.
+    /// where they have). With `None` (memory no buffer owned), after everything the device
+    /// was given, the host waiting for it, on Intel's; at once on SVM, which has no such
+    /// free (no command was given the memory).
     fn release(&self, ptr: *mut c_void, after: Option<Vec<Event>>) {
         let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(i) = live.iter().position(|&c| c == self.context.0 as usize) {
-            live.swap_remove(i);
+        if let Some(i) = live.iter().position(|a| a.ptr == ptr as usize) {
+            if live.swap_remove(i).svm {
+                SVM_CHANGES.fetch_add(1, Ordering::AcqRel);
+            }
         }
         drop(live);
-        match after {
+        match (after, &self.flavour) {
             // SAFETY: allocated once, freed once; the driver waits for the commands that
             // use it.
-            None => unsafe {
-                (self.entries.blocking_free)(self.context.0, ptr);
+            (None, Flavour::Intel(entries)) => unsafe {
+                (entries.blocking_free)(self.context.0, ptr);
             },
-            Some(after) => {
+            // SAFETY: allocated once, freed once; no command was given it.
+            (None, Flavour::Svm) => unsafe { self.free(ptr) },
+            (Some(after), _) => {
                 let mut deferred = self.deferred.lock().unwrap_or_else(PoisonError::into_inner);
                 deferred.push((ptr as usize, after));
                 self.sweep(&mut deferred);
@@ -265,7 +427,7 @@ impl Heap {
                 return true;
             }
             // SAFETY: allocated once, freed once, after every command that may use it.
-            unsafe { (self.entries.free)(self.context.0, *ptr as *mut c_void) };
+            unsafe { self.free(*ptr as *mut c_void) };
             false
         });
     }
@@ -274,11 +436,16 @@ impl Heap {
 impl Drop for Heap {
     /// Every deferred allocation freed, after the commands that use it.
     fn drop(&mut self) {
-        let deferred = self.deferred.get_mut().unwrap_or_else(PoisonError::into_inner);
-        for (ptr, _) in deferred.drain(..) {
-            // SAFETY: allocated once, freed once; the driver waits for the commands that use
-            // it.
-            unsafe { (self.entries.blocking_free)(self.context.0, ptr as *mut c_void) };
+        let deferred =
+            std::mem::take(self.deferred.get_mut().unwrap_or_else(PoisonError::into_inner));
+        for (ptr, after) in deferred {
+            for event in &after {
+                if let Err(e) = event.wait() {
+                    log::warn!("a command on a dropped device allocation failed: {e}");
+                }
+            }
+            // SAFETY: allocated once, freed once, after the commands that use it.
+            unsafe { self.free(ptr as *mut c_void) };
         }
     }
 }
@@ -323,11 +490,20 @@ impl Usm {
 
     /// Sets the kernel's argument `index` to this memory's address.
     pub(super) fn set_arg(&self, kernel: cl_kernel, index: u32) -> Result<(), Error> {
-        // SAFETY: a live kernel; the driver takes the address itself as the pointer argument.
-        check(
-            unsafe { (self.heap.entries.set_arg)(kernel, index, self.ptr) },
-            "clSetKernelArgMemPointerINTEL",
-        )
+        match self.heap.flavour {
+            Flavour::Intel(entries) => check(
+                // SAFETY: a live kernel; the driver takes the address itself as the pointer
+                // argument.
+                unsafe { (entries.set_arg)(kernel, index, self.ptr) },
+                "clSetKernelArgMemPointerINTEL",
+            ),
+            Flavour::Svm => {
+                // SAFETY: as above (an address inside an SVM allocation of the kernel's
+                // context).
+                unsafe { cl3::kernel::set_kernel_arg_svm_pointer(kernel, index, self.ptr) }
+                    .map_err(cl_err("clSetKernelArgSVMPointer"))
+            }
+        }
     }
 
     /// Copies `size` bytes from `src` to `dst` (device or host addresses) on `queue`, after
@@ -346,22 +522,24 @@ impl Usm {
     ) -> Result<Event, Error> {
         let mut event = ptr::null_mut();
         let blocking = if blocking { CL_BLOCKING } else { CL_NON_BLOCKING };
-        let list = if waits.is_empty() { ptr::null() } else { waits.as_ptr() };
-        // SAFETY: the caller's promise for the ranges; `waits` holds live events; `event` is
-        // an out-pointer to a local.
-        let code = unsafe {
-            (self.heap.entries.memcpy)(
-                queue,
-                blocking,
-                dst,
-                src,
-                size,
-                waits.len() as cl_uint,
-                list,
-                &mut event,
-            )
-        };
-        check(code, "clEnqueueMemcpyINTEL").map(|()| Event(event))
+        let (n, list) =
+            (waits.len() as cl_uint, if waits.is_empty() { ptr::null() } else { waits.as_ptr() });
+        match self.heap.flavour {
+            Flavour::Intel(entries) => {
+                // SAFETY: the caller's promise for the ranges; `waits` holds live events;
+                // `event` is an out-pointer to a local.
+                let code = unsafe {
+                    (entries.memcpy)(queue, blocking, dst, src, size, n, list, &mut event)
+                };
+                check(code, "clEnqueueMemcpyINTEL").map(|()| Event(event))
+            }
+            // SAFETY: as above.
+            Flavour::Svm => unsafe {
+                cl3::command_queue::enqueue_svm_mem_cpy(queue, blocking, dst, src, size, n, list)
+            }
+            .map(Event)
+            .map_err(cl_err("clEnqueueSVMMemcpy")),
+        }
     }
 
     /// Copies `size` bytes from `offset` to `out`, without blocking.
@@ -407,23 +585,25 @@ impl Usm {
         if !super::queue::fills(pattern) || !(at as usize).is_multiple_of(pattern.len()) {
             return Ok(None);
         }
-        let mut event = ptr::null_mut();
-        // SAFETY: a live queue; the range lies within the allocation (the caller checked);
-        // the driver copies the pattern before returning; `event` is an out-pointer to a
-        // local.
-        let code = unsafe {
-            (self.heap.entries.fill)(
-                queue.0,
-                at,
-                pattern.as_ptr().cast(),
-                pattern.len(),
-                size,
-                0,
-                ptr::null(),
-                &mut event,
-            )
-        };
-        check(code, "clEnqueueMemFillINTEL").map(|()| Some(Event(event)))
+        let (from, n) = (pattern.as_ptr().cast(), pattern.len());
+        match self.heap.flavour {
+            Flavour::Intel(entries) => {
+                let mut event = ptr::null_mut();
+                // SAFETY: a live queue; the range lies within the allocation (the caller
+                // checked); the driver copies the pattern before returning; `event` is an
+                // out-pointer to a local.
+                let code = unsafe {
+                    (entries.fill)(queue.0, at, from, n, size, 0, ptr::null(), &mut event)
+                };
+                check(code, "clEnqueueMemFillINTEL").map(|()| Some(Event(event)))
+            }
+            // SAFETY: as above.
+            Flavour::Svm => unsafe {
+                cl3::command_queue::enqueue_svm_mem_fill(queue.0, at, from, n, size, 0, ptr::null())
+            }
+            .map(|event| Some(Event(event)))
+            .map_err(cl_err("clEnqueueSVMMemFill")),
+        }
     }
 
     /// The first `size` bytes copied into host memory of the runtime's, after everything
@@ -456,7 +636,7 @@ impl Drop for Usm {
 }
 
 /// Copies `size` bytes from `src` at its offset to `dst` at its offset on `queue`, after
-/// `waits`, where either is a device allocation: `clEnqueueMemcpyINTEL` between two, and
+/// `waits`, where either is a device allocation: the flavour's copy between two, and
 /// between one and a buffer object through a map of the buffer's range.
 pub(super) fn copy(
     queue: &Queue,
