@@ -85,7 +85,8 @@ if nvidia-smi -L | sed -n 2p | grep -q GPU; then
     # lacks): it takes part in the scenarios whose kernels run on the GPUs.
     for args in "ring cuda:0 cuda:1" "views cuda:0 cuda:1" "views cuda:1 pocl" \
         "events cuda:0 cuda:1" "events cuda:1 cuda:0" "ordered cuda:0 cuda:1" \
-        "staged cuda:0 cuda:1 1024" "staged cuda:0 pocl 256" "staged pocl cuda:1 256"; do
+        "staged cuda:0 cuda:1 1024" "staged cuda:0 pocl 256" "staged pocl cuda:1 256" \
+        "pointers cuda:0 cuda:1"; do
         # shellcheck disable=SC2086 # the scenario's words
         step 60 "memory-app $args" "$bin/memory-app" $args
     done

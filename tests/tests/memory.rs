@@ -2,7 +2,8 @@
 //! ring of kernels and copies around the devices ordered only by events and buffers, views
 //! filled, written, copied and read anywhere (and what they refuse), events of another device
 //! waited for by a launch and by a queue, the automatic ordering across devices with no event,
-//! and a large copy staged between the devices and back.
+//! a large copy staged between the devices and back, and lists linked by device addresses on
+//! both devices, followed by kernels and copied between the devices' allocations.
 
 use sycl_tests::{run_fixture_args, stderr, stdout};
 
@@ -106,6 +107,21 @@ fn a_large_copy_is_staged_between_the_devices_and_back() {
         assert_eq!(
             scenario(&["staged", pair[0], pair[1], "64"]),
             ["64 MiB there and back: every value right"],
+            "{pair:?}"
+        );
+    }
+}
+
+#[test]
+fn lists_linked_by_device_addresses_are_followed_on_both_devices_and_copied_between_them() {
+    for pair in PAIRS {
+        assert_eq!(
+            scenario(&["pointers", pair[0], pair[1]]),
+            [
+                "device 0: a list of 100 nodes followed by a kernel sums to 5050",
+                "device 1: a list of 100 nodes followed by a kernel sums to 5050",
+                "device 0's nodes copied to device 1's allocation and back: true",
+            ],
             "{pair:?}"
         );
     }
