@@ -2,7 +2,7 @@
 //! ([`Event::wait`], with a time limit [`Event::wait_timeout`], [`wait_all`]), asked
 //! ([`Event::is_complete`]), awaited (it is a [`Future`], woken by the driver's own completion
 //! callback: `clSetEventCallback`, or a CUDA stream callback, which the driver also calls
-//! when the work failed), and given to a launch on any queue of the same device to order it
+//! when the work failed), and given to a launch on any queue of any device to order it
 //! after ([`crate::Launch::after`]).
 //!
 //! Where a driver calls no callback for a command that ended abnormally (PoCL 3.1), an awaited
@@ -35,7 +35,7 @@ use crate::Error;
 /// with its error: [`Event::wait`], [`Event::wait_timeout`] and an `.await` give it.
 pub struct Event {
     pub(crate) event: backend::Event,
-    /// The device the command runs on: an event orders only launches of the same device.
+    /// The device the command runs on.
     pub(crate) device: Arc<DeviceState>,
     /// The waker of the task awaiting the event, made when one first polls it (a launch
     /// allocates nothing for it). Each clone has its own: two tasks awaiting two clones are
