@@ -34,8 +34,10 @@
 //!   ([`Queue::buffer`], [`Queue::buffer_from`], [`Queue::buffer_zeroed`]); its reads, writes,
 //!   copies and fills ([`Buffer::read_into`], [`Buffer::write`], [`Buffer::copy_from`],
 //!   [`Buffer::fill`], …) go through that queue, and [`Buffer::map`] reads it in place. A
-//!   [`BufferView`] ([`Buffer::slice`]) is part of one, as a kernel argument. A
-//!   [`HostBuffer<T>`] ([`Queue::host_buffer`]) is host memory for asynchronous copies, each a
+//!   [`BufferView`] ([`Buffer::slice`], [`Buffer::split_at`]) is part of one, read, written,
+//!   copied, filled and given to kernels as a buffer is. A [`UsmBuffer<T>`]
+//!   ([`Queue::malloc_device`]) is a buffer at a fixed device address, which device code may
+//!   store and follow (lists, trees). A [`HostBuffer<T>`] ([`Queue::host_buffer`]) is host memory for asynchronous copies, each a
 //!   [`Transfer`] that borrows it until the copy completed.
 //! - A [`Launch`] ([`Queue::launch`], or the typed launcher [`include_kernels!`] brings for each
 //!   kernel) takes the kernel's arguments ([`Launch::arg`]: buffers, views, values, [`Local`]
@@ -68,6 +70,11 @@
 //! a buffer half written by another queue's. [`Launch::after`] and [`Queue::wait_for`] order
 //! what no buffer shows. A buffer may be dropped while commands use it: its memory is freed
 //! after them, without the host waiting.
+//!
+//! The same holds across devices: a copy between two devices ([`Buffer::copy_from`]) uses
+//! both buffers, and events of any device order launches. A queue waits on the device where
+//! its driver can (within a device; between CUDA GPUs), and the host waits where it cannot
+//! (between OpenCL devices, or the two drivers).
 //!
 //! # Kernels, programs and caches
 //!
