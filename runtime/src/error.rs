@@ -186,12 +186,15 @@ pub enum Error {
         available: Vec<String>,
     },
     /// No image of a form the device can use defines the kernel.
-    #[error("kernel `{kernel}` not found in the device images of: {}", if searched.is_empty() { NO_IMAGES.to_string() } else { list(searched) })]
+    #[error("kernel `{kernel}` not found in the device images of: {}{}", if searched.is_empty() { NO_IMAGES.to_string() } else { list(searched) }, did_you_mean(similar))]
     KernelNotFound {
         /// The kernel asked for.
         kernel: String,
         /// The binaries (or the bundle) searched.
         searched: Vec<String>,
+        /// Kernels of the loaded images whose names are close to it (a misspelling's
+        /// intended name), the closest first; may be empty.
+        similar: Vec<String>,
     },
     /// No binary that may serve the kernel exports `symbol`; `hidden` says, for each binary
     /// that exports it but may not serve this kernel, which one and why.
@@ -492,6 +495,18 @@ fn device_list(available: &[String]) -> String {
     format!("; available devices, each with the selector that picks it:{lines}")
 }
 
+/// `; did you mean `a` (or `b`, `c`)?` for names close to a kernel's, or nothing.
+fn did_you_mean(similar: &[String]) -> String {
+    match similar {
+        [] => String::new(),
+        [first] => format!("; did you mean `{first}`?"),
+        [first, rest @ ..] => {
+            let rest: Vec<String> = rest.iter().map(|n| format!("`{n}`")).collect();
+            format!("; did you mean `{first}` (or {})?", rest.join(", "))
+        }
+    }
+}
+
 fn list(items: &[String]) -> String {
     if items.is_empty() {
         "(none)".into()
@@ -506,7 +521,9 @@ mod tests {
 
     #[test]
     fn a_kernel_not_found_without_any_device_images_says_to_link_through_sycl_ld() {
-        let none = Error::KernelNotFound { kernel: "diamond".into(), searched: vec![] }.to_string();
+        let none =
+            Error::KernelNotFound { kernel: "diamond".into(), searched: vec![], similar: vec![] }
+                .to_string();
         assert!(
             none.starts_with("kernel `diamond` not found in the device images of: (none: no loaded binary carries device images"),
             "{none}"
@@ -515,9 +532,24 @@ mod tests {
             none.contains("linker = \"/path/to/sycl-ld\"") && none.contains("linker-flavor=gcc"),
             "{none}"
         );
-        let some = Error::KernelNotFound { kernel: "k".into(), searched: vec!["/bin/app".into()] }
-            .to_string();
+        let some = Error::KernelNotFound {
+            kernel: "k".into(),
+            searched: vec!["/bin/app".into()],
+            similar: vec![],
+        }
+        .to_string();
         assert_eq!(some, "kernel `k` not found in the device images of: /bin/app");
+        let close = Error::KernelNotFound {
+            kernel: "adone".into(),
+            searched: vec!["/bin/app".into()],
+            similar: vec!["add_one".into(), "add_two".into()],
+        }
+        .to_string();
+        assert_eq!(
+            close,
+            "kernel `adone` not found in the device images of: /bin/app; did you mean \
+             `add_one` (or `add_two`)?"
+        );
     }
 
     fn driver(call: &'static str, code: DriverCode, error: &str) -> Error {
@@ -532,7 +564,11 @@ mod tests {
         let list = || vec!["/bin/app".to_string()];
         let cases: Vec<(Error, ErrorKind, Option<i32>)> = vec![
             (Error::NoDevice { problem: "none".into(), available: vec![] }, NotFound, None),
-            (Error::KernelNotFound { kernel: "k".into(), searched: list() }, NotFound, None),
+            (
+                Error::KernelNotFound { kernel: "k".into(), searched: list(), similar: vec![] },
+                NotFound,
+                None,
+            ),
             (
                 Error::UnresolvedSymbol {
                     symbol: "f".into(),

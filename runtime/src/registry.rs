@@ -271,6 +271,12 @@ impl Binary {
     fn text(&self, span: Span) -> String {
         String::from_utf8_lossy(self.bytes(span)).into_owned()
     }
+
+    /// The names of its images' kernels, each image's in turn (repeated across forms).
+    fn kernel_names(&self) -> impl Iterator<Item = &[u8]> {
+        let spans = self.records.iter().flat_map(|r| r.kernels.clone());
+        spans.map(|i| self.bytes(self.names[i as usize]))
+    }
 }
 
 /// An image-set payload: where the executable maps it (which stays mapped for the life of
@@ -617,6 +623,27 @@ impl Registry {
         self.form(target).and_then(|f| f.set_users.get(set)).map_or(&[], Vec::as_slice)
     }
 
+    /// Up to three kernel names of any loaded image close to `wanted` (a misspelt name), the
+    /// closest first: within an edit distance of a third of its length (at least 2).
+    pub(crate) fn similar_kernels(&self, wanted: &str) -> Vec<String> {
+        let most = (wanted.chars().count() / 3).max(2);
+        let mut found: Vec<(usize, String)> = Vec::new();
+        for binary in &self.binaries {
+            for name in binary.kernel_names() {
+                let Ok(name) = std::str::from_utf8(name) else { continue };
+                if found.iter().any(|(_, f)| f == name) {
+                    continue;
+                }
+                let distance = edit_distance(wanted, name);
+                if distance <= most && name != wanted {
+                    found.push((distance, name.to_string()));
+                }
+            }
+        }
+        found.sort();
+        found.into_iter().take(3).map(|(_, name)| name).collect()
+    }
+
     /// The binaries searched for symbols, for error messages (unreadable ones say so).
     pub(crate) fn searched(&self) -> Vec<String> {
         self.binaries
@@ -629,10 +656,41 @@ impl Registry {
     }
 }
 
+/// The Levenshtein distance between `a` and `b`, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use sycl_format::{Image, PropertySet};
+
+    #[test]
+    fn a_misspelt_kernel_name_is_told_the_closest_names() {
+        assert_eq!(edit_distance("add_one", "add_one"), 0);
+        assert_eq!(edit_distance("adone", "add_one"), 2);
+        assert_eq!(edit_distance("", "abc"), 3);
+        let set = |kernels: &[&str]| ImageSet { images: vec![image(kernels, &[])] };
+        let registry = Registry::from_binaries(vec![
+            ("/bin/app".into(), set(&["add_one", "scale", "saxpy"])),
+            ("/lib/libk.so".into(), set(&["add_two", "reduce"])),
+        ]);
+        assert_eq!(registry.similar_kernels("add_owe"), ["add_one", "add_two"]);
+        assert_eq!(registry.similar_kernels("sacle"), ["scale"]);
+        assert!(registry.similar_kernels("completely_else").is_empty());
+    }
 
     fn image(kernels: &[&str], exports: &[&str]) -> Image {
         Image {

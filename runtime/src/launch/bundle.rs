@@ -357,6 +357,7 @@ impl KernelBundle<Executable> {
             Err(Error::KernelNotFound {
                 kernel: kernel.to_string(),
                 searched: vec![format!("{self:?}")],
+                similar: vec![],
             })
         }
     }
@@ -377,6 +378,7 @@ impl KernelBundle<Executable> {
             return Err(Error::KernelNotFound {
                 kernel: kernel.to_string(),
                 searched: vec![format!("{self:?}")],
+                similar: vec![],
             });
         }
         let choice = match select {
@@ -396,6 +398,7 @@ impl KernelBundle<Executable> {
             Error::KernelNotFound {
                 kernel: kernel.to_string(),
                 searched: vec![format!("{self:?}")],
+                similar: vec![],
             }
         })
     }

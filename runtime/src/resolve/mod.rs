@@ -165,7 +165,11 @@ pub(crate) fn not_found(registry: &Registry, kernel: &str, device: ForDevice<'_>
             };
         }
     }
-    Error::KernelNotFound { kernel: kernel.to_string(), searched: registry.searched() }
+    Error::KernelNotFound {
+        kernel: kernel.to_string(),
+        searched: registry.searched(),
+        similar: registry.similar_kernels(kernel),
+    }
 }
 
 /// The plan for linking a bundle's images `roots` (of the device's linkable form `target`)

@@ -140,8 +140,11 @@ impl api::Program<Cuda> for Module {
     }
 
     fn kernel(&self, name: &str) -> Result<Kernel, Error> {
-        let c_name = std::ffi::CString::new(name)
-            .map_err(|_| Error::KernelNotFound { kernel: name.into(), searched: vec![] })?;
+        let c_name = std::ffi::CString::new(name).map_err(|_| Error::KernelNotFound {
+            kernel: name.into(),
+            searched: vec![],
+            similar: vec![],
+        })?;
         let mut last = None;
         for part in &self.0 {
             part.context.bind()?;
@@ -167,7 +170,11 @@ impl api::Program<Cuda> for Module {
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| Error::KernelNotFound { kernel: name.into(), searched: vec![] }))
+        Err(last.unwrap_or_else(|| Error::KernelNotFound {
+            kernel: name.into(),
+            searched: vec![],
+            similar: vec![],
+        }))
     }
 }
 

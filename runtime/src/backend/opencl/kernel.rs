@@ -33,8 +33,11 @@ impl Kernel {
     /// The kernel `name` of `program`; on a device with device allocations, one that may
     /// follow their addresses wherever it finds them (`usm.rs`).
     pub(crate) fn new(program: &Program, name: &str) -> Result<Kernel, Error> {
-        let name = CString::new(name)
-            .map_err(|_| Error::KernelNotFound { kernel: name.into(), searched: vec![] })?;
+        let name = CString::new(name).map_err(|_| Error::KernelNotFound {
+            kernel: name.into(),
+            searched: vec![],
+            similar: vec![],
+        })?;
         let mut kernel = cl3::kernel::create_kernel(program.0, &name)
             .map(|kernel| Kernel(kernel, None))
             .map_err(cl_err("clCreateKernel"))?;
