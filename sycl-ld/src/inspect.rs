@@ -3,14 +3,17 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, Context, Result};
 use serde_json::{json, Map, Value};
 use sycl_format::aspects::aspect_name;
 use sycl_format::cubin::Cubin;
-use sycl_format::{ImageSet, ParamKind, PropertyValue};
+use sycl_format::{ImageSet, ParamKind, PropertyValue, Target};
+
+use crate::embed::Settings;
+use crate::scan::FoundObject;
 
 pub(crate) fn run(args: &[OsString]) -> Result<ExitCode> {
     let command = &crate::usage::INSPECT;
@@ -36,19 +39,34 @@ pub(crate) fn run(args: &[OsString]) -> Result<ExitCode> {
     let path = file.ok_or_else(|| command.error("no file given"))?;
     command.existing(&path)?;
     let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    let set = match object::File::parse(&*bytes) {
+    let embedded = match object::File::parse(&*bytes) {
         Ok(object) => crate::scan::embedded_images(&object)
-            .with_context(|| format!("{}: malformed embedded device images", path.display()))?
-            .unwrap_or_default(),
+            .with_context(|| format!("{}: malformed embedded device images", path.display()))?,
+        // An archive (`libsycl_device_*.a`, an rlib): its members' device objects, below.
+        Err(_) if bytes.starts_with(b"!<arch>\n") => None,
         // A device library file (`sycl-ld device-lib`) is an image set as it is.
-        Err(e) => ImageSet::decode(&bytes).map_err(|_| {
-            anyhow!("{}: not an object file or a device library file: {e}", path.display())
-        })?,
+        Err(e) => Some(ImageSet::decode(&bytes).map_err(|_| {
+            anyhow!(
+                "{}: not an object file, an archive or a device library file: {e}",
+                path.display()
+            )
+        })?),
     };
     let file = path.display().to_string();
+    // No embedded images: device objects not linked yet (an object, an archive or an rlib
+    // that sycl-build made), shown with the images a link makes of them.
+    let (objects, set) = match embedded {
+        Some(set) => (Vec::new(), set),
+        None => linked_objects(&path)?,
+    };
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&to_json(&file, &set))?);
+        let mut value = to_json(&file, &set);
+        if !objects.is_empty() {
+            value["device_objects"] = objects.iter().map(object_json).collect();
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
+        print!("{}", objects_text(&file, &objects));
         print!("{}", to_text(&file, &set));
     }
     if let Some(dir) = extract {
@@ -56,6 +74,69 @@ pub(crate) fn run(args: &[OsString]) -> Result<ExitCode> {
         eprintln!("sycl-ld inspect: wrote {written} image(s) to {}", dir.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The device objects in `path` (an object, an archive or an rlib that `sycl-build` made),
+/// and the images their device link makes for `spir64`, as `post-link` makes them (none for a
+/// file without device objects).
+fn linked_objects(path: &Path) -> Result<(Vec<FoundObject>, ImageSet)> {
+    let mut line = crate::args::parse(&[]);
+    line.inputs = vec![crate::args::Input::File(path.to_path_buf())];
+    let found = crate::scan::scan(&line)?;
+    if found.objects.is_empty() {
+        return Ok((Vec::new(), ImageSet::default()));
+    }
+    let mut settings = Settings::of(&found.objects)?;
+    settings.targets = vec![Target::Spir64];
+    let (set, warnings) = crate::embed::device_link(&found.objects, &settings, &[])?;
+    for line in warnings.iter().flat_map(|w| w.lines()) {
+        eprintln!("sycl-ld: {line}");
+    }
+    Ok((found.objects, set))
+}
+
+/// What the text output says of the device objects, before the images of their link.
+fn objects_text(file: &str, objects: &[FoundObject]) -> String {
+    let mut out = String::new();
+    if objects.is_empty() {
+        return out;
+    }
+    let n = objects.len();
+    let _ = writeln!(
+        out,
+        "{file}: {n} device object{} (not linked yet: below, the spir64 images a link makes of \
+         them)",
+        if n == 1 { "" } else { "s" }
+    );
+    for found in objects {
+        let o = &found.object;
+        let targets =
+            if o.targets.is_empty() { "default".to_string() } else { o.targets.join(", ") };
+        let split = o.split.map_or("auto".to_string(), |s| s.name().to_string());
+        let _ = writeln!(
+            out,
+            "device object {}: package {}, source {}, split {split}, targets {targets}, {} bytes \
+             of SPIR-V",
+            found.origin,
+            o.package,
+            o.source,
+            o.spirv.len()
+        );
+    }
+    out
+}
+
+/// A device object in the JSON output.
+fn object_json(found: &FoundObject) -> Value {
+    let o = &found.object;
+    json!({
+        "origin": found.origin,
+        "package": o.package,
+        "source": o.source,
+        "split": o.split.map(|s| s.name()),
+        "targets": o.targets,
+        "spirv_bytes": o.spirv.len(),
+    })
 }
 
 /// Writes each image's code to `dir` (made if missing) as `image-N.TARGET.EXT`, the extension

@@ -34,7 +34,9 @@ For each image: its format and target, its kernels, exported and imported symbol
 property set, with the device requirements decoded; for a PTX image, also what its directives
 declare (.version, .target, .visible .entry and .func, .extern .func, visible variables). FILE
 is an executable, a shared library, an object file or a device library file (device-lib's);
-one without images lists none.
+one without images lists none. For device objects not linked yet (an object, a static archive
+or an rlib that sycl-build made) it names each, then lists the spir64 images a link makes of
+them.
 
 options:
     --json           print JSON instead of text

@@ -116,3 +116,68 @@ fn inspect_of_a_missing_file_names_it() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/libnothing.so"));
 }
+
+/// The guide crate's rlib carries its three sources' device objects (bundled from its
+/// `libsycl_device_guide.a`): inspect names each, with the images a link makes of them; the
+/// archive and one of its members alone read the same way.
+#[test]
+fn inspect_reads_device_objects_in_rlibs_archives_and_objects() {
+    let deps = fixtures().join("deps");
+    let rlib = std::fs::read_dir(&deps)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("libguide-") && name.ends_with(".rlib")
+        })
+        .expect("the guide crate's rlib");
+    let run = |path: &std::path::Path, json: bool| {
+        let mut cmd = Command::new(sycl_ld());
+        cmd.arg("inspect").arg(path);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = output(&mut cmd);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = run(&rlib, false);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].ends_with(
+            ": 3 device objects (not linked yet: below, the spir64 images a link makes of them)"
+        ),
+        "{text}"
+    );
+    for (line, source) in lines[1..4].iter().zip(["guide.cl", "uses_mylib.cl", "heat.cl"]) {
+        assert!(
+            line.contains(".rlib(sycl-device-")
+                && line.contains(&format!("package guide, source device/{source}, split auto")),
+            "{line}"
+        );
+    }
+    assert!(lines[4].contains(" device image"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&run(&rlib, true)).unwrap();
+    assert_eq!(json["device_objects"].as_array().unwrap().len(), 3, "{json}");
+    assert_eq!(json["device_objects"][2]["source"], "device/heat.cl");
+    assert!(!json["images"].as_array().unwrap().is_empty(), "{json}");
+    // The archive the rlib bundled, and a member of it, alone.
+    let dir = tempfile::tempdir().unwrap();
+    let unpacked = output(Command::new("ar").arg("x").arg(&rlib).current_dir(dir.path()));
+    assert!(unpacked.status.success());
+    let member = dir.path().join(
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .find(|n| n.starts_with("sycl-device-2"))
+            .expect("the heat.cl device object"),
+    );
+    let one = run(&member, false);
+    assert!(
+        one.lines().next().unwrap().ends_with(
+            ": 1 device object (not linked yet: below, the spir64 images a link makes of them)"
+        ),
+        "{one}"
+    );
+    assert!(one.contains("source device/heat.cl"), "{one}");
+}
