@@ -34,7 +34,7 @@ use super::order::{ordered_unborrowed, Access, Accesses, Uses};
 #[cfg(doc)]
 use super::queue::Buffer;
 use super::queue::{as_bytes, Allocation, Pod, Queue};
-use super::view::{AsView, BufferView};
+use super::view::{copies_nothing, AsView, BufferView};
 use crate::backend::{self, Memory, Program};
 use crate::program::{ArgBytes, DeviceState, PooledKernel};
 use crate::registry::Registry;
@@ -148,20 +148,9 @@ impl Recorder {
         }
         let (from, to, size) = (src.start_bytes(), dst.start_bytes(), dst.size_bytes());
         let (src_alloc, dst_alloc) = (&src.buffer().alloc, &dst.buffer().alloc);
-        if Arc::ptr_eq(src_alloc, dst_alloc) && from < to + size && to < from + size {
-            if from == to {
-                // Nothing changes: a command of no bytes, which orders nothing.
-                return Ok(self.push(Command::Copy { from, to, size: 0 }, NodeUses::new()));
-            }
-            return Err(Error::InvalidArgument(format!(
-                "a recorded copy of values {:?} onto values {:?} of one buffer: the ranges \
-                 overlap; copy through another buffer",
-                src.range(),
-                dst.range()
-            )));
-        }
-        if size == 0 {
-            return Ok(self.push(Command::Copy { from, to, size }, NodeUses::new()));
+        if copies_nothing(&src, &dst, "a recorded copy of")? || size == 0 {
+            // Nothing changes: a command of no bytes, which orders nothing.
+            return Ok(self.push(Command::Copy { from, to, size: 0 }, NodeUses::new()));
         }
         let uses = [(src_alloc.clone(), Access::Read), (dst_alloc.clone(), Access::Write)];
         Ok(self.push(Command::Copy { from, to, size }, uses.into_iter().collect()))

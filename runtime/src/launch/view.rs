@@ -278,80 +278,90 @@ fn check_host(what: &str, len: usize, host: usize) -> Result<(), Error> {
     }
 }
 
-/// Copies `src` into `dst`, of as many values: by the driver within a device and between CUDA
-/// GPUs, staged through host memory between other devices.
-fn copy<T: Pod>(src: &BufferView<'_, T>, dst: &BufferView<'_, T>) -> Result<backend::Event, Error> {
+/// Whether copying `src` into `dst` (as many values) within one buffer changes nothing: the
+/// same values, or none. Other overlapping ranges of one buffer are an error, which no driver
+/// copies; `what` begins its message (`copying`, `a recorded copy of`).
+pub(super) fn copies_nothing<T: Pod>(
+    src: &BufferView<'_, T>,
+    dst: &BufferView<'_, T>,
+    what: &str,
+) -> Result<bool, Error> {
     let (from, to, size) = (src.start_bytes(), dst.start_bytes(), dst.size_bytes());
-    if Arc::ptr_eq(&src.buffer.alloc, &dst.buffer.alloc) {
-        if from == to || size == 0 {
-            // Nothing changes, but the event still comes after what the queue was given
-            // before, and what other queues write the buffer.
-            return dst.buffer.settle(Access::Read);
-        }
-        if from < to + size && to < from + size {
-            return Err(Error::InvalidArgument(format!(
-                "copying values {:?} onto values {:?} of one buffer: the ranges overlap; copy \
-                 through another buffer",
-                src.range(),
-                dst.range()
-            )));
-        }
+    if !Arc::ptr_eq(&src.buffer.alloc, &dst.buffer.alloc) {
+        return Ok(false);
+    }
+    if from == to || size == 0 {
+        return Ok(true);
+    }
+    if from < to + size && to < from + size {
+        return Err(Error::InvalidArgument(format!(
+            "{what} values {:?} onto values {:?} of one buffer: the ranges overlap; copy \
+             through another buffer",
+            src.range(),
+            dst.range()
+        )));
+    }
+    Ok(false)
+}
+
+/// Copies `src` into `dst`, of as many values, on `dst`'s queue after the conflicting uses of
+/// both buffers (on any device): by the driver within a device and between CUDA GPUs,
+/// otherwise staged through host memory ([`staged`]).
+fn copy<T: Pod>(src: &BufferView<'_, T>, dst: &BufferView<'_, T>) -> Result<backend::Event, Error> {
+    if copies_nothing(src, dst, "copying")? {
+        // Nothing changes, but the event still comes after what the queue was given before,
+        // and what other queues write the buffer.
+        return dst.buffer.settle(Access::Read);
     }
     let (src_queue, dst_queue) = (&src.buffer.queue().inner, &dst.buffer.queue().inner);
     let by_driver = Arc::ptr_eq(&src_queue.device, &dst_queue.device)
         || [&src_queue.device, &dst_queue.device].iter().all(|d| d.info.backend == Backend::Cuda);
     if !by_driver {
-        return staged(src, dst);
+        // A map a forgotten guard left in place is ended on its own buffer's queue (`ordered`
+        // would end it on the destination's, of another device). No other map can begin
+        // while this copy borrows both buffers.
+        src.buffer.end_map()?;
+        dst.buffer.end_map()?;
     }
-    let mut uses =
-        smallvec![(&src.buffer.alloc.uses, Access::Read), (&dst.buffer.alloc.uses, Access::Write)];
-    ordered(&dst_queue.queue, dst_queue.id, &mut uses, &[], |waits| {
-        dst_queue.queue.copy((src.buffer.mem(), from), (dst.buffer.mem(), to), size, waits)
-    })
-}
-
-/// Copies `src` into `dst`, of two devices that cannot copy between them, through host memory:
-/// `src`'s buffer mapped on its queue (on a CPU device its own memory: no copy; on CUDA a copy
-/// into page-locked memory), written into `dst` on its queue, both waited for, the map ended.
-/// Both buffers' records are held throughout (the host waits with them held, as for CUDA's
-/// blocking read), so that no command of another thread comes between.
-fn staged<T: Pod>(
-    src: &BufferView<'_, T>,
-    dst: &BufferView<'_, T>,
-) -> Result<backend::Event, Error> {
-    // A map a forgotten guard left in place is ended on its own buffer's queue (`ordered`
-    // would end it on the destination's, of another device). No other map can begin while
-    // this copy borrows both buffers.
-    src.buffer.end_map()?;
-    dst.buffer.end_map()?;
-    let (src_queue, dst_queue) = (&src.buffer.queue().inner, &dst.buffer.queue().inner);
     let (from, to, size) = (src.start_bytes(), dst.start_bytes(), dst.size_bytes());
     let mut uses =
         smallvec![(&src.buffer.alloc.uses, Access::Read), (&dst.buffer.alloc.uses, Access::Write)];
-    // The source's other uses, of its own device, the host waited for in `ordered`; its own
-    // queue's earlier commands, the map waits for.
-    ordered(&dst_queue.queue, dst_queue.id, &mut uses, &[], |waits| {
-        dst_queue.queue.wait_for(waits)?;
-        if size == 0 {
-            return dst_queue.queue.marker();
-        }
-        let mapping = src_queue.queue.map(src.buffer.mem(), from + size, false)?;
-        // SAFETY: the map holds the source buffer's first `from + size` bytes, and the
-        // destination's range lies within its buffer; the write is waited for before the map
-        // ends, below.
-        let written = unsafe {
-            dst_queue.queue.write_async(
-                dst.buffer.mem(),
-                to,
-                mapping.as_ptr().add(from).cast_const(),
-                size,
-            )
-        }
-        .and_then(|event| event.wait().map(|()| event));
-        let unmapped = src_queue.queue.unmap(src.buffer.mem(), mapping);
-        let event = written?;
-        unmapped.map(|()| event)
+    ordered(&dst_queue.queue, dst_queue.id, &mut uses, &[], |waits| match by_driver {
+        true => dst_queue.queue.copy((src.buffer.mem(), from), (dst.buffer.mem(), to), size, waits),
+        false => staged(src, dst, waits),
     })
+}
+
+/// Copies `src` into `dst`, of two devices that cannot copy between them,
+/// through host memory, after `waits` (the conflicting uses `dst`'s queue can wait for; the
+/// source's other uses, of its own device, `ordered` waited for on the host): `src`'s buffer
+/// mapped on its queue (on a CPU device its own memory: no copy; on CUDA a copy into
+/// page-locked memory, after that queue's earlier commands), written into `dst` on its queue,
+/// both waited for, the map ended. Both buffers' records are held throughout (the host waits
+/// with them held, as for CUDA's blocking read), so that no command of another thread comes
+/// between.
+fn staged<T: Pod>(
+    src: &BufferView<'_, T>,
+    dst: &BufferView<'_, T>,
+    waits: &[&backend::Event],
+) -> Result<backend::Event, Error> {
+    let (src_queue, dst_queue) = (&src.buffer.queue().inner.queue, &dst.buffer.queue().inner.queue);
+    let (from, to, size) = (src.start_bytes(), dst.start_bytes(), dst.size_bytes());
+    dst_queue.wait_for(waits)?;
+    if size == 0 {
+        return dst_queue.marker();
+    }
+    let mapping = src_queue.map(src.buffer.mem(), from + size, false)?;
+    // SAFETY: the map holds the source buffer's first `from + size` bytes, and the
+    // destination's range lies within its buffer; the write is waited for before the map ends,
+    // below.
+    let written = unsafe {
+        dst_queue.write_async(dst.buffer.mem(), to, mapping.as_ptr().add(from).cast_const(), size)
+    }
+    .and_then(|event| event.wait().map(|()| event));
+    let unmapped = src_queue.unmap(src.buffer.mem(), mapping);
+    let event = written?;
+    unmapped.map(|()| event)
 }
 
 /// A buffer's reads, writes, copies, fills and views: each through a view of the values it
