@@ -99,6 +99,19 @@ const CASES: &[Case] = &[
         ],
         fp16: false,
     },
+    // Two libraries defining `odr_shared` (issue 42): the first in the loader's order serves
+    // every caller, the device's values printed beside the host loader's. The winner changes
+    // from case to case, so the warm runs also show that the shared cache follows it.
+    Case { name: "odr-app", argv: &["odr-app"], fp16: false },
+    Case {
+        name: "odr-preload-b",
+        argv: &["LD_PRELOAD=@BIN/deps/libodr_b.so", "odr-app"],
+        fp16: false,
+    },
+    Case { name: "odr-only-b", argv: &["odr-app", "only-b"], fp16: false },
+    Case { name: "odr-app-ba", argv: &["odr-app-ba"], fp16: false },
+    Case { name: "odr-ba-only-b", argv: &["odr-app-ba", "only-b"], fp16: false },
+    Case { name: "odr-strict", argv: &["SYCL_STRICT_EXPORTS=1", "odr-app"], fp16: false },
 ];
 
 /// The device library file's name in `bin/`.
