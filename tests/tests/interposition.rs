@@ -5,12 +5,17 @@
 //! from the host, where the libraries hold the same functions, interposable as C's are, and
 //! print both. For each loader order (link order, `LD_PRELOAD`) the device's values are the
 //! host's, and the host's are what the loader does: the first definition serves every caller,
-//! the other library's own calls included. A kernel whose image imports only from libodr_b.so
-//! gets libodr_a.so's `odr_shared` where libodr_a.so comes first. Strict mode refuses the
+//! the other library's own calls included (the same functions in C, compiled with `-fPIC`,
+//! give the same values). A kernel whose image imports only from libodr_b.so gets
+//! libodr_a.so's `odr_shared` where libodr_a.so comes first. Strict mode refuses the
 //! duplicate, naming both libraries, and builds nothing. A persistent cache shared by runs
 //! with different winners never serves one winner's program to the other.
 
-use sycl_tests::{events, fixtures, run_fixture_args, stderr, stdout, Device, Run, DEVICES};
+use std::process::Command;
+
+use sycl_tests::{
+    events, fixtures, output, run_fixture_args, stderr, stdout, Device, Run, DEVICES,
+};
 
 /// Work-items of the fixture's launches (its `N`).
 const N: i32 = 8;
@@ -52,23 +57,27 @@ impl Scenario {
         Run::new(device, self.program, args, &env)
     }
 
-    /// What it prints: the winner named as the host loader's choice, then each function's
-    /// values, the same on the device and on the host, as the libraries' sources define them
-    /// with the winner's `odr_shared` under every call.
-    fn expected(&self) -> String {
+    /// The functions it calls, each with its values at `0..N`, as the libraries' sources define
+    /// them with the winner's `odr_shared` under every call.
+    fn values(&self) -> Vec<(&'static str, Vec<i32>)> {
         let a_wins = self.winner == "a";
         let shared = |x: i32| if a_wins { x * 10 + 1 } else { x * 20 + 2 };
-        let line = |name: &str, f: &dyn Fn(i32) -> i32| {
-            let values: Vec<i32> = (0..N).map(f).collect();
-            format!("{name}: device {values:?} host {values:?} match\n")
-        };
-        let mut out = format!("host loader's odr_shared: libodr_{}.so\n", self.winner);
-        if self.only_b {
-            out += &line("odr_b_use alone", &|x| shared(x) + 200);
+        let functions: &[(&'static str, i32)] = if self.only_b {
+            &[("odr_b_use", 200)]
         } else {
-            out += &line("odr_shared", &shared);
-            out += &line("odr_a_use", &|x| shared(x) + 100);
-            out += &line("odr_b_use", &|x| shared(x) + 200);
+            &[("odr_shared", 0), ("odr_a_use", 100), ("odr_b_use", 200)]
+        };
+        let values = |plus| (0..N).map(|x| shared(x) + plus).collect();
+        functions.iter().map(|&(name, plus)| (name, values(plus))).collect()
+    }
+
+    /// What it prints: the winner named as the host loader's choice, then each function's
+    /// [`Scenario::values`], the same on the device and on the host.
+    fn expected(&self) -> String {
+        let mut out = format!("host loader's odr_shared: libodr_{}.so\n", self.winner);
+        for (name, values) in self.values() {
+            let name = if self.only_b { "odr_b_use alone" } else { name };
+            out += &format!("{name}: device {values:?} host {values:?} match\n");
         }
         out
     }
@@ -171,5 +180,71 @@ fn a_persistent_cache_shared_by_runs_with_different_winners_follows_the_winner()
                 }
             }
         }
+    }
+}
+
+/// The libraries again as C, compiled as gcc compiles a shared library's host code (`-fPIC`,
+/// default visibility; `-fsemantic-interposition`, which is gcc's default, for a `cc` that is
+/// clang), and a program printing the three functions: what the host's loader does with them
+/// (the first definition serves every caller, calls inside the other library included) is
+/// what [`Scenario::values`] says, for each order. The libraries' Rust host side, which asks
+/// the loader by name, is checked against the same values by the tests above.
+#[test]
+fn the_expected_values_are_what_the_loader_does_with_the_functions_in_c() {
+    const SOURCES: [(&str, &str); 3] = [
+        (
+            "a.c",
+            "int odr_shared(int x) { return x * 10 + 1; }
+int odr_a_use(int x) { return odr_shared(x) + 100; }
+",
+        ),
+        (
+            "b.c",
+            "int odr_shared(int x) { return x * 20 + 2; }
+int odr_b_use(int x) { return odr_shared(x) + 200; }
+",
+        ),
+        (
+            "main.c",
+            r#"#include <stdio.h>
+int odr_shared(int), odr_a_use(int), odr_b_use(int);
+static void show(const char *name, int (*f)(int)) {
+    printf("%s: [", name);
+    for (int x = 0; x < 8; x++) printf(x ? ", %d" : "%d", f(x));
+    printf("]\n");
+}
+int main(void) {
+    show("odr_shared", odr_shared);
+    show("odr_a_use", odr_a_use);
+    show("odr_b_use", odr_b_use);
+    return 0;
+}
+"#,
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let cc = |args: &[&str]| {
+        let out = output(Command::new("cc").args(["-O2", "-fPIC"]).args(args).current_dir(&dir));
+        assert!(out.status.success(), "cc {args:?}: {}", stderr(&out));
+    };
+    for (file, text) in SOURCES {
+        std::fs::write(dir.path().join(file), text).unwrap();
+    }
+    for library in ["a", "b"] {
+        let so = format!("libodr_{library}.so");
+        cc(&["-fsemantic-interposition", "-shared", "-o", &so, &format!("{library}.c")]);
+    }
+    let rpath = "-Wl,-rpath,$ORIGIN";
+    cc(&["-o", "odr-app", "main.c", "-L.", "-lodr_a", "-lodr_b", rpath]);
+    cc(&["-o", "odr-app-ba", "main.c", "-L.", "-lodr_b", "-lodr_a", rpath]);
+    for scenario in [A_BEFORE_B, B_BEFORE_A, B_PRELOADED] {
+        let mut program = Command::new(dir.path().join(scenario.program));
+        if let Some(library) = scenario.preload {
+            program.env("LD_PRELOAD", dir.path().join(library));
+        }
+        let out = output(&mut program);
+        let values = scenario.values();
+        let want: String = values.iter().map(|(name, v)| format!("{name}: {v:?}\n")).collect();
+        assert_eq!(stdout(&out), want, "{scenario:?} in C: {}", stderr(&out));
     }
 }
