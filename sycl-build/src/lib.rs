@@ -559,7 +559,13 @@ impl Build {
     /// override any of them).
     ///
     /// The front end alone runs (`-O2 -Xclang -disable-llvm-passes`); `opt-15` then runs the
-    /// passes whose output llvm-spirv-15 can translate ([`OPT_PIPELINE`]). With
+    /// passes whose output llvm-spirv-15 can translate ([`OPT_PIPELINE`]). A `SYCL_EXTERNAL`
+    /// function is interposable, as a default-visibility function of a host library built
+    /// with `gcc -fPIC` is (`-fPIC -fsemantic-interposition`; `sycl/device.h` gives it default
+    /// visibility, every other function is hidden): the optimiser inlines no call to it, so
+    /// that when another binary's definition wins at run time, every call reaches that one,
+    /// the calls from this source included. The devices' compilers still inline it into the
+    /// kernels of its own image, where it is not exported. With
     /// `-cl-kernel-arg-info`, llvm-spirv names each kernel's
     /// parameters (`OpName`): the post-link records the names in `SYCL/kernel arguments`, for
     /// the runtime's messages about a launch's arguments, and drivers answer `clGetKernelArgInfo`.
@@ -570,6 +576,7 @@ impl Build {
             cmd.arg(std_flag);
         }
         cmd.args(["-O2", "-Xclang", "-disable-llvm-passes"]);
+        cmd.args(["-fPIC", "-fsemantic-interposition", "-fvisibility=hidden"]);
         // What an OpenCL driver defines and clang does not: the device's OpenCL version. The
         // SPIR-V serves every device; the devices it runs on are OpenCL 3.0 ones.
         if !self.defines.iter().any(|(k, _)| k == OPENCL_VERSION_MACRO)

@@ -157,7 +157,10 @@ pub(crate) fn compile_with(
         modules.push(module);
     }
     let shim = shim::shim(&builtins);
-    let module = spec_constants_in_const_space(&retargeted.module, &image.spec_constants);
+    let mut module = spec_constants_in_const_space(&retargeted.module, &image.spec_constants);
+    if providers.is_empty() && !image.exported.is_empty() {
+        module = interposable(&module);
+    }
     write(&path("image.nvptx.ll"), module.as_bytes())?;
     write(&path("shim.ll"), shim.as_bytes())?;
     modules.push(path("shim.ll"));
@@ -166,6 +169,35 @@ pub(crate) fn compile_with(
     let ptx = link_and_compile(tools, &modules, dir.path())?;
     check(&ptx, image, &declared)?;
     Ok(ptx.into_bytes())
+}
+
+/// `ir` with its exported functions interposable (LLVM's `SemanticInterposition` module flag:
+/// a definition that is not `dso_local`, as none is after `llvm-spirv -r`, may be replaced at
+/// link time), so that the optimiser inlines no call to them: the runtime makes an image's
+/// definition an `.extern` when another binary's wins (as sycl-build keeps `SYCL_EXTERNAL`
+/// functions interposable in the SPIR-V), and every call must then reach the winner's.
+fn interposable(ir: &str) -> String {
+    let next = ir
+        .lines()
+        .filter_map(|l| l.strip_prefix('!')?.split_once(' ')?.0.parse::<u64>().ok())
+        .max()
+        .map_or(0, |n| n + 1);
+    let flag = format!("!{next} = !{{i32 1, !\"SemanticInterposition\", i32 1}}\n");
+    match ir.find("\n!llvm.module.flags = !{") {
+        Some(at) => {
+            let open = at + "\n!llvm.module.flags = !{".len();
+            let mut out = String::with_capacity(ir.len() + 64);
+            out.push_str(&ir[..open]);
+            out.push_str(&format!("!{next}"));
+            if !ir[open..].starts_with('}') {
+                out.push_str(", ");
+            }
+            out.push_str(&ir[open..]);
+            out.push_str(&flag);
+            out
+        }
+        None => format!("{ir}\n!llvm.module.flags = !{{!{next}}}\n{flag}"),
+    }
 }
 
 /// A provider's SPIR-V as NVPTX IR in `{stem}.nvptx.ll`, with the builtins it declares.
@@ -426,6 +458,22 @@ mod tests {
 .weak .const .align 4 .b8 __sycl_spec_constant_scale[4];\n.visible .global .align 4 .b8 tbl[16] = {0};\n\
 .visible .func  (.param .b32 func_retval0) exported(\n\t.param .b32 exported_param_0\n)\n{\n}\n\
 .func helper()\n{\n}\n.visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n}\n";
+
+    #[test]
+    fn exported_functions_are_made_interposable_by_a_module_flag() {
+        let ir = "define spir_func i32 @f(i32 %0) #0 {\n  ret i32 %0\n}\n\n!0 = !{i32 2, i32 2}\n!7 = !{}\n";
+        let out = interposable(ir);
+        assert!(out.starts_with(ir), "{out}");
+        assert!(out.ends_with(
+            "!llvm.module.flags = !{!8}\n!8 = !{i32 1, !\"SemanticInterposition\", i32 1}\n"
+        ));
+        let with_flags = "!llvm.module.flags = !{!0}\n!0 = !{i32 7, !\"PIC Level\", i32 2}\n";
+        let out = interposable(&format!("; m\n{with_flags}"));
+        assert!(out.contains("\n!llvm.module.flags = !{!1, !0}\n"), "{out}");
+        assert!(out.ends_with("!1 = !{i32 1, !\"SemanticInterposition\", i32 1}\n"), "{out}");
+        let empty = interposable("; m\n!llvm.module.flags = !{}\n");
+        assert!(empty.contains("!llvm.module.flags = !{!0}\n"), "{empty}");
+    }
 
     #[test]
     fn summaries_read_the_linkage_directives() {

@@ -22,6 +22,8 @@ mod features;
 mod fnptr;
 mod inline;
 #[cfg(feature = "link")]
+mod interpose;
+#[cfg(feature = "link")]
 mod link;
 mod load;
 mod location;
@@ -42,6 +44,8 @@ pub use features::{Features, DEVICE_HAS_SEMANTIC};
 #[cfg(feature = "link")]
 pub use fnptr::lower_function_pointers;
 pub use inline::localize_inline_definitions;
+#[cfg(feature = "link")]
+pub use interpose::import_definitions;
 #[cfg(feature = "link")]
 pub use link::{link, LinkInput, Linked};
 pub use load::{assemble, load};

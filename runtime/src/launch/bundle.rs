@@ -544,7 +544,7 @@ pub fn compile(
     let options = Options { flags: flags.clone(), spec };
     let objects = if device.caps.links_images {
         let compiled = device
-            .compile_images(&input.inner.registry, &input.inner.images, &options)
+            .compile_images(&input.inner.registry, &input.inner.images, &Vec::new(), &options)
             .map_err(|e| logged(properties, e))?;
         input.inner.images.iter().copied().zip(compiled).collect()
     } else {

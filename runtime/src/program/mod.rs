@@ -20,6 +20,7 @@ mod code_identity;
 pub(crate) mod disk;
 mod hint;
 mod options;
+mod ptx;
 mod spir;
 
 use std::collections::HashMap;
@@ -35,7 +36,7 @@ use crate::backend::{
     self, info, Capabilities, DeviceInfo, Failure, Kernel, Memory, Object, Program,
 };
 use crate::registry::{BinaryId, ImageId, Registry};
-use crate::resolve::{self, ForDevice, Plan};
+use crate::resolve::{self, ForDevice, Overridden, Plan};
 use crate::trace::trace;
 use crate::Error;
 use disk::{DiskCache, KeyBuilder};
@@ -138,20 +139,22 @@ struct Caches {
     kernels: HashMap<ProgramAddress, ProgramKernels>,
 }
 
-/// What an image's compiled object is cached by: the image and the options it was compiled
-/// with.
+/// What an image's compiled object is cached by: the image, the options it was compiled
+/// with, and its definitions another image wins (made imports; none for most).
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct CompileKey {
     image: ImageId,
     options: Options,
+    overridden: Vec<String>,
 }
 
-/// What a linked program is cached by: its images, sorted, and the options they were built
-/// with.
+/// What a linked program is cached by: its images, sorted, the options they were built with,
+/// and the definitions overridden (so that another winner is another program).
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct LinkKey {
     images: Vec<ImageId>,
     options: Options,
+    overridden: Overridden,
 }
 
 /// A program that holds a kernel, as the kernel's list in [`Caches::by_kernel`] has it.
@@ -280,7 +283,8 @@ impl DeviceState {
 
         let mut images = plan.images().to_vec();
         images.sort();
-        let key = LinkKey { images, options: options.clone() };
+        let key =
+            LinkKey { images, options: options.clone(), overridden: plan.overridden().clone() };
         let slot = self.caches().linked.entry(key).or_default().clone();
         let program = {
             let mut built = slot.lock().unwrap_or_else(|e| e.into_inner());
@@ -475,10 +479,17 @@ impl DeviceState {
                 self.build_binary(&image.data, &options.flags, &names)
             }
             (_, true) => {
-                let given_for = |id: &ImageId| given.iter().find(|(g, _)| g == id).map(|(_, o)| o);
+                // An object compiled before serves only an image none of whose definitions
+                // another image wins.
+                let given_for = |id: &ImageId| {
+                    let given = given.iter().find(|(g, _)| g == id).map(|(_, o)| o);
+                    given.filter(|_| plan.overridden_in(*id).is_empty())
+                };
                 let missing: Vec<ImageId> =
                     plan.images().iter().copied().filter(|id| given_for(id).is_none()).collect();
-                let mut compiled = self.compile_images(registry, &missing, options)?.into_iter();
+                let mut compiled = self
+                    .compile_images(registry, &missing, plan.overridden(), options)?
+                    .into_iter();
                 let objects: Vec<Arc<Object>> = plan
                     .images()
                     .iter()
@@ -494,24 +505,27 @@ impl DeviceState {
                     self.name,
                     names.join(" + ")
                 );
-                let bitcode =
-                    link_to_spir(registry, label, plan.images(), &options.spec, &self.caps)?;
+                let bitcode = link_to_spir(registry, label, plan, &options.spec, &self.caps)?;
                 self.build_binary(&bitcode, &options.flags, &names)
             }
         }
     }
 
-    /// Each image compiled once per options and specialization values (or, for an
-    /// ahead-of-time object, loaded), from the cache when it is there.
+    /// Each image compiled once per options, specialization values and definitions
+    /// `overridden` (made imports first: SPIR-V's linkage, PTX's `.extern`), or, for an
+    /// ahead-of-time object, loaded; from the cache when it is there.
     pub(crate) fn compile_images(
         &self,
         registry: &Registry,
         images: &[ImageId],
+        overridden: &Overridden,
         options: &Options,
     ) -> Result<Vec<Arc<Object>>, Error> {
         let mut objects = Vec::with_capacity(images.len());
         for &id in images {
-            let key = CompileKey { image: id, options: options.clone() };
+            let lost =
+                overridden.iter().find(|(image, _)| *image == id).map_or(&[][..], |(_, s)| s);
+            let key = CompileKey { image: id, options: options.clone(), overridden: lost.to_vec() };
             let cached = self.caches().compiled.get(&key).cloned();
             if let Some(object) = cached {
                 objects.push(object);
@@ -540,10 +554,22 @@ impl DeviceState {
                 format => {
                     trace!("compile", "{} on {}", registry.describe(id), self.name);
                     // SPIR-V first gets the builtins the device's own build would call; PTX is
-                    // taken as sycl-ld made it.
+                    // taken as sycl-ld made it. Both get their overridden definitions made
+                    // imports.
                     let code = match format {
-                        ImageFormat::Ptx => std::borrow::Cow::Borrowed(image.data.as_slice()),
-                        _ => rewrite_for_device(registry, id, &self.caps)?,
+                        ImageFormat::Ptx if lost.is_empty() => {
+                            std::borrow::Cow::Borrowed(image.data.as_slice())
+                        }
+                        ImageFormat::Ptx => {
+                            let what = registry.describe(id);
+                            let text = std::str::from_utf8(&image.data).map_err(|_| {
+                                Error::InvalidObject(format!("{what}: its PTX is not UTF-8"))
+                            })?;
+                            trace!("interpose", "{what}: {} made .extern", lost.join(", "));
+                            let ptx = ptx::import_definitions(text, lost, &what)?;
+                            std::borrow::Cow::Owned(ptx.into_bytes())
+                        }
+                        _ => rewrite_for_device(registry, id, lost, &self.caps)?,
                     };
                     let spec = options.spec.for_image(image);
                     self.device.compile(&code, &spec, &options.flags).map_err(failed)?
@@ -606,6 +632,13 @@ impl DeviceState {
         }
         for image in images {
             key.part(image);
+        }
+        // Which definitions give way: the same images with another winner are another program.
+        for (id, symbols) in plan.overridden() {
+            key.part(b"overridden").part(&registry.image(*id).data);
+            for symbol in symbols {
+                key.part(symbol.as_bytes());
+            }
         }
         key.finish()
     }

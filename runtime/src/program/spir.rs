@@ -8,25 +8,46 @@ use std::process::Command;
 use super::SpecValues;
 use crate::backend::{Capabilities, SpecValue};
 use crate::registry::{ImageId, Registry};
+use crate::resolve::Plan;
 use crate::trace::trace;
 use crate::Error;
 
-/// One image's SPIR-V as a device that links SPIR-V gets it ([`rewrite_builtins`]); the image
-/// as it is when nothing applies, or when it does not load: the driver then says what is wrong
-/// with it, in its build log.
+/// One image's SPIR-V as a device that links SPIR-V gets it: its definitions `overridden`
+/// (another image wins them) made imports, its builtins rewritten ([`rewrite_builtins`]); the
+/// image as it is when nothing applies, or when it does not load (the driver then says what is
+/// wrong with it, in its build log) and has nothing overridden.
 pub(super) fn rewrite_for_device<'a>(
     registry: &'a Registry,
     id: ImageId,
+    overridden: &[String],
     caps: &Capabilities,
 ) -> Result<std::borrow::Cow<'a, [u8]>, Error> {
     let data = &registry.image(id).data;
-    let Ok(mut module) = sycl_spirv::load(data) else {
-        return Ok(std::borrow::Cow::Borrowed(data));
+    let mut module = match sycl_spirv::load(data) {
+        Ok(module) => module,
+        Err(_) if overridden.is_empty() => return Ok(std::borrow::Cow::Borrowed(data)),
+        Err(e) => return Err(Error::Translate(format!("{}: {e}", registry.describe(id)))),
     };
-    Ok(match rewrite_builtins(&mut module, caps, &registry.describe(id))? {
+    let imported = import_overridden(&mut module, overridden, &registry.describe(id));
+    Ok(match rewrite_builtins(&mut module, caps, &registry.describe(id))? || imported {
         true => std::borrow::Cow::Owned(sycl_spirv::assemble(&module)),
         false => std::borrow::Cow::Borrowed(data),
     })
+}
+
+/// `module`'s definitions `overridden` made imports (traced); whether any was.
+fn import_overridden(
+    module: &mut sycl_spirv::dr::Module,
+    overridden: &[String],
+    what: &str,
+) -> bool {
+    if overridden.is_empty() {
+        return false;
+    }
+    let names: Vec<&str> = overridden.iter().map(String::as_str).collect();
+    let n = sycl_spirv::import_definitions(module, &names);
+    trace!("interpose", "{what}: {} made imports", overridden.join(", "));
+    n > 0
 }
 
 /// The builtins a device gets as its own build of the source would call them (see
@@ -67,16 +88,18 @@ fn rewrite_builtins(
 pub(super) fn link_to_spir(
     registry: &Registry,
     kernel: &str,
-    images: &[ImageId],
+    plan: &Plan,
     spec: &SpecValues,
     caps: &Capabilities,
 ) -> Result<Vec<u8>, Error> {
     // The translator first: without it nothing below is of use (its error names the package).
     let tool = llvm_spirv()?;
+    let images = plan.images();
     let mut inputs = Vec::with_capacity(images.len());
     for &id in images {
-        let module = sycl_spirv::load(&registry.image(id).data)
+        let mut module = sycl_spirv::load(&registry.image(id).data)
             .map_err(|e| Error::Translate(format!("{}: {e}", registry.describe(id))))?;
+        import_overridden(&mut module, plan.overridden_in(id), &registry.describe(id));
         inputs.push(sycl_spirv::LinkInput { name: registry.describe(id), module });
     }
     let mut linked = sycl_spirv::link(inputs).map_err(|e| Error::Translate(e.to_string()))?;

@@ -5,9 +5,13 @@
 //! real image, or its dummy where the device cannot run the real one; and the kernels that use
 //! a linked set, so that objects made by one kernel dispatch in another.
 //!
-//! Two binaries exporting one symbol: the first in loader order wins, always; the trace names
-//! both, and strict mode (`SYCL_STRICT_EXPORTS=1`) makes it an error. Exports of a library
-//! opened `RTLD_LOCAL` serve only that library and its dependencies.
+//! Two binaries exporting one symbol: the first in loader order wins, always, for every caller
+//! (the global scope first, then a library's own `RTLD_LOCAL` group, as the host's loader
+//! searches): an image taken whose own definition loses keeps its body out of the program
+//! (the plan lists the definition as overridden, to be made an import before any driver sees
+//! it) and the winner's image is taken too. The trace names both, and strict mode
+//! (`SYCL_STRICT_EXPORTS=1`) makes it an error. Exports of a library opened `RTLD_LOCAL` serve
+//! only that library and its dependencies.
 
 use std::collections::{HashMap, HashSet};
 
@@ -42,6 +46,21 @@ struct Walk<'r> {
     /// Each symbol the images so far export, with the first image that does.
     provided: HashMap<&'r str, ImageId, RandomState>,
     sets_done: HashSet<&'r str, RandomState>,
+    /// Definitions of images taken that another binary's image wins, by image.
+    overridden: Overridden,
+    /// Images whose definitions won over an image's taken, still to be taken.
+    winners: Vec<ImageId>,
+}
+
+/// Each image's definitions that another binary's image wins (the images in order, each
+/// one's symbols sorted): empty for a program without duplicates.
+pub(crate) type Overridden = Vec<(ImageId, Vec<String>)>;
+
+/// What a walk collected: the images in link order, and the definitions overridden.
+#[derive(Debug)]
+pub(super) struct Collected {
+    pub(super) images: Vec<ImageId>,
+    pub(super) overridden: Overridden,
 }
 
 /// The images to link for `roots` (all of `target`'s form), roots first, in the order the
@@ -55,7 +74,7 @@ pub(super) fn collect(
     roots: &[ImageId],
     compatible: &dyn Fn(ImageId) -> bool,
     strict: bool,
-) -> Result<Vec<ImageId>, Error> {
+) -> Result<Collected, Error> {
     let mut walk = Walk {
         strict,
         registry,
@@ -66,6 +85,8 @@ pub(super) fn collect(
         next: 0,
         provided: HashMap::default(),
         sets_done: HashSet::default(),
+        overridden: Vec::new(),
+        winners: Vec::new(),
     };
     let mut sets: Vec<(&str, ImageId)> = Vec::new();
     for &root in roots {
@@ -80,6 +101,9 @@ pub(super) fn collect(
         for (set, requester) in sets.drain(..) {
             walk.link_set(set, requester)?;
         }
+        while let Some(winner) = walk.winners.pop() {
+            walk.add(winner)?;
+        }
         let Some(&id) = walk.images.get(walk.next) else { break };
         walk.next += 1;
         sets.extend(registry.image(id).uses_virtual_functions_sets().into_iter().map(|s| (s, id)));
@@ -89,20 +113,55 @@ pub(super) fn collect(
             }
         }
     }
-    Ok(walk.images)
+    let mut overridden = walk.overridden;
+    overridden.sort();
+    Ok(Collected { images: walk.images, overridden })
+}
+
+/// The image whose definition of `symbol` serves `requester`'s binary: the first in loader
+/// order among those it may see, looking in the global scope before its own `RTLD_LOCAL`
+/// group, as the host's loader does.
+fn winner(
+    registry: &Registry,
+    target: Target,
+    symbol: &str,
+    requester: ImageId,
+) -> Option<ImageId> {
+    let providers = registry.providers(target, symbol);
+    let visible = |p: &&ImageId| registry.visible(requester.binary, p.binary);
+    let global =
+        providers.iter().filter(visible).find(|p| registry.local_group(p.binary).is_none());
+    global.or_else(|| providers.iter().find(visible)).copied()
 }
 
 impl<'r> Walk<'r> {
-    /// Links image `id`. A symbol it exports that an image of another binary linked already
-    /// exports (it came along, taken for another of its symbols) is a second definition in
-    /// one program, which the drivers refuse: traced, and an error in strict mode.
+    /// Links image `id`. A symbol it exports that an image of another binary wins (first in
+    /// loader order for `id`'s own callers) is overridden: traced, an error in strict mode, and
+    /// the winner is taken too. A symbol that images of two binaries linked already both keep
+    /// (virtual-function sets, which are linked whole) is a second definition in one program,
+    /// which the drivers refuse: traced, and an error in strict mode.
     fn add(&mut self, id: ImageId) -> Result<(), Error> {
         if self.images.contains(&id) {
             return Ok(());
         }
         self.images.push(id);
         let registry = self.registry;
+        let is_set = |id: ImageId| registry.image(id).virtual_functions_set().is_some();
         for symbol in registry.image(id).exported_symbols() {
+            let winner = match registry.providers(self.target, symbol) {
+                [_] => None,
+                _ => winner(registry, self.target, symbol, id)
+                    .filter(|w| w.binary != id.binary && !is_set(*w) && !is_set(id)),
+            };
+            if let Some(winner) = winner {
+                self.duplicate(symbol, winner, id)?;
+                match self.overridden.iter_mut().find(|(image, _)| *image == id) {
+                    Some((_, symbols)) => symbols.push(symbol.to_string()),
+                    None => self.overridden.push((id, vec![symbol.to_string()])),
+                }
+                self.winners.push(winner);
+                continue;
+            }
             match self.provided.get(symbol) {
                 None => {
                     self.provided.insert(symbol, id);
@@ -131,6 +190,32 @@ impl<'r> Walk<'r> {
         Ok(())
     }
 
+    /// `loser`'s definition of `symbol` gives way to `winner`'s: traced, an error in strict
+    /// mode (naming every binary that exports it, in loader order).
+    fn duplicate(&self, symbol: &str, winner: ImageId, loser: ImageId) -> Result<(), Error> {
+        let registry = self.registry;
+        let visible = |p: &&ImageId| registry.visible(loser.binary, p.binary);
+        let names: Vec<String> = registry
+            .providers(self.target, symbol)
+            .iter()
+            .filter(visible)
+            .map(|&p| registry.describe(p))
+            .collect();
+        trace!(
+            "duplicate",
+            "{symbol}: exported by {}; the first in loader order wins: {} serves every caller, \
+             {}'s own calls included (for {})",
+            names.join(", "),
+            registry.describe(winner),
+            registry.describe(loser),
+            self.subject
+        );
+        if self.strict {
+            return Err(Error::DuplicateSymbol { symbol: symbol.to_string(), providers: names });
+        }
+        Ok(())
+    }
+
     /// Links the provider of `symbol` for `requester`; a virtual function is not linked by
     /// name: its set is returned, to be linked whole.
     fn resolve(&mut self, symbol: &'r str, requester: ImageId) -> Result<Option<&'r str>, Error> {
@@ -140,7 +225,7 @@ impl<'r> Walk<'r> {
         }
         let visible = |p: &&ImageId| registry.visible(requester.binary, p.binary);
         let providers = registry.providers(self.target, symbol);
-        let Some(&provider) = providers.iter().find(visible) else {
+        let Some(provider) = winner(registry, self.target, symbol, requester) else {
             return Err(unresolved(registry, self.target, symbol, &self.subject, requester));
         };
         if let Some((set, _)) = registry.image(provider).virtual_functions_set() {

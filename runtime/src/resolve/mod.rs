@@ -5,14 +5,19 @@
 //! 1. the image form: the first the device can use that has the kernel (its own ahead-of-time
 //!    form, then its linkable form; a bundle is always of the linkable form);
 //! 2. the walk (`collect`): the roots, each import's provider in loader order (strict mode,
-//!    duplicates traced, `RTLD_LOCAL` scopes), virtual-function sets whole (real or dummy) and
+//!    duplicates traced, `RTLD_LOCAL` scopes; a definition another binary's image wins is
+//!    overridden, for every caller, and the winner taken), virtual-function sets whole (real or dummy) and
 //!    the kernels that use them; an import nobody exports is an error that names the symbol,
 //!    the kernel and the binaries searched;
 //! 3. the checks: every image against the device's capabilities (optional kernel features:
 //!    the aspect, sub-group or work-group size, fixed target it needs), call cycles across the
 //!    images (`cycles`), and that every import of every image is exported by one of them;
 //! 4. for a kernel's GPU image (PTX or native), the twin with its imports compiled in, when
-//!    resolution picked exactly what it compiled in (`inline`).
+//!    resolution picked exactly what it compiled in and overrode nothing (`inline`).
+//!
+//! Overridden definitions are made imports when the program is built (SPIR-V's linkage, PTX's
+//! `.visible`): an ahead-of-time object's own calls cannot be redirected, so a form of those
+//! with an overridden definition gives way to the device's linkable form, traced.
 //!
 //! A plan is only made complete: nothing incomplete is ever handed to `program`.
 
@@ -25,10 +30,12 @@ use std::fmt;
 
 use sycl_format::{CudaArch, ImageFormat, Target};
 
+pub(crate) use collect::Overridden;
 pub use collect::STRICT_ENV;
 
 use crate::backend::Capabilities;
 use crate::registry::{ImageId, Registry};
+use crate::trace::trace;
 use crate::Error;
 
 /// A checked plan for one program: every image it is linked from, all of one form, in link
@@ -38,6 +45,7 @@ use crate::Error;
 pub(crate) struct Plan {
     target: Target,
     images: Vec<ImageId>,
+    overridden: Overridden,
 }
 
 impl Plan {
@@ -49,6 +57,17 @@ impl Plan {
     /// The images, in link order.
     pub(crate) fn images(&self) -> &[ImageId] {
         &self.images
+    }
+
+    /// The definitions of its images that another image of the plan wins, each to be made an
+    /// import before the image is compiled or linked: empty for a program without duplicates.
+    pub(crate) fn overridden(&self) -> &Overridden {
+        &self.overridden
+    }
+
+    /// The definitions of `image` that another image wins (none for most).
+    pub(crate) fn overridden_in(&self, image: ImageId) -> &[String] {
+        self.overridden.iter().find(|(id, _)| *id == image).map_or(&[], |(_, s)| s)
     }
 }
 
@@ -121,18 +140,44 @@ pub(crate) fn plan_kernel(
             continue;
         }
         match collect::collect(registry, target, subject, &[root], &can_run, collect::strict()) {
-            Ok(images) => {
+            Ok(collected) if !collected.overridden.is_empty() && !can_override(target) => {
+                let (image, symbols) = &collected.overridden[0];
+                let reason = format!(
+                    "{} defines {} too, which an image first in loader order wins, and its {} \
+                     objects' own calls cannot be redirected: build with the device's linkable \
+                     target too (ptx64 for NVIDIA GPUs, spir64 for OpenCL devices)",
+                    registry.describe(*image),
+                    symbols.join(", "),
+                    target.name()
+                );
+                trace!("interpose", "{kernel} on {}: {reason}; trying the next form", device.name);
+                let e = Error::KernelNotSupported {
+                    kernel: kernel.to_string(),
+                    device: device.name.to_string(),
+                    reason,
+                };
+                failure = failure.or(Some(e));
+            }
+            Ok(collected) => {
+                let collect::Collected { images, overridden } = collected;
                 check(registry, subject, device, target, &images)?;
                 let twin = target
                     .inlined()
+                    .filter(|_| overridden.is_empty())
                     .and_then(|twin| inline::swap_in_twin(registry, kernel, &images, twin));
                 let (target, images) = twin.unwrap_or((target, images));
-                return Ok(Plan { target, images });
+                return Ok(Plan { target, images, overridden });
             }
             Err(e) => failure = failure.or(Some(e)),
         }
     }
     Err(failure.unwrap_or_else(|| not_found(registry, kernel, device)))
+}
+
+/// Whether a definition in an image of `target`'s form can be made an import: SPIR-V's
+/// linkage and PTX's `.visible` can; an ahead-of-time object's own calls are bound.
+fn can_override(target: Target) -> bool {
+    matches!(target.format(), ImageFormat::SpirV | ImageFormat::Ptx)
 }
 
 /// The error for `kernel`, which no image of a form `device` takes defines. An ahead-of-time
@@ -181,10 +226,10 @@ pub(crate) fn plan_bundle(
     device: ForDevice<'_>,
 ) -> Result<Plan, Error> {
     let can_run = |id: ImageId| device.can_run(registry.image(id));
-    let images =
+    let collect::Collected { images, overridden } =
         collect::collect(registry, target, Subject::Bundle, roots, &can_run, collect::strict())?;
     check(registry, Subject::Bundle, device, target, &images)?;
-    Ok(Plan { target, images })
+    Ok(Plan { target, images, overridden })
 }
 
 /// Every check a plan passes before a driver sees it.

@@ -284,10 +284,10 @@ fn a_gpu_only_other_architectures_native_code_serves_is_told_so() {
 }
 
 #[test]
-fn a_definition_that_comes_along_with_other_symbols_twice_is_a_duplicate() {
+fn a_definition_that_comes_along_with_other_symbols_gives_way_to_the_first_in_loader_order() {
     // The app imports `h` and `g`, never `f`; libf.so exports `f` and `h`, libfg.so `f` and
     // `g`, each in one image. Each import takes its library's image, and `f` comes along with
-    // both: two definitions of `f` in one program, though no import named it.
+    // both: libf.so's, first in loader order, serves every caller; libfg.so's becomes an import.
     let app = ImageSet { images: vec![spirv(&["k"], vec![imports(&["h", "g"])])] };
     let libf = ImageSet { images: vec![spirv(&[], vec![exports(&["f", "h"])])] };
     let libfg = ImageSet { images: vec![spirv(&[], vec![exports(&["f", "g"])])] };
@@ -301,7 +301,8 @@ fn a_definition_that_comes_along_with_other_symbols_twice_is_a_duplicate() {
     let lenient =
         collect::collect(&registry, Target::Spir64, Subject::Kernel("k"), &root, &any, false)
             .unwrap();
-    assert_eq!(lenient.len(), 3, "both libraries are linked: {lenient:?}");
+    assert_eq!(lenient.images.len(), 3, "both libraries are linked: {:?}", lenient.images);
+    assert_eq!(lenient.overridden, [(id(&registry, 2, 0), vec!["f".to_string()])]);
     let strict =
         collect::collect(&registry, Target::Spir64, Subject::Kernel("k"), &root, &any, true)
             .unwrap_err();
@@ -309,4 +310,77 @@ fn a_definition_that_comes_along_with_other_symbols_twice_is_a_duplicate() {
         strict.to_string(),
         "device symbol `f` is exported by more than one binary: libf.so image 0, libfg.so image 0 (strict mode)"
     );
+}
+
+/// An image of one form: kernels, property sets, bytes.
+type Form<'a> = &'a dyn Fn(&[&str], Vec<PropertySet>, &[u8]) -> Image;
+
+/// `app`'s kernel imports `g`; libf.so, first in loader order, exports `f`; libfg.so `f` and
+/// `g`, its `g` calling its `f` (as a library's image records nothing of): each binary with an
+/// image of each of `forms`, and the app with `extra` images too.
+fn shadowed(forms: &[Form<'_>], extra: Vec<Image>) -> Registry {
+    let binary = |kernels: &[&str], sets: Vec<PropertySet>, data: &[u8]| ImageSet {
+        images: forms.iter().map(|form| form(kernels, sets.clone(), data)).collect(),
+    };
+    let mut app = binary(&["k"], vec![imports(&["g"])], b"k");
+    app.images.extend(extra);
+    Registry::from_binaries(vec![
+        ("app".into(), app),
+        ("libf.so".into(), binary(&[], vec![exports(&["f"])], b"f")),
+        ("libfg.so".into(), binary(&[], vec![exports(&["f", "g"])], b"fg")),
+    ])
+}
+
+fn spirv_form(kernels: &[&str], sets: Vec<PropertySet>, data: &[u8]) -> Image {
+    Image { data: data.to_vec(), ..spirv(kernels, sets) }
+}
+
+fn ptx_form(kernels: &[&str], sets: Vec<PropertySet>, data: &[u8]) -> Image {
+    ptx(Target::Ptx64, kernels, sets, &[data, b" ptx"].concat())
+}
+
+fn sm_90_form(kernels: &[&str], sets: Vec<PropertySet>, data: &[u8]) -> Image {
+    native(CudaArch::Sm90, kernels, sets, &[data, b" sm_90"].concat())
+}
+
+fn h200() -> Capabilities {
+    let mut caps = caps(&["gpu"]);
+    caps.target = Some(Target::Ptx64);
+    caps.compute_capability = Some((9, 0));
+    caps
+}
+
+#[test]
+fn the_winner_is_linked_though_nothing_imports_it_and_calls_inside_the_loser_reach_it() {
+    let registry = shadowed(&[&spirv_form], vec![]);
+    let caps = caps(&[]);
+    let device = ForDevice { name: "dev", caps: &caps };
+    let plan = plan_kernel(&registry, "k", &[Target::Spir64], device).unwrap();
+    assert_eq!(names(&registry, &plan), ["app image 0", "libfg.so image 0", "libf.so image 0"]);
+    assert_eq!(plan.overridden_in(id(&registry, 2, 0)), ["f"]);
+    assert!(plan.overridden_in(id(&registry, 1, 0)).is_empty());
+}
+
+#[test]
+fn native_objects_with_an_overridden_definition_give_way_to_ptx_and_no_twin_is_used() {
+    let caps = h200();
+    let device = ForDevice { name: "gpu", caps: &caps };
+    let twin = ptx(Target::Ptx64Inlined, &["k"], vec![], b"twin");
+    let registry = shadowed(&[&sm_90_form, &ptx_form], vec![twin]);
+    let plan = plan_kernel(&registry, "k", &caps.forms(), device).unwrap();
+    assert_eq!(plan.target(), Target::Ptx64, "the native objects' own calls are bound");
+    let data: Vec<&[u8]> = plan.images.iter().map(|&id| &registry.image(id).data[..]).collect();
+    assert_eq!(data, [&b"k ptx"[..], b"fg ptx", b"f ptx"], "the plain images, not the twin");
+    assert_eq!(plan.overridden().len(), 1);
+}
+
+#[test]
+fn native_objects_alone_cannot_take_another_definition_and_say_why() {
+    let caps = h200();
+    let device = ForDevice { name: "gpu", caps: &caps };
+    let registry = shadowed(&[&sm_90_form], vec![]);
+    let e = plan_kernel(&registry, "k", &caps.forms(), device).unwrap_err();
+    assert!(matches!(e, Error::KernelNotSupported { .. }), "{e}");
+    assert!(e.to_string().contains("libfg.so image 0 defines f too"), "{e}");
+    assert!(e.to_string().contains("build with the device's linkable target too"), "{e}");
 }

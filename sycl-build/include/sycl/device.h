@@ -3,11 +3,14 @@
  * SYCL_EXTERNAL marks a function that other binaries may call: sycl-ld exports it from the
  * device images of this crate's link unit (SYCL's SYCL_EXTERNAL; see docs/DESIGN.md). A
  * declaration of a function defined elsewhere needs no marker, but may carry one for
- * symmetry with the definition. */
+ * symmetry with the definition. Like a default-visibility function of a host library, it is
+ * interposable: when another binary loaded first defines the same function, that definition
+ * serves every call, this library's own included, so the compiler inlines no call to it
+ * (every function without the marker is hidden, and inlined as usual). */
 #ifndef SYCL_DEVICE_H
 #define SYCL_DEVICE_H
 
-#define SYCL_EXTERNAL __attribute__((annotate("sycl-external")))
+#define SYCL_EXTERNAL __attribute__((annotate("sycl-external"), visibility("default")))
 
 /* SYCL_DEVICE_HAS(fp16, fp64) on a kernel or device function: SYCL's
  * [[sycl::device_has()]]. The function may only run on devices with these aspects, and
