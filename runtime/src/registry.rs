@@ -626,22 +626,8 @@ impl Registry {
     /// Up to three kernel names of any loaded image close to `wanted` (a misspelt name), the
     /// closest first: within an edit distance of a third of its length (at least 2).
     pub(crate) fn similar_kernels(&self, wanted: &str) -> Vec<String> {
-        let most = (wanted.chars().count() / 3).max(2);
-        let mut found: Vec<(usize, String)> = Vec::new();
-        for binary in &self.binaries {
-            for name in binary.kernel_names() {
-                let Ok(name) = std::str::from_utf8(name) else { continue };
-                if found.iter().any(|(_, f)| f == name) {
-                    continue;
-                }
-                let distance = edit_distance(wanted, name);
-                if distance <= most && name != wanted {
-                    found.push((distance, name.to_string()));
-                }
-            }
-        }
-        found.sort();
-        found.into_iter().take(3).map(|(_, name)| name).collect()
+        let names = self.binaries.iter().flat_map(|b| b.kernel_names());
+        closest(wanted, names.filter_map(|name| std::str::from_utf8(name).ok()))
     }
 
     /// The binaries searched for symbols, for error messages (unreadable ones say so).
@@ -654,6 +640,24 @@ impl Registry {
             })
             .collect()
     }
+}
+
+/// The names among `names` closest to `wanted` (what a misspelt kernel name meant): edit
+/// distance at most a third of its length (two at least), three at most, closest first.
+pub(crate) fn closest<'a>(wanted: &str, names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let most = (wanted.chars().count() / 3).max(2);
+    let mut found: Vec<(usize, &str)> = Vec::new();
+    for name in names {
+        if name == wanted || found.iter().any(|(_, f)| *f == name) {
+            continue;
+        }
+        let distance = edit_distance(wanted, name);
+        if distance <= most {
+            found.push((distance, name));
+        }
+    }
+    found.sort();
+    found.into_iter().take(3).map(|(_, name)| name.to_string()).collect()
 }
 
 /// The Levenshtein distance between `a` and `b`, by characters.

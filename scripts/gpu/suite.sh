@@ -8,7 +8,8 @@
 #
 # Every case runs for each build the archive carries: `bin` (PTX and native sm_90 objects:
 # the runtime links the native ones), `bin-ptx` (PTX only: the driver's JIT compiles it) and
-# `bin-native` (native objects only: no PTX to fall back to). Each runs twice, in one
+# `bin-native` (native objects only: no PTX to fall back to; a case it must refuse has
+# `expected/NAME.bin-native.refusal`, the words its output must hold). Each runs twice, in one
 # persistent cache per build: cold (each program linked by the CUDA driver's linker) and warm
 # (the linked cubins read back from the cache). Each run prints `PASS name (build, cold|warm)`
 # or `FAIL name (…)` with a diff; the last line is `N passed, M failed`. Outputs are compared with `BIN` for the programs' directory, `DEVICE` for the
@@ -73,6 +74,20 @@ for build in bin bin-ptx bin-native; do
         for run in cold warm; do
             log=$work/logs/$name.$build.$run
             run_case "$name" "$argv" "$log"
+            refusal=$work/expected/$name.$build.refusal
+            if [ -f "$refusal" ]; then
+                # This build must refuse the case, saying why (gpu_suite.rs, NATIVE_REFUSES).
+                if grep -q '^exit: ' "$log.out" && grep -qF "$(cat "$refusal")" "$log.out" "$log.stderr"; then
+                    echo "PASS $name ($build, $run: refused, as it must)" | tee -a "$out/summary.txt"
+                    passed=$((passed + 1))
+                else
+                    echo "FAIL $name ($build, $run: not refused with \"$(cat "$refusal")\")" | tee -a "$out/summary.txt"
+                    head -5 "$log.out" "$log.stderr" | sed 's/^/    /' | tee -a "$out/summary.txt"
+                    cp "$log.out" "$log.stderr" "$out/"
+                    failed=$((failed + 1))
+                fi
+                continue
+            fi
             if cmp -s "$log.out" "$work/expected/$name.txt"; then
                 echo "PASS $name ($build, $run)" | tee -a "$out/summary.txt"
                 passed=$((passed + 1))

@@ -64,6 +64,13 @@ fn join_rejects_nothing_and_mixed_devices() {
 fn a_kernel_not_in_the_used_bundle_is_kernel_not_found() {
     let out = scenario("not_found", "intel");
     assert!(out.starts_with("needs_missing: kernel `needs_missing` not found in the device images of: KernelBundle { state: \"executable\""), "{out}");
+    let misspelt =
+        out.lines().find(|l| l.starts_with("scaledd: ")).unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        misspelt.contains("kernel `scaledd` not found")
+            && misspelt.ends_with("did you mean `scaled`?"),
+        "{misspelt}"
+    );
 }
 
 #[test]

@@ -16,7 +16,8 @@
 //! `DIR/suite.tar.xz` holds `bin/` (programs, examples, `deps/*.so`, the device library;
 //! `bin-ptx/` and `bin-native/` the cases' programs of the other two builds),
 //! `cases.txt` (one case a line: `NAME<TAB>[VAR=value...] PROGRAM ARGS...`),
-//! `expected/NAME.txt`, `bench.cu` (for `scripts/gpu/bench.sh`) and `sycl-ld` (stripped, for
+//! `expected/NAME.txt` (and `expected/NAME.bin-native.refusal`, the words the native-only
+//! build's run of a case it must refuse prints instead), `bench.cu` (for `scripts/gpu/bench.sh`) and `sycl-ld` (stripped, for
 //! `sycl-ld inspect --extract` in `scripts/gpu/sass.sh`), about a tenth of the programs' size:
 //! what travels to the GPU machine.
 
@@ -113,6 +114,19 @@ const CASES: &[Case] = &[
     Case { name: "odr-ba-only-b", argv: &["odr-app-ba", "only-b"], fp16: false },
     Case { name: "odr-strict", argv: &["SYCL_STRICT_EXPORTS=1", "odr-app"], fp16: false },
 ];
+
+/// Cases that the native-only build (`bin-native`) must refuse, and what the refusal says: a
+/// definition another binary wins cannot be made an import in native code, whose own calls
+/// are bound, and there is no PTX to fall back to (docs/DESIGN.md, one definition rule).
+const NATIVE_REFUSES: &[(&str, &str)] = &[
+    ("odr-app", NATIVE_CALLS_BOUND),
+    ("odr-preload-b", NATIVE_CALLS_BOUND),
+    ("odr-only-b", NATIVE_CALLS_BOUND),
+    ("odr-app-ba", NATIVE_CALLS_BOUND),
+];
+
+/// What a launch says when only native objects hold a definition another binary wins.
+const NATIVE_CALLS_BOUND: &str = "objects' own calls cannot be redirected";
 
 /// The device library file's name in `bin/`.
 const DEVLIB: &str = "devlib.sydl";
@@ -257,6 +271,9 @@ pub(crate) fn gpu_suite(dir: &Path) -> Result<()> {
         let expected = if case.fp16 { &intel } else { &pocl };
         fs::write(stage.join("expected").join(format!("{}.txt", case.name)), expected)?;
         cases.push_str(&format!("{}\t{}\n", case.name, case.argv.join(" ")));
+    }
+    for (name, refusal) in NATIVE_REFUSES {
+        fs::write(stage.join("expected").join(format!("{name}.bin-native.refusal")), refusal)?;
     }
     fs::write(stage.join("cases.txt"), cases)?;
     if !left_out.is_empty() {

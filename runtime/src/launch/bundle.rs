@@ -349,16 +349,23 @@ impl Inner {
 }
 
 impl KernelBundle<Executable> {
+    /// `kernel_not_found` for `kernel`, naming the bundle and its closest kernels.
+    fn not_found(&self, kernel: &str) -> Error {
+        let entries = self.image_entries();
+        let names = entries.iter().flat_map(|(_, image)| image.kernels.iter().map(String::as_str));
+        Error::KernelNotFound {
+            kernel: kernel.to_string(),
+            searched: vec![format!("{self:?}")],
+            similar: crate::registry::closest(kernel, names),
+        }
+    }
+
     /// Whether `kernel` is in the bundle; `kernel_not_found` otherwise.
     pub fn get_kernel(&self, kernel: &str) -> Result<String, Error> {
         if self.has_kernel(kernel) {
             Ok(kernel.to_string())
         } else {
-            Err(Error::KernelNotFound {
-                kernel: kernel.to_string(),
-                searched: vec![format!("{self:?}")],
-                similar: vec![],
-            })
+            Err(self.not_found(kernel))
         }
     }
 
@@ -375,11 +382,7 @@ impl KernelBundle<Executable> {
             .filter(|(_, i)| i.kernels.iter().any(|k| k == kernel))
             .collect();
         if candidates.is_empty() {
-            return Err(Error::KernelNotFound {
-                kernel: kernel.to_string(),
-                searched: vec![format!("{self:?}")],
-                similar: vec![],
-            });
+            return Err(self.not_found(kernel));
         }
         let choice = match select {
             Some(select) => {
