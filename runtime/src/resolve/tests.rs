@@ -384,3 +384,36 @@ fn native_objects_alone_cannot_take_another_definition_and_say_why() {
     assert!(e.to_string().contains("libfg.so image 0 defines f too"), "{e}");
     assert!(e.to_string().contains("build with the device's linkable target too"), "{e}");
 }
+
+#[test]
+fn a_library_opened_rtld_local_gets_the_global_scopes_definition_first_as_from_the_loader() {
+    // liblocal.so (opened RTLD_LOCAL, before libglobal.so was opened RTLD_GLOBAL) defines `f`
+    // and `g`, `g` calling `f`; its kernel calls `g`. The loader binds liblocal.so's own
+    // reference to `f` in the global scope first: libglobal.so's `f`, though it came later.
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use crate::registry::{Binary, BinaryId};
+    let binary = |name: &str, images: Vec<Image>| {
+        Arc::new(Binary::of_images(BinaryId::fresh(), name.into(), images.into()))
+    };
+    let app = binary("app", vec![spirv(&["main"], vec![])]);
+    let local = binary(
+        "liblocal.so",
+        vec![spirv(&["k"], vec![imports(&["g"])]), spirv(&[], vec![exports(&["f", "g"])])],
+    );
+    let global = binary("libglobal.so", vec![spirv(&[], vec![exports(&["f"])])]);
+    let group: Box<[BinaryId]> = vec![local.id].into();
+    let registry = Registry::assemble(
+        vec![(app, None), (local.clone(), Some(group)), (global.clone(), None)],
+        HashMap::new(),
+    );
+    let caps = caps(&[]);
+    let device = ForDevice { name: "dev", caps: &caps };
+    let plan = plan_kernel(&registry, "k", &[Target::Spir64], device).unwrap();
+    assert_eq!(
+        names(&registry, &plan),
+        ["liblocal.so image 0", "liblocal.so image 1", "libglobal.so image 0"]
+    );
+    assert_eq!(plan.overridden_in(ImageId { binary: local.id, image: 1 }), ["f"]);
+}
