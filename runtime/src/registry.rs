@@ -19,6 +19,7 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -66,11 +67,12 @@ impl Span {
     }
 }
 
-/// What discovery records of one image: its form and where its description lies. Its names
-/// are read from its payload when its form is first indexed ([`Registry::index`]): discovery
-/// writes 12 bytes per image rather than a record of every name, and a process reads the names
-/// of the forms its devices use alone (of a binary's 3,000 images in three forms, 1,000 for a
-/// GPU; every page of records written is a page fault).
+/// What discovery records of one image: its form, where its description lies, and where its
+/// kernel's name lies when it defines exactly one (as each image of a binary split per kernel
+/// does). Its other names are read from its payload when its form's exports are first looked
+/// up ([`Registry::index_others`]): discovery writes 20 bytes per image rather than a record of
+/// every name, and a process reads the names of the forms its devices use alone (of a binary's
+/// 3,000 images in three forms, 1,000 for a GPU; every page of records written is a fault).
 struct ImageRecord {
     /// Its form: the target it was made for; `None` for a target this runtime does not know
     /// (a newer `sycl-ld`'s) or a format that is not its target's, which no device uses and
@@ -80,6 +82,9 @@ struct ImageRecord {
     source: u32,
     /// Where its description starts there ([`ImageView::offset`]).
     offset: u32,
+    /// Its one kernel's name there, when it defines exactly one (an empty range otherwise:
+    /// the kernels' index reads the image's own list).
+    kernel: Range<u32>,
 }
 
 /// The records of a binary's images, as they are made.
@@ -93,11 +98,11 @@ struct Records {
 }
 
 impl Records {
-    /// Records `image`, of the binary's source `source`. Only an image an OpenCL driver may
+    /// Records `image`, of the binary's source `source`, `payload`. Only an image an OpenCL driver may
     /// compile (not of CUDA's forms) is asked whether it calls through function pointers:
     /// that is what the Intel CPU runtime's vectorizer must know
     /// (`Runtime::guard_vectorizer`), and the forms of a GPU are left unread.
-    fn push(&mut self, source: u32, image: &ImageView<'_>) {
+    fn push(&mut self, source: u32, payload: &[u8], image: &ImageView<'_>) {
         let named = match &self.last_target {
             Some((name, named)) if name == image.target => *named,
             _ => {
@@ -125,7 +130,13 @@ impl Records {
                 },
             );
         }
-        self.images.push(ImageRecord { target, source, offset: image.offset as u32 });
+        let mut kernels = image.kernel_bytes();
+        let kernel = match (kernels.next(), kernels.next()) {
+            (Some(one), None) => Span::within(source, payload, one).map(|s| s.start..s.end),
+            _ => None,
+        };
+        let offset = image.offset as u32;
+        self.images.push(ImageRecord { target, source, offset, kernel: kernel.unwrap_or(0..0) });
     }
 }
 
@@ -176,7 +187,7 @@ impl Binary {
             for (source, payload) in payloads.iter().enumerate() {
                 records.images.reserve(ImageSetView::count_hint(payload));
                 ImageSetView::parse_each(payload, |image| {
-                    records.push(source as u32, &image);
+                    records.push(source as u32, payload, &image);
                     Ok(())
                 })?;
             }
@@ -211,7 +222,7 @@ impl Binary {
         let payload = Payload::Copied(Arc::from(described.encode()));
         let mut records = Records::default();
         ImageSetView::parse_each(&payload, |image| {
-            records.push(0, &image);
+            records.push(0, &payload, &image);
             Ok(())
         })
         .expect("a payload just encoded");
@@ -257,6 +268,18 @@ impl Binary {
         let record = &self.records[index as usize];
         ImageSetView::image_at(&self.sources[record.source as usize], record.offset as usize)
             .expect("an image of a payload checked when the binary was read")
+    }
+
+    /// Where `name`, read from image `index`'s view, lies in its payload. A view's names lie
+    /// in its payload; a reader's bug that broke this would leave the name out of the index,
+    /// said so.
+    fn span(&self, index: u32, name: &[u8]) -> Option<Span> {
+        let source = self.records[index as usize].source;
+        let span = Span::within(source, &self.sources[source as usize], name);
+        if span.is_none() {
+            log::warn!("{}: a name outside its payload, not indexed", self.name);
+        }
+        span
     }
 
     fn bytes(&self, span: Span) -> &[u8] {
@@ -402,10 +425,10 @@ fn lookup<'r>(
     names.table.find(hash, same).map_or(&[], |&i| names.entries[i as usize].ids.as_slice())
 }
 
-/// The index of one image form, made at its first lookup.
+/// The names of one image form other than its kernels, indexed at the first lookup of one:
+/// a launch of a kernel that imports nothing and uses no virtual functions reads none.
 #[derive(Default)]
-struct FormIndex {
-    kernels: ByName,
+struct Others {
     exports: ByName,
     /// Virtual-function set → the images that provide it (real and dummy).
     sets: HashMap<String, Vec<ImageId>>,
@@ -413,11 +436,12 @@ struct FormIndex {
     set_users: HashMap<String, Vec<ImageId>>,
 }
 
-/// An image form of a registry: how many of its images there are, and its index once made.
+/// An image form of a registry: how many of its images there are, and its indexes once made.
 struct Form {
     target: Target,
     images: usize,
-    index: OnceLock<FormIndex>,
+    kernels: OnceLock<ByName>,
+    others: OnceLock<Others>,
 }
 
 /// The binaries of a registry, in resolution order, each with its `RTLD_LOCAL` group: `None`
@@ -433,8 +457,9 @@ pub(crate) struct Registry {
     /// The groups of the binaries that have one (see [`Members`]); usually none.
     local_groups: HashMap<BinaryId, Box<[BinaryId]>, foldhash::fast::RandomState>,
     /// By image form, then by name: looked up on every launch without building a key. A
-    /// form's index is made when it is first looked up: a process whose devices take one form
-    /// of three indexes a third of the images.
+    /// form's kernels are indexed when first looked up, its exports and virtual-function sets
+    /// when one of those is: a process whose devices take one form of three indexes a third of
+    /// the images, and a kernel that imports nothing reads no image's exports.
     forms: Vec<Form>,
     hasher: Hasher,
     /// Binary id of each loaded device-library file, by load id.
@@ -452,7 +477,12 @@ impl Registry {
             for target in binary.records.iter().filter_map(|r| r.target) {
                 match registry.forms.iter_mut().find(|f| f.target == target) {
                     Some(form) => form.images += 1,
-                    None => registry.forms.push(Form { target, images: 1, index: OnceLock::new() }),
+                    None => registry.forms.push(Form {
+                        target,
+                        images: 1,
+                        kernels: OnceLock::new(),
+                        others: OnceLock::new(),
+                    }),
                 }
             }
         }
@@ -480,62 +510,82 @@ impl Registry {
         Registry::assemble(members, HashMap::new())
     }
 
-    /// The index of `target`'s images, made at the first call (`None` when no image has
-    /// that form).
-    fn form(&self, target: Target) -> Option<&FormIndex> {
-        let form = self.forms.iter().find(|f| f.target == target)?;
-        Some(form.index.get_or_init(|| self.index(target, form.images)))
+    /// The form `target`, when some image has it.
+    fn form(&self, target: Target) -> Option<&Form> {
+        self.forms.iter().find(|f| f.target == target)
     }
 
-    /// Indexes the images of form `target` (`images` of them) of every binary, in order,
-    /// reading each one's names where its payload holds them.
-    fn index(&self, target: Target, images: usize) -> FormIndex {
-        let mut index = FormIndex::default();
+    /// The kernels of `target`'s images, indexed at the first call.
+    fn kernels(&self, target: Target) -> Option<&ByName> {
+        let form = self.form(target)?;
+        Some(form.kernels.get_or_init(|| self.index_kernels(target, form.images)))
+    }
+
+    /// The other names of `target`'s images, indexed at the first call.
+    fn others(&self, target: Target) -> Option<&Others> {
+        Some(self.form(target)?.others.get_or_init(|| self.index_others(target)))
+    }
+
+    /// The images of form `target` of every binary, in order, each with its id.
+    fn images_of(&self, target: Target) -> impl Iterator<Item = (u32, &Binary, u32)> {
+        self.binaries.iter().enumerate().flat_map(move |(at, binary)| {
+            let records = binary.records.iter().enumerate();
+            records
+                .filter(move |(_, record)| record.target == Some(target))
+                .map(move |(image, _)| (at as u32, &**binary, image as u32))
+        })
+    }
+
+    /// Indexes the kernels of the images of form `target` (`images` of them): an image's one
+    /// kernel from its record, several read where its payload holds them.
+    fn index_kernels(&self, target: Target, images: usize) -> ByName {
+        let mut kernels = ByName::default();
         // Most images define one kernel: the table is sized once.
-        index.kernels.reserve(images);
-        for (at, binary) in self.binaries.iter().enumerate() {
-            let at = at as u32;
-            for (image, record) in binary.records.iter().enumerate() {
-                if record.target != Some(target) {
-                    continue;
+        kernels.reserve(images);
+        for (at, binary, image) in self.images_of(target) {
+            let id = ImageId { binary: binary.id, image };
+            let record = &binary.records[image as usize];
+            if !record.kernel.is_empty() {
+                let (start, end) = (record.kernel.start, record.kernel.end);
+                let span = Span { source: record.source, start, end };
+                insert(&mut kernels, &self.hasher, &self.binaries, at, span, id);
+                continue;
+            }
+            for name in binary.view(image).kernel_bytes() {
+                if let Some(span) = binary.span(image, name) {
+                    insert(&mut kernels, &self.hasher, &self.binaries, at, span, id);
                 }
-                let id = ImageId { binary: binary.id, image: image as u32 };
-                let view = binary.view(image as u32);
-                let payload = &binary.sources[record.source as usize];
-                // A view's names lie in its payload; a reader's bug that broke this would
-                // leave the name out of the index, said so.
-                let span = |text: &[u8]| {
-                    let span = Span::within(record.source, payload, text);
-                    if span.is_none() {
-                        log::warn!("{}: a name outside its payload, not indexed", binary.name);
-                    }
-                    span
-                };
-                for name in view.kernel_bytes() {
-                    if let Some(span) = span(name) {
-                        insert(&mut index.kernels, &self.hasher, &self.binaries, at, span, id);
-                    }
+            }
+        }
+        kernels
+    }
+
+    /// Indexes the exports and virtual-function sets of the images of form `target`, read
+    /// where their payloads hold them.
+    fn index_others(&self, target: Target) -> Others {
+        let mut index = Others::default();
+        for (at, binary, image) in self.images_of(target) {
+            let id = ImageId { binary: binary.id, image };
+            let view = binary.view(image);
+            let (mut exports, mut virtual_functions) = (None, false);
+            for set in view.property_sets() {
+                match set.name {
+                    sets::EXPORTED_SYMBOLS if exports.is_none() => exports = Some(set),
+                    sets::VIRTUAL_FUNCTIONS => virtual_functions = true,
+                    _ => {}
                 }
-                let (mut exports, mut virtual_functions) = (None, false);
-                for set in view.property_sets() {
-                    match set.name {
-                        sets::EXPORTED_SYMBOLS if exports.is_none() => exports = Some(set),
-                        sets::VIRTUAL_FUNCTIONS => virtual_functions = true,
-                        _ => {}
-                    }
+            }
+            for name in exports.iter().flat_map(|set| set.name_bytes()) {
+                if let Some(span) = binary.span(image, name) {
+                    insert(&mut index.exports, &self.hasher, &self.binaries, at, span, id);
                 }
-                for name in exports.iter().flat_map(|set| set.name_bytes()) {
-                    if let Some(span) = span(name) {
-                        insert(&mut index.exports, &self.hasher, &self.binaries, at, span, id);
-                    }
+            }
+            if virtual_functions {
+                if let Some((set, _)) = view.virtual_functions_set() {
+                    index.sets.entry(set.to_string()).or_default().push(id);
                 }
-                if virtual_functions {
-                    if let Some((set, _)) = view.virtual_functions_set() {
-                        index.sets.entry(set.to_string()).or_default().push(id);
-                    }
-                    for set in view.uses_virtual_functions_sets() {
-                        index.set_users.entry(set.to_string()).or_default().push(id);
-                    }
+                for set in view.uses_virtual_functions_sets() {
+                    index.set_users.entry(set.to_string()).or_default().push(id);
                 }
             }
         }
@@ -604,22 +654,23 @@ impl Registry {
 
     /// Images of this form that define `kernel`, in loader order.
     pub(crate) fn kernel_images(&self, target: Target, kernel: &str) -> &[ImageId] {
-        self.form(target).map_or(&[], |f| lookup(&f.kernels, &self.hasher, &self.binaries, kernel))
+        self.kernels(target).map_or(&[], |k| lookup(k, &self.hasher, &self.binaries, kernel))
     }
 
     /// Images of this form that export `symbol`, in loader order.
     pub(crate) fn providers(&self, target: Target, symbol: &str) -> &[ImageId] {
-        self.form(target).map_or(&[], |f| lookup(&f.exports, &self.hasher, &self.binaries, symbol))
+        self.others(target)
+            .map_or(&[], |o| lookup(&o.exports, &self.hasher, &self.binaries, symbol))
     }
 
     /// Images of this form that provide virtual-function set `set` (real and dummy).
     pub(crate) fn set_images(&self, target: Target, set: &str) -> &[ImageId] {
-        self.form(target).and_then(|f| f.sets.get(set)).map_or(&[], Vec::as_slice)
+        self.others(target).and_then(|o| o.sets.get(set)).map_or(&[], Vec::as_slice)
     }
 
     /// Images of this form whose kernels use virtual-function set `set`.
     pub(crate) fn set_users(&self, target: Target, set: &str) -> &[ImageId] {
-        self.form(target).and_then(|f| f.set_users.get(set)).map_or(&[], Vec::as_slice)
+        self.others(target).and_then(|o| o.set_users.get(set)).map_or(&[], Vec::as_slice)
     }
 
     /// Up to three kernel names of any loaded image close to `wanted` (a misspelt name), the
@@ -713,16 +764,25 @@ mod tests {
         let binary = Binary::read(
             BinaryId::fresh(),
             "liba.so".into(),
-            Ok(vec![payload(vec![image(&["k1"], &["f"]), image(&["k2"], &[])])]),
+            Ok(vec![payload(vec![
+                image(&["k1"], &["f"]),
+                image(&["k2"], &[]),
+                image(&["k3", "k4"], &["g"]),
+            ])]),
             vec![],
         );
-        assert_eq!(binary.image_count, 2);
+        assert_eq!(binary.image_count, 3);
+        assert_eq!(binary.records[0].kernel.len(), 2, "one kernel's name, recorded");
+        assert!(binary.records[2].kernel.is_empty(), "two kernels: read from the image");
         assert_eq!(binary.sources.len(), 1, "names are not copied out of the payload");
         let registry = Registry::assemble(vec![(Arc::new(binary), None)], HashMap::new());
         let spirv = Target::Spir64;
         assert_eq!(registry.kernel_images(spirv, "k2").len(), 1);
         assert_eq!(registry.providers(spirv, "f").len(), 1);
         assert!(registry.kernel_images(spirv, "f").is_empty());
+        assert_eq!(registry.kernel_images(spirv, "k4"), registry.kernel_images(spirv, "k3"));
+        assert_eq!(registry.kernel_images(spirv, "k4")[0].image, 2);
+        assert_eq!(registry.providers(spirv, "g").len(), 1);
         assert_eq!(registry.image(registry.kernel_images(spirv, "k2")[0]).kernels, ["k2"]);
     }
 
