@@ -5,11 +5,12 @@
 //! pick for a host symbol. `discovery` finds the binaries and keeps the registry up to date.
 //!
 //! A registry is an immutable snapshot. Each binary is read once, when it is first found
-//! ([`Binary::read`]): what its images define is kept as names pointing into its copied
-//! payloads, and each image form's index is made from those at the form's first lookup (a
-//! process whose devices take one form of three indexes a third of the images). The registry
+//! ([`Binary::read`]): its payloads are checked and each image's form and place recorded; the
+//! names an image defines are read where its payload holds them when its form is first looked
+//! up, and the form's index points into the payloads (a process whose devices take one form
+//! of three reads the names of a third of the images, and indexes those alone). The registry
 //! that follows a library's opening or closing is assembled from the binaries that stay
-//! without reading or parsing them again. A binary keeps its id while it
+//! without reading them again. A binary keeps its id while it
 //! stays loaded, so programs built from it stay cached; a closed one's id disappears, and with
 //! it every program built from it. A binary whose payload is malformed is recorded with its
 //! error and contributes no images; every other binary works as usual.
@@ -24,7 +25,7 @@ use std::sync::{Arc, OnceLock};
 
 use hashbrown::HashTable;
 use sycl_format::{
-    requirements, sets, DecodeError, Image, ImageFormat, ImageSet, ImageSetView, ImageView, Target,
+    requirements, sets, DecodeError, Image, ImageSet, ImageSetView, ImageView, Target,
 };
 
 /// A loaded binary, stable while it stays loaded.
@@ -66,29 +67,30 @@ impl Span {
     }
 }
 
-/// What the index needs of one image, recorded when its binary is read.
+/// What discovery records of one image: its form, where its description lies, and where its
+/// kernel's name lies when it defines exactly one (as each image of a binary split per kernel
+/// does). Its other names are read from its payload when its form's exports are first looked
+/// up ([`Registry::index_others`]): discovery writes 20 bytes per image rather than a record of
+/// every name, and a process reads the names of the forms its devices use alone (of a binary's
+/// 3,000 images in three forms, 1,000 for a GPU; every page of records written is a fault).
 struct ImageRecord {
     /// Its form: the target it was made for; `None` for a target this runtime does not know
     /// (a newer `sycl-ld`'s) or a format that is not its target's, which no device uses and
     /// nothing indexes.
     target: Option<Target>,
-    /// Ranges of the binary's `names`.
-    kernels: Range<u32>,
-    exports: Range<u32>,
-    /// Virtual-function sets its kernels use.
-    uses: Range<u32>,
-    /// The virtual-function set it provides (index into `names`).
-    set: Option<u32>,
+    /// Its payload: an index into the binary's sources.
+    source: u32,
+    /// Where its description starts there ([`ImageView::offset`]).
+    offset: u32,
+    /// Its one kernel's name there, when it defines exactly one (an empty range otherwise:
+    /// the kernels' index reads the image's own list).
+    kernel: Range<u32>,
 }
 
 /// The records of a binary's images, as they are made.
 #[derive(Default)]
 struct Records {
     images: Vec<ImageRecord>,
-    /// Where each image lies: its payload (an index into the binary's sources) and its offset
-    /// there. Empty for images given as values.
-    at: Vec<(u32, u32)>,
-    names: Vec<Span>,
     uses_function_pointers: bool,
     /// The last image's target as written, and what it names: images come grouped by form,
     /// so most are told apart from the previous one without searching the targets.
@@ -96,37 +98,45 @@ struct Records {
 }
 
 impl Records {
-    fn range(&mut self, names: impl Iterator<Item = Span>) -> Range<u32> {
-        let start = self.names.len() as u32;
-        self.names.extend(names);
-        start..self.names.len() as u32
-    }
-
-    /// Records an image whose names were added as `kernels`, `exports` and `uses` (ranges
-    /// from [`Records::range`]) and `set`.
-    fn push(
-        &mut self,
-        format: ImageFormat,
-        target: &str,
-        kernels: Range<u32>,
-        exports: Range<u32>,
-        uses: Range<u32>,
-        set: Option<Span>,
-    ) {
+    /// Records `image`, of the binary's source `source`, `payload`. Only an image an OpenCL driver may
+    /// compile (not of CUDA's forms) is asked whether it calls through function pointers:
+    /// that is what the Intel CPU runtime's vectorizer must know
+    /// (`Runtime::guard_vectorizer`), and the forms of a GPU are left unread.
+    fn push(&mut self, source: u32, payload: &[u8], image: &ImageView<'_>) {
         let named = match &self.last_target {
-            Some((name, named)) if name == target => *named,
+            Some((name, named)) if name == image.target => *named,
             _ => {
-                let named = Target::from_name(target);
-                self.last_target = Some((target.to_string(), named));
+                let named = Target::from_name(image.target);
+                self.last_target = Some((image.target.to_string(), named));
                 named
             }
         };
-        let target = named.filter(|t| t.format() == format);
-        let set = set.map(|name| {
-            self.names.push(name);
-            self.names.len() as u32 - 1
-        });
-        self.images.push(ImageRecord { target, kernels, exports, uses, set });
+        let target = named.filter(|t| t.format() == image.format);
+        let cuda_only = matches!(
+            target,
+            Some(
+                Target::Ptx64
+                    | Target::Ptx64Inlined
+                    | Target::NvidiaGpu(_)
+                    | Target::NvidiaGpuInlined(_)
+            )
+        );
+        if !cuda_only && !self.uses_function_pointers {
+            let requirements = image.property_set(sets::DEVICE_REQUIREMENTS);
+            self.uses_function_pointers = calls_through_pointers(
+                match requirements.and_then(|set| set.get(requirements::ASPECT)) {
+                    Some(sycl_format::PropertyValueView::Bytes(bytes)) => Some(bytes),
+                    _ => None,
+                },
+            );
+        }
+        let mut kernels = image.kernel_bytes();
+        let kernel = match (kernels.next(), kernels.next()) {
+            (Some(one), None) => Span::within(source, payload, one).map(|s| s.start..s.end),
+            _ => None,
+        };
+        let offset = image.offset as u32;
+        self.images.push(ImageRecord { target, source, offset, kernel: kernel.unwrap_or(0..0) });
     }
 }
 
@@ -147,40 +157,25 @@ fn calls_through_pointers(aspects: Option<&[u8]>) -> bool {
 pub(crate) struct Binary {
     pub id: BinaryId,
     pub name: String,
-    /// Where its names lie: its image-set payloads (checked; see [`Payload`]; each image is
-    /// copied out of them when first needed), or, for images given as values, one table of
-    /// their names.
+    /// Its image-set payloads (checked; see [`Payload`]), where its images' names lie (each
+    /// image is copied out when first needed); for images given as values, one payload of
+    /// their descriptions without their code, encoded for the names.
     sources: Vec<Payload>,
     images: Images,
     records: Vec<ImageRecord>,
-    names: Vec<Span>,
     pub image_count: u32,
     pub error: Option<String>,
     /// Address ranges of its loaded segments.
     pub ranges: Vec<(usize, usize)>,
-    /// Whether any image calls through function pointers (needs aspect `function_pointers`).
+    /// Whether any image an OpenCL driver may compile calls through function pointers (needs
+    /// aspect `function_pointers`).
     pub uses_function_pointers: bool,
 }
 
 impl Binary {
-    fn new(id: BinaryId, name: String, ranges: Vec<(usize, usize)>, records: Records) -> Binary {
-        Binary {
-            id,
-            name,
-            sources: vec![],
-            images: Images::InPayloads { at: records.at, copied: OnceLock::new() },
-            image_count: records.images.len() as u32,
-            records: records.images,
-            names: records.names,
-            error: None,
-            ranges,
-            uses_function_pointers: records.uses_function_pointers,
-        }
-    }
-
-    /// A loaded object's binary, from its payloads (as discovery keeps them, see [`Payload`]): each
-    /// payload checked and its images indexed in place, in one pass. A malformed payload
-    /// leaves the binary without images, its error recorded.
+    /// A loaded object's binary, from its payloads (as discovery keeps them, see [`Payload`]):
+    /// each payload checked and each image's form and place recorded, in one pass. A
+    /// malformed payload leaves the binary without images, its error recorded.
     pub(crate) fn read(
         id: BinaryId,
         name: String,
@@ -188,56 +183,70 @@ impl Binary {
         ranges: Vec<(usize, usize)>,
     ) -> Binary {
         let mut records = Records::default();
-        let indexed = payloads.and_then(|payloads| {
+        let read = payloads.and_then(|payloads| {
             for (source, payload) in payloads.iter().enumerate() {
-                // Most images define one kernel, or export a few symbols.
-                let count = ImageSetView::count_hint(payload);
-                records.images.reserve(count);
-                records.at.reserve(count);
-                records.names.reserve(2 * count);
+                records.images.reserve(ImageSetView::count_hint(payload));
                 ImageSetView::parse_each(payload, |image| {
-                    record_view(&mut records, source as u32, payload, &image)
+                    records.push(source as u32, payload, &image);
+                    Ok(())
                 })?;
             }
             Ok(payloads)
         });
-        match indexed {
-            Ok(sources) => Binary { sources, ..Binary::new(id, name, ranges, records) },
+        let images = Images::InPayloads { copied: OnceLock::new() };
+        match read {
+            Ok(sources) => Binary::new(id, name, sources, images, ranges, records),
             Err(e) => Binary {
                 error: Some(e.to_string()),
-                ..Binary::new(id, name, ranges, Records::default())
+                ..Binary::new(id, name, vec![], images, ranges, Records::default())
             },
         }
     }
 
-    /// A binary of images given as values (a device-library file, or a benchmark's).
+    /// A binary of images given as values (a device-library file, or a benchmark's): their
+    /// descriptions encoded without their code, which the index reads as it reads a loaded
+    /// binary's payload.
     pub(crate) fn of_images(id: BinaryId, name: String, images: Arc<[Image]>) -> Binary {
-        // One table holds every name, the binary's one source.
-        let mut table = String::new();
-        let mut at = |text: &str| {
-            let start = table.len() as u32;
-            table.push_str(text);
-            Span { source: 0, start, end: table.len() as u32 }
+        let described = ImageSet {
+            images: images
+                .iter()
+                .map(|image| Image {
+                    format: image.format,
+                    target: image.target.clone(),
+                    kernels: image.kernels.clone(),
+                    property_sets: image.property_sets.clone(),
+                    data: Vec::new(),
+                })
+                .collect(),
         };
+        let payload = Payload::Copied(Arc::from(described.encode()));
         let mut records = Records::default();
-        for image in images.iter() {
-            let kernels = records.range(image.kernels.iter().map(|k| at(k)));
-            let exports = records.range(image.exported_symbols().map(&mut at));
-            let uses = records.range(image.uses_virtual_functions_sets().into_iter().map(&mut at));
-            let set = image.virtual_functions_set().map(|(set, _)| at(set));
-            records.push(image.format, &image.target, kernels, exports, uses, set);
-            let aspects = image
-                .property_set(sets::DEVICE_REQUIREMENTS)
-                .and_then(|set| set.get(requirements::ASPECT));
-            records.uses_function_pointers |= calls_through_pointers(match aspects {
-                Some(sycl_format::PropertyValue::Bytes(bytes)) => Some(bytes),
-                _ => None,
-            });
-        }
+        ImageSetView::parse_each(&payload, |image| {
+            records.push(0, &payload, &image);
+            Ok(())
+        })
+        .expect("a payload just encoded");
+        Binary::new(id, name, vec![payload], Images::Given(images), vec![], records)
+    }
+
+    fn new(
+        id: BinaryId,
+        name: String,
+        sources: Vec<Payload>,
+        images: Images,
+        ranges: Vec<(usize, usize)>,
+        records: Records,
+    ) -> Binary {
         Binary {
-            sources: vec![Payload::Copied(Arc::from(table.into_bytes()))],
-            images: Images::Given(images),
-            ..Binary::new(id, name, vec![], records)
+            id,
+            name,
+            sources,
+            images,
+            image_count: records.images.len() as u32,
+            records: records.images,
+            error: None,
+            ranges,
+            uses_function_pointers: records.uses_function_pointers,
         }
     }
 
@@ -246,36 +255,40 @@ impl Binary {
     pub(crate) fn image(&self, index: u32) -> &Image {
         match &self.images {
             Images::Given(images) => &images[index as usize],
-            Images::InPayloads { at, copied } => {
-                let table = copied.get_or_init(|| at.iter().map(|_| OnceLock::new()).collect());
-                table[index as usize].get_or_init(|| {
-                    let (source, offset) = at[index as usize];
-                    Box::new(
-                        ImageSetView::image_at(&self.sources[source as usize], offset as usize)
-                            .expect("an image of a payload checked when it was indexed")
-                            .to_image(),
-                    )
-                })
+            Images::InPayloads { copied } => {
+                let table =
+                    copied.get_or_init(|| self.records.iter().map(|_| OnceLock::new()).collect());
+                table[index as usize].get_or_init(|| Box::new(self.view(index).to_image()))
             }
         }
     }
 
-    fn names(&self, range: &Range<u32>) -> &[Span] {
-        &self.names[range.start as usize..range.end as usize]
+    /// Image `index` read in place, from the payload checked when the binary was read.
+    fn view(&self, index: u32) -> ImageView<'_> {
+        let record = &self.records[index as usize];
+        ImageSetView::image_at(&self.sources[record.source as usize], record.offset as usize)
+            .expect("an image of a payload checked when the binary was read")
+    }
+
+    /// Where `name`, read from image `index`'s view, lies in its payload. A view's names lie
+    /// in its payload; a reader's bug that broke this would leave the name out of the index,
+    /// said so.
+    fn span(&self, index: u32, name: &[u8]) -> Option<Span> {
+        let source = self.records[index as usize].source;
+        let span = Span::within(source, &self.sources[source as usize], name);
+        if span.is_none() {
+            log::warn!("{}: a name outside its payload, not indexed", self.name);
+        }
+        span
     }
 
     fn bytes(&self, span: Span) -> &[u8] {
         &self.sources[span.source as usize][span.start as usize..span.end as usize]
     }
 
-    fn text(&self, span: Span) -> String {
-        String::from_utf8_lossy(self.bytes(span)).into_owned()
-    }
-
     /// The names of its images' kernels, each image's in turn (repeated across forms).
     fn kernel_names(&self) -> impl Iterator<Item = &[u8]> {
-        let spans = self.records.iter().flat_map(|r| r.kernels.clone());
-        spans.map(|i| self.bytes(self.names[i as usize]))
+        (0..self.image_count).flat_map(|index| self.view(index).kernel_bytes())
     }
 }
 
@@ -302,63 +315,13 @@ impl std::ops::Deref for Payload {
 /// A binary's images as values: given whole, or copied out of its payloads one at a time.
 enum Images {
     Given(Arc<[Image]>),
-    /// Where each image lies (its payload, its offset there), and the images copied so far:
-    /// the table made at the first copy, so that discovery allocates none. Each entry is a
-    /// pointer's size: the table of a binary with thousands of images is a few pages, not
-    /// the hundreds of kilobytes of as many empty images (each page written costs a fault).
+    /// The images copied so far: the table made at the first copy, so that discovery
+    /// allocates none. Each entry is a pointer's size: the table of a binary with thousands
+    /// of images is a few pages, not the hundreds of kilobytes of as many empty images (each
+    /// page written costs a fault).
     InPayloads {
-        at: Vec<(u32, u32)>,
         copied: OnceLock<Box<[OnceLock<Box<Image>>]>>,
     },
-}
-
-/// Records one image of a checked payload, `source` of its binary, reading its property sets
-/// once.
-fn record_view(
-    records: &mut Records,
-    source: u32,
-    payload: &[u8],
-    image: &ImageView<'_>,
-) -> Result<(), DecodeError> {
-    let (mut exports, mut aspects, mut virtual_functions) = (None, None, false);
-    for set in image.property_sets() {
-        match set.name {
-            sets::EXPORTED_SYMBOLS if exports.is_none() => exports = Some(set),
-            sets::DEVICE_REQUIREMENTS if aspects.is_none() => {
-                aspects = Some(match set.get(requirements::ASPECT) {
-                    Some(sycl_format::PropertyValueView::Bytes(bytes)) => Some(bytes),
-                    _ => None,
-                })
-            }
-            sets::VIRTUAL_FUNCTIONS => virtual_functions = true,
-            _ => {}
-        }
-    }
-    // A view's names lie in its payload; one that did not would be a reader's bug, reported as
-    // this binary's error rather than a panic.
-    let mut outside = false;
-    let mut span = |text: &[u8]| {
-        Span::within(source, payload, text).unwrap_or_else(|| {
-            outside = true;
-            Span { source, start: 0, end: 0 }
-        })
-    };
-    let kernels = records.range(image.kernel_bytes().map(&mut span));
-    let exports =
-        records.range(exports.into_iter().flat_map(|set| set.name_bytes()).map(&mut span));
-    let (uses, set) = if virtual_functions {
-        let uses = image.uses_virtual_functions_sets().map(|set| span(set.as_bytes()));
-        (records.range(uses), image.virtual_functions_set().map(|(set, _)| span(set.as_bytes())))
-    } else {
-        (0..0, None)
-    };
-    records.push(image.format, image.target, kernels, exports, uses, set);
-    records.at.push((source, image.offset as u32));
-    records.uses_function_pointers |= calls_through_pointers(aspects.flatten());
-    if outside {
-        return Err(DecodeError::Invalid("a name outside its payload".into()));
-    }
-    Ok(())
 }
 
 /// One name of the index and the images it names, in loader order. The name itself stays in
@@ -372,8 +335,24 @@ struct Named {
     ids: Ids,
 }
 
-/// The index of one image form: images by kernel or symbol name.
-type ByName = HashTable<Named>;
+/// Images by kernel or symbol name, for one image form: the entries in the order first met,
+/// found through a table of their positions. A table of positions is a tenth of a table of
+/// entries, and the entries lie packed: an index of 1,000 names writes 14 pages rather than 25
+/// (each page first written is a fault, at a first launch).
+#[derive(Default)]
+struct ByName {
+    table: HashTable<u32>,
+    entries: Vec<Named>,
+}
+
+impl ByName {
+    /// Room for `names` more names.
+    fn reserve(&mut self, names: usize) {
+        let entries = &self.entries;
+        self.table.reserve(names, |&i| entries[i as usize].hash);
+        self.entries.reserve(names);
+    }
+}
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -414,11 +393,18 @@ fn insert(
 ) {
     let bytes = binaries[binary as usize].bytes(span);
     let hash = hasher.hash_one(bytes);
-    let same = |named: &Named| named.hash == hash && bytes_of(binaries, named) == bytes;
-    match names.entry(hash, same, |named| named.hash) {
-        hashbrown::hash_table::Entry::Occupied(mut named) => named.get_mut().ids.push(id),
+    let ByName { table, entries } = names;
+    let same = |&i: &u32| {
+        let named = &entries[i as usize];
+        named.hash == hash && bytes_of(binaries, named) == bytes
+    };
+    match table.entry(hash, same, |&i| entries[i as usize].hash) {
+        hashbrown::hash_table::Entry::Occupied(found) => {
+            entries[*found.get() as usize].ids.push(id)
+        }
         hashbrown::hash_table::Entry::Vacant(slot) => {
-            slot.insert(Named { hash, binary, span, ids: Ids::One([id]) });
+            slot.insert(entries.len() as u32);
+            entries.push(Named { hash, binary, span, ids: Ids::One([id]) });
         }
     }
 }
@@ -432,14 +418,17 @@ fn lookup<'r>(
 ) -> &'r [ImageId] {
     let bytes = name.as_bytes();
     let hash = hasher.hash_one(bytes);
-    let same = |named: &Named| named.hash == hash && bytes_of(binaries, named) == bytes;
-    names.find(hash, same).map_or(&[], |named| named.ids.as_slice())
+    let same = |&i: &u32| {
+        let named = &names.entries[i as usize];
+        named.hash == hash && bytes_of(binaries, named) == bytes
+    };
+    names.table.find(hash, same).map_or(&[], |&i| names.entries[i as usize].ids.as_slice())
 }
 
-/// The index of one image form, made at its first lookup.
+/// The names of one image form other than its kernels, indexed at the first lookup of one:
+/// a launch of a kernel that imports nothing and uses no virtual functions reads none.
 #[derive(Default)]
-struct FormIndex {
-    kernels: ByName,
+struct Others {
     exports: ByName,
     /// Virtual-function set → the images that provide it (real and dummy).
     sets: HashMap<String, Vec<ImageId>>,
@@ -447,11 +436,12 @@ struct FormIndex {
     set_users: HashMap<String, Vec<ImageId>>,
 }
 
-/// An image form of a registry: how many of its images there are, and its index once made.
+/// An image form of a registry: how many of its images there are, and its indexes once made.
 struct Form {
     target: Target,
     images: usize,
-    index: OnceLock<FormIndex>,
+    kernels: OnceLock<ByName>,
+    others: OnceLock<Others>,
 }
 
 /// The binaries of a registry, in resolution order, each with its `RTLD_LOCAL` group: `None`
@@ -467,8 +457,9 @@ pub(crate) struct Registry {
     /// The groups of the binaries that have one (see [`Members`]); usually none.
     local_groups: HashMap<BinaryId, Box<[BinaryId]>, foldhash::fast::RandomState>,
     /// By image form, then by name: looked up on every launch without building a key. A
-    /// form's index is made when it is first looked up: a process whose devices take one form
-    /// of three indexes a third of the images.
+    /// form's kernels are indexed when first looked up, its exports and virtual-function sets
+    /// when one of those is: a process whose devices take one form of three indexes a third of
+    /// the images, and a kernel that imports nothing reads no image's exports.
     forms: Vec<Form>,
     hasher: Hasher,
     /// Binary id of each loaded device-library file, by load id.
@@ -486,7 +477,12 @@ impl Registry {
             for target in binary.records.iter().filter_map(|r| r.target) {
                 match registry.forms.iter_mut().find(|f| f.target == target) {
                     Some(form) => form.images += 1,
-                    None => registry.forms.push(Form { target, images: 1, index: OnceLock::new() }),
+                    None => registry.forms.push(Form {
+                        target,
+                        images: 1,
+                        kernels: OnceLock::new(),
+                        others: OnceLock::new(),
+                    }),
                 }
             }
         }
@@ -514,37 +510,82 @@ impl Registry {
         Registry::assemble(members, HashMap::new())
     }
 
-    /// The index of `target`'s images, made at the first call (`None` when no image has
-    /// that form).
-    fn form(&self, target: Target) -> Option<&FormIndex> {
-        let form = self.forms.iter().find(|f| f.target == target)?;
-        Some(form.index.get_or_init(|| self.index(target, form.images)))
+    /// The form `target`, when some image has it.
+    fn form(&self, target: Target) -> Option<&Form> {
+        self.forms.iter().find(|f| f.target == target)
     }
 
-    /// Indexes the images of form `target` (`images` of them) of every binary, in order.
-    fn index(&self, target: Target, images: usize) -> FormIndex {
-        let mut index = FormIndex::default();
+    /// The kernels of `target`'s images, indexed at the first call.
+    fn kernels(&self, target: Target) -> Option<&ByName> {
+        let form = self.form(target)?;
+        Some(form.kernels.get_or_init(|| self.index_kernels(target, form.images)))
+    }
+
+    /// The other names of `target`'s images, indexed at the first call.
+    fn others(&self, target: Target) -> Option<&Others> {
+        Some(self.form(target)?.others.get_or_init(|| self.index_others(target)))
+    }
+
+    /// The images of form `target` of every binary, in order, each with its id.
+    fn images_of(&self, target: Target) -> impl Iterator<Item = (u32, &Binary, u32)> {
+        self.binaries.iter().enumerate().flat_map(move |(at, binary)| {
+            let records = binary.records.iter().enumerate();
+            records
+                .filter(move |(_, record)| record.target == Some(target))
+                .map(move |(image, _)| (at as u32, &**binary, image as u32))
+        })
+    }
+
+    /// Indexes the kernels of the images of form `target` (`images` of them): an image's one
+    /// kernel from its record, several read where its payload holds them.
+    fn index_kernels(&self, target: Target, images: usize) -> ByName {
+        let mut kernels = ByName::default();
         // Most images define one kernel: the table is sized once.
-        index.kernels.reserve(images, |named| named.hash);
-        for (at, binary) in self.binaries.iter().enumerate() {
-            let at = at as u32;
-            for (image, record) in binary.records.iter().enumerate() {
-                if record.target != Some(target) {
-                    continue;
+        kernels.reserve(images);
+        for (at, binary, image) in self.images_of(target) {
+            let id = ImageId { binary: binary.id, image };
+            let record = &binary.records[image as usize];
+            if !record.kernel.is_empty() {
+                let (start, end) = (record.kernel.start, record.kernel.end);
+                let span = Span { source: record.source, start, end };
+                insert(&mut kernels, &self.hasher, &self.binaries, at, span, id);
+                continue;
+            }
+            for name in binary.view(image).kernel_bytes() {
+                if let Some(span) = binary.span(image, name) {
+                    insert(&mut kernels, &self.hasher, &self.binaries, at, span, id);
                 }
-                let id = ImageId { binary: binary.id, image: image as u32 };
-                for &span in binary.names(&record.kernels) {
-                    insert(&mut index.kernels, &self.hasher, &self.binaries, at, span, id);
+            }
+        }
+        kernels
+    }
+
+    /// Indexes the exports and virtual-function sets of the images of form `target`, read
+    /// where their payloads hold them.
+    fn index_others(&self, target: Target) -> Others {
+        let mut index = Others::default();
+        for (at, binary, image) in self.images_of(target) {
+            let id = ImageId { binary: binary.id, image };
+            let view = binary.view(image);
+            let (mut exports, mut virtual_functions) = (None, false);
+            for set in view.property_sets() {
+                match set.name {
+                    sets::EXPORTED_SYMBOLS if exports.is_none() => exports = Some(set),
+                    sets::VIRTUAL_FUNCTIONS => virtual_functions = true,
+                    _ => {}
                 }
-                for &span in binary.names(&record.exports) {
+            }
+            for name in exports.iter().flat_map(|set| set.name_bytes()) {
+                if let Some(span) = binary.span(image, name) {
                     insert(&mut index.exports, &self.hasher, &self.binaries, at, span, id);
                 }
-                if let Some(set) = record.set {
-                    let set = binary.text(binary.names[set as usize]);
-                    index.sets.entry(set).or_default().push(id);
+            }
+            if virtual_functions {
+                if let Some((set, _)) = view.virtual_functions_set() {
+                    index.sets.entry(set.to_string()).or_default().push(id);
                 }
-                for &set in binary.names(&record.uses) {
-                    index.set_users.entry(binary.text(set)).or_default().push(id);
+                for set in view.uses_virtual_functions_sets() {
+                    index.set_users.entry(set.to_string()).or_default().push(id);
                 }
             }
         }
@@ -593,8 +634,16 @@ impl Registry {
         self.binary(id.binary).records[id.image as usize].target
     }
 
+    /// Image `id` as a value, copied out of its payload at the first call (and kept).
     pub(crate) fn image(&self, id: ImageId) -> &Image {
         self.binary(id.binary).image(id.image)
+    }
+
+    /// Image `id` read in place, nothing copied: what reads a few of its properties, or its
+    /// code once, needs no copy (a first launch's copies of a 16 KiB native image cost about
+    /// 20 us each on an H200 host, a page fault per 4 KiB).
+    pub(crate) fn view(&self, id: ImageId) -> ImageView<'_> {
+        self.binary(id.binary).view(id.image)
     }
 
     /// `libhelpers.so image 0`, for traces and messages.
@@ -605,22 +654,23 @@ impl Registry {
 
     /// Images of this form that define `kernel`, in loader order.
     pub(crate) fn kernel_images(&self, target: Target, kernel: &str) -> &[ImageId] {
-        self.form(target).map_or(&[], |f| lookup(&f.kernels, &self.hasher, &self.binaries, kernel))
+        self.kernels(target).map_or(&[], |k| lookup(k, &self.hasher, &self.binaries, kernel))
     }
 
     /// Images of this form that export `symbol`, in loader order.
     pub(crate) fn providers(&self, target: Target, symbol: &str) -> &[ImageId] {
-        self.form(target).map_or(&[], |f| lookup(&f.exports, &self.hasher, &self.binaries, symbol))
+        self.others(target)
+            .map_or(&[], |o| lookup(&o.exports, &self.hasher, &self.binaries, symbol))
     }
 
     /// Images of this form that provide virtual-function set `set` (real and dummy).
     pub(crate) fn set_images(&self, target: Target, set: &str) -> &[ImageId] {
-        self.form(target).and_then(|f| f.sets.get(set)).map_or(&[], Vec::as_slice)
+        self.others(target).and_then(|o| o.sets.get(set)).map_or(&[], Vec::as_slice)
     }
 
     /// Images of this form whose kernels use virtual-function set `set`.
     pub(crate) fn set_users(&self, target: Target, set: &str) -> &[ImageId] {
-        self.form(target).and_then(|f| f.set_users.get(set)).map_or(&[], Vec::as_slice)
+        self.others(target).and_then(|o| o.set_users.get(set)).map_or(&[], Vec::as_slice)
     }
 
     /// Up to three kernel names of any loaded image close to `wanted` (a misspelt name), the
@@ -679,7 +729,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sycl_format::{Image, PropertySet};
+    use sycl_format::{Image, ImageFormat, PropertySet};
 
     #[test]
     fn a_misspelt_kernel_name_is_told_the_closest_names() {
@@ -718,17 +768,53 @@ mod tests {
         let binary = Binary::read(
             BinaryId::fresh(),
             "liba.so".into(),
-            Ok(vec![payload(vec![image(&["k1"], &["f"]), image(&["k2"], &[])])]),
+            Ok(vec![payload(vec![
+                image(&["k1"], &["f"]),
+                image(&["k2"], &[]),
+                image(&["k3", "k4"], &["g"]),
+            ])]),
             vec![],
         );
-        assert_eq!(binary.image_count, 2);
+        assert_eq!(binary.image_count, 3);
+        assert_eq!(binary.records[0].kernel.len(), 2, "one kernel's name, recorded");
+        assert!(binary.records[2].kernel.is_empty(), "two kernels: read from the image");
         assert_eq!(binary.sources.len(), 1, "names are not copied out of the payload");
         let registry = Registry::assemble(vec![(Arc::new(binary), None)], HashMap::new());
         let spirv = Target::Spir64;
         assert_eq!(registry.kernel_images(spirv, "k2").len(), 1);
         assert_eq!(registry.providers(spirv, "f").len(), 1);
         assert!(registry.kernel_images(spirv, "f").is_empty());
+        assert_eq!(registry.kernel_images(spirv, "k4"), registry.kernel_images(spirv, "k3"));
+        assert_eq!(registry.kernel_images(spirv, "k4")[0].image, 2);
+        assert_eq!(registry.providers(spirv, "g").len(), 1);
         assert_eq!(registry.image(registry.kernel_images(spirv, "k2")[0]).kernels, ["k2"]);
+    }
+
+    #[test]
+    fn only_images_an_opencl_driver_compiles_are_asked_about_function_pointers() {
+        let calls_through_pointers = |target: Target| {
+            let requirements = sycl_format::DeviceRequirements {
+                aspects: vec![sycl_format::aspects::aspect_number("function_pointers").unwrap()],
+                ..Default::default()
+            };
+            let image = Image {
+                format: target.format(),
+                target: target.name().into(),
+                property_sets: vec![requirements.to_property_set().unwrap()],
+                ..image(&["k"], &[])
+            };
+            let binary = Binary::read(
+                BinaryId::fresh(),
+                "liba.so".into(),
+                Ok(vec![payload(vec![image])]),
+                vec![],
+            );
+            binary.uses_function_pointers
+        };
+        assert!(calls_through_pointers(Target::Spir64));
+        assert!(calls_through_pointers(Target::IntelCpuX86_64));
+        assert!(!calls_through_pointers(Target::Ptx64), "the vectorizer never sees PTX");
+        assert!(!calls_through_pointers(Target::NvidiaGpu(sycl_format::CudaArch::Sm90)));
     }
 
     #[test]
@@ -743,7 +829,7 @@ mod tests {
         );
         assert_eq!(binary.image_count, 0);
         assert!(binary.error.is_some());
-        assert!(matches!(&binary.images, Images::InPayloads { at, .. } if at.is_empty()));
+        assert!(binary.records.is_empty() && binary.sources.is_empty());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 #
 # nvcc compiles bench.cu (-O3 -arch=sm_90) there; `gpu-bench` checks every kernel on both sides
 # against a CPU reference, then prints each comparison and its `RATIO` line; `gpu-bench
-# --overheads` compares first launches (against the same cuLink calls by hand, warm cache
+# --overheads` compares first launches (against the same driver calls by hand, warm cache
 # against cold) and start-up with 1,000 kernels against 1, in new processes; `gpu-bench --gpus`
 # runs the kernels on every GPU, then on all at once (skipped with one GPU); `gpu-bench
 # --host-api` compares launch throughput, copies, overlap and profiling with the driver API

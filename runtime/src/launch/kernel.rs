@@ -431,7 +431,7 @@ pub(crate) fn signature(
 ) -> Option<Arc<[KernelParam]>> {
     for &target in device.forms(&Options::default()) {
         for &id in registry.kernel_images(target, kernel) {
-            match registry.image(id).kernel_params(kernel) {
+            match registry.view(id).kernel_params(kernel) {
                 Some(Ok(params)) => return Some(params.into()),
                 Some(Err(e)) => log::warn!(
                     "{}: malformed parameters of kernel `{kernel}`: {e}",

@@ -245,14 +245,21 @@ impl api::Device<Cuda> for Device {
         }
         // A whole program (`ptxas` without `-c`: no imports, no exports) is loaded as it is.
         let complete = !cubin.relocatable;
-        let mut bytes = object.to_vec();
-        for value in spec {
-            let name = format!("{PTX_SPEC_CONSTANT_PREFIX}{}", value.name);
-            sycl_format::cubin::set_initializer(&mut bytes, &name, value.bytes)
-                .map_err(|e| failed(format!("specialization constant `{}`: {e}", value.name)))?;
-        }
+        // Copied once, where it is kept (each page of a first launch's copies is a fault).
+        let bytes: Arc<[u8]> = if spec.is_empty() {
+            Arc::from(object)
+        } else {
+            let mut bytes = object.to_vec();
+            for value in spec {
+                let name = format!("{PTX_SPEC_CONSTANT_PREFIX}{}", value.name);
+                sycl_format::cubin::set_initializer(&mut bytes, &name, value.bytes).map_err(
+                    |e| failed(format!("specialization constant `{}`: {e}", value.name)),
+                )?;
+            }
+            bytes.into()
+        };
         let input = sys::CUjitInputType::CU_JIT_INPUT_CUBIN;
-        Ok(Code { input, bytes: bytes.into(), complete })
+        Ok(Code { input, bytes, complete })
     }
 
     /// The objects linked by the driver's linker for this GPU (compiling PTX, taking native
@@ -268,7 +275,8 @@ impl api::Device<Cuda> for Device {
         let (whole, linked): (Vec<&Code>, Vec<&Code>) = objects.iter().partition(|c| c.complete);
         let mut parts = Vec::with_capacity(whole.len() + 1);
         for code in whole {
-            parts.extend(self.module(code.bytes.to_vec()).map_err(failed)?.0);
+            // The module keeps the object's bytes, shared rather than copied.
+            parts.extend(self.module(code.bytes.clone()).map_err(failed)?.0);
         }
         if !linked.is_empty() {
             parts.extend(self.link_objects(&linked, flags)?.0);
@@ -285,7 +293,7 @@ impl api::Device<Cuda> for Device {
         };
         let mut parts = Vec::new();
         for cubin in split_modules(image).map_err(failed)? {
-            parts.extend(self.module(cubin.to_vec()).map_err(failed)?.0);
+            parts.extend(self.module(Arc::from(cubin)).map_err(failed)?.0);
         }
         Ok(Module(parts))
     }

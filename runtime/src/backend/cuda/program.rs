@@ -90,7 +90,9 @@ pub(super) fn split_modules(image: &[u8]) -> Result<Vec<&[u8]>, Error> {
 pub(super) struct Loaded {
     pub(super) context: Arc<Context>,
     raw: sys::CUmodule,
-    cubin: Vec<u8>,
+    /// The cubin loaded, for the persistent cache: shared with the object it was loaded from
+    /// when that was a whole program.
+    cubin: Arc<[u8]>,
 }
 
 // SAFETY: a module handle may be used from any thread with its context current.
@@ -115,13 +117,13 @@ impl Module {
     /// module's, framed ([`MODULES_MAGIC`]).
     fn image(&self) -> Vec<u8> {
         if let [only] = self.0.as_slice() {
-            return only.cubin.clone();
+            return only.cubin.to_vec();
         }
         let mut out = MODULES_MAGIC.to_vec();
         out.extend((self.0.len() as u32).to_le_bytes());
         for part in &self.0 {
             out.extend((part.cubin.len() as u64).to_le_bytes());
-            out.extend(&part.cubin);
+            out.extend_from_slice(&part.cubin);
         }
         out
     }
@@ -232,7 +234,7 @@ impl Device {
                 let mut size = 0;
                 check("cuLinkComplete", sys::cuLinkComplete(state, &mut cubin, &mut size))?;
                 // The cubin belongs to the link state: copied out before it is destroyed.
-                Ok(std::slice::from_raw_parts(cubin.cast::<u8>(), size).to_vec())
+                Ok(Arc::from(std::slice::from_raw_parts(cubin.cast::<u8>(), size)))
             })();
             let _ = sys::cuLinkDestroy(state);
             let cubin = linked.map_err(|e| fail(e, &error_log))?;
@@ -240,7 +242,7 @@ impl Device {
         }
     }
 
-    pub(super) fn module(&self, cubin: Vec<u8>) -> Result<Module, Error> {
+    pub(super) fn module(&self, cubin: Arc<[u8]>) -> Result<Module, Error> {
         self.context.bind()?;
         // A cubin is an ELF file: anything else is refused here, before the driver reads it.
         if !cubin.starts_with(b"\x7fELF") {
