@@ -390,7 +390,7 @@ fn insert(
     binary: u32,
     span: Span,
     id: ImageId,
-) {
+) -> bool {
     let bytes = binaries[binary as usize].bytes(span);
     let hash = hasher.hash_one(bytes);
     let ByName { table, entries } = names;
@@ -400,11 +400,15 @@ fn insert(
     };
     match table.entry(hash, same, |&i| entries[i as usize].hash) {
         hashbrown::hash_table::Entry::Occupied(found) => {
-            entries[*found.get() as usize].ids.push(id)
+            let ids = &mut entries[*found.get() as usize].ids;
+            let shared = ids.as_slice().iter().any(|other| other.binary != id.binary);
+            ids.push(id);
+            shared
         }
         hashbrown::hash_table::Entry::Vacant(slot) => {
             slot.insert(entries.len() as u32);
             entries.push(Named { hash, binary, span, ids: Ids::One([id]) });
+            false
         }
     }
 }
@@ -430,6 +434,8 @@ fn lookup<'r>(
 #[derive(Default)]
 struct Others {
     exports: ByName,
+    /// Whether a symbol is exported by images of more than one binary.
+    shared_exports: bool,
     /// Virtual-function set → the images that provide it (real and dummy).
     sets: HashMap<String, Vec<ImageId>>,
     /// Virtual-function set → the images whose kernels use it.
@@ -577,7 +583,8 @@ impl Registry {
             }
             for name in exports.iter().flat_map(|set| set.name_bytes()) {
                 if let Some(span) = binary.span(image, name) {
-                    insert(&mut index.exports, &self.hasher, &self.binaries, at, span, id);
+                    index.shared_exports |=
+                        insert(&mut index.exports, &self.hasher, &self.binaries, at, span, id);
                 }
             }
             if virtual_functions {
@@ -658,6 +665,12 @@ impl Registry {
     }
 
     /// Images of this form that export `symbol`, in loader order.
+    /// Whether some symbol is exported by images of form `target` of more than one binary: only
+    /// then may a definition give way to another binary's (`resolve`'s one definition rule).
+    pub(crate) fn has_shared_exports(&self, target: Target) -> bool {
+        self.others(target).is_some_and(|o| o.shared_exports)
+    }
+
     pub(crate) fn providers(&self, target: Target, symbol: &str) -> &[ImageId] {
         self.others(target)
             .map_or(&[], |o| lookup(&o.exports, &self.hasher, &self.binaries, symbol))

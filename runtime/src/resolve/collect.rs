@@ -50,6 +50,9 @@ struct Walk<'r> {
     overridden: Overridden,
     /// Images whose definitions won over an image's taken, still to be taken.
     winners: Vec<ImageId>,
+    /// Whether any symbol of the form is exported by more than one binary: if not (most
+    /// programs), no definition can give way, and none is looked up.
+    shared_exports: bool,
 }
 
 /// Each image's definitions that another binary's image wins (the images in order, each
@@ -87,6 +90,7 @@ pub(super) fn collect(
         sets_done: HashSet::default(),
         overridden: Vec::new(),
         winners: Vec::new(),
+        shared_exports: registry.has_shared_exports(target),
     };
     let mut sets: Vec<(&str, ImageId)> = Vec::new();
     for &root in roots {
@@ -148,9 +152,9 @@ impl<'r> Walk<'r> {
         let registry = self.registry;
         let is_set = |id: ImageId| registry.image(id).virtual_functions_set().is_some();
         for symbol in registry.image(id).exported_symbols() {
-            let winner = match registry.providers(self.target, symbol) {
-                [_] => None,
-                _ => winner(registry, self.target, symbol, id)
+            let winner = match self.shared_exports {
+                false => None,
+                true => winner(registry, self.target, symbol, id)
                     .filter(|w| w.binary != id.binary && !is_set(*w) && !is_set(id)),
             };
             if let Some(winner) = winner {
