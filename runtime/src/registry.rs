@@ -601,6 +601,9 @@ impl Registry {
 
     /// The `RTLD_LOCAL` group of `binary`, when it has one.
     pub(crate) fn local_group(&self, binary: BinaryId) -> Option<&[BinaryId]> {
+        if self.local_groups.is_empty() {
+            return None;
+        }
         self.local_groups.get(&binary).map(|group| &group[..])
     }
 
