@@ -98,9 +98,9 @@ struct Records {
 }
 
 impl Records {
-    /// Records `image`, of the binary's source `source`, `payload`. Only an image an OpenCL driver may
-    /// compile (not of CUDA's forms) is asked whether it calls through function pointers:
-    /// that is what the Intel CPU runtime's vectorizer must know
+    /// Records `image` of `payload`, the binary's source `source`. Only an image an OpenCL
+    /// driver may compile (not of CUDA's forms) is asked whether it calls through function
+    /// pointers: that is what the Intel CPU runtime's vectorizer must know
     /// (`Runtime::guard_vectorizer`), and the forms of a GPU are left unread.
     fn push(&mut self, source: u32, payload: &[u8], image: &ImageView<'_>) {
         let named = match &self.last_target {
