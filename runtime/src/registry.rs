@@ -266,8 +266,14 @@ impl Binary {
     /// Image `index` read in place, from the payload checked when the binary was read.
     fn view(&self, index: u32) -> ImageView<'_> {
         let record = &self.records[index as usize];
-        ImageSetView::image_at(&self.sources[record.source as usize], record.offset as usize)
-            .expect("an image of a payload checked when the binary was read")
+        let mut view =
+            ImageSetView::image_at(&self.sources[record.source as usize], record.offset as usize)
+                .expect("an image of a payload checked when the binary was read");
+        // Images given as values have their descriptions encoded without their code.
+        if let Images::Given(images) = &self.images {
+            view.data = &images[index as usize].data;
+        }
+        view
     }
 
     /// Where `name`, read from image `index`'s view, lies in its payload. A view's names lie

@@ -231,6 +231,20 @@ impl<'a> ImageView<'a> {
         self.property_set(sets::EXPORTED_SYMBOLS).into_iter().flat_map(|set| set.names())
     }
 
+    /// The symbols of `SYCL/imported symbols`: the functions another image must define.
+    pub fn imported_symbols(&self) -> impl Iterator<Item = &'a str> {
+        self.property_set(sets::IMPORTED_SYMBOLS).into_iter().flat_map(|set| set.names())
+    }
+
+    /// The image's device requirements (none when it has no such set), as
+    /// [`Image::requirements`](crate::Image::requirements) reads them.
+    pub fn requirements(&self) -> Result<crate::DeviceRequirements, crate::RequirementsError> {
+        match self.property_set(sets::DEVICE_REQUIREMENTS) {
+            Some(set) => crate::DeviceRequirements::from_property_set(&set.to_property_set()),
+            None => Ok(crate::DeviceRequirements::default()),
+        }
+    }
+
     /// For an outlined virtual-function set image: the set's name and whether it is the
     /// dummy (empty bodies) version.
     pub fn virtual_functions_set(&self) -> Option<(&'a str, bool)> {

@@ -467,7 +467,7 @@ fn input(
     if keep == Keep::Runnable {
         let state = queue.state();
         let device = state.for_device();
-        images.retain(|&id| device.can_run(registry.image(id)));
+        images.retain(|&id| device.can_run(registry.view(id)));
     }
     images.sort();
     images.dedup();

@@ -313,8 +313,8 @@ impl DeviceState {
         from.dedup();
         let mut caches = self.caches();
         for &id in plan.images() {
-            for k in &registry.image(id).kernels {
-                let per_kernel = caches.by_kernel.entry(k.clone()).or_default();
+            for k in registry.view(id).kernels() {
+                let per_kernel = caches.by_kernel.entry(k.to_string()).or_default();
                 // Under the options as given too, so a launch that sets a default again finds it.
                 for key in [options, given] {
                     for &binary in &from {
@@ -475,8 +475,8 @@ impl DeviceState {
         match (plan.target().format(), self.caps.links_images) {
             (ImageFormat::SpirBitcode, _) => {
                 trace!("build", "{label} on {}: {}", self.name, names.join(" + "));
-                let image = registry.image(plan.images()[0]);
-                self.build_binary(&image.data, &options.flags, &names)
+                let image = registry.view(plan.images()[0]);
+                self.build_binary(image.data, &options.flags, &names)
             }
             (_, true) => {
                 // An object compiled before serves only an image none of whose definitions
@@ -531,7 +531,7 @@ impl DeviceState {
                 objects.push(object);
                 continue;
             }
-            let image = registry.image(id);
+            let image = registry.view(id);
             let failed = |f: Failure| {
                 self.failed(
                     Step::Compile,
@@ -549,7 +549,7 @@ impl DeviceState {
                         self.name
                     );
                     let spec = options.spec.for_image(image);
-                    self.device.load_object(&image.data, &spec).map_err(failed)?
+                    self.device.load_object(image.data, &spec).map_err(failed)?
                 }
                 format => {
                     trace!("compile", "{} on {}", registry.describe(id), self.name);
@@ -558,11 +558,11 @@ impl DeviceState {
                     // imports.
                     let code = match format {
                         ImageFormat::Ptx if lost.is_empty() => {
-                            std::borrow::Cow::Borrowed(image.data.as_slice())
+                            std::borrow::Cow::Borrowed(image.data)
                         }
                         ImageFormat::Ptx => {
                             let what = registry.describe(id);
-                            let text = std::str::from_utf8(&image.data).map_err(|_| {
+                            let text = std::str::from_utf8(image.data).map_err(|_| {
                                 Error::InvalidObject(format!("{what}: its PTX is not UTF-8"))
                             })?;
                             trace!("interpose", "{what}: {} made .extern", lost.join(", "));
@@ -621,7 +621,7 @@ impl DeviceState {
     /// bytes of the program's images.
     fn disk_key(&self, registry: &Registry, plan: &Plan, options: &Options) -> String {
         let mut images: Vec<&[u8]> =
-            plan.images().iter().map(|&id| registry.image(id).data.as_slice()).collect();
+            plan.images().iter().map(|&id| registry.view(id).data).collect();
         images.sort();
         let mut key = KeyBuilder::new();
         key.part(self.identity.as_bytes())
@@ -635,7 +635,7 @@ impl DeviceState {
         }
         // Which definitions give way: the same images with another winner are another program.
         for (id, symbols) in plan.overridden() {
-            key.part(b"overridden").part(&registry.image(*id).data);
+            key.part(b"overridden").part(registry.view(*id).data);
             for symbol in symbols {
                 key.part(symbol.as_bytes());
             }
@@ -649,7 +649,7 @@ impl DeviceState {
 fn is_whole_native_program(registry: &Registry, plan: &Plan) -> bool {
     match plan.images() {
         [only] if plan.target().cuda_arch().is_some() => {
-            sycl_format::cubin::is_whole_program(&registry.image(*only).data)
+            sycl_format::cubin::is_whole_program(registry.view(*only).data)
         }
         _ => false,
     }

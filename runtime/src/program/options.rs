@@ -82,15 +82,18 @@ impl SpecValues {
     }
 
     /// The values of the constants `image` has.
-    pub(super) fn for_image(&self, image: &sycl_format::Image) -> Vec<SpecValue<'_>> {
+    pub(super) fn for_image(&self, image: sycl_format::ImageView<'_>) -> Vec<SpecValue<'_>> {
+        if self.0.is_empty() {
+            return vec![];
+        }
         let Some(ids) = image.property_set(sycl_format::sets::SPECIALIZATION_CONSTANTS) else {
             return vec![];
         };
         self.0
             .iter()
             .filter_map(|(name, bytes)| match ids.get(name) {
-                Some(sycl_format::PropertyValue::U32(id)) => {
-                    Some(SpecValue { name, id: *id, bytes })
+                Some(sycl_format::PropertyValueView::U32(id)) => {
+                    Some(SpecValue { name, id, bytes })
                 }
                 _ => None,
             })

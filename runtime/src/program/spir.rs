@@ -22,7 +22,7 @@ pub(super) fn rewrite_for_device<'a>(
     overridden: &[String],
     caps: &Capabilities,
 ) -> Result<std::borrow::Cow<'a, [u8]>, Error> {
-    let data = &registry.image(id).data;
+    let data = registry.view(id).data;
     let mut module = match sycl_spirv::load(data) {
         Ok(module) => module,
         Err(_) if overridden.is_empty() => return Ok(std::borrow::Cow::Borrowed(data)),
@@ -97,7 +97,7 @@ pub(super) fn link_to_spir(
     let images = plan.images();
     let mut inputs = Vec::with_capacity(images.len());
     for &id in images {
-        let mut module = sycl_spirv::load(&registry.image(id).data)
+        let mut module = sycl_spirv::load(registry.view(id).data)
             .map_err(|e| Error::Translate(format!("{}: {e}", registry.describe(id))))?;
         import_overridden(&mut module, plan.overridden_in(id), &registry.describe(id));
         inputs.push(sycl_spirv::LinkInput { name: registry.describe(id), module });
@@ -124,7 +124,7 @@ pub(super) fn link_to_spir(
     }
     let mut baked = Vec::new();
     for &id in images {
-        for SpecValue { id: spec_id, bytes, .. } in spec.for_image(registry.image(id)) {
+        for SpecValue { id: spec_id, bytes, .. } in spec.for_image(registry.view(id)) {
             let Some(ty) = sycl_spirv::spec::llvm_type_of(&linked.module, spec_id) else {
                 continue;
             };

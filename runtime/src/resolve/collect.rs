@@ -94,7 +94,7 @@ pub(super) fn collect(
     };
     let mut sets: Vec<(&str, ImageId)> = Vec::new();
     for &root in roots {
-        match registry.image(root).virtual_functions_set() {
+        match registry.view(root).virtual_functions_set() {
             Some((set, _)) => sets.push((set, root)),
             None => walk.add(root)?,
         }
@@ -110,8 +110,8 @@ pub(super) fn collect(
         }
         let Some(&id) = walk.images.get(walk.next) else { break };
         walk.next += 1;
-        sets.extend(registry.image(id).uses_virtual_functions_sets().into_iter().map(|s| (s, id)));
-        for symbol in registry.image(id).imported_symbols() {
+        sets.extend(registry.view(id).uses_virtual_functions_sets().map(|s| (s, id)));
+        for symbol in registry.view(id).imported_symbols() {
             if let Some(set) = walk.resolve(symbol, id)? {
                 sets.push((set, id));
             }
@@ -150,8 +150,8 @@ impl<'r> Walk<'r> {
         }
         self.images.push(id);
         let registry = self.registry;
-        let is_set = |id: ImageId| registry.image(id).virtual_functions_set().is_some();
-        for symbol in registry.image(id).exported_symbols() {
+        let is_set = |id: ImageId| registry.view(id).virtual_functions_set().is_some();
+        for symbol in registry.view(id).exported_symbols() {
             let winner = match self.shared_exports {
                 false => None,
                 true => winner(registry, self.target, symbol, id)
@@ -232,7 +232,7 @@ impl<'r> Walk<'r> {
         let Some(provider) = winner(registry, self.target, symbol, requester) else {
             return Err(unresolved(registry, self.target, symbol, &self.subject, requester));
         };
-        if let Some((set, _)) = registry.image(provider).virtual_functions_set() {
+        if let Some((set, _)) = registry.view(provider).virtual_functions_set() {
             return Ok(Some(set));
         }
         if providers.iter().filter(visible).any(|p| p.binary != provider.binary) {
@@ -275,7 +275,7 @@ impl<'r> Walk<'r> {
             });
         }
         let is_dummy =
-            |p: ImageId| registry.image(p).virtual_functions_set().is_some_and(|(_, dummy)| dummy);
+            |p: ImageId| registry.view(p).virtual_functions_set().is_some_and(|(_, dummy)| dummy);
         let mut binaries: Vec<_> = providers.iter().map(|p| p.binary).collect();
         binaries.dedup();
         for binary in binaries {

@@ -17,10 +17,15 @@ use crate::Error;
 /// name in that image's call graph.
 type Node<'a> = (usize, &'a str);
 
+/// Image `id`'s reduced call graph, read in place: each function with its callees.
+fn graph_of(registry: &Registry, id: ImageId) -> HashMap<&str, Vec<&str>> {
+    registry.view(id).call_graph().map(|(node, callees)| (node, callees.collect())).collect()
+}
+
 /// Fails with [`Error::CallCycle`] when the functions of `images` call each other in a cycle.
 pub(crate) fn check(registry: &Registry, kernel: &str, images: &[ImageId]) -> Result<(), Error> {
     let graphs: Vec<HashMap<&str, Vec<&str>>> =
-        images.iter().map(|&id| registry.image(id).call_graph().into_iter().collect()).collect();
+        images.iter().map(|&id| graph_of(registry, id)).collect();
     if graphs.iter().all(HashMap::is_empty) {
         return Ok(());
     }
@@ -28,7 +33,7 @@ pub(crate) fn check(registry: &Registry, kernel: &str, images: &[ImageId]) -> Re
     // images were collected.
     let mut exporter: HashMap<&str, usize> = HashMap::new();
     for (i, &id) in images.iter().enumerate() {
-        for symbol in registry.image(id).exported_symbols() {
+        for symbol in registry.view(id).exported_symbols() {
             exporter.entry(symbol).or_insert(i);
         }
     }

@@ -5,7 +5,7 @@
 //! the kernel's image and those providers only when resolution picked exactly the images the
 //! twin compiled in, so `LD_PRELOAD`, `dlopen` and `RTLD_LOCAL` keep their meaning.
 
-use sycl_format::{PropertyValue, Target};
+use sycl_format::{PropertyValueView, Target};
 
 use crate::registry::{ImageId, Registry};
 use crate::trace::trace;
@@ -23,17 +23,17 @@ pub(super) fn swap_in_twin(
     let (&root, rest) = images.split_first()?;
     let &twin =
         registry.kernel_images(twin_target, kernel).iter().find(|t| t.binary == root.binary)?;
-    let recorded = registry.image(twin).property_set(sycl_format::sets::INLINED_IMPORTS)?;
+    let recorded = registry.view(twin).property_set(sycl_format::sets::INLINED_IMPORTS)?;
     let exports =
-        |id: ImageId, symbol: &str| registry.image(id).exported_symbols().any(|e| e == symbol);
+        |id: ImageId, symbol: &str| registry.view(id).exported_symbols().any(|e| e == symbol);
     let mut inlined: Vec<ImageId> = Vec::new();
-    for property in &recorded.properties {
-        let provider = rest.iter().copied().find(|&id| exports(id, &property.name));
+    for (name, value) in recorded.properties() {
+        let provider = rest.iter().copied().find(|&id| exports(id, name));
         let hash = provider
-            .map(|id| format!("{:016x}", sycl_format::payload_hash(&registry.image(id).data)));
-        match (provider, &property.value) {
-            (Some(id), PropertyValue::String(recorded))
-                if hash.as_deref() == Some(recorded.as_str()) =>
+            .map(|id| format!("{:016x}", sycl_format::payload_hash(registry.view(id).data)));
+        match (provider, value) {
+            (Some(id), PropertyValueView::String(recorded))
+                if hash.as_deref() == Some(recorded) =>
             {
                 if !inlined.contains(&id) {
                     inlined.push(id);
@@ -44,7 +44,7 @@ pub(super) fn swap_in_twin(
                     "inline",
                     "{kernel}: {} not used: {} resolved to another image than it compiled in",
                     registry.describe(twin),
-                    property.name
+                    name
                 );
                 return None;
             }
@@ -52,7 +52,7 @@ pub(super) fn swap_in_twin(
     }
     let others: Vec<ImageId> = rest.iter().copied().filter(|id| !inlined.contains(id)).collect();
     let still_imported = |provider: ImageId| {
-        others.iter().any(|&o| registry.image(o).imported_symbols().any(|s| exports(provider, s)))
+        others.iter().any(|&o| registry.view(o).imported_symbols().any(|s| exports(provider, s)))
     };
     let names: Vec<String> = inlined.iter().map(|&id| registry.describe(id)).collect();
     trace!("inline", "{kernel}: {} has {} compiled in", registry.describe(twin), names.join(" + "));

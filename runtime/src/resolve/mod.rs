@@ -80,7 +80,7 @@ pub(crate) struct ForDevice<'a> {
 
 impl ForDevice<'_> {
     /// Whether the device has everything `image` requires (aspects, sizes, fixed targets).
-    pub(crate) fn can_run(&self, image: &sycl_format::Image) -> bool {
+    pub(crate) fn can_run(&self, image: sycl_format::ImageView<'_>) -> bool {
         image.requirements().is_ok_and(|r| self.caps.check(&r).is_ok())
     }
 }
@@ -129,13 +129,13 @@ pub(crate) fn plan_kernel(
     device: ForDevice<'_>,
 ) -> Result<Plan, Error> {
     let subject = Subject::Kernel(kernel);
-    let can_run = |id: ImageId| device.can_run(registry.image(id));
+    let can_run = |id: ImageId| device.can_run(registry.view(id));
     let mut failure = None;
     for &target in targets {
         let Some(&root) = registry.kernel_images(target, kernel).first() else { continue };
         // SPIR bitcode cannot be linked by the device: only a self-contained image will do.
         if target.format() == ImageFormat::SpirBitcode
-            && registry.image(root).imported_symbols().next().is_some()
+            && registry.view(root).imported_symbols().next().is_some()
         {
             continue;
         }
@@ -225,7 +225,7 @@ pub(crate) fn plan_bundle(
     target: Target,
     device: ForDevice<'_>,
 ) -> Result<Plan, Error> {
-    let can_run = |id: ImageId| device.can_run(registry.image(id));
+    let can_run = |id: ImageId| device.can_run(registry.view(id));
     let collect::Collected { images, overridden } =
         collect::collect(registry, target, Subject::Bundle, roots, &can_run, collect::strict())?;
     check(registry, Subject::Bundle, device, target, &images)?;
@@ -256,10 +256,12 @@ fn check_requirements(
     images: &[ImageId],
 ) -> Result<(), Error> {
     for &id in images {
-        let image = registry.image(id);
+        let image = registry.view(id);
         let unsupported = |reason: String| Error::KernelNotSupported {
             kernel: match subject {
-                Subject::Bundle if !image.kernels.is_empty() => image.kernels.join(", "),
+                Subject::Bundle if image.kernels().next().is_some() => {
+                    image.kernels().collect::<Vec<_>>().join(", ")
+                }
                 _ => subject.name_for(id, registry),
             },
             device: device.name.to_string(),
@@ -282,10 +284,9 @@ fn check_complete(
     images: &[ImageId],
 ) -> Result<(), Error> {
     let exported: HashSet<&str> =
-        images.iter().flat_map(|&id| registry.image(id).exported_symbols()).collect();
+        images.iter().flat_map(|&id| registry.view(id).exported_symbols()).collect();
     for &id in images {
-        if let Some(symbol) = registry.image(id).imported_symbols().find(|s| !exported.contains(s))
-        {
+        if let Some(symbol) = registry.view(id).imported_symbols().find(|s| !exported.contains(s)) {
             return Err(collect::unresolved(registry, target, symbol, &subject, id));
         }
     }
