@@ -51,8 +51,10 @@ struct Walk<'r> {
     /// Images whose definitions won over an image's taken, still to be taken.
     winners: Vec<ImageId>,
     /// Whether any symbol of the form is exported by more than one binary: if not (most
-    /// programs), no definition can give way, and none is looked up.
-    shared_exports: bool,
+    /// programs), no definition can give way, and none is looked up. Asked when an image
+    /// that exports is taken: a kernel that imports nothing has the form's exports indexed
+    /// by nobody.
+    shared_exports: std::cell::OnceCell<bool>,
 }
 
 /// Each image's definitions that another binary's image wins (the images in order, each
@@ -90,7 +92,7 @@ pub(super) fn collect(
         sets_done: HashSet::default(),
         overridden: Vec::new(),
         winners: Vec::new(),
-        shared_exports: registry.has_shared_exports(target),
+        shared_exports: std::cell::OnceCell::new(),
     };
     let mut sets: Vec<(&str, ImageId)> = Vec::new();
     for &root in roots {
@@ -152,7 +154,9 @@ impl<'r> Walk<'r> {
         let registry = self.registry;
         let is_set = |id: ImageId| registry.view(id).virtual_functions_set().is_some();
         for symbol in registry.view(id).exported_symbols() {
-            let winner = match self.shared_exports {
+            let shared =
+                *self.shared_exports.get_or_init(|| registry.has_shared_exports(self.target));
+            let winner = match shared {
                 false => None,
                 true => winner(registry, self.target, symbol, id)
                     .filter(|w| w.binary != id.binary && !is_set(*w) && !is_set(id)),
