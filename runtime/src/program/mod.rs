@@ -523,8 +523,7 @@ impl DeviceState {
     ) -> Result<Vec<Arc<Object>>, Error> {
         let mut objects = Vec::with_capacity(images.len());
         for &id in images {
-            let lost =
-                overridden.iter().find(|(image, _)| *image == id).map_or(&[][..], |(_, s)| s);
+            let lost = resolve::overridden_in(overridden, id);
             let key = CompileKey { image: id, options: options.clone(), overridden: lost.to_vec() };
             let cached = self.caches().compiled.get(&key).cloned();
             if let Some(object) = cached {

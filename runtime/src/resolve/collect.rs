@@ -61,6 +61,11 @@ struct Walk<'r> {
 /// one's symbols sorted): empty for a program without duplicates.
 pub(crate) type Overridden = Vec<(ImageId, Vec<String>)>;
 
+/// The definitions of `image` that `overridden` lists (none for most images).
+pub(crate) fn overridden_in(overridden: &Overridden, image: ImageId) -> &[String] {
+    overridden.iter().find(|(id, _)| *id == image).map_or(&[], |(_, s)| s)
+}
+
 /// What a walk collected: the images in link order, and the definitions overridden.
 #[derive(Debug)]
 pub(super) struct Collected {
@@ -185,12 +190,7 @@ impl<'r> Walk<'r> {
                         names[1],
                         self.subject
                     );
-                    if self.strict {
-                        return Err(Error::DuplicateSymbol {
-                            symbol: symbol.to_string(),
-                            providers: names,
-                        });
-                    }
+                    self.refuse_in_strict_mode(symbol, names)?;
                 }
                 Some(_) => {}
             }
@@ -198,17 +198,28 @@ impl<'r> Walk<'r> {
         Ok(())
     }
 
+    /// Every image that exports `symbol` and that `requester` may see, in loader order, as
+    /// traces and strict mode's error name them.
+    fn exporters(&self, symbol: &str, requester: ImageId) -> Vec<String> {
+        let registry = self.registry;
+        let visible = |p: &&ImageId| registry.visible(requester.binary, p.binary);
+        let providers = registry.providers(self.target, symbol).iter().filter(visible);
+        providers.map(|&p| registry.describe(p)).collect()
+    }
+
+    /// Strict mode's error for `symbol`, exported by `names`; nothing otherwise.
+    fn refuse_in_strict_mode(&self, symbol: &str, names: Vec<String>) -> Result<(), Error> {
+        match self.strict {
+            true => Err(Error::DuplicateSymbol { symbol: symbol.to_string(), providers: names }),
+            false => Ok(()),
+        }
+    }
+
     /// `loser`'s definition of `symbol` gives way to `winner`'s: traced, an error in strict
     /// mode (naming every binary that exports it, in loader order).
     fn duplicate(&self, symbol: &str, winner: ImageId, loser: ImageId) -> Result<(), Error> {
         let registry = self.registry;
-        let visible = |p: &&ImageId| registry.visible(loser.binary, p.binary);
-        let names: Vec<String> = registry
-            .providers(self.target, symbol)
-            .iter()
-            .filter(visible)
-            .map(|&p| registry.describe(p))
-            .collect();
+        let names = self.exporters(symbol, loser);
         trace!(
             "duplicate",
             "{symbol}: exported by {}; the first in loader order wins: {} serves every caller, \
@@ -218,10 +229,7 @@ impl<'r> Walk<'r> {
             registry.describe(loser),
             self.subject
         );
-        if self.strict {
-            return Err(Error::DuplicateSymbol { symbol: symbol.to_string(), providers: names });
-        }
-        Ok(())
+        self.refuse_in_strict_mode(symbol, names)
     }
 
     /// Links the provider of `symbol` for `requester`; a virtual function is not linked by
@@ -231,28 +239,22 @@ impl<'r> Walk<'r> {
         if self.provided.contains_key(symbol) {
             return Ok(None);
         }
-        let visible = |p: &&ImageId| registry.visible(requester.binary, p.binary);
-        let providers = registry.providers(self.target, symbol);
         let Some(provider) = winner(registry, self.target, symbol, requester) else {
             return Err(unresolved(registry, self.target, symbol, &self.subject, requester));
         };
         if let Some((set, _)) = registry.view(provider).virtual_functions_set() {
             return Ok(Some(set));
         }
+        let visible = |p: &&ImageId| registry.visible(requester.binary, p.binary);
+        let providers = registry.providers(self.target, symbol);
         if providers.iter().filter(visible).any(|p| p.binary != provider.binary) {
-            let names: Vec<String> =
-                providers.iter().filter(visible).map(|&p| registry.describe(p)).collect();
+            let names = self.exporters(symbol, requester);
             trace!(
                 "duplicate",
                 "{symbol}: exported by {}; the first in loader order wins",
                 names.join(", ")
             );
-            if self.strict {
-                return Err(Error::DuplicateSymbol {
-                    symbol: symbol.to_string(),
-                    providers: names,
-                });
-            }
+            self.refuse_in_strict_mode(symbol, names)?;
         }
         trace!("resolve", "{symbol} -> {} (for {})", registry.describe(provider), self.subject);
         self.add(provider)?;

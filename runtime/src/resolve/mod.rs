@@ -30,8 +30,8 @@ use std::fmt;
 
 use sycl_format::{CudaArch, ImageFormat, Target};
 
-pub(crate) use collect::Overridden;
 pub use collect::STRICT_ENV;
+pub(crate) use collect::{overridden_in, Overridden};
 
 use crate::backend::Capabilities;
 use crate::registry::{ImageId, Registry};
@@ -67,7 +67,7 @@ impl Plan {
 
     /// The definitions of `image` that another image wins (none for most).
     pub(crate) fn overridden_in(&self, image: ImageId) -> &[String] {
-        self.overridden.iter().find(|(id, _)| *id == image).map_or(&[], |(_, s)| s)
+        overridden_in(&self.overridden, image)
     }
 }
 
