@@ -63,6 +63,14 @@ const APT_PACKAGES: &[&str] = &[
     "pocl-opencl-icd",
     "llvm-16",
     "libclc-16",
+    // Device code written in Rust (on `sycl-device`), all four from bookworm-security:
+    // rustc-web 1.96 and its matching library sources build `core` for nvptx64-nvidia-cuda
+    // with `-Zbuild-std`; cargo-web drives that build.
+    "rustc-web",
+    "cargo-web",
+    "rust-web-src",
+    // llc-22 reads rustc 1.96's LLVM 22 IR and writes SPIR-V (`spirv64-unknown-unknown`).
+    "llvm-22",
 ];
 
 /// PyPI packages providing Intel's CPU OpenCL runtime (`libintelocl.so`) and its dependencies.
