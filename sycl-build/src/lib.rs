@@ -18,6 +18,7 @@
 mod archive;
 mod codegen;
 mod elf;
+mod rust;
 mod tool;
 mod translate;
 
@@ -205,6 +206,7 @@ pub struct Compiled {
 #[derive(Debug, Clone, Default)]
 pub struct Build {
     files: Vec<PathBuf>,
+    rust_crates: Vec<PathBuf>,
     includes: Vec<PathBuf>,
     defines: Vec<(String, Option<String>)>,
     flags: Vec<String>,
@@ -237,6 +239,17 @@ impl Build {
         for p in paths {
             self.file(p);
         }
+        self
+    }
+
+    /// Adds a Rust device crate: the directory of a `#![no_std]` package (its `Cargo.toml`)
+    /// that depends on `sycl-device`. Its `#[no_mangle] pub extern "C" fn`s are exported
+    /// device functions (`SYCL_EXTERNAL`), its `sycl_device::kernel!`s kernels, and the
+    /// functions its `extern "C"` blocks declare are imports resolved at run time, as an
+    /// OpenCL C source's are. It is built with Debian's `rustc-web`, `cargo-web`,
+    /// `rust-web-src` and `llvm-22` (docs/DESIGN.md, "Device code in Rust").
+    pub fn rust_crate(&mut self, dir: impl AsRef<Path>) -> &mut Build {
+        self.rust_crates.push(dir.as_ref().to_path_buf());
         self
     }
 
@@ -399,6 +412,33 @@ impl Build {
                 format!("{DEVICE_OBJECT_MEMBER_PREFIX}{index}-{stem}.o"),
                 elf_object(&object),
             ));
+        }
+
+        if !self.rust_crates.is_empty() {
+            let tools = rust::RustTools::find(cargo)?;
+            for (index, dir) in self.rust_crates.iter().enumerate() {
+                let stem = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+                let unit_dir = work.join(format!("rust-{index}-{stem}"));
+                // The wrapper package names it by path from elsewhere.
+                let absolute = fs::canonicalize(dir.join("Cargo.toml"))
+                    .map_err(|error| Error::Io { path: dir.join("Cargo.toml"), error })?;
+                let crate_dir = absolute.parent().unwrap_or(dir);
+                let unit = rust::compile(&tools, crate_dir, &unit_dir, cargo)?;
+                interface.add(&unit.module);
+                let object = DeviceObject {
+                    package: package.clone(),
+                    source: dir.to_string_lossy().into_owned(),
+                    split: self.split,
+                    fixed_targets: self.fixed_targets.clone(),
+                    targets: self.targets.clone(),
+                    device_config: config_text.clone(),
+                    spirv: unit.spirv,
+                };
+                members.push((
+                    format!("{DEVICE_OBJECT_MEMBER_PREFIX}rust-{index}-{stem}.o"),
+                    elf_object(&object),
+                ));
+            }
         }
 
         let archive = work.join(format!("libsycl_device_{name}.a"));

@@ -75,6 +75,10 @@ impl Tool {
     /// LLVM 16's code generator, which writes a `ptx64` image's PTX (see [`Tool::LLVM_DIS`]).
     pub const LLC: Tool =
         Tool { name: "llc-16", env: "SYCL_LLC", package: Package::Debian("llvm-16") };
+    /// LLVM 22's code generator, whose SPIR-V back end makes SPIR-V of a Rust device crate's
+    /// IR: rustc 1.96 writes LLVM 22's IR, which no older LLVM reads.
+    pub const LLC_22: Tool =
+        Tool { name: "llc-22", env: "SYCL_LLC_22", package: Package::Debian("llvm-22") };
     /// NVIDIA's PTX assembler, which makes the native `nvidia_gpu_sm_XX` images (`sycl-ld`):
     /// `ptxas -c`, relocatable SASS objects. NVIDIA ships it in a PyPI wheel (the 12.9 one
     /// targets sm_50 to sm_120), which needs no CUDA toolkit or driver.
@@ -170,6 +174,25 @@ impl ToolFile {
         env: "SYCL_LIBCLC_NVPTX",
         path: "/usr/lib/clc/nvptx64--nvidiacl.bc",
         debian_package: "libclc-16",
+    };
+
+    /// Debian's Rust 1.96 compiler (`rustc-web`), which builds a Rust device crate and, from
+    /// the library sources of the same release (`rust-web-src`), its `core` for
+    /// `nvptx64-nvidia-cuda`: rustup's toolchains ship no `core` for that target, and `core`'s
+    /// sources build only with the compiler of their release.
+    pub const RUSTC_WEB: ToolFile = ToolFile {
+        name: "rustc-web's rustc",
+        env: "SYCL_DEVICE_RUSTC",
+        path: "/usr/bin/rustc",
+        debian_package: "rustc-web",
+    };
+
+    /// The cargo of the same release (`cargo-web`), which drives `-Zbuild-std=core`.
+    pub const CARGO_WEB: ToolFile = ToolFile {
+        name: "cargo-web's cargo",
+        env: "SYCL_DEVICE_CARGO",
+        path: "/usr/bin/cargo",
+        debian_package: "cargo-web",
     };
 
     /// The file's path: `explicit`, else `$env`, else [`path`](Self::path); an error naming

@@ -54,6 +54,7 @@ pub use params::kernel_params;
 #[cfg(feature = "link")]
 pub use postlink::{post_link, PostLink, PostLinkImage, PostLinkOptions, Requirements, Source};
 pub use rspirv::dr;
+pub use rspirv::spirv;
 pub use symbols::{can_be_imported, Linkage, Symbols};
 
 /// Why a SPIR-V module could not be loaded, linked or post-linked.
