@@ -129,7 +129,7 @@ pub(crate) fn compile(
     run(&mut cmd, crate_dir)?;
 
     let out = target_dir.join(RUST_TARGET).join("release");
-    let sources = dep_info(&out.join(format!("lib{lib}.d")))?;
+    let sources = dep_info(&out.join(format!("{lib}.d")))?;
     let mut signatures = Signatures::default();
     for source in &sources {
         if cargo_lines {
