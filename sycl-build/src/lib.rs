@@ -415,7 +415,7 @@ impl Build {
         }
 
         if !self.rust_crates.is_empty() {
-            let tools = rust::RustTools::find(cargo)?;
+            let tools = rust::RustTools::find(cargo, tools.llvm_spirv.clone())?;
             for (index, dir) in self.rust_crates.iter().enumerate() {
                 let stem = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
                 let unit_dir = work.join(format!("rust-{index}-{stem}"));

@@ -27,7 +27,8 @@ pub const SCALARS: &[Scalar] = &[
     Scalar { c: "char", size: 1, rust: &["i8", "u8"], float: false },
     Scalar { c: "short", size: 2, rust: &["i16", "u16"], float: false },
     Scalar { c: "int", size: 4, rust: &["i32", "u32"], float: false },
-    Scalar { c: "long", size: 8, rust: &["i64", "u64"], float: false },
+    // `usize` and `isize` are 64 bits on every host and device the toolkit serves.
+    Scalar { c: "long", size: 8, rust: &["i64", "u64", "usize", "isize"], float: false },
     // `half`'s bits as `u16` too: programs without the `half` crate keep them so.
     Scalar { c: "half", size: 2, rust: &["half::binary16::f16", "u16"], float: true },
     Scalar { c: "float", size: 4, rust: &["f32"], float: true },

@@ -1,9 +1,10 @@
 //! `cargo xtask bench`: runs the benchmarks, gathers the ratios they print into one table, and
 //! fails when one misses its bound.
 //!
-//! The benchmarks (the runtime's and `sycl-ld`'s, the fixtures' `gpu-bench --across` on both
-//! CPU devices and, where an NVIDIA GPU and nvcc are, `scripts/gpu/bench.sh` and
-//! `scripts/gpu/graphs.sh`) print each ratio
+//! The benchmarks (the runtime's and `sycl-ld`'s, the fixtures' `gpu-bench --across` and
+//! `rs-app bench` on both CPU devices, the time a Rust device crate adds to a clean build and,
+//! where an NVIDIA GPU and nvcc are, `scripts/gpu/bench.sh`, `scripts/gpu/graphs.sh` and
+//! `scripts/gpu/rust.sh`) print each ratio
 //! as a line `RATIO value op limit | what | detail`, or `RATIO value | what | detail` for one
 //! shown beside the others without a bound of its own. The run fails, after the table, when
 //!
@@ -41,6 +42,10 @@ const EXPECTED: &[(&str, &[Expected])] = &[
     ("gpu-bench --across pocl", ACROSS_POCL),
     ("scripts/gpu/bench.sh", GPU),
     ("scripts/gpu/graphs.sh", GPU_GRAPHS),
+    ("rs-app bench intel", RUST_KERNELS),
+    ("rs-app bench pocl", RUST_KERNELS),
+    ("scripts/gpu/rust.sh", RUST_KERNELS),
+    ("clean builds of rs-lib and cl-lib", RUST_BUILD),
 ];
 
 /// `runtime/benches/`: `launch.rs`, `runtime.rs`, `kernel_time.rs`, `graph.rs`, `memory.rs`. A graph's
@@ -125,6 +130,18 @@ const GPU: &[Expected] = &[
     ("GPU |Event::elapsed() of SAXPY / cuEventElapsedTime - 1|", Op::Le, 0.05),
 ];
 
+/// `fixtures/rs-app`'s `bench`: Rust kernels against the same code in OpenCL C, on each CPU
+/// device and (`scripts/gpu/rust.sh`) on a GPU.
+const RUST_KERNELS: &[Expected] = &[
+    ("Rust kernel time / the same code in OpenCL C: saxpy", Op::Le, 1.02),
+    ("Rust kernel time / the same code in OpenCL C: nbody", Op::Le, 1.02),
+    ("Rust kernel time / the same code in OpenCL C: nbody-rust-library", Op::Le, 1.02),
+];
+
+/// [`rust_device_build_time`].
+const RUST_BUILD: &[Expected] =
+    &[("seconds a Rust device crate adds to a clean build of its package", Op::Le, 30.0)];
+
 /// `fixtures/gpu-bench/src/graphs.rs`, as `scripts/gpu/graphs.sh` runs it.
 const GPU_GRAPHS: &[Expected] = &[
     (
@@ -180,6 +197,8 @@ fn run(smoke: bool, informational: bool, args: &[OsString]) -> Result<ExitCode> 
     }
     if !smoke {
         reports.extend(across_libraries_on_cpus()?);
+        reports.extend(rust_kernels_on_cpus()?);
+        reports.push(rust_device_build_time()?);
         reports.extend(gpu_report()?);
     }
     // One run of each benchmark (the smoke mode) measures nothing: no bound is checked.
@@ -239,6 +258,58 @@ fn across_libraries_on_cpus() -> Result<Vec<Report>> {
     Ok(reports)
 }
 
+/// `rs-app bench` on both CPU devices: each Rust kernel's time against the same code in
+/// OpenCL C.
+fn rust_kernels_on_cpus() -> Result<Vec<Report>> {
+    let root = repo_root();
+    run_checked(
+        cargo()
+            .args(["build", "-q", "--release", "-p", "rs-app"])
+            .current_dir(root.join("fixtures")),
+    )?;
+    let program = root.join("fixtures/target/release/rs-app");
+    let mut reports = Vec::new();
+    for device in ["intel", "pocl"] {
+        let mut command = Command::new(&program);
+        command.args(["bench", "15"]).env("SYCL_DEVICE", device);
+        let source = format!("rs-app bench {device}");
+        reports.push(Report::read(&source, expected(&source), &run_teed(&mut command)?));
+    }
+    Ok(reports)
+}
+
+/// What a Rust device crate adds to a clean build of its package: `rs-lib` (a library whose
+/// device code is a Rust crate) against `cl-lib` (one whose device code is OpenCL C), each
+/// built from clean in a target directory of its own, `core` for the device included.
+fn rust_device_build_time() -> Result<Report> {
+    let root = repo_root();
+    let mut seconds = Vec::new();
+    for package in ["cl-lib", "rs-lib"] {
+        let target = root.join("target/rust-build-time").join(package);
+        if target.exists() {
+            std::fs::remove_dir_all(&target)
+                .with_context(|| format!("removing {}", target.display()))?;
+        }
+        let start = std::time::Instant::now();
+        run_checked(
+            cargo()
+                .args(["build", "-q", "-p", package, "--target-dir"])
+                .arg(&target)
+                .current_dir(root.join("fixtures")),
+        )?;
+        seconds.push(start.elapsed().as_secs_f64());
+    }
+    let line = format!(
+        "RATIO {} <= 30 | seconds a Rust device crate adds to a clean build of its package | rs-lib {:.1} s, cl-lib {:.1} s, from clean",
+        seconds[1] - seconds[0],
+        seconds[1],
+        seconds[0]
+    );
+    println!("{line}");
+    let source = "clean builds of rs-lib and cl-lib";
+    Ok(Report::read(source, expected(source), &line))
+}
+
 /// Where an NVIDIA GPU and nvcc are here: the fixtures packed for the GPU (`gpu-suite`) and
 /// `scripts/gpu/bench.sh` and `scripts/gpu/graphs.sh` run on them, their ratios tabulated.
 /// Elsewhere, says that the GPU rows were skipped and how to get them.
@@ -258,7 +329,9 @@ fn gpu_report() -> Result<Vec<Report>> {
     let dir = root.join("target/gpu-suite");
     gpu_suite::gpu_suite(&dir)?;
     let mut reports = Vec::new();
-    for (script, out) in [("bench.sh", "bench-out"), ("graphs.sh", "graphs-out")] {
+    for (script, out) in
+        [("bench.sh", "bench-out"), ("graphs.sh", "graphs-out"), ("rust.sh", "rust-out")]
+    {
         let mut command = Command::new("bash");
         command
             .arg(root.join("scripts/gpu").join(script))
@@ -695,13 +768,17 @@ RATIO 1.0010 | a wrapper's floor: env -> cc link / cc link | medians 24.0 ms vs 
             }
         }
         // Every source `bench` reads has its list.
-        for source in
-            PACKAGES.iter().copied().chain(["scripts/gpu/bench.sh", "scripts/gpu/graphs.sh"])
-        {
+        for source in PACKAGES.iter().copied().chain([
+            "scripts/gpu/bench.sh",
+            "scripts/gpu/graphs.sh",
+            "scripts/gpu/rust.sh",
+            "clean builds of rs-lib and cl-lib",
+        ]) {
             assert!(!expected(source).is_empty(), "{source}");
         }
         for device in ["intel", "pocl"] {
             assert!(!expected(&format!("gpu-bench --across {device}")).is_empty());
+            assert!(!expected(&format!("rs-app bench {device}")).is_empty());
         }
     }
 }

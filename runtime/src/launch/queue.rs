@@ -37,7 +37,7 @@ macro_rules! pod {
     )* };
 }
 #[cfg(not(feature = "bytemuck"))]
-pod!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
+pod!(u8, i8, u16, i16, u32, i32, u64, i64, usize, isize, f32, f64);
 #[cfg(all(feature = "half", not(feature = "bytemuck")))]
 pod!(half::f16, half::bf16);
 // SAFETY: an array of plain data has no padding between its elements and no invalid bit

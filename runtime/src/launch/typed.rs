@@ -140,7 +140,7 @@ of_type! {
     char: i8, u8;
     short: i16, u16;
     int: i32, u32;
-    long: i64, u64;
+    long: i64, u64, usize, isize;
     half: u16;
     float: f32;
     double: f64;

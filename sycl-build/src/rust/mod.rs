@@ -12,6 +12,7 @@
 //! 3. `llc-22 -mtriple=spirv64-unknown-unknown` writes SPIR-V 1.4.
 //! 4. [`spirv::fix_up`] gives exported and imported functions the pointer types their Rust
 //!    signatures say ([`signature`]), and the `sycl-external` marker.
+//! 5. `llvm-spirv-15 -r` reads the result back, as PoCL's path and the `ptx64` target will.
 
 pub(crate) mod ir;
 pub(crate) mod signature;
@@ -38,12 +39,14 @@ pub(crate) struct RustTools {
     rustc: PathBuf,
     cargo: PathBuf,
     llc: PathBuf,
+    /// The translator every OpenCL C source goes through, which reads the SPIR-V back.
+    llvm_spirv: PathBuf,
 }
 
 impl RustTools {
     /// rustc-web's rustc with its library sources, cargo-web's cargo and `llc-22`; an error
-    /// naming the Debian package of the first one missing.
-    pub(crate) fn find(cargo_lines: bool) -> Result<RustTools, Error> {
+    /// naming the Debian package of the first one missing. `llvm_spirv` is the build's.
+    pub(crate) fn find(cargo_lines: bool, llvm_spirv: PathBuf) -> Result<RustTools, Error> {
         let rustc = ToolFile::RUSTC_WEB.find(None, cargo_lines)?;
         let sysroot = rustc.parent().and_then(Path::parent).unwrap_or(Path::new("/"));
         let core = sysroot.join("lib/rustlib/src/rust/library/core/src/lib.rs");
@@ -61,6 +64,7 @@ impl RustTools {
             rustc,
             cargo: ToolFile::CARGO_WEB.find(None, cargo_lines)?,
             llc: Tool::LLC_22.find(None, cargo_lines)?,
+            llvm_spirv,
         })
     }
 }
@@ -167,7 +171,25 @@ pub(crate) fn compile(
     spirv::fix_up(&mut module, &signatures, &rewritten.exports, &rewritten.kernels);
     let spirv = sycl_spirv::assemble(&module);
     let module = sycl_spirv::load(&spirv).map_err(invalid)?;
-    write_file(&work.join("unit.spv"), &spirv)?;
+    let unit_spv = work.join("unit.spv");
+    write_file(&unit_spv, &spirv)?;
+    // PoCL and the `ptx64` target read SPIR-V through `llvm-spirv-15 -r`: what it cannot read
+    // fails here, naming the crate, rather than on a device at run time.
+    run(
+        Command::new(&tools.llvm_spirv).arg("-r").arg(&unit_spv).arg("-o").arg(work.join("unit.check.bc")),
+        crate_dir,
+    )
+    .map_err(|e| match e {
+        Error::Compile { source_path, command, stderr } => Error::Compile {
+            source_path,
+            command,
+            stderr: format!(
+                "{stderr}\nthe crate's SPIR-V ({}) holds what LLVM 15's translator cannot read back; PoCL and the ptx64 target need it to",
+                unit_spv.display()
+            ),
+        },
+        other => other,
+    })?;
     Ok(RustUnit { spirv, module })
 }
 

@@ -10,6 +10,9 @@
 //! - a scalar zero is an `OpConstant` (`OpConstantFalse` for `bool`), not the `OpConstantNull`
 //!   `llc-22` writes, on which `llvm-spirv-15 -r` (the `ptx64` and PoCL paths) fails an
 //!   assertion;
+//! - a comparison of pointers (`OpPtrEqual`, `OpPtrNotEqual`, SPIR-V 1.4's, which an iterator's
+//!   end test makes) compares their addresses as integers: `llvm-spirv-15 -r` has no reader for
+//!   them;
 //! - a kernel's `kernel_arg_type_qual` string says which pointers are `const`, as
 //!   `--preserve-ocl-kernel-arg-type-metadata-through-string` has llvm-spirv say it.
 
@@ -34,6 +37,7 @@ pub(crate) fn fix_up(
 ) {
     scalar_zeros(module);
     let mut types = TypeTable::of(module);
+    pointer_comparisons(module, &mut types);
     let linkage = linkage(module);
     // Kernels take global pointers, other functions generic ones.
     let mut retyped: Vec<(Word, &str, StorageClass, bool)> = linkage
@@ -134,6 +138,54 @@ fn scalar_zeros(module: &mut Module) {
             }
             _ => {}
         }
+    }
+}
+
+/// Each `OpPtrEqual`/`OpPtrNotEqual` made `OpIEqual`/`OpINotEqual` of the two addresses
+/// (`OpConvertPtrToU`, 64 bits: the module's addressing is `Physical64`).
+fn pointer_comparisons(module: &mut Module, types: &mut TypeTable) {
+    let compares = |op: Op| matches!(op, Op::PtrEqual | Op::PtrNotEqual);
+    let any = module
+        .functions
+        .iter()
+        .flat_map(|f| &f.blocks)
+        .any(|b| b.instructions.iter().any(|i| compares(i.class.opcode)));
+    if !any {
+        return;
+    }
+    let ulong = types.scalar(Scalar::Int { bits: 64, signed: false }, module);
+    let mut bound = module.header.as_ref().map_or(0, |h| h.bound);
+    for block in module.functions.iter_mut().flat_map(|f| &mut f.blocks) {
+        let mut k = 0;
+        while k < block.instructions.len() {
+            let inst = &block.instructions[k];
+            if !compares(inst.class.opcode) {
+                k += 1;
+                continue;
+            }
+            let op = if inst.class.opcode == Op::PtrEqual { Op::IEqual } else { Op::INotEqual };
+            let (ty, id) = (inst.result_type, inst.result_id);
+            let mut operands = Vec::new();
+            let mut converts = Vec::new();
+            for operand in &inst.operands {
+                let Operand::IdRef(pointer) = operand else { continue };
+                converts.push(Instruction::new(
+                    Op::ConvertPtrToU,
+                    Some(ulong),
+                    Some(bound),
+                    vec![Operand::IdRef(*pointer)],
+                ));
+                operands.push(Operand::IdRef(bound));
+                bound += 1;
+            }
+            let n = converts.len();
+            block.instructions[k] = Instruction::new(op, ty, id, operands);
+            block.instructions.splice(k..k, converts);
+            k += n + 1;
+        }
+    }
+    if let Some(header) = module.header.as_mut() {
+        header.bound = bound;
     }
 }
 
