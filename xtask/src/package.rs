@@ -21,7 +21,8 @@ use anyhow::{bail, Context, Result};
 use crate::{cargo, describe, repo_root, run_captured, run_checked};
 
 /// The crates people depend on, in dependency order, and the linker.
-const PACKAGES: &[&str] = &["sycl-format", "sycl-spirv", "sycl-build", "sycl-runtime", "sycl-ld"];
+const PACKAGES: &[&str] =
+    &["sycl-format", "sycl-spirv", "sycl-build", "sycl-device", "sycl-runtime", "sycl-ld"];
 
 /// The packages the demo's workspace patches in (all but the binary, which is installed).
 const LIBRARIES: &[&str] = &["sycl-format", "sycl-spirv", "sycl-build", "sycl-runtime"];
