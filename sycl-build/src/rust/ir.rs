@@ -373,7 +373,7 @@ fn kernel_wrapper(
         let pname = rust
             .map(|(p, _)| p.trim_start_matches("mut ").to_string())
             .filter(|p| {
-                p.chars().all(|c| c.is_alphanumeric() || c == '_') && !p.is_empty() && p != "_"
+                p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !p.is_empty() && p != "_"
             })
             .unwrap_or_else(|| format!("arg{i}"));
         let rust_type = rust.map(|(_, t)| t);
@@ -420,7 +420,7 @@ fn kernel_wrapper(
         ids.push(id);
     }
     let wrapper = format!(
-        "\ndefine spir_kernel void @{name}({}) !kernel_arg_addr_space !{} !kernel_arg_access_qual !{} !kernel_arg_type !{} !kernel_arg_base_type !{} !kernel_arg_type_qual !{} !kernel_arg_name !{} {{\nentry:\n{casts}  call spir_func void {}({})\n  ret void\n}}\n",
+        "\ndefine spir_kernel void @{name}({}) !kernel_arg_addr_space !{} !kernel_arg_access_qual !{} !kernel_arg_type !{} !kernel_arg_base_type !{} !kernel_arg_type_qual !{} !kernel_arg_name !{} {{\nsycl.entry:\n{casts}  call spir_func void {}({})\n  ret void\n}}\n",
         params.join(", "),
         ids[0],
         ids[1],
