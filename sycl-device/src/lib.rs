@@ -17,7 +17,8 @@
 //! - **Pointers** in device functions are OpenCL C's generic pointers (address space 4): the
 //!   build makes every pointer generic. An OpenCL C function that Rust calls, or that calls
 //!   Rust, declares unqualified pointer parameters: `float *p`, not `global float *p`.
-//! - **A panic** (a failed bounds check, an overflow in a debug build, `unwrap` of `None`) calls
+//! - **A panic** (a failed bounds check, a division by zero, `unwrap` of `None`; overflow wraps,
+//!   as the device build has no overflow checks) calls
 //!   `__sycl_device_panic`, which the build defines and which ends the work-item. The panic
 //!   handler here never touches the [`core::panic::PanicInfo`], so no formatting code is pulled
 //!   into device code.

@@ -373,11 +373,15 @@ fn kernel_wrapper(
         let pname = rust
             .map(|(p, _)| p.trim_start_matches("mut ").to_string())
             .filter(|p| {
-                p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !p.is_empty() && p != "_"
+                p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && !p.is_empty()
+                    && p != "_"
             })
             .unwrap_or_else(|| format!("arg{i}"));
         let rust_type = rust.map(|(_, t)| t);
-        if param.contains(" byval(") || param.contains(" sret(") || ty == "i1" {
+        let number = matches!(ty, "i8" | "i16" | "i32" | "i64" | "half" | "float" | "double");
+        let pointer = ty == "ptr addrspace(4)" && !param.contains(" byval(");
+        if !(number || pointer) {
             return Err(RewriteError(format!(
                 "kernel `{name}`: parameter {} is neither a number nor a pointer; kernels take numbers (`u32`, `f32`, …) and pointers to global memory (`*const T`, `*mut T`)",
                 i + 1
