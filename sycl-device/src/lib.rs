@@ -18,8 +18,9 @@
 //!   build makes every pointer generic. An OpenCL C function that Rust calls, or that calls
 //!   Rust, declares unqualified pointer parameters: `float *p`, not `global float *p`.
 //! - **A panic** (a failed bounds check, a division by zero, `unwrap` of `None`; overflow wraps,
-//!   as the device build has no overflow checks) calls
-//!   `__sycl_device_panic`, which the build defines and which ends the work-item. The panic
+//!   as the device build has no overflow checks) calls `__sycl_device_panic`, which the build
+//!   defines as a fault: the kernel ends, never past the failed check (on a CPU device the
+//!   process ends with it; docs/DESIGN.md, "Device code in Rust"). The panic
 //!   handler here never touches the [`core::panic::PanicInfo`], so no formatting code is pulled
 //!   into device code.
 //!

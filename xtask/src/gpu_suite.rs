@@ -113,6 +113,16 @@ const CASES: &[Case] = &[
     Case { name: "odr-app-ba", argv: &["odr-app-ba"], fp16: false },
     Case { name: "odr-ba-only-b", argv: &["odr-app-ba", "only-b"], fp16: false },
     Case { name: "odr-strict", argv: &["SYCL_STRICT_EXPORTS=1", "odr-app"], fp16: false },
+    // Device code in Rust (issue 43): OpenCL C kernels calling librs_lib.so's Rust functions,
+    // Rust kernels calling libcl_lib.so's OpenCL C ones, each checked against the host; then
+    // librs_alt.so preloaded, whose `rs_poly` serves the host and the device, Rust's images
+    // included.
+    Case { name: "rs-app", argv: &["rs-app"], fp16: false },
+    Case {
+        name: "rs-app-preload",
+        argv: &["LD_PRELOAD=@BIN/deps/librs_alt.so", "rs-app"],
+        fp16: false,
+    },
 ];
 
 /// Cases that the native-only build (`bin-native`) must refuse, and what the refusal says: a
@@ -123,6 +133,8 @@ const NATIVE_REFUSES: &[(&str, &str)] = &[
     ("odr-preload-b", NATIVE_CALLS_BOUND),
     ("odr-only-b", NATIVE_CALLS_BOUND),
     ("odr-app-ba", NATIVE_CALLS_BOUND),
+    // librs_lib.so's image defines the `rs_poly` that librs_alt.so wins.
+    ("rs-app-preload", NATIVE_CALLS_BOUND),
 ];
 
 /// What a launch says when only native objects hold a definition another binary wins.
