@@ -34,8 +34,9 @@ fn inspect_json_of_every_fixture() {
         "features-app",
         "bundle-app",
         "vfunc-app",
-        // Device code in Rust (issue 43): device functions in Rust and in OpenCL C in
-        // libraries. (rs-app's Rust kernels: tests/rust_device.rs.)
+        // Device code in Rust (issue 43): Rust kernels and OpenCL C ones in one binary, device
+        // functions in Rust and in OpenCL C in libraries.
+        "rs-app",
         "deps/librs_lib.so",
         "deps/libcl_lib.so",
         "deps/librs_alt.so",
