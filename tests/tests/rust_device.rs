@@ -141,7 +141,10 @@ fn a_preloaded_librs_alt_rs_poly_serves_the_host_and_every_device_caller() {
 
 /// librs_alt.so opened by the program (`dlopen-alt-local`, `dlopen-alt-global`) comes after
 /// librs_lib.so in the loader's order, `RTLD_GLOBAL` or not: librs_lib.so's `rs_poly` still
-/// serves the host and every device caller, and nothing is overridden.
+/// serves the host and every device caller, and nothing is overridden. Opened `RTLD_GLOBAL`,
+/// its `rs_poly` is a duplicate the program's images see, traced as one once per kernel whose
+/// images define or import it (`cl_calls_rust` takes librs_lib.so's image for `rs_get` before
+/// it imports `rs_poly`: the duplicate is noticed all the same); `RTLD_LOCAL`, it is not.
 #[test]
 fn librs_alt_opened_later_leaves_librs_lib_rs_poly_serving_every_caller() {
     for device in DEVICES {
@@ -160,7 +163,45 @@ fn librs_alt_opened_later_leaves_librs_lib_rs_poly_serving_every_caller() {
             let alt = format!("{}/deps/librs_alt.so: 1 image", fixtures_dir().display());
             let alt = if local { format!("{alt} (RTLD_LOCAL)") } else { alt };
             assert!(run.events("discover").contains(&alt.as_str()), "{argument} {}", run.say());
+            let duplicates: Vec<&str> = run
+                .events("duplicate")
+                .into_iter()
+                .filter(|e| {
+                    e.starts_with("rs_poly: exported by librs_lib.so image 0, librs_alt.so")
+                })
+                .collect();
+            for kernel in ["cl_calls_rust", "rs_calls_cl"] {
+                let wins = format!("wins: librs_lib.so image 0 (for kernel {kernel})");
+                let traced = duplicates.iter().filter(|e| e.ends_with(&wins)).count();
+                assert_eq!(traced, usize::from(!local), "{argument}, {kernel}: {}", run.say());
+            }
         }
+    }
+}
+
+/// Strict mode refuses librs_alt.so's `rs_poly` opened `RTLD_GLOBAL` after librs_lib.so, for
+/// the kernel whose image takes librs_lib.so's image for another symbol first
+/// (`cl_calls_rust`: `rs_get`) as for one that imports `rs_poly` alone; opened `RTLD_LOCAL`,
+/// the program's images do not see it, and strict mode has nothing to refuse.
+#[test]
+fn strict_mode_refuses_a_duplicate_opened_rtld_global_after_the_winner() {
+    for device in DEVICES {
+        let on = device.selector;
+        let env = [("SYCL_DEVICE", on), ("SYCL_STRICT_EXPORTS", "1")];
+        let out = run_fixture_args("rs-app", &["dlopen-alt-global"], &env);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "strict on {on}: {err}");
+        assert!(
+            err.lines().any(|l| l.starts_with("error: ")
+                && ["`rs_poly`", "librs_alt.so", "librs_lib.so", "strict"]
+                    .iter()
+                    .all(|w| l.contains(w))),
+            "strict on {on}: {err}"
+        );
+        // The first kernel launched, `cl_calls_rust`, is refused before anything is linked.
+        assert!(events(&err, "link").is_empty(), "strict on {on}: {err}");
+        let out = run_fixture_args("rs-app", &["dlopen-alt-local"], &env);
+        assert_eq!(out.status.code(), Some(0), "strict, RTLD_LOCAL, on {on}: {}", stderr(&out));
     }
 }
 

@@ -46,6 +46,8 @@ struct Walk<'r> {
     /// Each symbol the images so far export, with the first image that does.
     provided: HashMap<&'r str, ImageId, RandomState>,
     sets_done: HashSet<&'r str, RandomState>,
+    /// Symbols already traced as exported by more than one binary (once per program).
+    duplicates: HashSet<&'r str, RandomState>,
     /// Definitions of images taken that another binary's image wins, by image.
     overridden: Overridden,
     /// Images whose definitions won over an image's taken, still to be taken.
@@ -95,6 +97,7 @@ pub(super) fn collect(
         next: 0,
         provided: HashMap::default(),
         sets_done: HashSet::default(),
+        duplicates: HashSet::default(),
         overridden: Vec::new(),
         winners: Vec::new(),
         shared_exports: std::cell::OnceCell::new(),
@@ -178,6 +181,11 @@ impl<'r> Walk<'r> {
             match self.provided.get(symbol) {
                 None => {
                     self.provided.insert(symbol, id);
+                    // This image's definition wins; another binary may still export the
+                    // symbol after it in loader order (opened later, `RTLD_GLOBAL`).
+                    if shared && !is_set(id) {
+                        self.kept_over_others(symbol, id)?;
+                    }
                 }
                 Some(&first) if first.binary != id.binary => {
                     let names = vec![registry.describe(first), registry.describe(id)];
@@ -215,6 +223,30 @@ impl<'r> Walk<'r> {
         }
     }
 
+    /// `winner`'s definition of `symbol`, taken, is the first in loader order, and another
+    /// binary `winner` may see exports it too: traced once, an error in strict mode, as when
+    /// the definition taken loses (whichever image the walk takes first).
+    fn kept_over_others(&mut self, symbol: &'r str, winner: ImageId) -> Result<(), Error> {
+        let registry = self.registry;
+        let visible = |p: &&ImageId| registry.visible(winner.binary, p.binary);
+        let providers = registry.providers(self.target, symbol);
+        if !providers.iter().filter(visible).any(|p| p.binary != winner.binary) {
+            return Ok(());
+        }
+        if !self.duplicates.insert(symbol) {
+            return Ok(());
+        }
+        let names = self.exporters(symbol, winner);
+        trace!(
+            "duplicate",
+            "{symbol}: exported by {}; the first in loader order wins: {} (for {})",
+            names.join(", "),
+            registry.describe(winner),
+            self.subject
+        );
+        self.refuse_in_strict_mode(symbol, names)
+    }
+
     /// `loser`'s definition of `symbol` gives way to `winner`'s: traced, an error in strict
     /// mode (naming every binary that exports it, in loader order).
     fn duplicate(&self, symbol: &str, winner: ImageId, loser: ImageId) -> Result<(), Error> {
@@ -247,12 +279,16 @@ impl<'r> Walk<'r> {
         }
         let visible = |p: &&ImageId| registry.visible(requester.binary, p.binary);
         let providers = registry.providers(self.target, symbol);
-        if providers.iter().filter(visible).any(|p| p.binary != provider.binary) {
+        if providers.iter().filter(visible).any(|p| p.binary != provider.binary)
+            && self.duplicates.insert(symbol)
+        {
             let names = self.exporters(symbol, requester);
             trace!(
                 "duplicate",
-                "{symbol}: exported by {}; the first in loader order wins",
-                names.join(", ")
+                "{symbol}: exported by {}; the first in loader order wins: {} (for {})",
+                names.join(", "),
+                registry.describe(provider),
+                self.subject
             );
             self.refuse_in_strict_mode(symbol, names)?;
         }
