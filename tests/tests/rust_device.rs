@@ -19,9 +19,10 @@ use sycl_tests::{
 /// rs-app's checks, in the order it prints them, each `NAME: match` where the device's
 /// results are the host's: a check that stops running, or one added and not named here, fails
 /// the tests.
-const CHECKS: [&str; 15] = [
+const CHECKS: [&str; 16] = [
     "OpenCL C kernel -> Rust rs_poly",
     "OpenCL C kernel -> Rust rs_sum",
+    "OpenCL C kernel -> Rust rs_poly_twice",
     "Rust kernel -> OpenCL C cl_lerp",
     "Rust kernel -> OpenCL C cl_hash",
     "Rust kernel -> Rust rs_poly",
