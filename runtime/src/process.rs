@@ -63,9 +63,10 @@ pub fn compile_object_for(selector: &str, spirv: &[u8]) -> Result<Vec<u8>, Error
     let devices = backend::devices()?;
     let i = find_device(&devices, Some((selector, &format!("device selector `{selector}`"))))?;
     let state = DeviceState::new(&devices[i], describe(&devices, i))?;
+    let spirv = crate::program::for_ahead_of_time(spirv, &state.caps)?;
     let object = state
         .device
-        .compile_ahead_of_time(spirv)
+        .compile_ahead_of_time(&spirv)
         .map_err(|f| state.failed(Step::Compile, "ahead-of-time compilation".into(), "", f))?;
     object.binary()
 }

@@ -376,3 +376,48 @@ fn a_persistent_cache_shared_by_runs_with_either_rs_poly_follows_the_winner() {
         }
     }
 }
+
+/// rs-app linked with the CPU devices' ahead-of-time forms too (`SYCL_LD_TARGETS=spir64,
+/// intel_cpu_x86_64,pocl_cpu`, into `fixtures/target/aot`): every check matches on both
+/// devices, Intel's runtime linking the native objects made at link time (the Rust kernels'
+/// histogram among them: an atomic on a generic pointer, which Intel's runtime builds only
+/// once the builtin is given a global pointer, as the run-time path gives it), PoCL linking the
+/// SPIR-V and taking its own form for a kernel that imports nothing.
+#[test]
+fn rust_kernels_run_from_the_cpu_devices_ahead_of_time_forms() {
+    let fixtures_src = sycl_tests::repo_root().join("fixtures");
+    let target = fixtures_src.join("target/aot");
+    fixtures();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = output(
+        Command::new(cargo)
+            .args(["build", "-q", "-p", "rs-app", "-p", "rs-alt"])
+            .current_dir(&fixtures_src)
+            .env("CARGO_TARGET_DIR", &target)
+            .env("SYCL_LD_TARGETS", "spir64,intel_cpu_x86_64,pocl_cpu"),
+    );
+    assert!(built.status.success(), "{}", stderr(&built));
+    for device in DEVICES {
+        let out = output(
+            Command::new(target.join("debug/rs-app"))
+                .env("SYCL_TRACE", "1")
+                .env("SYCL_CACHE_DISABLE", "1")
+                .env("SYCL_DEVICE", device.selector)
+                .env_remove("SYCL_STRICT_EXPORTS"),
+        );
+        let (printed, err) = (stdout(&out), stderr(&out));
+        assert!(out.status.success(), "{}: {printed}{err}", device.selector);
+        let matched: Vec<&str> =
+            printed.lines().filter_map(|l| l.strip_suffix(": match")).collect();
+        assert_eq!(matched, CHECKS, "{}: {printed}{err}", device.selector);
+        let native = events(&err, "compile")
+            .into_iter()
+            .filter(|e| e.ends_with("(ahead-of-time object)"))
+            .count();
+        if device.selector == "intel" {
+            assert!(native >= 3, "Intel links native objects: {err}");
+        } else {
+            assert_eq!(native, 0, "PoCL takes no Intel object: {err}");
+        }
+    }
+}

@@ -30,7 +30,7 @@ use sycl_format::{ImageFormat, Target};
 
 pub(crate) use hint::Step;
 pub(crate) use options::{Options, SpecValues};
-pub(crate) use spir::can_translate;
+pub(crate) use spir::{can_translate, for_ahead_of_time};
 
 use crate::backend::{
     self, info, Capabilities, DeviceInfo, Failure, Kernel, Memory, Object, Program,

@@ -35,6 +35,24 @@ pub(super) fn rewrite_for_device<'a>(
     })
 }
 
+/// One image's SPIR-V as a device that compiles it ahead of time (`sycl-ld`'s
+/// `intel_cpu_x86_64` target) gets it: its builtins rewritten as [`rewrite_for_device`]
+/// rewrites them for the same device at run time, so that what links there links here
+/// (Intel's runtime builds no atomic on a generic pointer, in either path).
+pub(crate) fn for_ahead_of_time<'a>(
+    spirv: &'a [u8],
+    caps: &Capabilities,
+) -> Result<std::borrow::Cow<'a, [u8]>, Error> {
+    let Ok(mut module) = sycl_spirv::load(spirv) else {
+        // What cannot be read is the driver's to refuse, with its own words.
+        return Ok(std::borrow::Cow::Borrowed(spirv));
+    };
+    Ok(match rewrite_builtins(&mut module, caps, "an ahead-of-time image")? {
+        true => std::borrow::Cow::Owned(sycl_spirv::assemble(&module)),
+        false => std::borrow::Cow::Borrowed(spirv),
+    })
+}
+
 /// `module`'s definitions `overridden` made imports (traced); whether any was.
 fn import_overridden(
     module: &mut sycl_spirv::dr::Module,
