@@ -417,12 +417,12 @@ impl Build {
         if !self.rust_crates.is_empty() {
             let tools = rust::RustTools::find(cargo, tools.llvm_spirv.clone())?;
             for (index, dir) in self.rust_crates.iter().enumerate() {
-                let stem = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
-                let unit_dir = work.join(format!("rust-{index}-{stem}"));
                 // The wrapper package names it by path from elsewhere.
                 let absolute = fs::canonicalize(dir.join("Cargo.toml"))
                     .map_err(|error| Error::Io { path: dir.join("Cargo.toml"), error })?;
                 let crate_dir = absolute.parent().unwrap_or(dir);
+                let stem = crate_dir.file_name().unwrap_or_default().to_string_lossy();
+                let unit_dir = work.join(format!("rust-{index}-{stem}"));
                 let unit = rust::compile(&tools, crate_dir, &unit_dir, cargo)?;
                 interface.add(&unit.module);
                 let object = DeviceObject {
@@ -939,7 +939,11 @@ fn run(cmd: &mut Command, source: &Path) -> Result<Vec<String>, Error> {
 fn read_depfile(path: &Path) -> Result<Vec<PathBuf>, Error> {
     let text = fs::read_to_string(path).map_err(|error| Error::Io { path: path.into(), error })?;
     let joined = text.replace("\\\n", " ");
-    let deps = joined.split_once(": ").map_or("", |(_, deps)| deps);
+    Ok(depfile_paths(joined.split_once(": ").map_or("", |(_, deps)| deps)))
+}
+
+/// The paths of a depfile rule's prerequisites (`a\ b.c` is one path, `a b.c`).
+pub(crate) fn depfile_paths(deps: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut current = String::new();
     let mut chars = deps.chars();
@@ -957,7 +961,7 @@ fn read_depfile(path: &Path) -> Result<Vec<PathBuf>, Error> {
     if !current.is_empty() {
         out.push(PathBuf::from(current));
     }
-    Ok(out)
+    out
 }
 
 /// An x86-64 ELF relocatable object whose only content is the device object, in a section

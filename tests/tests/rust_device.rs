@@ -21,7 +21,7 @@ use sycl_tests::{
 /// the tests.
 const CHECKS: [&str; 16] = [
     "OpenCL C kernel -> Rust rs_poly",
-    "OpenCL C kernel -> Rust rs_sum",
+    "OpenCL C kernel -> Rust rs_mean -> rs_sum",
     "OpenCL C kernel -> Rust rs_poly_twice",
     "Rust kernel -> OpenCL C cl_lerp",
     "Rust kernel -> OpenCL C cl_hash",

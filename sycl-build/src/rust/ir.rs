@@ -88,7 +88,7 @@ pub(crate) fn rewrite(ir: &str, signatures: &Signatures) -> Result<Rewritten, Re
     for line in ir.lines() {
         if let Some(name) = line.strip_prefix('@').and_then(|l| l.split_once(" = ")).map(|(n, _)| n)
         {
-            globals.insert(name.to_string());
+            globals.insert(name.trim_matches('"').to_string());
         } else if line.starts_with("define ") || line.starts_with("declare ") {
             let header = Header::parse(line)?;
             functions.insert(header.name.to_string());
@@ -167,7 +167,7 @@ pub(crate) fn rewrite(ir: &str, signatures: &Signatures) -> Result<Rewritten, Re
                 text,
                 "  {private} = {instruction}\n  {value} = addrspacecast ptr {private} to ptr addrspace(4)"
             );
-        } else if let Some(call) = call_site(&line) {
+        } else if let Some(call) = call_site(&line)? {
             match call {
                 Call::Dropped => continue,
                 Call::Panic(indent) => {
@@ -367,6 +367,7 @@ fn kernel_wrapper(
     let (mut spaces, mut access, mut types, mut quals, mut names) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut const_pointers = Vec::new();
+    let mut used = HashSet::new();
     for (i, param) in header.params.iter().enumerate() {
         let ty = param_type(param);
         let rust = signature.map(|s| &s.params[i]);
@@ -378,6 +379,11 @@ fn kernel_wrapper(
                     && p != "_"
             })
             .unwrap_or_else(|| format!("arg{i}"));
+        // `_` and a parameter named `arg0` would both be `%arg0`.
+        let pname = match used.insert(pname.clone()) {
+            true => pname,
+            false => format!("{pname}.{i}"),
+        };
         let rust_type = rust.map(|(_, t)| t);
         let number = matches!(ty, "i8" | "i16" | "i32" | "i64" | "half" | "float" | "double");
         let pointer = ty == "ptr addrspace(4)" && !param.contains(" byval(");
@@ -516,7 +522,57 @@ enum Call {
 
 /// A line with a call: its callee's calling convention made `spir_func` (intrinsics keep
 /// theirs, renamed for generic pointers).
-fn call_site(line: &str) -> Option<Call> {
+fn call_site(line: &str) -> Result<Option<Call>, RewriteError> {
+    let Some(call) = call_site_of(line) else { return Ok(None) };
+    let callee_text = match &call {
+        Call::Rewritten(text) => text.as_str(),
+        _ => return Ok(Some(call)),
+    };
+    let unsupported = |what: &str, remedy: &str| {
+        Err(RewriteError(format!(
+            "{what}, which has no SPIR-V form: {remedy} (in: {})",
+            line.trim()
+        )))
+    };
+    if callee_text.contains(" asm ") {
+        return unsupported("inline assembly (`asm!`)", "device code is compiled for every device");
+    }
+    match callee(line) {
+        Some(name) if name.starts_with("llvm.nvvm.") => unsupported(
+            &format!("an NVPTX intrinsic (`{name}`, from `core::arch::nvptx`)"),
+            "use sycl_device's work-item functions, barriers and atomics",
+        ),
+        None => unsupported(
+            "a call through a function pointer (a `dyn Trait` method, a `fn` pointer)",
+            "call the function directly, or through generics",
+        ),
+        _ => Ok(Some(call)),
+    }
+}
+
+/// The callee's name of a call line (`@name(`), `None` for a call through a pointer
+/// (`%f(`): the name just before the first `(` that is not an address space's.
+fn callee(line: &str) -> Option<&str> {
+    let mut from = 0;
+    while let Some(k) = line[from..].find('(').map(|k| from + k) {
+        let before = &line[..k];
+        let start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || "._$-\"@%".contains(c)))
+            .map_or(0, |p| p + 1);
+        let token = &before[start..];
+        if let Some(name) = token.strip_prefix('@') {
+            return Some(name.trim_matches('"'));
+        }
+        if token.starts_with('%') {
+            return None;
+        }
+        from = k + 1;
+    }
+    None
+}
+
+/// [`call_site`] without the refusals.
+fn call_site_of(line: &str) -> Option<Call> {
     let trimmed = line.trim_start();
     let indent = &line[..line.len() - trimmed.len()];
     let after_value = match trimmed.split_once(" = ") {
@@ -535,13 +591,11 @@ fn call_site(line: &str) -> Option<Call> {
         Some(c) if c.starts_with("llvm.") => Some(Call::Rewritten(rename_intrinsics(line))),
         _ => {
             // The calling convention follows the fast-math flags.
+            const FLAGS: [&str; 8] =
+                ["fast ", "nnan ", "ninf ", "nsz ", "arcp ", "contract ", "afn ", "reassoc "];
             let mut at = call_end;
-            for flag in
-                ["fast ", "nnan ", "ninf ", "nsz ", "arcp ", "contract ", "afn ", "reassoc "]
-            {
-                while line[at..].starts_with(flag) {
-                    at += flag.len();
-                }
+            while let Some(flag) = FLAGS.iter().find(|f| line[at..].starts_with(**f)) {
+                at += flag.len();
             }
             Some(Call::Rewritten(format!(
                 "{}spir_func {}",
@@ -627,23 +681,24 @@ fn retype_pointers(
                     // the body's.
                     let name = renames.get(name).map_or(name, String::as_str);
                     let renamed = quoted(name);
-                    // A global or function used where a generic pointer goes: cast it.
-                    if out.ends_with(&format!("{GENERIC} ")) && !(defining && start == 0) {
-                        let cut = out.len() - GENERIC.len() - 1;
-                        out.truncate(cut);
-                        if globals.contains(name) {
-                            let _ = write!(
-                                out,
-                                "{GENERIC} addrspacecast (ptr addrspace(1) {renamed} to {GENERIC})"
-                            );
-                        } else if functions.contains(name) {
-                            let _ =
-                                write!(out, "{GENERIC} addrspacecast (ptr {renamed} to {GENERIC})");
-                        } else {
-                            let _ = write!(out, "{GENERIC} {renamed}");
-                        }
+                    // With opaque pointers every other mention of a global or a function is a
+                    // pointer to it, where a generic one goes: cast it. Not its definition, a
+                    // function's header or callee (`@f(`), nor `blockaddress(@f, …)`.
+                    let named_here = (defining && start == 0)
+                        || line[i..].starts_with('(')
+                        || out.ends_with("blockaddress(");
+                    let space = if globals.contains(name) {
+                        Some("ptr addrspace(1)")
+                    } else if functions.contains(name) {
+                        Some("ptr")
                     } else {
-                        out.push_str(&renamed);
+                        None
+                    };
+                    match space {
+                        Some(space) if !named_here => {
+                            let _ = write!(out, "addrspacecast ({space} {renamed} to {GENERIC})");
+                        }
+                        _ => out.push_str(&renamed),
                     }
                 } else {
                     out.push_str(token);
@@ -763,6 +818,62 @@ attributes #1 = { convergent nounwind "target-cpu"="sm_70" }
         assert_eq!(out.exports, ["rs_dot"]);
         assert_eq!(out.kernels.len(), 1);
         assert_eq!(out.kernels[0].const_pointers, [false, true, false]);
+    }
+
+    #[test]
+    fn pointers_returned_globals_anywhere_and_flags_in_any_order() {
+        let ir = concat!(
+            "@LUT = internal constant [4 x i32] zeroinitializer\n",
+            "@\"odd name\" = internal global i32 0\n",
+            "define noundef ptr @rs_at(ptr %p, i64 %i) unnamed_addr {\n",
+            "start:\n",
+            "  %q = phi ptr [ @LUT, %start ], [ @\"odd name\", %start ]\n",
+            "  call void @cl_use(ptr noundef nonnull align 4 @LUT)\n",
+            "  %r = call reassoc nsz float @g(float 1.0)\n",
+            "  %c = icmp eq ptr %p, @LUT\n",
+            "  %s = call ptr @rs_at(ptr %p, i64 0)\n",
+            "  ret ptr %q\n",
+            "}\n",
+            "declare void @cl_use(ptr)\n",
+            "declare float @g(float)\n",
+        );
+        let out = rewrite(ir, &Signatures::default()).unwrap();
+        let ir = &out.ir;
+        let lut = "addrspacecast (ptr addrspace(1) @LUT to ptr addrspace(4))";
+        assert!(
+            ir.contains(
+                "define spir_func noundef ptr addrspace(4) @rs_at(ptr addrspace(4) %p, i64 %i)"
+            ),
+            "{ir}"
+        );
+        assert!(ir.contains(&format!("phi ptr addrspace(4) [ {lut}, %start ], [ addrspacecast (ptr addrspace(1) @\"odd name\" to ptr addrspace(4)), %start ]")), "{ir}");
+        assert!(
+            ir.contains(&format!(
+                "call spir_func void @cl_use(ptr addrspace(4) noundef nonnull align 4 {lut})"
+            )),
+            "{ir}"
+        );
+        assert!(ir.contains("call reassoc nsz spir_func float @g(float 1.0)"), "{ir}");
+        assert!(ir.contains(&format!("icmp eq ptr addrspace(4) %p, {lut}")), "{ir}");
+        assert!(
+            ir.contains("call spir_func ptr addrspace(4) @rs_at(ptr addrspace(4) %p, i64 0)"),
+            "{ir}"
+        );
+        assert_eq!(out.exports, ["rs_at"]);
+    }
+
+    #[test]
+    fn what_has_no_spir_v_form_is_refused_naming_it() {
+        let body =
+            |call: &str| format!("define void @f(ptr %fp) {{\nstart:\n  {call}\n  ret void\n}}\n");
+        for (call, words) in [
+            ("%t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()", "core::arch::nvptx"),
+            ("call void %fp(i32 1)", "function pointer"),
+            ("call void asm sideeffect \"exit;\", \"\"()", "inline assembly"),
+        ] {
+            let error = rewrite(&body(call), &Signatures::default()).unwrap_err();
+            assert!(error.0.contains(words), "{call}: {}", error.0);
+        }
     }
 
     #[test]

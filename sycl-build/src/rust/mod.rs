@@ -34,6 +34,22 @@ const RUST_TARGET: &str = "nvptx64-nvidia-cuda";
 /// path), its IR `deps/sycl_device_unit_HASH.ll`, one per crate in a shared target directory.
 const WRAPPER: &str = "sycl_device_unit";
 
+/// The device build's profile, on cargo's command line, where no `.cargo/config.toml` of the
+/// user's (which cargo reads from the work directory's ancestors) overrides it: fat LTO makes
+/// the crate, `core` and its dependencies one module; without it `core`'s functions would be
+/// imports nothing resolves.
+const PROFILE: &[&str] = &[
+    "profile.release.panic=\"abort\"",
+    "profile.release.lto=\"fat\"",
+    "profile.release.codegen-units=1",
+    "profile.release.opt-level=3",
+    "profile.release.debug=false",
+    "profile.release.debug-assertions=false",
+    "profile.release.overflow-checks=false",
+    "profile.release.incremental=false",
+    "build.rustc-wrapper=\"\"",
+];
+
 /// The tools a Rust device crate needs, found once a build.
 pub(crate) struct RustTools {
     rustc: PathBuf,
@@ -99,6 +115,7 @@ pub(crate) fn compile(
         .arg(wrapper.join("Cargo.toml"))
         .arg("--target-dir")
         .arg(&target_dir)
+        .args(PROFILE.iter().flat_map(|setting| ["--config", setting]))
         .args(["--", "--emit=llvm-ir,link", "-Clinker=true"])
         .current_dir(&wrapper)
         .env("RUSTC", &tools.rustc)
@@ -168,9 +185,21 @@ pub(crate) fn compile(
     let invalid =
         |error| Error::InvalidSpirv { source_path: crate_dir.to_path_buf(), tool: "llc-22", error };
     let mut module = sycl_spirv::load(&bytes).map_err(invalid)?;
-    spirv::fix_up(&mut module, &signatures, &rewritten.exports, &rewritten.kernels);
+    let unsigned = spirv::fix_up(&mut module, &signatures, &rewritten.exports, &rewritten.kernels);
+    if cargo_lines {
+        for name in unsigned {
+            println!(
+                "cargo:warning=sycl-build: {}: no Rust signature of `{name}` found in the crate's sources (one `fn {name}(…)` with its parameters' types): its pointer parameters keep llc-22's guess of their pointee",
+                crate_dir.display()
+            );
+        }
+    }
     let spirv = sycl_spirv::assemble(&module);
-    let module = sycl_spirv::load(&spirv).map_err(invalid)?;
+    let module = sycl_spirv::load(&spirv).map_err(|error| Error::InvalidSpirv {
+        source_path: crate_dir.to_path_buf(),
+        tool: "sycl-build's fix-up of llc-22's SPIR-V",
+        error,
+    })?;
     let unit_spv = work.join("unit.spv");
     write_file(&unit_spv, &spirv)?;
     // PoCL and the `ptx64` target read SPIR-V through `llvm-spirv-15 -r`: what it cannot read
@@ -193,7 +222,7 @@ pub(crate) fn compile(
     Ok(RustUnit { spirv, module })
 }
 
-/// The wrapper package's manifest: a `cdylib` of the user's crate, built as device code is.
+/// The wrapper package's manifest: a `cdylib` of the user's crate.
 fn wrapper_manifest(crate_dir: &Path, package: &str, lib: &str) -> String {
     format!(
         r#"# Written by sycl-build: the device build of {dir}.
@@ -211,14 +240,7 @@ crate-type = ["cdylib"]
 [dependencies]
 device = {{ path = {dir:?}, package = {package:?} }}
 
-[profile.release]
-panic = "abort"
-lto = "fat"
-codegen-units = 1
-opt-level = 3
-debug = false
-debug-assertions = false
-overflow-checks = false
+# Its profile is on cargo's command line (PROFILE in sycl-build/src/rust/mod.rs).
 
 [workspace]
 "#,
@@ -268,15 +290,15 @@ fn package_name(manifest: &Path) -> Result<String, Error> {
     }
 }
 
-/// The sources a dep-info file lists, less the Rust library's own.
+/// The sources a dep-info file's first rule lists (cargo writes one rule, then an empty one
+/// per source), less the Rust library's own.
 fn dep_info(path: &Path) -> Result<Vec<PathBuf>, Error> {
     let text = fs::read_to_string(path).map_err(|error| Error::Io { path: path.into(), error })?;
     let first = text.lines().next().unwrap_or_default();
     let deps = first.split_once(": ").map_or("", |(_, d)| d);
-    Ok(deps
-        .split(' ')
-        .filter(|d| !d.is_empty() && !d.contains("/lib/rustlib/src/"))
-        .map(|d| PathBuf::from(d.replace("\\ ", " ")))
+    Ok(crate::depfile_paths(deps)
+        .into_iter()
+        .filter(|d| !d.to_string_lossy().contains("/lib/rustlib/src/"))
         .collect())
 }
 

@@ -77,7 +77,14 @@ impl Signatures {
         let tokens = tokens(source);
         let mut i = 0;
         while i < tokens.len() {
-            if tokens[i] == "fn" {
+            // A function whose symbol is not its name (`#[link_name]`, `#[export_name]`) is
+            // not the symbol's signature: left to the back end rather than matched wrongly.
+            let renamed = tokens[..i]
+                .iter()
+                .rev()
+                .take_while(|t| !matches!(**t, ";" | "}" | "{"))
+                .any(|t| matches!(*t, "link_name" | "export_name"));
+            if tokens[i] == "fn" && !renamed {
                 if let Some((name, signature, next)) = function(&tokens, i + 1) {
                     let known = self.by_name.entry(name).or_default();
                     if !known.contains(&signature) {
@@ -104,12 +111,24 @@ impl Signatures {
 /// generic function or what does not read as a signature.
 fn function(tokens: &[&str], at: usize) -> Option<(String, Signature, usize)> {
     let name = *tokens.get(at)?;
-    if !is_ident(name) || tokens.get(at + 1) != Some(&"(") {
+    if !is_ident(name) {
         return None;
     }
-    let close = matching(tokens, at + 1)?;
+    let mut open = at + 1;
+    // Lifetimes alone do not make a function generic.
+    if tokens.get(open) == Some(&"<") {
+        let close = matching(tokens, open)?;
+        if !tokens[open + 1..close].iter().all(|t| t.starts_with('\'') || *t == ",") {
+            return None;
+        }
+        open = close + 1;
+    }
+    if tokens.get(open) != Some(&"(") {
+        return None;
+    }
+    let close = matching(tokens, open)?;
     let mut params = Vec::new();
-    for param in split_commas(&tokens[at + 2..close]) {
+    for param in split_commas(&tokens[open + 1..close]) {
         if param.is_empty() {
             continue;
         }
@@ -129,6 +148,7 @@ fn function(tokens: &[&str], at: usize) -> Option<(String, Signature, usize)> {
         result = (ty != ["!"] && ty != ["(", ")"]).then(|| rust_type(ty));
         next = end;
     }
+    let name = name.strip_prefix("r#").unwrap_or(name);
     Some((name.to_string(), Signature { params, result }, next))
 }
 
@@ -187,6 +207,8 @@ fn matching(tokens: &[&str], open: usize) -> Option<usize> {
     let mut depth = 0usize;
     for (k, t) in tokens.iter().enumerate().skip(open) {
         match *t {
+            // The `>` of `->` closes nothing.
+            ">" if k > 0 && tokens[k - 1] == "-" => {}
             "(" | "[" | "{" | "<" => depth += 1,
             ")" | "]" | "}" | ">" => {
                 depth = depth.checked_sub(1)?;
@@ -206,6 +228,7 @@ fn split_commas<'a, 't>(tokens: &'t [&'a str]) -> Vec<&'t [&'a str]> {
     let (mut depth, mut start) = (0usize, 0);
     for (k, t) in tokens.iter().enumerate() {
         match *t {
+            ">" if k > 0 && tokens[k - 1] == "-" => {}
             "(" | "[" | "{" | "<" => depth += 1,
             ")" | "]" | "}" | ">" => depth = depth.saturating_sub(1),
             "," if depth == 0 => {
@@ -220,6 +243,7 @@ fn split_commas<'a, 't>(tokens: &'t [&'a str]) -> Vec<&'t [&'a str]> {
 }
 
 fn is_ident(token: &str) -> bool {
+    let token = token.strip_prefix("r#").unwrap_or(token);
     token.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
         && token.chars().all(|c| c.is_alphanumeric() || c == '_')
 }
@@ -256,6 +280,14 @@ fn tokens(source: &str) -> Vec<&str> {
                 }
             }
             i = k;
+        } else if rest.starts_with("r#")
+            && rest[2..].starts_with(|ch: char| ch.is_alphabetic() || ch == '_')
+        {
+            let len = 2 + rest[2..]
+                .find(|ch: char| !(ch.is_alphanumeric() || ch == '_'))
+                .unwrap_or(rest.len() - 2);
+            out.push(&source[i..i + len]);
+            i += len;
         } else if let Some(len) = raw_string(rest) {
             i += len;
         } else if c == b'"' || (c == b'b' && rest[1..].starts_with('"')) {
@@ -342,7 +374,7 @@ mod tests {
         assert_eq!(scale.params[0].1, ptr(F32, true));
         assert_eq!(scale.params[1].1, U32);
         assert_eq!(scale.result, None);
-        assert!(s.get("dot", 1).is_none(), "generic: left to the back end");
+        assert!(s.get("dot", 1).is_some(), "lifetimes alone: not generic");
         let norm = s.get("norm", 2).unwrap();
         assert_eq!(norm.params[0], ("v".into(), ptr(F32, false)));
         assert_eq!(norm.params[1].1, U32);
@@ -352,6 +384,23 @@ mod tests {
         assert_eq!(k.params[0].0, "mut n");
         assert_eq!(k.params[1].1, ptr(F32, true));
         assert_eq!(k.params[1].1.c_name().as_deref(), Some("float*"));
+    }
+
+    #[test]
+    fn arrows_raw_names_generics_and_renamed_symbols() {
+        let mut s = Signatures::default();
+        s.add_source(
+            "fn f(cb: Option<extern \"C\" fn(u32) -> u32>, p: *mut f32) {}\n\
+             fn r#type(p: *const u16) {}\n\
+             fn g<T>(p: *const T) {}\n\
+             #[export_name = \"h\"] extern \"C\" fn h_impl(p: *mut f32) {}\n\
+             fn h(p: *mut u8) {}\n\
+             extern \"C\" { #[link_name = \"k\"] fn k_decl(p: *mut f64); }",
+        );
+        assert_eq!(s.get("f", 2).unwrap().params[1].1, ptr(F32, true));
+        assert!(s.get("type", 1).is_some());
+        assert!(s.get("g", 1).is_none(), "generic");
+        assert!(s.get("h_impl", 1).is_none() && s.get("k_decl", 1).is_none(), "renamed");
     }
 
     #[test]

@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 
 use sycl_spirv::dr::{Instruction, Module, Operand};
-use sycl_spirv::spirv::{Decoration, LinkageType, Op, StorageClass, Word};
+use sycl_spirv::spirv::{Capability, Decoration, LinkageType, Op, StorageClass, Word};
 
 use super::ir::Kernel;
 use super::signature::{RustType, Scalar, Signatures};
@@ -28,13 +28,15 @@ use super::signature::{RustType, Scalar, Signatures};
 const SYCL_EXTERNAL: &str = "sycl-external";
 
 /// Fixes `module` up (the module doc says how): `exports` are the functions the crate
-/// exports.
+/// exports. Returns the kernels and the exported and imported functions with pointer
+/// parameters whose Rust signature was not found: they keep llc-22's guess.
 pub(crate) fn fix_up(
     module: &mut Module,
     signatures: &Signatures,
     exports: &[String],
     kernels: &[Kernel],
-) {
+) -> Vec<String> {
+    let mut unsigned = Vec::new();
     scalar_zeros(module);
     let mut types = TypeTable::of(module);
     pointer_comparisons(module, &mut types);
@@ -63,13 +65,28 @@ pub(crate) fn fix_up(
         let Some(index) = module.functions.iter().position(|f| f.def_id() == Some(id)) else {
             continue;
         };
-        let arity = module.functions[index].parameters.len();
-        let Some(signature) = signatures.get(name, arity) else { continue };
-        let wanted: Vec<Option<Word>> = signature
-            .params
+        let current: Vec<Option<Word>> =
+            module.functions[index].parameters.iter().map(|p| p.result_type).collect();
+        let pointers: Vec<bool> = current
             .iter()
-            .map(|(_, ty)| pointer_type(ty, class, &mut types, module))
+            .map(|t| {
+                t.is_some_and(|t| types.pointers.iter().any(|((c, _), id)| *c == class && *id == t))
+            })
             .collect();
+        let Some(signature) = signatures.get(name, current.len()) else {
+            if pointers.iter().any(|p| *p) {
+                unsigned.push(name.to_string());
+            }
+            continue;
+        };
+        // Types made only for the parameters that are pointers of this class.
+        let mut wanted = Vec::with_capacity(pointers.len());
+        for ((_, ty), pointer) in signature.params.iter().zip(&pointers) {
+            wanted.push(match pointer {
+                true => pointer_type(ty, class, &mut types, module),
+                false => None,
+            });
+        }
         retype_params(module, index, &wanted, import, class, &mut types);
     }
     for (id, (name, kind)) in &linkage {
@@ -97,6 +114,7 @@ pub(crate) fn fix_up(
             vec![Operand::LiteralString(format!("kernel_arg_type_qual.{}.{list}", kernel.name))],
         ));
     }
+    unsigned
 }
 
 /// Each `OpConstantNull` of an integer, a float or `bool` made an `OpConstant` 0
@@ -189,8 +207,9 @@ fn pointer_comparisons(module: &mut Module, types: &mut TypeTable) {
     }
 }
 
-/// Functions with linkage attributes: id → (name, kind).
-fn linkage(module: &Module) -> HashMap<Word, (String, LinkageType)> {
+/// Functions with linkage attributes: (id, (name, kind)), in the order of their ids, so that
+/// what is added for them gets the same ids every build.
+fn linkage(module: &Module) -> Vec<(Word, (String, LinkageType))> {
     module
         .annotations
         .iter()
@@ -201,7 +220,25 @@ fn linkage(module: &Module) -> HashMap<Word, (String, LinkageType)> {
             ) => Some((*id, (name.clone(), *kind))),
             _ => None,
         })
+        .collect::<std::collections::BTreeMap<_, _>>()
+        .into_iter()
         .collect()
+}
+
+/// `capability` declared, if it is not.
+fn require(module: &mut Module, capability: Capability) {
+    let declared = module
+        .capabilities
+        .iter()
+        .any(|c| c.operands.first() == Some(&Operand::Capability(capability)));
+    if !declared {
+        module.capabilities.push(Instruction::new(
+            Op::Capability,
+            None,
+            None,
+            vec![Operand::Capability(capability)],
+        ));
+    }
 }
 
 /// A fresh id.
@@ -258,6 +295,17 @@ impl TypeTable {
     }
 
     fn scalar(&mut self, scalar: Scalar, module: &mut Module) -> Word {
+        let capability = match scalar {
+            Scalar::Int { bits: 8, .. } => Some(Capability::Int8),
+            Scalar::Int { bits: 16, .. } => Some(Capability::Int16),
+            Scalar::Int { bits: 64, .. } => Some(Capability::Int64),
+            Scalar::Float { bits: 16 } => Some(Capability::Float16),
+            Scalar::Float { bits: 64 } => Some(Capability::Float64),
+            _ => None,
+        };
+        if let Some(capability) = capability {
+            require(module, capability);
+        }
         match scalar {
             Scalar::Int { bits, .. } => *self.ints.entry(bits).or_insert_with(|| {
                 TypeTable::add(
@@ -349,8 +397,10 @@ fn retype_params(
             *t = fn_type;
         }
     }
+    // Calls in the module pass the old types: cast, for a definition (the crate's own calls to
+    // a function it exports) as for an import.
+    cast_call_arguments(module, fn_id, &changes);
     if import {
-        cast_call_arguments(module, fn_id, &changes);
         for (i, _, new) in &changes {
             module.functions[index].parameters[*i].result_type = Some(*new);
         }
