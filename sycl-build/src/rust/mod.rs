@@ -99,6 +99,54 @@ pub(crate) fn compile(
     work: &Path,
     cargo_lines: bool,
 ) -> Result<RustUnit, Error> {
+    let (ll, signatures) = rustc_ir(tools, crate_dir, work, cargo_lines)?;
+    let ir = fs::read_to_string(&ll).map_err(|error| Error::Io { path: ll.clone(), error })?;
+    let rewritten = ir::rewrite(&ir, &signatures).map_err(|e| Error::Compile {
+        source_path: crate_dir.to_path_buf(),
+        command: format!("rewriting {} for SPIR-V", ll.display()),
+        stderr: e.0,
+    })?;
+    let spir_ll = work.join("unit.spir.ll");
+    write_file(&spir_ll, rewritten.ir.as_bytes())?;
+    let llc_spv = work.join("unit.llc.spv");
+    run(
+        Command::new(&tools.llc)
+            .args(["-mtriple=spirv64-unknown-unknown", "-O2", "-filetype=obj"])
+            .arg(&spir_ll)
+            .arg("-o")
+            .arg(&llc_spv),
+        crate_dir,
+    )?;
+    let bytes = fs::read(&llc_spv).map_err(|error| Error::Io { path: llc_spv.clone(), error })?;
+    let invalid =
+        |error| Error::InvalidSpirv { source_path: crate_dir.to_path_buf(), tool: "llc-22", error };
+    let mut module = sycl_spirv::load(&bytes).map_err(invalid)?;
+    let unsigned = spirv::fix_up(&mut module, &signatures, &rewritten.exports, &rewritten.kernels);
+    for name in unsigned.iter().filter(|_| cargo_lines) {
+        println!(
+            "cargo:warning=sycl-build: {}: no Rust signature of `{name}` found in the crate's sources (one `fn {name}(…)` with its parameters' types): its pointer parameters keep llc-22's guess of their pointee",
+            crate_dir.display()
+        );
+    }
+    let spirv = sycl_spirv::assemble(&module);
+    let module = sycl_spirv::load(&spirv).map_err(|error| Error::InvalidSpirv {
+        source_path: crate_dir.to_path_buf(),
+        tool: "sycl-build's fix-up of llc-22's SPIR-V",
+        error,
+    })?;
+    read_back(tools, crate_dir, work, &spirv)?;
+    Ok(RustUnit { spirv, module })
+}
+
+/// Builds the crate for the device through the wrapper package (the module doc says how):
+/// rustc's IR after LTO (`deps/LIB.ll`), and the signatures of the sources it was made from.
+/// With `cargo_lines`, prints `cargo:rerun-if-changed` for each of them and the manifest.
+fn rustc_ir(
+    tools: &RustTools,
+    crate_dir: &Path,
+    work: &Path,
+    cargo_lines: bool,
+) -> Result<(PathBuf, Signatures), Error> {
     let manifest = crate_dir.join("Cargo.toml");
     let package = package_name(&manifest)?;
     let lib = format!("{WRAPPER}_{:016x}", fnv1a(crate_dir.as_os_str().as_encoded_bytes()));
@@ -122,21 +170,7 @@ pub(crate) fn compile(
         .env("RUSTC_BOOTSTRAP", "1")
         .env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-cpu=sm_70");
     // What cargo tells this build script about the host build is not the device's.
-    for var in [
-        "RUSTFLAGS",
-        "RUSTC_WRAPPER",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "CARGO_BUILD_RUSTFLAGS",
-        "CARGO_PROFILE_RELEASE_LTO",
-        "CARGO_PROFILE_RELEASE_STRIP",
-        "CARGO_PROFILE_RELEASE_DEBUG",
-        "CARGO_PROFILE_RELEASE_PANIC",
-        "CARGO_PROFILE_RELEASE_OPT_LEVEL",
-        "CARGO_PROFILE_RELEASE_CODEGEN_UNITS",
-        "CARGO_INCREMENTAL",
-    ] {
+    for var in HOST_BUILD_VARS {
         cmd.env_remove(var);
     }
     // The host's own build scripts (core's `compiler_builtins` has one) link with the host's
@@ -150,9 +184,8 @@ pub(crate) fn compile(
     run(&mut cmd, crate_dir)?;
 
     let out = target_dir.join(RUST_TARGET).join("release");
-    let sources = dep_info(&out.join(format!("{lib}.d")))?;
     let mut signatures = Signatures::default();
-    for source in &sources {
+    for source in &dep_info(&out.join(format!("{lib}.d")))? {
         if cargo_lines {
             println!("cargo:rerun-if-changed={}", source.display());
         }
@@ -163,52 +196,35 @@ pub(crate) fn compile(
     if cargo_lines {
         println!("cargo:rerun-if-changed={}", manifest.display());
     }
-    let ll = out.join("deps").join(format!("{lib}.ll"));
-    let ir = fs::read_to_string(&ll).map_err(|error| Error::Io { path: ll.clone(), error })?;
-    let rewritten = ir::rewrite(&ir, &signatures).map_err(|e| Error::Compile {
-        source_path: crate_dir.to_path_buf(),
-        command: format!("rewriting {} for SPIR-V", ll.display()),
-        stderr: e.0,
-    })?;
-    let spir_ll = work.join("unit.spir.ll");
-    write_file(&spir_ll, rewritten.ir.as_bytes())?;
-    let llc_spv = work.join("unit.llc.spv");
-    run(
-        Command::new(&tools.llc)
-            .args(["-mtriple=spirv64-unknown-unknown", "-O2", "-filetype=obj"])
-            .arg(&spir_ll)
-            .arg("-o")
-            .arg(&llc_spv),
-        crate_dir,
-    )?;
-    let bytes = fs::read(&llc_spv).map_err(|error| Error::Io { path: llc_spv.clone(), error })?;
-    let invalid =
-        |error| Error::InvalidSpirv { source_path: crate_dir.to_path_buf(), tool: "llc-22", error };
-    let mut module = sycl_spirv::load(&bytes).map_err(invalid)?;
-    let unsigned = spirv::fix_up(&mut module, &signatures, &rewritten.exports, &rewritten.kernels);
-    if cargo_lines {
-        for name in unsigned {
-            println!(
-                "cargo:warning=sycl-build: {}: no Rust signature of `{name}` found in the crate's sources (one `fn {name}(…)` with its parameters' types): its pointer parameters keep llc-22's guess of their pointee",
-                crate_dir.display()
-            );
-        }
-    }
-    let spirv = sycl_spirv::assemble(&module);
-    let module = sycl_spirv::load(&spirv).map_err(|error| Error::InvalidSpirv {
-        source_path: crate_dir.to_path_buf(),
-        tool: "sycl-build's fix-up of llc-22's SPIR-V",
-        error,
-    })?;
+    Ok((out.join("deps").join(format!("{lib}.ll")), signatures))
+}
+
+/// What cargo tells a build script about the host's build, which the device build must not
+/// take.
+const HOST_BUILD_VARS: &[&str] = &[
+    "RUSTFLAGS",
+    "RUSTC_WRAPPER",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "CARGO_TARGET_DIR",
+    "CARGO_BUILD_TARGET",
+    "CARGO_BUILD_RUSTFLAGS",
+    "CARGO_PROFILE_RELEASE_LTO",
+    "CARGO_PROFILE_RELEASE_STRIP",
+    "CARGO_PROFILE_RELEASE_DEBUG",
+    "CARGO_PROFILE_RELEASE_PANIC",
+    "CARGO_PROFILE_RELEASE_OPT_LEVEL",
+    "CARGO_PROFILE_RELEASE_CODEGEN_UNITS",
+    "CARGO_INCREMENTAL",
+];
+
+/// `spirv` read back by `llvm-spirv-15 -r`, as PoCL and the `ptx64` target will read it: what
+/// it cannot read fails here, naming the crate, rather than on a device at run time.
+fn read_back(tools: &RustTools, crate_dir: &Path, work: &Path, spirv: &[u8]) -> Result<(), Error> {
     let unit_spv = work.join("unit.spv");
-    write_file(&unit_spv, &spirv)?;
-    // PoCL and the `ptx64` target read SPIR-V through `llvm-spirv-15 -r`: what it cannot read
-    // fails here, naming the crate, rather than on a device at run time.
-    run(
-        Command::new(&tools.llvm_spirv).arg("-r").arg(&unit_spv).arg("-o").arg(work.join("unit.check.bc")),
-        crate_dir,
-    )
-    .map_err(|e| match e {
+    write_file(&unit_spv, spirv)?;
+    let mut cmd = Command::new(&tools.llvm_spirv);
+    cmd.arg("-r").arg(&unit_spv).arg("-o").arg(work.join("unit.check.bc"));
+    run(&mut cmd, crate_dir).map(drop).map_err(|e| match e {
         Error::Compile { source_path, command, stderr } => Error::Compile {
             source_path,
             command,
@@ -218,8 +234,7 @@ pub(crate) fn compile(
             ),
         },
         other => other,
-    })?;
-    Ok(RustUnit { spirv, module })
+    })
 }
 
 /// The wrapper package's manifest: a `cdylib` of the user's crate.
