@@ -592,6 +592,20 @@ mod tests {
     }
 
     #[test]
+    fn the_rust_device_ratios_read_as_their_expected_bounds() {
+        let kernels = "\
+RATIO 0.9902704681773297 <= 1.02 | Rust kernel time / the same code in OpenCL C: saxpy | AMD EPYC: median of 31 rounds' ratios; medians Rust 4282 us, OpenCL C 4331 us
+RATIO 0.9963300276042336 <= 1.02 | Rust kernel time / the same code in OpenCL C: nbody | AMD EPYC: median of 31 rounds' ratios; medians Rust 886 us, OpenCL C 931 us
+RATIO 1.0024429989830008 <= 1.02 | Rust kernel time / the same code in OpenCL C: nbody-rust-library | AMD EPYC: median of 31 rounds' ratios; medians Rust 885 us, OpenCL C 885 us
+";
+        assert_eq!(report(RUST_KERNELS, kernels).problems(true), Vec::<String>::new());
+        let build = "RATIO 14.5 <= 30 | seconds a Rust device crate adds to a clean build of its package | rs-lib 39.5 s, cl-lib 24.9 s, from clean";
+        assert_eq!(report(RUST_BUILD, build).problems(true), Vec::<String>::new());
+        let slow = build.replace("RATIO 14.5", "RATIO 31.5");
+        assert_eq!(report(RUST_BUILD, &slow).problems(true).len(), 1, "a missed bound fails");
+    }
+
+    #[test]
     fn ratios_are_read_with_their_bounds() {
         let output = "\
 collect/100             time:   [1.1938 µs 1.2045 µs 1.2195 µs]
