@@ -184,7 +184,7 @@ impl<'r> Walk<'r> {
                     // This image's definition wins; another binary may still export the
                     // symbol after it in loader order (opened later, `RTLD_GLOBAL`).
                     if shared && !is_set(id) {
-                        self.kept_over_others(symbol, id)?;
+                        self.exported_elsewhere(symbol, id, id)?;
                     }
                 }
                 Some(&first) if first.binary != id.binary => {
@@ -223,20 +223,25 @@ impl<'r> Walk<'r> {
         }
     }
 
-    /// `winner`'s definition of `symbol`, taken, is the first in loader order, and another
-    /// binary `winner` may see exports it too: traced once, an error in strict mode, as when
-    /// the definition taken loses (whichever image the walk takes first).
-    fn kept_over_others(&mut self, symbol: &'r str, winner: ImageId) -> Result<(), Error> {
+    /// `winner`'s definition of `symbol` serves `seen_from` (an image importing it, or
+    /// `winner` itself, taken first), and another binary that `seen_from` may see exports it
+    /// too: traced once per program, an error in strict mode, whichever way the walk came to
+    /// the symbol (as when the definition taken loses: [`Walk::duplicate`]).
+    fn exported_elsewhere(
+        &mut self,
+        symbol: &'r str,
+        winner: ImageId,
+        seen_from: ImageId,
+    ) -> Result<(), Error> {
         let registry = self.registry;
-        let visible = |p: &&ImageId| registry.visible(winner.binary, p.binary);
+        let visible = |p: &&ImageId| registry.visible(seen_from.binary, p.binary);
         let providers = registry.providers(self.target, symbol);
-        if !providers.iter().filter(visible).any(|p| p.binary != winner.binary) {
+        if !providers.iter().filter(visible).any(|p| p.binary != winner.binary)
+            || !self.duplicates.insert(symbol)
+        {
             return Ok(());
         }
-        if !self.duplicates.insert(symbol) {
-            return Ok(());
-        }
-        let names = self.exporters(symbol, winner);
+        let names = self.exporters(symbol, seen_from);
         trace!(
             "duplicate",
             "{symbol}: exported by {}; the first in loader order wins: {} (for {})",
@@ -277,21 +282,7 @@ impl<'r> Walk<'r> {
         if let Some((set, _)) = registry.view(provider).virtual_functions_set() {
             return Ok(Some(set));
         }
-        let visible = |p: &&ImageId| registry.visible(requester.binary, p.binary);
-        let providers = registry.providers(self.target, symbol);
-        if providers.iter().filter(visible).any(|p| p.binary != provider.binary)
-            && self.duplicates.insert(symbol)
-        {
-            let names = self.exporters(symbol, requester);
-            trace!(
-                "duplicate",
-                "{symbol}: exported by {}; the first in loader order wins: {} (for {})",
-                names.join(", "),
-                registry.describe(provider),
-                self.subject
-            );
-            self.refuse_in_strict_mode(symbol, names)?;
-        }
+        self.exported_elsewhere(symbol, provider, requester)?;
         trace!("resolve", "{symbol} -> {} (for {})", registry.describe(provider), self.subject);
         self.add(provider)?;
         Ok(None)
