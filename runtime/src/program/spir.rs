@@ -22,14 +22,25 @@ pub(super) fn rewrite_for_device<'a>(
     overridden: &[String],
     caps: &Capabilities,
 ) -> Result<std::borrow::Cow<'a, [u8]>, Error> {
-    let data = registry.view(id).data;
+    rewrite(registry.view(id).data, overridden, caps, &registry.describe(id))
+}
+
+/// `data` (SPIR-V, `what` in messages) with `overridden` made imports and its builtins
+/// rewritten for the device of `caps`; borrowed where nothing changed, or where it cannot be
+/// read and nothing had to change (the driver refuses it then, in its own words).
+fn rewrite<'a>(
+    data: &'a [u8],
+    overridden: &[String],
+    caps: &Capabilities,
+    what: &str,
+) -> Result<std::borrow::Cow<'a, [u8]>, Error> {
     let mut module = match sycl_spirv::load(data) {
         Ok(module) => module,
         Err(_) if overridden.is_empty() => return Ok(std::borrow::Cow::Borrowed(data)),
-        Err(e) => return Err(Error::Translate(format!("{}: {e}", registry.describe(id)))),
+        Err(e) => return Err(Error::Translate(format!("{what}: {e}"))),
     };
-    let imported = import_overridden(&mut module, overridden, &registry.describe(id));
-    Ok(match rewrite_builtins(&mut module, caps, &registry.describe(id))? || imported {
+    let imported = import_overridden(&mut module, overridden, what);
+    Ok(match rewrite_builtins(&mut module, caps, what)? || imported {
         true => std::borrow::Cow::Owned(sycl_spirv::assemble(&module)),
         false => std::borrow::Cow::Borrowed(data),
     })
@@ -43,14 +54,7 @@ pub(crate) fn for_ahead_of_time<'a>(
     spirv: &'a [u8],
     caps: &Capabilities,
 ) -> Result<std::borrow::Cow<'a, [u8]>, Error> {
-    let Ok(mut module) = sycl_spirv::load(spirv) else {
-        // What cannot be read is the driver's to refuse, with its own words.
-        return Ok(std::borrow::Cow::Borrowed(spirv));
-    };
-    Ok(match rewrite_builtins(&mut module, caps, "an ahead-of-time image")? {
-        true => std::borrow::Cow::Owned(sycl_spirv::assemble(&module)),
-        false => std::borrow::Cow::Borrowed(spirv),
-    })
+    rewrite(spirv, &[], caps, "an ahead-of-time image")
 }
 
 /// `module`'s definitions `overridden` made imports (traced); whether any was.
