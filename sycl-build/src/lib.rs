@@ -399,19 +399,8 @@ impl Build {
                 diagnostics.extend(warnings);
             }
 
-            let object = DeviceObject {
-                package: package.clone(),
-                source: source.to_string_lossy().into_owned(),
-                split: self.split,
-                fixed_targets: self.fixed_targets.clone(),
-                targets: self.targets.clone(),
-                device_config: config_text.clone(),
-                spirv: translated.spirv,
-            };
-            members.push((
-                format!("{DEVICE_OBJECT_MEMBER_PREFIX}{index}-{stem}.o"),
-                elf_object(&object),
-            ));
+            let object = self.device_object(&package, source, &config_text, translated.spirv);
+            members.push((format!("{DEVICE_OBJECT_MEMBER_PREFIX}{index}-{stem}.o"), object));
         }
 
         if !self.rust_crates.is_empty() {
@@ -425,19 +414,9 @@ impl Build {
                 let unit_dir = work.join(format!("rust-{index}-{stem}"));
                 let unit = rust::compile(&tools, crate_dir, &unit_dir, cargo)?;
                 interface.add(&unit.module);
-                let object = DeviceObject {
-                    package: package.clone(),
-                    source: dir.to_string_lossy().into_owned(),
-                    split: self.split,
-                    fixed_targets: self.fixed_targets.clone(),
-                    targets: self.targets.clone(),
-                    device_config: config_text.clone(),
-                    spirv: unit.spirv,
-                };
-                members.push((
-                    format!("{DEVICE_OBJECT_MEMBER_PREFIX}rust-{index}-{stem}.o"),
-                    elf_object(&object),
-                ));
+                let object = self.device_object(&package, dir, &config_text, unit.spirv);
+                members
+                    .push((format!("{DEVICE_OBJECT_MEMBER_PREFIX}rust-{index}-{stem}.o"), object));
             }
         }
 
@@ -458,6 +437,26 @@ impl Build {
         }
         let kernels = interface.kernels;
         Ok(Compiled { archive, kernels_rs, kernels, diagnostics, compiler_warnings })
+    }
+
+    /// The ELF object carrying one source's (or Rust crate's) SPIR-V as a device object, with
+    /// this build's link settings.
+    fn device_object(
+        &self,
+        package: &str,
+        source: &Path,
+        config_text: &Option<String>,
+        spirv: Vec<u8>,
+    ) -> Vec<u8> {
+        elf_object(&DeviceObject {
+            package: package.to_string(),
+            source: source.to_string_lossy().into_owned(),
+            split: self.split,
+            fixed_targets: self.fixed_targets.clone(),
+            targets: self.targets.clone(),
+            device_config: config_text.clone(),
+            spirv,
+        })
     }
 
     /// The tools every source goes through: each setter, then its environment variable, then
@@ -703,11 +702,17 @@ struct Translated {
 /// make every build run the build script again.
 fn write_device_header(out_dir: &Path) -> Result<PathBuf, Error> {
     let include_dir = out_dir.join("sycl-include");
-    let header = include_dir.join("sycl").join("device.h");
-    if fs::read(&header).ok().as_deref() != Some(DEVICE_HEADER.as_bytes()) {
-        write_file(&header, DEVICE_HEADER.as_bytes())?;
-    }
+    write_if_changed(&include_dir.join("sycl").join("device.h"), DEVICE_HEADER.as_bytes())?;
     Ok(include_dir)
+}
+
+/// Writes `bytes` unless the file holds them already: cargo decides what to rebuild by files'
+/// times, so a file written anew on every run would make every build run again.
+fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    if fs::read(path).ok().as_deref() == Some(bytes) {
+        return Ok(());
+    }
+    write_file(path, bytes)
 }
 
 /// Whether a source needs the feature diagnostics: it declares aspects, or it is compiled

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::tool::{Tool, ToolFile};
-use crate::{run, write_file, Error};
+use crate::{run, write_file, write_if_changed, Error};
 
 use signature::Signatures;
 
@@ -315,12 +315,4 @@ fn dep_info(path: &Path) -> Result<Vec<PathBuf>, Error> {
         .into_iter()
         .filter(|d| !d.to_string_lossy().contains("/lib/rustlib/src/"))
         .collect())
-}
-
-/// Writes `bytes` unless the file holds them: cargo rebuilds what changed by time.
-fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    if fs::read(path).ok().as_deref() == Some(bytes) {
-        return Ok(());
-    }
-    write_file(path, bytes)
 }
