@@ -241,38 +241,38 @@ fn verdict(problems: &[String], bounds: bool, informational: bool) -> ExitCode {
 /// The fixtures' `gpu-bench` n-body step with its hot function in another library against
 /// the same code in one, on both CPU devices (release build).
 fn across_libraries_on_cpus() -> Result<Vec<Report>> {
-    let root = repo_root();
-    run_checked(
-        cargo()
-            .args(["build", "-q", "--release", "-p", "gpu-bench"])
-            .current_dir(root.join("fixtures")),
-    )?;
-    let program = root.join("fixtures/target/release/gpu-bench");
-    let mut reports = Vec::new();
-    for device in ["intel", "pocl"] {
-        let mut command = Command::new(&program);
+    on_both_cpus("gpu-bench", "gpu-bench --across", |command, device| {
         command.args(["--across", device]).env("SYCL_CACHE_DISABLE", "1");
-        let source = format!("gpu-bench --across {device}");
-        reports.push(Report::read(&source, expected(&source), &run_teed(&mut command)?));
-    }
-    Ok(reports)
+    })
 }
 
 /// `rs-app bench` on both CPU devices: each Rust kernel's time against the same code in
 /// OpenCL C.
 fn rust_kernels_on_cpus() -> Result<Vec<Report>> {
+    on_both_cpus("rs-app", "rs-app bench", |command, device| {
+        command.args(["bench", "15"]).env("SYCL_DEVICE", device);
+    })
+}
+
+/// The fixture `program` built in release, then run on each CPU device as `arguments` sets
+/// its command up for the device; each run's ratios read as `SOURCE DEVICE`'s.
+fn on_both_cpus(
+    program: &str,
+    source: &str,
+    arguments: impl Fn(&mut Command, &str),
+) -> Result<Vec<Report>> {
     let root = repo_root();
     run_checked(
         cargo()
-            .args(["build", "-q", "--release", "-p", "rs-app"])
+            .args(["build", "-q", "--release", "-p", program])
             .current_dir(root.join("fixtures")),
     )?;
-    let program = root.join("fixtures/target/release/rs-app");
+    let path = root.join("fixtures/target/release").join(program);
     let mut reports = Vec::new();
     for device in ["intel", "pocl"] {
-        let mut command = Command::new(&program);
-        command.args(["bench", "15"]).env("SYCL_DEVICE", device);
-        let source = format!("rs-app bench {device}");
+        let mut command = Command::new(&path);
+        arguments(&mut command, device);
+        let source = format!("{source} {device}");
         reports.push(Report::read(&source, expected(&source), &run_teed(&mut command)?));
     }
     Ok(reports)
